@@ -1,0 +1,385 @@
+"""The storage contract (candle's `BackendStorage`) and the backend registry.
+
+A backend provides a `BackendDevice` (one per ordinal) and `BackendStorage` objects:
+flat buffers of one dtype. Tensor owns the Layout and hands it to each call; the
+contract is *functional*: every op reads its inputs through their layouts and returns
+a fresh, contiguous storage of the output shape, except where a method says "in place".
+
+Conventions every backend must follow (the Tensor layer guarantees the preconditions):
+- operands of one call live on the same device and, unless a method says otherwise,
+  have the same dtype;
+- binary, cmp and where operands arrive already broadcast to the output shape
+  (broadcast dims have stride 0);
+- reductions keep reduced dims as size 1 (the Tensor squeezes them for keepdim=False);
+- integer index operands (`ids`) are int64, uint32 or uint8; out-of-range ids raise
+  `IndexOutOfRange`, never read or write out of bounds;
+- float16/bfloat16 arithmetic accumulates in float32.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+from .errors import BackendUnavailable, DeviceError
+from .layout import Layout
+
+UNARY_OPS = ("exp", "log", "sin", "cos", "tanh", "abs", "neg", "recip", "sqr", "sqrt", "gelu",
+             "gelu_erf", "erf", "relu", "silu", "floor", "ceil", "round", "sign", "sigmoid")
+BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
+CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+REDUCE_OPS = ("sum", "min", "max", "argmin", "argmax")
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """Geometry of an N-d convolution (N = 1 or 2), PyTorch semantics.
+
+    input (b, c_in, *spatial), kernel (c_out, c_in // groups, *k) for conv, and
+    (c_in, c_out // groups, *k) for conv_transpose. Tuples have one entry per spatial dim.
+    """
+    stride: Tuple[int, ...]
+    padding: Tuple[int, ...]
+    dilation: Tuple[int, ...]
+    groups: int = 1
+    output_padding: Tuple[int, ...] = ()  # conv_transpose only
+
+    def out_size(self, in_size: Sequence[int], k: Sequence[int], transposed: bool = False) -> Tuple[int, ...]:
+        out = []
+        for i, (n, kk) in enumerate(zip(in_size, k)):
+            s, p, d = self.stride[i], self.padding[i], self.dilation[i]
+            if transposed:
+                op = self.output_padding[i] if self.output_padding else 0
+                out.append((n - 1) * s - 2 * p + d * (kk - 1) + op + 1)
+            else:
+                out.append((n + 2 * p - d * (kk - 1) - 1) // s + 1)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class PoolParams:
+    kernel: Tuple[int, int]
+    stride: Tuple[int, int]
+    padding: Tuple[int, int] = (0, 0)
+    dilation: Tuple[int, int] = (1, 1)   # max_pool2d only
+    count_include_pad: bool = True       # avg_pool2d only
+
+    def out_size(self, h: int, w: int) -> Tuple[int, int]:
+        return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+                     zip((h, w), self.kernel, self.stride, self.padding, self.dilation))
+
+
+class BackendDevice(ABC):
+    """One device of a backend. `name` is the registry name ('cpu', 'cuda', 'rocm')."""
+    name: str
+    ordinal: int = 0
+
+    def __str__(self):
+        return self.name if self.name == "cpu" else f"{self.name}:{self.ordinal}"
+
+    @abstractmethod
+    def zeros(self, shape: Sequence[int], dtype) -> "BackendStorage": ...
+
+    @abstractmethod
+    def alloc_uninit(self, shape: Sequence[int], dtype) -> "BackendStorage": ...
+
+    @abstractmethod
+    def from_cpu(self, array) -> "BackendStorage":
+        """A storage holding a copy of a C-contiguous numpy array (bf16 via ml_dtypes)."""
+
+    @abstractmethod
+    def rand_uniform(self, shape, dtype, lo: float, hi: float) -> "BackendStorage": ...
+
+    @abstractmethod
+    def rand_normal(self, shape, dtype, mean: float, std: float) -> "BackendStorage": ...
+
+    @abstractmethod
+    def set_seed(self, seed: int) -> None: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    def full(self, shape, value, dtype) -> "BackendStorage":
+        s = self.alloc_uninit(shape, dtype)
+        s.const_set(value, Layout.contiguous(shape))
+        return s
+
+    def memory_stats(self) -> Dict[str, int]:
+        return {}
+
+    def empty_cache(self) -> None:
+        pass
+
+
+class BackendStorage(ABC):
+    """A flat buffer of `dtype` elements on `device`. See the module docstring."""
+    device: BackendDevice
+    dtype: object  # tensorlite.dtype.DType
+
+    # ---- elementwise ----------------------------------------------------------------
+    @abstractmethod
+    def affine(self, layout: Layout, mul: float, add: float) -> "BackendStorage":
+        """x * mul + add, same dtype."""
+
+    @abstractmethod
+    def powf(self, layout: Layout, e: float) -> "BackendStorage":
+        """x ** e (floating dtypes)."""
+
+    @abstractmethod
+    def elu(self, layout: Layout, alpha: float) -> "BackendStorage": ...
+
+    @abstractmethod
+    def unary_impl(self, op: str, layout: Layout) -> "BackendStorage":
+        """op in UNARY_OPS. Same dtype out. Integer dtypes support abs, neg, sqr, sign,
+        relu (and floor/ceil/round as identity); the Tensor casts to float for the rest."""
+
+    @abstractmethod
+    def binary_impl(self, op: str, rhs: "BackendStorage", lhs_layout: Layout,
+                    rhs_layout: Layout) -> "BackendStorage":
+        """op in BINARY_OPS; integer div truncates toward zero is NOT used: the Tensor
+        only sends `div` for floating dtypes (true division) and `floor_divide` is composed."""
+
+    @abstractmethod
+    def cmp(self, op: str, rhs: "BackendStorage", lhs_layout: Layout, rhs_layout: Layout) -> "BackendStorage":
+        """op in CMP_OPS; returns a bool storage."""
+
+    @abstractmethod
+    def where_cond(self, layout: Layout, t: "BackendStorage", t_layout: Layout,
+                   f: "BackendStorage", f_layout: Layout) -> "BackendStorage":
+        """self is the bool condition; t and f share a dtype, which the output has."""
+
+    @abstractmethod
+    def to_dtype(self, layout: Layout, dtype) -> "BackendStorage":
+        """Cast. float->int truncates toward zero; ->bool is x != 0; f32->f16/bf16 rounds
+        to nearest even."""
+
+    @abstractmethod
+    def reduce_op(self, op: str, layout: Layout, dims: Tuple[int, ...]) -> "BackendStorage":
+        """op in REDUCE_OPS over `dims` (sorted, non-empty), kept as size-1 dims.
+        sum/min/max keep the dtype; argmin/argmax take exactly one dim, return int64 and
+        pick the first occurrence on ties. min/max of an empty dim raise ShapeError."""
+
+    # ---- indexing -------------------------------------------------------------------
+    @abstractmethod
+    def index_select(self, ids: "BackendStorage", layout: Layout, ids_layout: Layout, dim: int) -> "BackendStorage":
+        """ids is 1-D; output shape = layout.shape with dim replaced by len(ids)."""
+
+    @abstractmethod
+    def gather(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout, dim: int) -> "BackendStorage":
+        """torch.gather: ids has the same ndim; out[i][j] = self[ids[i][j]][j] for dim 0."""
+
+    @abstractmethod
+    def scatter_add(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout,
+                    src: "BackendStorage", src_layout: Layout, dim: int) -> "BackendStorage":
+        """self (shape of layout) plus src scattered along dim at ids (ids shape = src shape)."""
+
+    @abstractmethod
+    def index_add(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout,
+                  src: "BackendStorage", src_layout: Layout, dim: int) -> "BackendStorage":
+        """self plus src[.., i, ..] added at self[.., ids[i], ..] along dim (ids 1-D)."""
+
+    # ---- matmul, conv, pooling ------------------------------------------------------
+    @abstractmethod
+    def matmul(self, rhs: "BackendStorage", bmnk: Tuple[int, int, int, int],
+               lhs_layout: Layout, rhs_layout: Layout) -> "BackendStorage":
+        """lhs_layout is 3-D (b, m, k), rhs_layout (b, k, n); either may have batch stride 0
+        or be a transposed view. Output contiguous (b, m, n)."""
+
+    @abstractmethod
+    def conv1d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
+               params: ConvParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def conv2d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
+               params: ConvParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def conv_transpose1d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
+                         params: ConvParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def conv_transpose2d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
+                         params: ConvParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def avg_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def max_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage": ...
+
+    @abstractmethod
+    def upsample_nearest2d(self, layout: Layout, out_h: int, out_w: int) -> "BackendStorage":
+        """PyTorch 'nearest': src index = floor(dst * in / out)."""
+
+    # ---- copies ---------------------------------------------------------------------
+    @abstractmethod
+    def copy_strided_src(self, dst: "BackendStorage", dst_offset: int, src_layout: Layout) -> None:
+        """In place: write self's elements (read through src_layout, row-major order)
+        contiguously into dst starting at element dst_offset."""
+
+    @abstractmethod
+    def copy2d(self, dst: "BackendStorage", d1: int, d2: int, src_stride1: int, dst_stride1: int,
+               src_offset: int, dst_offset: int) -> None:
+        """In place: d1 rows of d2 contiguous elements; row i of src starts at
+        src_offset + i*src_stride1, of dst at dst_offset + i*dst_stride1 (used by cat)."""
+
+    @abstractmethod
+    def const_set(self, value, layout: Layout) -> None:
+        """In place: every element that layout addresses becomes `value`."""
+
+    @abstractmethod
+    def to_cpu(self, layout: Layout):
+        """A C-contiguous numpy array of layout's shape (a copy)."""
+
+    # ---- fused nn ops (candle's CustomOp); each has a composite reference in nn.functional
+    @abstractmethod
+    def softmax_last_dim(self, layout: Layout) -> "BackendStorage": ...
+
+    @abstractmethod
+    def log_softmax(self, layout: Layout) -> "BackendStorage":
+        """Over the last dim."""
+
+    @abstractmethod
+    def layer_norm(self, layout: Layout, weight: Optional["BackendStorage"], w_layout: Optional[Layout],
+                   bias: Optional["BackendStorage"], b_layout: Optional[Layout], eps: float) -> "BackendStorage":
+        """Normalise over the last dim; weight/bias 1-D of that size or None."""
+
+    @abstractmethod
+    def rms_norm(self, layout: Layout, weight: Optional["BackendStorage"], w_layout: Optional[Layout],
+                 eps: float) -> "BackendStorage":
+        """x / sqrt(mean(x^2, -1) + eps) * weight."""
+
+    @abstractmethod
+    def rope(self, layout: Layout, cos: "BackendStorage", cos_layout: Layout, sin: "BackendStorage",
+             sin_layout: Layout, variant: str) -> "BackendStorage":
+        """Rotary embedding. variant 'rope' (half-split pairs (i, i+d/2), x (b,h,t,d)),
+        'rope_i' (interleaved pairs (2i, 2i+1), x (b,h,t,d)), 'rope_thd' (half-split,
+        x (b,t,h,d)). cos/sin have shape (b, t, d/2) (the Tensor broadcasts a (t, d/2)
+        table with batch stride 0)."""
+
+    @abstractmethod
+    def sdpa(self, layout: Layout, k: "BackendStorage", k_layout: Layout, v: "BackendStorage",
+             v_layout: Layout, mask: Optional["BackendStorage"], mask_layout: Optional[Layout],
+             scale: float, is_causal: bool) -> "BackendStorage":
+        """Attention for q (self) (b, hq, L, d), k/v (b, hk, S, d) with hq % hk == 0 (GQA:
+        q head h uses kv head h // (hq // hk)). mask is None, bool (True = keep) or
+        additive float of the query dtype, broadcast to (b, hq, L, S). is_causal aligns
+        top-left (query i sees keys j <= i), as torch does. Output (b, hq, L, dv)."""
+
+
+# =====================================================================================
+# Registry
+# =====================================================================================
+
+class _Entry:
+    def __init__(self, name: str, factory: Callable[[int], BackendDevice]):
+        self.name, self.factory = name, factory
+        self.devices: Dict[int, BackendDevice] = {}
+        self.error: Optional[str] = None
+
+
+_REGISTRY: Dict[str, _Entry] = {}
+_LOCK = threading.RLock()
+_ENTRY_POINTS_LOADED = False
+
+
+def register(name: str, factory: Callable[[int], BackendDevice]) -> None:
+    """Register a backend: `factory(ordinal)` returns its BackendDevice or raises
+    BackendUnavailable (or any exception) with the reason the backend cannot run here.
+    Factories are called lazily, on first use of the device."""
+    with _LOCK:
+        _REGISTRY[name] = _Entry(name, factory)
+
+
+def _load_entry_points():
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    try:
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="tensorlite.backends"):
+            try:
+                register(ep.name, ep.load())
+            except Exception as e:  # a broken plugin must not break import
+                entry = _Entry(ep.name, None)
+                entry.error = f"entry point {ep.value!r} failed to load: {e}"
+                _REGISTRY[ep.name] = entry
+    except Exception:
+        pass
+
+
+def parse_device(spec) -> Tuple[str, int]:
+    if isinstance(spec, BackendDevice):
+        return spec.name, spec.ordinal
+    spec = str(spec)
+    name, _, idx = spec.partition(":")
+    if idx and not idx.isdigit():
+        raise DeviceError(f"invalid device string {spec!r}: expected 'name' or 'name:ordinal'")
+    return name, int(idx) if idx else 0
+
+
+def get_device(spec) -> BackendDevice:
+    """The BackendDevice for 'cpu', 'cuda', 'cuda:1', 'rocm:0', ... (created on first use)."""
+    if isinstance(spec, BackendDevice):
+        return spec
+    _load_entry_points()
+    name, ordinal = parse_device(spec)
+    with _LOCK:
+        entry = _REGISTRY.get(name)
+        if entry is None:
+            raise DeviceError(f"unknown device {str(spec)!r}; registered backends: {sorted(_REGISTRY)}")
+        dev = entry.devices.get(ordinal)
+        if dev is not None:
+            return dev
+        if entry.error is not None and entry.factory is None:
+            raise BackendUnavailable(f"backend {name!r} is unavailable: {entry.error}")
+        try:
+            dev = entry.factory(ordinal)
+        except BackendUnavailable as e:
+            if ordinal == 0:
+                entry.error = str(e)
+            raise BackendUnavailable(f"backend {name!r} is unavailable: {e}") from None
+        except Exception as e:
+            if ordinal == 0:
+                entry.error = f"{type(e).__name__}: {e}"
+            raise BackendUnavailable(f"backend {name!r} is unavailable: {type(e).__name__}: {e}") from e
+        entry.devices[ordinal] = dev
+        return dev
+
+
+def available() -> Dict[str, object]:
+    """name -> True if its device 0 can be created here, else the reason it cannot."""
+    _load_entry_points()
+    out = {}
+    for name in list(_REGISTRY):
+        try:
+            get_device(f"{name}:0")
+            out[name] = True
+        except BackendUnavailable:
+            out[name] = _REGISTRY[name].error or "unavailable"
+    return out
+
+
+def available_devices() -> list:
+    return [n for n, ok in available().items() if ok is True]
+
+
+def initialized_devices() -> list:
+    with _LOCK:
+        return [d for e in _REGISTRY.values() for d in e.devices.values()]
+
+
+def default_device() -> str:
+    return os.environ.get("TENSORLITE_DEVICE", "cpu")
+
+
+def best_device() -> str:
+    """The first available of cuda, rocm, cpu (used by the examples' --device default)."""
+    av = available()
+    for name in ("cuda", "rocm"):
+        if av.get(name) is True:
+            return name
+    return "cpu"

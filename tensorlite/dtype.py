@@ -1,0 +1,126 @@
+"""Data types: one `DType` object per element type, with PyTorch-style promotion.
+
+Each dtype carries its numpy dtype (the cpu backend's storage type; bf16 through
+`ml_dtypes`) and candle's short name, which is also the suffix of GPU kernel entry
+points (`badd_f32`, `softmax_bf16`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:  # bf16 on cpu needs ml_dtypes; everything else works without it.
+    import ml_dtypes
+    _BF16_NP = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a declared dependency
+    _BF16_NP = None
+
+
+class DType:
+    __slots__ = ("name", "short", "np", "itemsize", "is_floating_point", "is_signed", "_rank")
+
+    def __init__(self, name, short, np_dtype, is_float, is_signed, rank):
+        self.name, self.short = name, short
+        self.np = np_dtype
+        self.itemsize = np_dtype.itemsize if np_dtype is not None else 2
+        self.is_floating_point = is_float
+        self.is_signed = is_signed
+        self._rank = rank  # position in the promotion lattice within its kind
+
+    def __repr__(self):
+        return f"tensorlite.{self.name}"
+
+    def __reduce__(self):  # pickle as the singleton
+        return (_from_name, (self.name,))
+
+
+bool_ = DType("bool", "bool", np.dtype(np.bool_), False, False, 0)
+uint8 = DType("uint8", "u8", np.dtype(np.uint8), False, False, 1)
+uint32 = DType("uint32", "u32", np.dtype(np.uint32), False, False, 2)
+int64 = DType("int64", "i64", np.dtype(np.int64), False, True, 3)
+float16 = DType("float16", "f16", np.dtype(np.float16), True, True, 10)
+bfloat16 = DType("bfloat16", "bf16", _BF16_NP, True, True, 10)
+float32 = DType("float32", "f32", np.dtype(np.float32), True, True, 11)
+float64 = DType("float64", "f64", np.dtype(np.float64), True, True, 12)
+
+ALL = (float32, float16, bfloat16, float64, uint8, uint32, int64, bool_)
+FLOATS = (float32, float16, bfloat16, float64)
+INTEGERS = (uint8, uint32, int64)
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({d.short: d for d in ALL})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64})
+
+
+def _from_name(name):
+    return _BY_NAME[name]
+
+
+def get(x) -> DType:
+    """Resolve a DType, a name ('float32', 'f32', 'bf16'), a numpy dtype or a Python type."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        if x in _BY_NAME:
+            return _BY_NAME[x]
+        raise TypeError(f"unknown dtype name {x!r}; expected one of {sorted(d.name for d in ALL)}")
+    if x is bool:
+        return bool_
+    if x is int:
+        return int64
+    if x is float:
+        return float32
+    npd = np.dtype(x)
+    if _BF16_NP is not None and npd == _BF16_NP:
+        return bfloat16
+    for d in ALL:
+        if d.np == npd:
+            return d
+    # numpy types we do not store natively map to the nearest PyTorch-like choice
+    if npd.kind == "i":
+        return int64
+    if npd.kind == "u":
+        return int64 if npd.itemsize > 4 else uint32
+    raise TypeError(f"numpy dtype {npd} has no tensorlite equivalent")
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """PyTorch's promotion for the dtypes we have."""
+    if a is b:
+        return a
+    if a.is_floating_point or b.is_floating_point:
+        if a.is_floating_point and b.is_floating_point:
+            if {a, b} == {float16, bfloat16}:
+                return float32
+            return a if a._rank >= b._rank else b
+        return a if a.is_floating_point else b
+    if a is bool_ or b is bool_:
+        return b if a is bool_ else a
+    # integers: any mix with a signed type, or u8/u32 with each other beyond u32, goes to int64
+    if a.is_signed or b.is_signed:
+        return int64
+    return a if a._rank >= b._rank else b
+
+
+def result_type_scalar(t: DType, scalar) -> DType:
+    """dtype of `tensor op python_scalar` (a scalar never widens within its kind)."""
+    if isinstance(scalar, bool):
+        return t
+    if isinstance(scalar, int):
+        return t
+    if isinstance(scalar, float):
+        return t if t.is_floating_point else get_default_dtype()
+    raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+
+
+_default_float = float32
+
+
+def get_default_dtype() -> DType:
+    return _default_float
+
+
+def set_default_dtype(d) -> None:
+    global _default_float
+    d = get(d)
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
+    _default_float = d

@@ -1,0 +1,54 @@
+"""One exception hierarchy, rooted at `TensorliteError`.
+
+Each class is also the built-in a Python user would catch (a shape error is a
+`ValueError`, a dtype error a `TypeError`, an index error an `IndexError`).
+`describe` formats operands the same way in every message: the op, then each
+operand's shape, dtype and device.
+"""
+
+
+class TensorliteError(Exception):
+    pass
+
+
+class ShapeError(TensorliteError, ValueError):
+    pass
+
+
+class DTypeError(TensorliteError, TypeError):
+    pass
+
+
+class DeviceError(TensorliteError, RuntimeError):
+    pass
+
+
+class IndexOutOfRange(TensorliteError, IndexError):
+    pass
+
+
+class BackendUnavailable(DeviceError):
+    pass
+
+
+class OutOfMemoryError(DeviceError, MemoryError):
+    pass
+
+
+class CompileError(TensorliteError, RuntimeError):
+    pass
+
+
+class BackendError(TensorliteError, RuntimeError):
+    """A device runtime call failed; the message carries the runtime's error name."""
+
+
+def describe(op: str, **operands) -> str:
+    """'matmul(a: shape=(2, 3) float32 cpu, b: shape=(4, 5) float32 cpu)'."""
+    parts = []
+    for name, t in operands.items():
+        if hasattr(t, "shape") and hasattr(t, "dtype") and hasattr(t, "device"):
+            parts.append(f"{name}: shape={tuple(t.shape)} {t.dtype.name} {t.device}")
+        else:
+            parts.append(f"{name}={t!r}")
+    return f"{op}({', '.join(parts)})"

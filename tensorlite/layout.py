@@ -1,0 +1,173 @@
+"""Layout = (shape, strides in elements, offset in elements).
+
+Every view op is a function from Layout to Layout; none touches storage. Strides may
+be 0 (broadcast) but never negative: a negative-step slice copies (see Tensor).
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Optional, Sequence, Tuple
+
+Shape = Tuple[int, ...]
+
+
+def contiguous_strides(shape: Sequence[int]) -> Shape:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class Layout:
+    __slots__ = ("shape", "strides", "offset")
+
+    def __init__(self, shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0):
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
+        self.offset = int(offset)
+
+    @classmethod
+    def contiguous(cls, shape: Sequence[int], offset: int = 0) -> "Layout":
+        return cls(shape, None, offset)
+
+    def __repr__(self):
+        return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
+
+    def __eq__(self, other):
+        return isinstance(other, Layout) and (self.shape, self.strides, self.offset) == (
+            other.shape, other.strides, other.offset)
+
+    def __hash__(self):
+        return hash((self.shape, self.strides, self.offset))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def is_contiguous(self) -> bool:
+        """Row-major contiguous (dims of size 1 may have any stride)."""
+        acc = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != acc:
+                return False
+            acc *= n
+        return True
+
+    def extent(self) -> int:
+        """One past the largest element index this layout touches (0 when empty)."""
+        if self.numel() == 0:
+            return 0
+        return self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.strides)) + 1
+
+    # ---- view transforms -------------------------------------------------------------
+    def permute(self, dims: Sequence[int]) -> "Layout":
+        return Layout([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
+
+    def transpose(self, d0: int, d1: int) -> "Layout":
+        order = list(range(self.ndim))
+        order[d0], order[d1] = order[d1], order[d0]
+        return self.permute(order)
+
+    def narrow(self, dim: int, start: int, length: int, step: int = 1) -> "Layout":
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim] = length
+        strides[dim] = self.strides[dim] * step
+        return Layout(shape, strides, self.offset + start * self.strides[dim])
+
+    def index(self, dim: int, i: int) -> "Layout":
+        """Drop `dim`, fixing it at index i."""
+        shape = self.shape[:dim] + self.shape[dim + 1:]
+        strides = self.strides[:dim] + self.strides[dim + 1:]
+        return Layout(shape, strides, self.offset + i * self.strides[dim])
+
+    def unsqueeze(self, dim: int) -> "Layout":
+        inner = self.strides[dim] * self.shape[dim] if dim < self.ndim else 1
+        return Layout(self.shape[:dim] + (1,) + self.shape[dim:],
+                      self.strides[:dim] + (inner,) + self.strides[dim:], self.offset)
+
+    def squeeze(self, dims: Sequence[int]) -> "Layout":
+        keep = [i for i in range(self.ndim) if i not in dims]
+        return Layout([self.shape[i] for i in keep], [self.strides[i] for i in keep], self.offset)
+
+    def broadcast_as(self, shape: Sequence[int]) -> Optional["Layout"]:
+        """Stride-0 expansion to `shape` (numpy rules); None when not broadcastable."""
+        shape = tuple(shape)
+        extra = len(shape) - self.ndim
+        if extra < 0:
+            return None
+        strides = [0] * extra
+        for i, (n, s) in enumerate(zip(self.shape, self.strides)):
+            target = shape[extra + i]
+            if n == target:
+                strides.append(s if n != 1 else 0)
+            elif n == 1:
+                strides.append(0)
+            else:
+                return None
+        return Layout(shape, strides, self.offset)
+
+    def reshape(self, shape: Sequence[int]) -> Optional["Layout"]:
+        """A view with the new shape if strides can express it, else None (caller copies)."""
+        shape = tuple(shape)
+        if self.is_contiguous():
+            return Layout(shape, contiguous_strides(shape), self.offset)
+        if prod(shape) == 0:
+            return Layout(shape, contiguous_strides(shape), self.offset)
+        # Merge runs of old dims that are contiguous with each other, then split them
+        # into the new dims (the algorithm behind torch's computeStride).
+        old = [(n, s) for n, s in zip(self.shape, self.strides) if n != 1]
+        new_strides = [0] * len(shape)
+        oi, ni = 0, 0
+        while ni < len(shape) or oi < len(old):
+            while ni < len(shape) and shape[ni] == 1:
+                new_strides[ni] = 1
+                ni += 1
+            if oi == len(old):
+                if ni < len(shape):
+                    return None
+                break
+            # take a chunk of old dims that is internally contiguous
+            chunk_start = oi
+            size = old[oi][0]
+            while oi + 1 < len(old) and old[oi][1] == old[oi + 1][0] * old[oi + 1][1]:
+                oi += 1
+                size *= old[oi][0]
+            base_stride = old[oi][1]
+            oi += 1
+            # consume new dims whose product equals the chunk size
+            acc, first = 1, ni
+            while ni < len(shape) and acc < size:
+                acc *= shape[ni]
+                ni += 1
+            if acc != size:
+                return None
+            s = base_stride
+            for j in range(ni - 1, first - 1, -1):
+                new_strides[j] = s
+                s *= shape[j]
+            del chunk_start
+        return Layout(shape, new_strides, self.offset)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> Optional[Shape]:
+    """numpy/PyTorch broadcasting of several shapes; None when incompatible."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        dim = 1
+        for s in shapes:
+            j = i - (nd - len(s))
+            if j < 0:
+                continue
+            n = s[j]
+            if n == 1 or n == dim:
+                continue
+            if dim != 1:
+                return None
+            dim = n
+        out.append(dim)
+    return tuple(out)
