@@ -1,0 +1,66 @@
+"""tensorlite: a minimal tensor framework.
+
+    import tensorlite as tl
+    x = tl.randn(4, 8, device="cuda")   # or "cpu", "rocm", "cuda:1"; default from TENSORLITE_DEVICE
+    y = (x @ x.mT).softmax(-1)
+
+Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two platforms).
+`tl.backends.available()` says which can run here, or why not.
+"""
+from . import backend as _backend
+from .autograd import enable_grad, is_grad_enabled, no_grad
+from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int64,
+                    promote_types, set_default_dtype, uint8, uint32)
+from .errors import (BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
+                     IndexOutOfRange, OutOfMemoryError, ShapeError, TensorliteError)
+from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
+                     conv1d, conv2d, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
+                     flatten, from_numpy, full, full_like, gather, index_add, index_select, linspace, logsumexp,
+                     manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
+                     ones, ones_like, permute, rand, randint, randn, reshape, scatter_add, split, squeeze, stack,
+                     std, sum, synchronize, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
+                     zeros_like)
+from .tensor import prod_ as prod
+
+bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+
+
+def _register_builtin_backends():
+    def cpu(ordinal):
+        from .backends.cpu import CpuDevice
+        return CpuDevice(ordinal)
+
+    def gpu(platform):
+        def factory(ordinal):
+            from .backends.rocm import open_device
+            return open_device(platform, ordinal)
+        return factory
+
+    _backend.register("cpu", cpu)
+    _backend.register("cuda", gpu("cuda"))
+    _backend.register("rocm", gpu("rocm"))
+
+
+_register_builtin_backends()
+
+from . import backends  # noqa: E402  (tl.backends.register / available)
+
+
+def _tensor_level_function(name):
+    def fn(x, *args, **kwargs):
+        return getattr(x, name)(*args, **kwargs)
+    fn.__name__ = name
+    return fn
+
+
+for _n in ("exp", "log", "sin", "cos", "tanh", "abs", "neg", "reciprocal", "square", "sqrt", "erf", "relu",
+           "silu", "floor", "ceil", "round", "sign", "sigmoid", "add", "sub", "mul", "div", "pow", "eq", "ne",
+           "lt", "le", "gt", "ge", "flatten", "unflatten", "clip", "logical_not"):
+    globals().setdefault(_n, _tensor_level_function(_n))
+
+__all__ = [n for n in dir() if not n.startswith("_")]
+__version__ = "0.1.0"

@@ -1,0 +1,116 @@
+"""Reverse-mode autograd: each differentiable op attaches a `Node` holding its inputs and
+a backward closure (written with Tensor ops, so gradients are themselves tensors on the
+op's device). `backward` walks the graph in reverse topological order.
+"""
+from __future__ import annotations
+
+import threading
+
+from .errors import TensorliteError
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+class _GradMode:
+    """Context manager and decorator setting grad mode (no_grad / enable_grad)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _state.enabled = self.enabled
+
+    def __exit__(self, *exc):
+        _state.enabled = self.prev
+
+    def __call__(self, fn):
+        def wrapper(*a, **k):
+            with _GradMode(self.enabled):
+                return fn(*a, **k)
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
+def no_grad():
+    return _GradMode(False)
+
+
+def enable_grad():
+    return _GradMode(True)
+
+
+class Node:
+    __slots__ = ("inputs", "backward_fn", "name")
+
+    def __init__(self, inputs, backward_fn, name):
+        self.inputs, self.backward_fn, self.name = inputs, backward_fn, name
+
+
+def attach(out, inputs, backward_fn, name="op"):
+    """Record `out = op(*inputs)` if any input needs a gradient. backward_fn(grad_out)
+    returns one gradient (Tensor or None) per input."""
+    if is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
+        out.requires_grad = True
+        out._node = Node(tuple(inputs), backward_fn, name)
+    return out
+
+
+def _topo_order(root):
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        if t._node is not None:
+            for inp in t._node.inputs:
+                if getattr(inp, "requires_grad", False) and id(inp) not in seen:
+                    stack.append((inp, False))
+    return reversed(order)
+
+
+def backward(root, gradient=None, retain_graph=False):
+    from .tensor import Tensor, ones_like
+    if not root.requires_grad:
+        raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
+    if gradient is None:
+        if root.numel() != 1:
+            raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
+                                  f"got shape {root.shape}; pass `gradient`")
+        gradient = ones_like(root)
+    elif not isinstance(gradient, Tensor):
+        from .tensor import tensor
+        gradient = tensor(gradient, dtype=root.dtype, device=root.device)
+    grads = {id(root): gradient}
+    with no_grad():
+        for t in _topo_order(root):
+            g = grads.pop(id(t), None)
+            if g is None:
+                continue
+            node = t._node
+            if node is None:  # leaf: accumulate
+                if g.dtype is not t.dtype:
+                    g = g.to(t.dtype)
+                t.grad = g if t.grad is None else t.grad + g
+                continue
+            if node.backward_fn is None:
+                raise TensorliteError(
+                    f"backward: the graph of {node.name} was freed by an earlier backward; "
+                    "pass retain_graph=True to the first backward to call it twice")
+            in_grads = node.backward_fn(g)
+            if not retain_graph:
+                node.backward_fn = None
+            for inp, ig in zip(node.inputs, in_grads):
+                if ig is None or not getattr(inp, "requires_grad", False):
+                    continue
+                prev = grads.get(id(inp))
+                grads[id(inp)] = ig if prev is None else prev + ig

@@ -1,0 +1,1441 @@
+"""The Tensor: a storage, a Layout and a dtype.
+
+View ops build a new Layout over the same storage; every other op hands layouts to the
+storage of the tensor's device (tensorlite.backend.BackendStorage) and wraps the fresh
+storage it returns. Differentiable ops attach a backward closure (tensorlite.autograd).
+"""
+from __future__ import annotations
+
+import builtins
+import numbers
+from collections import namedtuple
+from math import prod
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import dtype as _dt
+from .autograd import attach as _attach, backward as _backward, is_grad_enabled, no_grad
+from .backend import BackendStorage, ConvParams, PoolParams, default_device, get_device
+from .errors import DTypeError, DeviceError, IndexOutOfRange, ShapeError, TensorliteError, describe
+from .layout import Layout, broadcast_shapes
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+_SEED = [None]          # seed set by manual_seed, applied to devices created later
+_SEEDED = set()
+
+
+def _device(spec=None):
+    dev = get_device(spec if spec is not None else default_device())
+    if _SEED[0] is not None and id(dev) not in _SEEDED:
+        dev.set_seed(_SEED[0])
+        _SEEDED.add(id(dev))
+    return dev
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random generators of every device (created now or later)."""
+    from .backend import initialized_devices
+    _SEED[0] = int(seed)
+    _SEEDED.clear()
+    for dev in initialized_devices():
+        dev.set_seed(int(seed))
+        _SEEDED.add(id(dev))
+
+
+def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
+    t = Tensor.__new__(Tensor)
+    t._storage, t._layout = storage, Layout.contiguous(shape)
+    t.dtype = dtype if dtype is not None else storage.dtype
+    t._device = storage.device
+    t.requires_grad, t.grad, t._node = False, None, None
+    return t
+
+
+def _view(x: "Tensor", layout: Layout) -> "Tensor":
+    t = Tensor.__new__(Tensor)
+    t._storage, t._layout, t.dtype, t._device = x._storage, layout, x.dtype, x._device
+    t.requires_grad, t.grad, t._node = False, None, None
+    return t
+
+
+def _norm_dim(d: int, ndim: int, op: str) -> int:
+    n = builtins.max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexOutOfRange(f"{op}: dimension {d} out of range for a tensor of {ndim} dims")
+    return d % n
+
+
+def _norm_dims(dim, ndim, op):
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
+    out = tuple(sorted({_norm_dim(d, ndim, op) for d in dims}))
+    if len(out) != len(dims):
+        raise ShapeError(f"{op}: repeated dims in {dim}")
+    return out
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _same_device(op, **ts):
+    devs = {id(t._device) for t in ts.values()}
+    if len(devs) > 1:
+        raise DeviceError(f"{describe(op, **ts)}: operands are on different devices; move them with .to()")
+
+
+class Tensor:
+    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "__weakref__")
+    __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
+
+    def __init__(self, *a, **k):
+        raise TypeError("create tensors with tl.tensor(...), tl.zeros(...), ... not Tensor(...)")
+
+    # ---- attributes -----------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._layout.shape
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size")]
+
+    @property
+    def device(self) -> str:
+        return str(self._device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._layout.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def stride(self, dim=None):
+        s = self._layout.strides
+        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride")]
+
+    def numel(self) -> int:
+        return self._layout.numel()
+
+    def is_contiguous(self) -> bool:
+        return self._layout.is_contiguous()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def data_ptr_id(self):
+        """Identity of the underlying storage (views share it)."""
+        return id(self._storage)
+
+    # ---- host interop ---------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A host copy (waits for the device). bf16 comes back as ml_dtypes.bfloat16."""
+        return self._storage.to_cpu(self._layout)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
+        v = self.numpy().reshape(-1)[0]
+        return v.item() if self.dtype is not _dt.bfloat16 else float(v)
+
+    def tolist(self):
+        a = self.numpy()
+        return (a.astype(np.float32) if self.dtype is _dt.bfloat16 else a).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point:
+            raise DTypeError(f"{describe('__index__', self=self)}: only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ShapeError(f"{describe('__bool__', self=self)}: the truth value of a tensor with more "
+                             "than one element is ambiguous")
+        return bool(self.item())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        a = self.numpy()
+        if self.dtype is _dt.bfloat16:
+            a = a.astype(np.float32)
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
+        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"]
+        if self.requires_grad:
+            extra.append("requires_grad=True")
+        return f"tensor({body}, {', '.join(extra)})"
+
+    __hash__ = object.__hash__
+
+    # ---- autograd -------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        _backward(self, gradient, retain_graph)
+
+    def detach(self) -> "Tensor":
+        return _view(self, self._layout)
+
+    def requires_grad_(self, flag=True):
+        self.requires_grad = flag
+        return self
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other: "Tensor"):
+        """Swap in another tensor's storage and layout (optimizers' parameter update)."""
+        if other.shape != self.shape or other.dtype is not self.dtype or other._device is not self._device:
+            raise ShapeError(f"{describe('data=', self=self, other=other)}: shape, dtype and device must match")
+        self._storage, self._layout = other._storage, other._layout
+
+    # ---- conversion -----------------------------------------------------------------
+    def to(self, *args, dtype=None, device=None) -> "Tensor":
+        """to(device), to(dtype), to(device, dtype) or keyword forms."""
+        for a in args:
+            if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt._BY_NAME):
+                dtype = a
+            else:
+                device = a
+        out = self
+        if device is not None:
+            dev = _device(device)
+            if dev is not out._device:
+                src_dev = out._device
+                moved = _wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
+                out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
+        if dtype is not None:
+            out = out._cast(_dt.get(dtype))
+        return out
+
+    def _cast(self, dtype) -> "Tensor":
+        if dtype is self.dtype:
+            return self
+        src = self.dtype
+        out = _wrap(self._storage.to_dtype(self._layout, dtype), self.shape, dtype)
+        if dtype.is_floating_point and src.is_floating_point:
+            return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
+        return out
+
+    def type(self, dtype):
+        return self._cast(_dt.get(dtype))
+
+    def float(self):
+        return self._cast(_dt.float32)
+
+    def half(self):
+        return self._cast(_dt.float16)
+
+    def bfloat16(self):
+        return self._cast(_dt.bfloat16)
+
+    def double(self):
+        return self._cast(_dt.float64)
+
+    def long(self):
+        return self._cast(_dt.int64)
+
+    def int(self):
+        return self._cast(_dt.int64)
+
+    def bool(self):
+        return self._cast(_dt.bool_)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, ordinal=0):
+        return self.to(f"cuda:{ordinal}")
+
+    def contiguous(self) -> "Tensor":
+        if self._layout.is_contiguous():
+            return self
+        return _attach(_copy(self), (self,), lambda g: (g,), "contiguous")
+
+    def clone(self) -> "Tensor":
+        return _attach(_copy(self), (self,), lambda g: (g,), "clone")
+
+
+def _copy(x: Tensor) -> Tensor:
+    dst = x._device.alloc_uninit(x.shape, x.dtype)
+    if x.numel():
+        x._storage.copy_strided_src(dst, 0, x._layout)
+    return _wrap(dst, x.shape, x.dtype)
+
+
+# =====================================================================================
+# Views: only the Layout changes
+# =====================================================================================
+
+def _infer_shape(shape, numel, op, x):
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{describe(op, self=x)}: only one dimension can be -1, got {tuple(shape)}")
+    if -1 in shape:
+        rest = prod(s for s in shape if s != -1)
+        if rest == 0 or numel % rest:
+            raise ShapeError(f"{describe(op, self=x)}: cannot infer -1 in {tuple(shape)} for {numel} elements")
+        shape[shape.index(-1)] = numel // rest
+    if prod(shape) != numel or builtins.min(shape, default=0) < 0:
+        raise ShapeError(f"{describe(op, self=x)}: shape {tuple(shape)} is invalid for {numel} elements")
+    return tuple(shape)
+
+
+def reshape(x: Tensor, *shape) -> Tensor:
+    """A view when strides can express the new shape, else a contiguous copy."""
+    shape = _infer_shape(_shape_arg(shape), x.numel(), "reshape", x)
+    lay = x._layout.reshape(shape)
+    out = _view(x, lay) if lay is not None else _view(_copy(x), Layout.contiguous(shape))
+    src = x.shape
+    return _attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
+
+
+def view(x: Tensor, *shape) -> Tensor:
+    """Like reshape, but never copies: raises if strides cannot express the shape."""
+    shape = _infer_shape(_shape_arg(shape), x.numel(), "view", x)
+    if x._layout.reshape(shape) is None:
+        raise ShapeError(f"{describe('view', self=x)}: strides {x.stride()} cannot be viewed as {shape}; "
+                         "use reshape() (which copies) or .contiguous() first")
+    return reshape(x, shape)
+
+
+def permute(x: Tensor, *dims) -> Tensor:
+    dims = _shape_arg(dims)
+    if sorted(_norm_dim(d, x.ndim, "permute") for d in dims) != list(range(x.ndim)):
+        raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
+    dims = tuple(d % builtins.max(x.ndim, 1) for d in dims)
+    inv = tuple(np.argsort(dims).tolist())
+    return _attach(_view(x, x._layout.permute(dims)), (x,), lambda g: (g.permute(inv),), "permute")
+
+
+def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
+    if x.ndim == 0:
+        return x
+    order = list(range(x.ndim))
+    a, b = _norm_dim(d0, x.ndim, "transpose"), _norm_dim(d1, x.ndim, "transpose")
+    order[a], order[b] = order[b], order[a]
+    return permute(x, order)
+
+
+def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
+    """Gradient of a (strided) narrow: g placed into zeros of `shape` along dim."""
+    ids = arange(start, start + g.shape[dim] * step, step, device=g._device)
+    return zeros(shape, dtype=g.dtype, device=g._device).index_add(dim, ids, g)
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tensor:
+    dim = _norm_dim(dim, x.ndim, "narrow")
+    n = x.shape[dim]
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and length >= 0 and start + (length - 1) * step < n + (length == 0)):
+        raise IndexOutOfRange(f"{describe('narrow', self=x)}: start {start}, length {length} out of range "
+                              f"for dim {dim} of size {n}")
+    shape = x.shape
+    out = _view(x, x._layout.narrow(dim, start, length, step))
+    return _attach(out, (x,), lambda g: (_embed(g, shape, dim, start, step),), "narrow")
+
+
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    dim = _norm_dim(dim, x.ndim, "select")
+    n = x.shape[dim]
+    if not -n <= index < n:
+        raise IndexOutOfRange(f"{describe('select', self=x)}: index {index} out of range for dim {dim} of size {n}")
+    index %= n
+    shape = x.shape
+    out = _view(x, x._layout.index(dim, index))
+    return _attach(out, (x,), lambda g: (_embed(g.unsqueeze(dim), shape, dim, index),), "select")
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    dim = _norm_dim(dim, x.ndim + 1, "unsqueeze")
+    return _attach(_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
+
+
+def squeeze(x: Tensor, dim=None) -> Tensor:
+    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze") if x.shape[d] == 1] if x.ndim else []
+    if not dims:
+        return x
+    shape = x.shape
+    return _attach(_view(x, x._layout.squeeze(dims)), (x,), lambda g: (g.reshape(shape),), "squeeze")
+
+
+def _sum_to(g: Tensor, shape) -> Tensor:
+    """Reduce a broadcast gradient back to `shape`."""
+    if g.shape == tuple(shape):
+        return g
+    extra = g.ndim - len(shape)
+    dims = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1 and g.shape[extra + i] != 1)
+    out = g.sum(dims, keepdim=True) if dims else g
+    return out.reshape(shape)
+
+
+def broadcast_to(x: Tensor, *shape) -> Tensor:
+    shape = _shape_arg(shape)
+    if shape == x.shape:
+        return x
+    lay = x._layout.broadcast_as(shape)
+    if lay is None:
+        raise ShapeError(f"{describe('broadcast_to', self=x)}: cannot broadcast to {shape}")
+    src = x.shape
+    return _attach(_view(x, lay), (x,), lambda g: (_sum_to(g, src),), "broadcast_to")
+
+
+def expand(x: Tensor, *sizes) -> Tensor:
+    sizes = _shape_arg(sizes)
+    lead = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    return broadcast_to(x, shape)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return x.reshape(1)
+    s, e = _norm_dim(start_dim, x.ndim, "flatten"), _norm_dim(end_dim, x.ndim, "flatten")
+    return x.reshape(x.shape[:s] + (prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    dim = _norm_dim(dim, x.ndim, "unflatten")
+    sizes = _infer_shape(sizes, x.shape[dim], "unflatten", x)
+    return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
+
+
+def split(x: Tensor, split_size_or_sections, dim: int = 0):
+    dim = _norm_dim(dim, x.ndim, "split")
+    n = x.shape[dim]
+    if isinstance(split_size_or_sections, numbers.Integral):
+        step = int(split_size_or_sections)
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0):
+    n = x.shape[_norm_dim(dim, x.ndim, "chunk")]
+    return split(x, builtins.max(-(-n // chunks), 1), dim)
+
+
+# ---- indexing -----------------------------------------------------------------------
+
+def _index_tensor(i, x):
+    if isinstance(i, Tensor):
+        if i._device is not x._device:
+            raise DeviceError(f"{describe('__getitem__', self=x, index=i)}: index on another device")
+        return i
+    a = np.asarray(i)
+    if a.dtype == np.bool_:
+        return tensor(a, device=x._device)
+    if a.dtype.kind not in "iu":
+        raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: unsupported index {i!r}")
+    return tensor(a.astype(np.int64), device=x._device)
+
+
+def _getitem(x: Tensor, idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    idx = [_index_tensor(i, x) if isinstance(i, (Tensor, list, np.ndarray)) else i for i in idx]
+    consumed = builtins.sum(i.ndim if isinstance(i, Tensor) and i.dtype is _dt.bool_ else
+                   (0 if i is None or i is Ellipsis else 1) for i in idx)
+    if consumed > x.ndim:
+        raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: too many indices ({consumed}) for {x.ndim} dims")
+    if builtins.sum(i is Ellipsis for i in idx) > 1:
+        raise IndexOutOfRange("__getitem__: an index can only have a single ellipsis")
+    if Ellipsis in idx:
+        k = idx.index(Ellipsis)
+        idx[k:k + 1] = [slice(None)] * (x.ndim - consumed)
+    out, d, adv = x, 0, []
+    for i in idx:
+        if i is None:
+            out, d = unsqueeze(out, d), d + 1
+        elif isinstance(i, Tensor):
+            adv.append((d, i))
+            d += i.ndim if i.dtype is _dt.bool_ else 1
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(out.shape[d])
+            if step > 0:
+                out = narrow(out, d, start, len(range(start, stop, step)), step)
+            else:
+                out = out.index_select(d, arange(start, stop, step, device=x._device))
+            d += 1
+        elif isinstance(i, numbers.Integral) or (isinstance(i, np.generic) and np.issubdtype(type(i), np.integer)):
+            out = select(out, d, int(i))
+        else:
+            raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: unsupported index {i!r}")
+    return _advanced_index(out, adv, x) if adv else out
+
+
+def _advanced_index(out: Tensor, adv, x: Tensor) -> Tensor:
+    """Integer/boolean index tensors on adjacent dims (PyTorch semantics for that case)."""
+    # a boolean mask over k dims is the integer indices of its True positions
+    dims, ids = [], []
+    for d, i in adv:
+        if i.dtype is _dt.bool_:
+            if i.shape != out.shape[d:d + i.ndim]:
+                raise IndexOutOfRange(f"{describe('__getitem__', self=x, mask=i)}: mask shape does not match "
+                                      f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
+            nz = np.nonzero(i.numpy().reshape(-1))[0]
+            out = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d)
+            dims.append(d)
+            ids.append(tensor(nz.astype(np.int64), device=x._device))
+            adv = [(dd - (i.ndim - 1) if dd > d else dd, ii) for dd, ii in adv]
+        else:
+            if i.dtype.is_floating_point:
+                raise DTypeError(f"{describe('__getitem__', self=x, index=i)}: index tensors must be integer or bool")
+            dims.append(d)
+            ids.append(i)
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: index tensors on non-adjacent dims {dims} "
+                              "are not supported; index one dim at a time")
+    shape = broadcast_shapes(*[t.shape for t in ids])
+    if shape is None:
+        raise ShapeError(f"__getitem__: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
+    d0, sizes = dims[0], out.shape[dims[0]:dims[0] + len(dims)]
+    flat = None
+    for t, n in zip(ids, sizes):  # row-major linear index over the indexed dims
+        t = t._cast(_dt.int64)
+        t = where(t < 0, t + n, t)
+        flat = t if flat is None else flat * n + t
+    flat = broadcast_to(flat, shape).reshape(-1)
+    src = flatten(out, d0, d0 + len(dims) - 1) if len(dims) > 1 else out
+    res = src.index_select(d0, flat)
+    return res.reshape(res.shape[:d0] + shape + res.shape[d0 + 1:])
+
+
+def _as_rows(lay: Layout):
+    """(rows, row_len, row_stride) if lay addresses equally spaced contiguous rows."""
+    shape, strides = [n for n in lay.shape], [s for s in lay.strides]
+    pairs = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    inner, k = 1, len(pairs)
+    while k and pairs[k - 1][1] == inner:
+        inner *= pairs[k - 1][0]
+        k -= 1
+    outer = pairs[:k]
+    if not outer:
+        return 1, inner, inner
+    for (n0, s0), (n1, s1) in zip(outer, outer[1:]):
+        if s0 != n1 * s1:
+            return None
+    return prod(n for n, _ in outer), inner, outer[-1][1]
+
+
+def _setitem(x: Tensor, idx, value):
+    if x.requires_grad and is_grad_enabled():
+        raise TensorliteError(f"{describe('__setitem__', self=x)}: in-place write to a tensor that requires grad")
+    target = _getitem(x.detach(), idx)
+    if target._storage is not x._storage:
+        raise IndexOutOfRange(f"{describe('__setitem__', self=x)}: assignment through index tensors or negative "
+                              "steps is not supported; use index_add/scatter_add/where")
+    if not isinstance(value, Tensor):
+        target._storage.const_set(value, target._layout)
+        return
+    _same_device("__setitem__", self=x, value=value)
+    src = broadcast_to(value._cast(x.dtype), target.shape).contiguous()
+    rows = _as_rows(target._layout)
+    if rows is None:
+        raise ShapeError(f"{describe('__setitem__', self=x, value=value)}: the indexed region is not "
+                         "a set of equally spaced rows; assign per row")
+    if src.numel():
+        n, row_len, row_stride = rows
+        src._storage.copy2d(x._storage, n, row_len, row_len, row_stride, src._layout.offset, target._layout.offset)
+
+
+# =====================================================================================
+# Elementwise
+# =====================================================================================
+
+def _is_scalar(v):
+    return isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, Tensor)
+
+
+def _scalar_tensor(v, dtype, dev):
+    return _wrap(dev.full((), v, dtype), (), dtype)
+
+
+def _coerce(op, a, b):
+    """Two operands -> two tensors on one device with the promoted dtype."""
+    if _is_scalar(b):
+        a = a if isinstance(a, Tensor) else tensor(a)
+        dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
+        return a._cast(dt), _scalar_tensor(b, dt, a._device)
+    if _is_scalar(a):
+        bb, aa = _coerce(op, b, a)
+        return aa, bb
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
+    _same_device(op, lhs=a, rhs=b)
+    dt = _dt.promote_types(a.dtype, b.dtype)
+    return a._cast(dt), b._cast(dt)
+
+
+def _broadcast_pair(op, a, b):
+    if a.shape == b.shape:
+        return a.shape, a._layout, b._layout
+    shape = broadcast_shapes(a.shape, b.shape)
+    if shape is None:
+        raise ShapeError(f"{describe(op, lhs=a, rhs=b)}: shapes do not broadcast")
+    return shape, a._layout.broadcast_as(shape), b._layout.broadcast_as(shape)
+
+
+_BINARY_GRADS = {
+    "add": lambda g, a, b, out: (g, g),
+    "sub": lambda g, a, b, out: (g, -g),
+    "mul": lambda g, a, b, out: (g * b, g * a),
+    "div": lambda g, a, b, out: (g / b, -g * out / b),
+    "maximum": lambda g, a, b, out: (g * (a >= b), g * (a < b)),
+    "minimum": lambda g, a, b, out: (g * (a <= b), g * (a > b)),
+}
+
+
+def _binary(op, a, b, name=None):
+    name = name or op
+    a, b = _coerce(name, a, b)
+    if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
+        a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
+    shape, la, lb = _broadcast_pair(name, a, b)
+    out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
+    if not a.dtype.is_floating_point:
+        return out
+    grad = _BINARY_GRADS[op]
+    return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(grad(g, a, b, out), (a, b))), op)
+
+
+def _cmp(op, a, b):
+    a, b = _coerce(op, a, b)
+    shape, la, lb = _broadcast_pair(op, a, b)
+    return _wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
+
+
+def _sigmoid_grad(g, x, out):
+    return g * out * (1 - out)
+
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_UNARY_GRADS = {
+    "exp": lambda g, x, out: g * out,
+    "log": lambda g, x, out: g / x,
+    "sin": lambda g, x, out: g * x.cos(),
+    "cos": lambda g, x, out: -g * x.sin(),
+    "tanh": lambda g, x, out: g * (1 - out * out),
+    "abs": lambda g, x, out: g * x.sign(),
+    "neg": lambda g, x, out: -g,
+    "recip": lambda g, x, out: -g * out * out,
+    "sqr": lambda g, x, out: g * x * 2,
+    "sqrt": lambda g, x, out: g / (out * 2),
+    "relu": lambda g, x, out: g * (x > 0),
+    "sigmoid": _sigmoid_grad,
+    "silu": lambda g, x, out: g * (x.sigmoid() * (1 + x * (1 - x.sigmoid()))),
+    "erf": lambda g, x, out: g * (-(x * x)).exp() * 1.1283791670955126,
+    "gelu_erf": lambda g, x, out: g * ((x * 0.7071067811865476).erf() * 0.5 + 0.5
+                                       + x * (-(x * x) * 0.5).exp() * 0.3989422804014327),
+    "gelu": lambda g, x, out: g * _gelu_tanh_grad(x),
+    "floor": None, "ceil": None, "round": None, "sign": None,
+}
+_INT_UNARY = {"abs", "neg", "sqr", "sign", "relu", "floor", "ceil", "round"}
+
+
+def _gelu_tanh_grad(x):
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+    t = inner.tanh()
+    return (t + 1) * 0.5 + x * 0.5 * (1 - t * t) * _SQRT_2_OVER_PI * (1 + x * x * 0.134145)
+
+
+def _unary(op, x):
+    if not x.dtype.is_floating_point and op not in _INT_UNARY:
+        x = x._cast(_dt.get_default_dtype())
+    out = _wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
+    grad = _UNARY_GRADS[op]
+    if grad is None or not x.dtype.is_floating_point:
+        return out
+    return _attach(out, (x,), lambda g: (grad(g, x, out),), op)
+
+
+def affine(x: Tensor, mul: float, add: float) -> Tensor:
+    out = _wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
+    return _attach(out, (x,), lambda g: (g * mul,), "affine")
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    out = _wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
+    return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu")
+
+
+def _pow(x, e):
+    if isinstance(e, Tensor) or not _is_scalar(e):
+        x, e = _coerce("pow", x, e)
+        if not x.dtype.is_floating_point:
+            x, e = x._cast(_dt.get_default_dtype()), e._cast(_dt.get_default_dtype())
+        return (e * x.log()).exp()   # composite: differentiable in both operands
+    if not x.dtype.is_floating_point:
+        if isinstance(e, numbers.Integral) and e >= 0:  # exact integer power by squaring
+            out, base, k = ones_like(x), x, int(e)
+            while k:
+                out, base, k = (out * base if k & 1 else out), base * base, k >> 1
+            return out
+        x = x._cast(_dt.get_default_dtype())
+    e = float(e)
+    out = _wrap(x._storage.powf(x._layout, e), x.shape, x.dtype)
+    return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1),), "pow")
+
+
+def _rpow(x, base):
+    return (x * float(np.log(base))).exp() if _is_scalar(base) else _pow(base, x)
+
+
+def where(cond: Tensor, x, y) -> Tensor:
+    """cond ? x : y with broadcasting; x or y may be Python scalars."""
+    if not isinstance(cond, Tensor) or cond.dtype is not _dt.bool_:
+        raise DTypeError(f"where: condition must be a bool tensor, got "
+                         f"{cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__}")
+    if _is_scalar(x) and _is_scalar(y):
+        x = _scalar_tensor(x, _dt.result_type_scalar(_dt.get(type(x)), y), cond._device)
+    x, y = _coerce("where", x, y)
+    _same_device("where", cond=cond, x=x, y=y)
+    shape = broadcast_shapes(cond.shape, x.shape, y.shape)
+    if shape is None:
+        raise ShapeError(f"{describe('where', cond=cond, x=x, y=y)}: shapes do not broadcast")
+    lc, lx, ly = (t._layout.broadcast_as(shape) for t in (cond, x, y))
+    out = _wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
+    if not x.dtype.is_floating_point:
+        return out
+    return _attach(out, (x, y), lambda g: (_sum_to(where(cond, g, 0.0), x.shape),
+                                           _sum_to(where(cond, 0.0, g), y.shape)), "where")
+
+
+def clamp(x: Tensor, min=None, max=None) -> Tensor:
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    out = x
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+def maximum(a, b):
+    return _binary("maximum", a, b)
+
+
+def minimum(a, b):
+    return _binary("minimum", a, b)
+
+
+def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    return where(mask, _scalar_tensor(value, x.dtype, x._device) if _is_scalar(value) else value, x)
+
+
+# =====================================================================================
+# Reductions
+# =====================================================================================
+
+def _reduce(op, x, dim, keepdim, name):
+    if x.ndim == 0:
+        x1 = x.reshape(1)
+        out = _wrap(x1._storage.reduce_op(op, x1._layout, (0,)), (1,), None)
+        return out.reshape(())
+    dims = _norm_dims(dim, x.ndim, name)
+    kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    out = _wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
+    if not keepdim:
+        out = _view(out, out._layout.squeeze(dims))
+    return out
+
+
+def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    if dtype is not None:
+        x = x._cast(_dt.get(dtype))
+    elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
+        x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
+    out = _reduce("sum", x, dim, keepdim, "sum")
+    shape = x.shape
+    dims = _norm_dims(dim, x.ndim, "sum")
+    if not x.dtype.is_floating_point:
+        return out
+    def grad(g):
+        if not keepdim:
+            for d in dims:
+                g = g.unsqueeze(d)
+        return (broadcast_to(g, shape),)
+    return _attach(out, (x,), grad, "sum")
+
+
+def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
+    if not x.dtype.is_floating_point:
+        x = x._cast(_dt.get_default_dtype())
+    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean"))
+    return sum(x, dim, keepdim) * (1.0 / n if n else float("nan"))
+
+
+def _minmax(op, x, dim, keepdim):
+    if x.numel() == 0 and (dim is None or x.shape[_norm_dim(dim, x.ndim, op)] == 0):
+        raise ShapeError(f"{describe(op, self=x)}: cannot reduce an empty dimension")
+    if dim is None:
+        out = _reduce(op, x, None, False, op)
+        if not x.dtype.is_floating_point:
+            return out
+        def grad(g):  # ties share the gradient evenly, as PyTorch does for a full reduction
+            mask = (x == out)._cast(x.dtype)
+            return (mask * (g / mask.sum()),)
+        return _attach(out, (x,), grad, op)
+    d = _norm_dim(dim, x.ndim, op)
+    idx = _reduce("arg" + op, x, d, keepdim, op)
+    values = _reduce(op, x, d, keepdim, op)
+    if x.dtype.is_floating_point:
+        shape = x.shape
+        def grad(g):
+            i, gg = (idx, g) if keepdim else (idx.unsqueeze(d), g.unsqueeze(d))
+            return (zeros(shape, dtype=g.dtype, device=g._device).scatter_add(d, i, gg),)
+        _attach(values, (x,), grad, op)
+    return MinMax(values, idx)
+
+
+def max(x, dim=None, keepdim=False):
+    """max() -> scalar tensor; max(dim) -> (values, indices); max(x, other) -> maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    return _minmax("max", x, dim, keepdim)
+
+
+def min(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    return _minmax("min", x, dim, keepdim)
+
+
+def amax(x, dim=None, keepdim=False):
+    return x.max() if dim is None else _minmax("max", x, dim, keepdim).values
+
+
+def amin(x, dim=None, keepdim=False):
+    return x.min() if dim is None else _minmax("min", x, dim, keepdim).values
+
+
+def _arg(op, x, dim, keepdim):
+    if x.numel() == 0:
+        raise ShapeError(f"{describe(op, self=x)}: cannot take {op} of an empty tensor")
+    if dim is None:
+        out = _reduce(op, x.reshape(-1), 0, False, op)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    return _reduce(op, x, _norm_dim(dim, x.ndim, op), keepdim, op)
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg("argmax", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg("argmin", x, dim, keepdim)
+
+
+def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    if unbiased is not None:
+        correction = int(unbiased)
+    if not x.dtype.is_floating_point:
+        x = x._cast(_dt.get_default_dtype())
+    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var"))
+    c = x - mean(x, dim, keepdim=True)
+    return sum(c * c, dim, keepdim) * (1.0 / builtins.max(n - correction, 0) if n > correction else float("nan"))
+
+
+def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    return var(x, dim, keepdim, correction, unbiased).sqrt()
+
+
+def prod_(x, dim=None, keepdim=False):
+    """Product by pairwise halving (log2(n) multiplies): exact for integers, and
+    differentiable through mul."""
+    if dim is None:
+        return prod_(x.reshape(-1), 0, False).reshape((1,) * x.ndim if keepdim else ())
+    d = _norm_dim(dim, x.ndim, "prod")
+    if not x.dtype.is_floating_point and x.dtype is not _dt.int64:
+        x = x._cast(_dt.int64)
+    y = x.transpose(d, -1) if x.ndim else x.reshape(1)
+    if y.shape[-1] == 0:
+        y = ones(y.shape[:-1] + (1,), dtype=x.dtype, device=x._device)
+    while y.shape[-1] > 1:
+        n = y.shape[-1]
+        h = n // 2
+        head = narrow(y, -1, 0, h) * narrow(y, -1, h, h)
+        y = cat([head, narrow(y, -1, 2 * h, 1)], -1) if n % 2 else head
+    y = y.transpose(d, -1) if x.ndim else y.reshape(())
+    return y if keepdim or x.ndim == 0 else y.squeeze(d)
+
+
+def logsumexp(x, dim=None, keepdim=False):
+    if not x.dtype.is_floating_point:
+        x = x._cast(_dt.get_default_dtype())
+    dims = _norm_dims(dim, x.ndim, "logsumexp")
+    m = x.detach()
+    for d in dims:
+        m = amax(m, d, keepdim=True)
+    m = where(m.abs() == float("inf"), 0.0, m)
+    out = (x - m).exp().sum(dims, keepdim=True).log() + m
+    return out if keepdim else squeeze(out, dims)
+
+
+# =====================================================================================
+# matmul, index ops, joins
+# =====================================================================================
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """PyTorch matmul: 1-D operands are promoted and squeezed, batch dims broadcast."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError(f"matmul: operands must be tensors, got {type(a).__name__} and {type(b).__name__}")
+    _same_device("matmul", lhs=a, rhs=b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: both operands need at least 1 dim")
+    if a.dtype is not b.dtype:
+        a, b = _coerce("matmul", a, b)
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    m, k = a2.shape[-2:]
+    k2, n = b2.shape[-2:]
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    if k != k2 or batch is None:
+        raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: shapes are not aligned for matrix product")
+    bs = prod(batch)
+    la = broadcast_to(a2, batch + (m, k)).reshape(bs, m, k)
+    lb = broadcast_to(b2, batch + (k, n)).reshape(bs, k, n)
+    st = la._storage.matmul(lb._storage, (bs, m, n, k), la._layout, lb._layout)
+    out = _wrap(st, batch + (m, n), a.dtype)
+    if a.ndim == 1:
+        out = out.squeeze(-2)
+    if b.ndim == 1:
+        out = out.squeeze(-1)
+    if not a.dtype.is_floating_point:
+        return out
+
+    def grad(g):
+        g2 = g.reshape(batch + (m, n))
+        ga = _sum_to(matmul(g2, b2.mT), a2.shape).reshape(a.shape)
+        gb = _sum_to(matmul(a2.mT, g2), b2.shape).reshape(b.shape)
+        return ga, gb
+    return _attach(out, (a, b), grad, "matmul")
+
+
+def _check_ids(op, ids, x, **more):
+    if not isinstance(ids, Tensor) or ids.dtype not in (_dt.int64, _dt.uint32, _dt.uint8):
+        raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor")
+    _same_device(op, self=x, index=ids, **more)
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    _check_ids("index_select", index, x)
+    dim = _norm_dim(dim, x.ndim, "index_select")
+    if index.ndim != 1:
+        if index.ndim == 0:
+            return index_select(x, dim, index.reshape(1)).squeeze(dim)
+        raise ShapeError(f"{describe('index_select', self=x, index=index)}: index must be 1-D")
+    shape = x.shape[:dim] + (index.shape[0],) + x.shape[dim + 1:]
+    out = _wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
+    src = x.shape
+    return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).index_add(dim, index, g),),
+                   "index_select")
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    _check_ids("gather", index, x)
+    dim = _norm_dim(dim, x.ndim, "gather")
+    if index.ndim != x.ndim or any(i > n for j, (i, n) in enumerate(zip(index.shape, x.shape)) if j != dim):
+        raise ShapeError(f"{describe('gather', self=x, index=index)}: index must have the same number of dims "
+                         "and no larger size outside `dim`")
+    out = _wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
+    src = x.shape
+    return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
+                   "gather")
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    _check_ids("scatter_add", index, x, src=src)
+    dim = _norm_dim(dim, x.ndim, "scatter_add")
+    if src.dtype is not x.dtype or index.shape != src.shape or index.ndim != x.ndim:
+        raise ShapeError(f"{describe('scatter_add', self=x, index=index, src=src)}: index and src must have "
+                         "the same shape and ndim as self, and src the dtype of self")
+    st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
+    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, g.gather(dim, index)), "scatter_add")
+
+
+def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
+    _check_ids("index_add", index, x, source=source)
+    dim = _norm_dim(dim, x.ndim, "index_add")
+    if alpha != 1:
+        source = source * alpha
+    expect = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:]
+    if index.ndim != 1 or source.shape != expect or source.dtype is not x.dtype:
+        raise ShapeError(f"{describe('index_add', self=x, index=index, source=source)}: expected a 1-D index and "
+                         f"a source of shape {expect} and the dtype of self")
+    st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
+    return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)), "index_add")
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    first = tensors[0]
+    dim = _norm_dim(dim, first.ndim, "cat")
+    named = {f"t{i}": t for i, t in enumerate(tensors)}
+    _same_device("cat", **named)
+    dt = first.dtype
+    for t in tensors[1:]:
+        dt = _dt.promote_types(dt, t.dtype)
+    for t in tensors:
+        if t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
+            raise ShapeError(f"{describe('cat', **named)}: shapes must match except in dim {dim}")
+    tensors = [t._cast(dt).contiguous() for t in tensors]
+    sizes = [t.shape[dim] for t in tensors]
+    shape = first.shape[:dim] + (builtins.sum(sizes),) + first.shape[dim + 1:]
+    dst = first._device.alloc_uninit(shape, dt)
+    rows, inner, off = prod(shape[:dim]), prod(shape[dim + 1:]), 0
+    for t, s in zip(tensors, sizes):
+        if t.numel():
+            t._storage.copy2d(dst, rows, s * inner, s * inner, shape[dim] * inner, t._layout.offset, off)
+        off += s * inner
+    return _attach(_wrap(dst, shape, dt), tuple(tensors), lambda g: split(g, sizes, dim), "cat")
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    if any(t.shape != tensors[0].shape for t in tensors):
+        raise ShapeError(f"{describe('stack', **{f't{i}': t for i, t in enumerate(tensors)})}: shapes must be equal")
+    d = _norm_dim(dim, tensors[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+# =====================================================================================
+# Convolution, pooling, upsampling
+# =====================================================================================
+
+def _tuple(v, n):
+    return tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * n
+
+
+def _conv_weight_grad(x, g, wshape, stride, padding, dilation, groups):
+    """dL/dW of a 2-D conv as a conv of the input with the output gradient (batch as channels)."""
+    per = []
+    cin, cout = x.shape[1] // groups, g.shape[1] // groups
+    for gi in range(groups):
+        xt = narrow(x, 1, gi * cin, cin).transpose(0, 1)
+        gt = narrow(g, 1, gi * cout, cout).transpose(0, 1)
+        r = conv2d(xt, gt, None, dilation, padding, stride)
+        per.append(r[:, :, :wshape[2], :wshape[3]].transpose(0, 1))
+    return per[0] if groups == 1 else cat(per, 0)
+
+
+def _conv_checks(op, x, w, nd, groups, transposed):
+    _same_device(op, input=x, weight=w)
+    if x.ndim != nd + 2 or w.ndim != nd + 2:
+        raise ShapeError(f"{describe(op, input=x, weight=w)}: expected {nd + 2}-D input and weight")
+    cin = w.shape[0] if transposed else w.shape[1] * groups
+    if x.shape[1] != cin or (not transposed and w.shape[0] % groups) or (transposed and w.shape[0] % groups):
+        raise ShapeError(f"{describe(op, input=x, weight=w)}: channels do not match (groups={groups})")
+    if x.dtype is not w.dtype:
+        raise DTypeError(f"{describe(op, input=x, weight=w)}: input and weight dtypes differ")
+
+
+def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=0):
+    transposed = op.startswith("conv_transpose")
+    _conv_checks(op, x, w, nd, groups, transposed)
+    p = ConvParams(_tuple(stride, nd), _tuple(padding, nd), _tuple(dilation, nd), int(groups),
+                   _tuple(output_padding, nd) if transposed else ())
+    spatial = p.out_size(x.shape[2:], w.shape[2:], transposed)
+    if builtins.min(spatial) <= 0:
+        raise ShapeError(f"{describe(op, input=x, weight=w)}: output size {spatial} is not positive")
+    cout = w.shape[1] * groups if transposed else w.shape[0]
+    st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
+    out = _wrap(st, (x.shape[0], cout) + spatial, x.dtype)
+
+    def grad(g):
+        # work in 2-D: a 1-D conv is a 2-D conv over a height of 1
+        x2, w2, g2 = (t.unsqueeze(2) for t in (x, w, g)) if nd == 1 else (x, w, g)
+        s2, p2, d2 = ((1,) * (2 - nd) + t for t in (p.stride, p.padding, p.dilation))
+        if transposed:
+            gx = conv2d(g2, w2, None, s2, p2, d2, groups)
+            gw = _conv_weight_grad(g2, x2, w2.shape, s2, p2, d2, groups)
+        else:
+            full = ConvParams(s2, p2, d2, groups, (0, 0)).out_size(g2.shape[2:], w2.shape[2:], True)
+            op2 = tuple(a - b for a, b in zip(x2.shape[2:], full))
+            gx = conv_transpose2d(g2, w2, None, s2, p2, op2, groups, d2)
+            gw = _conv_weight_grad(x2, g2, w2.shape, s2, p2, d2, groups)
+        return (gx.squeeze(2), gw.squeeze(2)) if nd == 1 else (gx, gw)
+    out = _attach(out, (x, w), grad, op)
+    return out if bias is None else out + bias.reshape((1, -1) + (1,) * nd)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv("conv1d", input, weight, bias, 1, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv("conv2d", input, weight, bias, 2, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv("conv_transpose1d", input, weight, bias, 1, stride, padding, dilation, groups, output_padding)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv("conv_transpose2d", input, weight, bias, 2, stride, padding, dilation, groups, output_padding)
+
+
+def _pad2d(x, p, value):
+    (ph, pw) = p
+    if pw:
+        side = full(x.shape[:3] + (pw,), value, dtype=x.dtype, device=x._device)
+        x = cat([side, x, side], 3)
+    if ph:
+        side = full(x.shape[:2] + (ph, x.shape[3]), value, dtype=x.dtype, device=x._device)
+        x = cat([side, x, side], 2)
+    return x
+
+
+def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=True, ceil_mode=False):
+    if x.ndim != 4:
+        raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input")
+    if ceil_mode:
+        raise ValueError(f"{op}: ceil_mode=True is not supported")
+    k = _tuple(kernel_size, 2)
+    p = PoolParams(k, _tuple(stride if stride is not None else k, 2), _tuple(padding, 2), _tuple(dilation, 2),
+                   bool(count_include_pad))
+    if any(pp * 2 > kk for pp, kk in zip(p.padding, k)):
+        raise ValueError(f"{describe(op, input=x)}: padding {p.padding} must be at most half the kernel {k}")
+    oh, ow = p.out_size(*x.shape[2:])
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"{describe(op, input=x)}: output size ({oh}, {ow}) is not positive")
+    out = _wrap(getattr(x._storage, op)(x._layout, p), x.shape[:2] + (oh, ow), x.dtype)
+
+    def grad(g):
+        # visit the kernel offsets in scan order; each is a strided window of the padded input
+        is_max = op == "max_pool2d"
+        xp = _pad2d(x, p.padding, float("-inf")) if is_max else None
+        padded = (x.shape[0], x.shape[1], x.shape[2] + 2 * p.padding[0], x.shape[3] + 2 * p.padding[1])
+        if is_max:
+            taken = zeros(g.shape, dtype=_dt.bool_, device=g._device)
+        else:
+            gw = g / _avg_divisor(x.shape[2:], (oh, ow), p, g)
+        gp = zeros(padded, dtype=g.dtype, device=g._device)
+        for i in range(k[0]):
+            for j in range(k[1]):
+                h0, w0 = i * p.dilation[0], j * p.dilation[1]
+                if is_max:
+                    win = xp[:, :, h0:h0 + (oh - 1) * p.stride[0] + 1:p.stride[0],
+                             w0:w0 + (ow - 1) * p.stride[1] + 1:p.stride[1]]
+                    hit = (win == out) & ~taken
+                    taken = taken | hit
+                    part = where(hit, g, 0.0)
+                else:
+                    part = gw
+                part = _embed(part, padded[:3] + (ow,), 2, h0, p.stride[0])
+                gp = gp + _embed(part, padded, 3, w0, p.stride[1])
+        return (gp[:, :, p.padding[0]:p.padding[0] + x.shape[2], p.padding[1]:p.padding[1] + x.shape[3]],)
+    return _attach(out, (x,), grad, op)
+
+
+def _avg_divisor(in_hw, out_hw, p, like):
+    if p.count_include_pad:
+        return float(p.kernel[0] * p.kernel[1])
+    counts = []
+    for n, o, k, s, pad in zip(in_hw, out_hw, p.kernel, p.stride, p.padding):
+        start = np.arange(o) * s - pad
+        counts.append(np.minimum(start + k, n) - np.maximum(start, 0))
+    return tensor(np.outer(*counts).astype(like.dtype.np if like.dtype is not _dt.bfloat16 else np.float32),
+                  device=like._device)._cast(like.dtype)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return _pool("max_pool2d", input, kernel_size, stride, padding, dilation, True, ceil_mode)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _pool("avg_pool2d", input, kernel_size, stride, padding, 1, count_include_pad, ceil_mode)
+
+
+def upsample_nearest2d(x, size=None, scale_factor=None):
+    if x.ndim != 4:
+        raise ShapeError(f"{describe('upsample_nearest2d', input=x)}: expected a 4-D (b, c, h, w) input")
+    if size is None:
+        if scale_factor is None:
+            raise ValueError("upsample_nearest2d: give size or scale_factor")
+        sf = _tuple(scale_factor, 2)
+        size = (int(x.shape[2] * sf[0]), int(x.shape[3] * sf[1]))
+    oh, ow = _tuple(size, 2)
+    h, w = x.shape[2:]
+    out = _wrap(x._storage.upsample_nearest2d(x._layout, oh, ow), x.shape[:2] + (oh, ow), x.dtype)
+
+    def grad(g):
+        ih = tensor((np.arange(oh) * h // oh).astype(np.int64), device=g._device)
+        iw = tensor((np.arange(ow) * w // ow).astype(np.int64), device=g._device)
+        gh = zeros(x.shape[:2] + (h, ow), dtype=g.dtype, device=g._device).index_add(2, ih, g)
+        return (zeros(x.shape, dtype=g.dtype, device=g._device).index_add(3, iw, gh),)
+    return _attach(out, (x,), grad, "upsample_nearest2d")
+
+
+# =====================================================================================
+# Creation
+# =====================================================================================
+
+def _np_for(dtype):
+    return np.float32 if dtype is _dt.bfloat16 and dtype.np is None else dtype.np
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
+    if isinstance(data, Tensor):
+        out = data.detach().to(device if device is not None else data._device)
+        out = out._cast(_dt.get(dtype)) if dtype is not None else out
+        out = _copy(out) if out._storage is data._storage else out
+    else:
+        arr = np.asarray(data)
+        if dtype is not None:
+            dt = _dt.get(dtype)
+        elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+            dt = _dt.get_default_dtype()  # Python floats default to float32, as PyTorch
+        elif arr.dtype.kind == "O":
+            raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
+        else:
+            dt = _dt.get(arr.dtype)
+        arr = np.ascontiguousarray(arr.astype(dt.np, copy=False))
+        dev = _device(device)
+        out = _wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
+    out.requires_grad = bool(requires_grad)
+    return out
+
+
+def from_numpy(a: np.ndarray, device=None) -> Tensor:
+    """A tensor with a copy of `a`, keeping its dtype (float64 stays float64)."""
+    return tensor(a, dtype=_dt.get(a.dtype), device=device)
+
+
+def _filled(shape, value, dtype, device, requires_grad):
+    dev = _device(device)
+    out = _wrap(dev.full(shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape, dtype)
+    out.requires_grad = requires_grad
+    return out
+
+
+def _dtype_of(dtype, value=0.0):
+    if dtype is not None:
+        return _dt.get(dtype)
+    return _dt.bool_ if isinstance(value, bool) else _dt.int64 if isinstance(value, numbers.Integral) \
+        else _dt.get_default_dtype()
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(_shape_arg(size), 0, _dtype_of(dtype), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(_shape_arg(size), 1, _dtype_of(dtype), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(_shape_arg(size), None, _dtype_of(dtype), device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    return _filled(_shape_arg((size,)), fill_value, _dtype_of(dtype, fill_value), device, requires_grad)
+
+
+def _like(fn, x, *args, dtype=None, device=None, requires_grad=False):
+    return fn(x.shape, *args, dtype=dtype or x.dtype, device=device or x._device, requires_grad=requires_grad)
+
+
+def zeros_like(x, **kw):
+    return _like(zeros, x, **kw)
+
+
+def ones_like(x, **kw):
+    return _like(ones, x, **kw)
+
+
+def empty_like(x, **kw):
+    return _like(empty, x, **kw)
+
+
+def full_like(x, fill_value, **kw):
+    return _like(full, x, fill_value, **kw)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+    dt = _dt.get(dtype) if dtype is not None else (_dt.int64 if is_int else _dt.get_default_dtype())
+    vals = np.arange(start, end, step, dtype=np.int64 if is_int else np.float64)
+    return tensor(vals.astype(_np_for(dt)), dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    dt = _dt.get(dtype) if dtype is not None else _dt.get_default_dtype()
+    return tensor(np.linspace(start, end, int(steps)), dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    dt = _dt.get(dtype) if dtype is not None else _dt.get_default_dtype()
+    return tensor(np.eye(n, m), dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
+    dt, shape = _dtype_of(dtype), _shape_arg(size)
+    out = _wrap(_device(device).rand_uniform(shape, dt, 0.0, 1.0), shape, dt)
+    out.requires_grad = requires_grad
+    return out
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    dt, shape = _dtype_of(dtype), _shape_arg(size)
+    out = _wrap(_device(device).rand_normal(shape, dt, 0.0, 1.0), shape, dt)
+    out.requires_grad = requires_grad
+    return out
+
+
+def randint(low, high=None, size=(), dtype=None, device=None):
+    """Integers uniform on [low, high), drawn in float64 so every value is reachable."""
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: empty range [{low}, {high})")
+    shape = _shape_arg((size,))
+    u = _wrap(_device(device).rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
+    v = (u * float(high - low)).floor()._cast(_dt.int64) + int(low)
+    v = minimum(v, high - 1)  # guards the u -> 1.0 rounding edge
+    return v._cast(_dt.get(dtype)) if dtype is not None else v
+
+
+def synchronize(device=None) -> None:
+    _device(device).synchronize()
+
+
+# =====================================================================================
+# Methods and operators
+# =====================================================================================
+
+def _logical(op):
+    def fn(a, b):
+        if not (isinstance(a, Tensor) and a.dtype is _dt.bool_):
+            raise DTypeError(f"{op}: bitwise ops are supported on bool tensors only, got "
+                             f"{getattr(a, 'dtype', type(a).__name__)}")
+        b = b if isinstance(b, Tensor) else _scalar_tensor(bool(b), _dt.bool_, a._device)
+        if b.dtype is not _dt.bool_:
+            raise DTypeError(f"{describe(op, lhs=a, rhs=b)}: bitwise ops are supported on bool tensors only")
+        if op == "and":
+            return where(a, b, False)
+        if op == "or":
+            return where(a, True, b)
+        return a != b
+    return fn
+
+
+def _unary_method(op):
+    def fn(self):
+        return _unary(op, self)
+    fn.__name__ = op
+    return fn
+
+
+_UNARY_NAMES = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs",
+                "neg": "neg", "reciprocal": "recip", "square": "sqr", "sqrt": "sqrt", "erf": "erf",
+                "relu": "relu", "silu": "silu", "floor": "floor", "ceil": "ceil", "round": "round",
+                "sign": "sign", "sigmoid": "sigmoid", "gelu_tanh": "gelu", "gelu": "gelu_erf"}
+
+for _name, _op in _UNARY_NAMES.items():
+    setattr(Tensor, _name, _unary_method(_op))
+
+for _name, _fn in dict(
+        reshape=reshape, view=view, permute=permute, transpose=transpose, narrow=narrow, select=select,
+        unsqueeze=unsqueeze, squeeze=squeeze, broadcast_to=broadcast_to, expand=expand, flatten=flatten,
+        unflatten=unflatten, split=split, chunk=chunk, sum=sum, mean=mean, max=max, min=min, amax=amax,
+        amin=amin, argmax=argmax, argmin=argmin, var=var, std=std, prod=prod_, logsumexp=logsumexp,
+        matmul=matmul, index_select=index_select, gather=gather, scatter_add=scatter_add, index_add=index_add,
+        clamp=clamp, clip=clamp, masked_fill=masked_fill, maximum=maximum, minimum=minimum, affine=affine,
+        elu=elu, pow=_pow, __getitem__=_getitem, __setitem__=_setitem, __matmul__=matmul,
+        __rmatmul__=lambda a, b: matmul(b, a), __pow__=_pow, __rpow__=_rpow,
+        __neg__=lambda a: _unary("neg", a), __abs__=lambda a: _unary("abs", a), __pos__=lambda a: a,
+        __add__=lambda a, b: _binary("add", a, b), __radd__=lambda a, b: _binary("add", b, a),
+        __sub__=lambda a, b: _binary("sub", a, b), __rsub__=lambda a, b: _binary("sub", b, a),
+        __mul__=lambda a, b: _binary("mul", a, b), __rmul__=lambda a, b: _binary("mul", b, a),
+        __truediv__=lambda a, b: _binary("div", a, b), __rtruediv__=lambda a, b: _binary("div", b, a),
+        add=lambda a, b, alpha=1: _binary("add", a, b if alpha == 1 else b * alpha),
+        sub=lambda a, b, alpha=1: _binary("sub", a, b if alpha == 1 else b * alpha),
+        mul=lambda a, b: _binary("mul", a, b), div=lambda a, b: _binary("div", a, b),
+        __eq__=lambda a, b: _cmp("eq", a, b), __ne__=lambda a, b: _cmp("ne", a, b),
+        __lt__=lambda a, b: _cmp("lt", a, b), __le__=lambda a, b: _cmp("le", a, b),
+        __gt__=lambda a, b: _cmp("gt", a, b), __ge__=lambda a, b: _cmp("ge", a, b),
+        eq=lambda a, b: _cmp("eq", a, b), ne=lambda a, b: _cmp("ne", a, b), lt=lambda a, b: _cmp("lt", a, b),
+        le=lambda a, b: _cmp("le", a, b), gt=lambda a, b: _cmp("gt", a, b), ge=lambda a, b: _cmp("ge", a, b),
+        __and__=_logical("and"), __or__=_logical("or"), __xor__=_logical("xor"),
+        __rand__=_logical("and"), __ror__=_logical("or"), __rxor__=_logical("xor"),
+        __invert__=lambda a: _logical("xor")(a, True), logical_not=lambda a: _logical("xor")(a, True),
+        where=lambda self, cond, other: where(cond, self, other),
+        T=property(lambda a: a.permute(tuple(reversed(range(a.ndim))))),
+        mT=property(lambda a: a.transpose(-2, -1)),
+).items():
+    setattr(Tensor, _name, _fn)
+
+
+def _inplace(name, compute):
+    def method(self, *args, **kwargs):
+        with no_grad():
+            self.copy_(compute(self, *args, **kwargs))
+        return self
+    method.__name__ = name
+    return method
+
+
+def _copy_(self, src):
+    """In-place copy (broadcasting, casting) into this tensor's memory; views see it."""
+    _setitem(self, Ellipsis, src)
+    return self
+
+
+Tensor.copy_ = _copy_
+Tensor.fill_ = lambda self, v: (_setitem(self, Ellipsis, v), self)[1]
+Tensor.zero_ = lambda self: self.fill_(0)
+for _name, _fn in dict(add_=lambda s, o, alpha=1: s + (o * alpha if alpha != 1 else o),
+                       sub_=lambda s, o, alpha=1: s - (o * alpha if alpha != 1 else o),
+                       mul_=lambda s, o: s * o, div_=lambda s, o: s / o,
+                       clamp_=clamp, masked_fill_=masked_fill).items():
+    setattr(Tensor, _name, _inplace(_name, _fn))
