@@ -346,8 +346,9 @@ def get_device(spec) -> BackendDevice:
             if ordinal == 0:
                 entry.error = f"{type(e).__name__}: {e}"
             raise BackendUnavailable(f"backend {name!r} is unavailable: {type(e).__name__}: {e}") from e
-        entry.devices[ordinal] = dev
-        return dev
+        # the factory may have imported a module that re-registered `name`: keep one device
+        entry = _REGISTRY.get(name, entry)
+        return entry.devices.setdefault(ordinal, dev)
 
 
 def available() -> Dict[str, object]:

@@ -478,8 +478,8 @@ def _getitem(x: Tensor, idx):
         raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: too many indices ({consumed}) for {x.ndim} dims")
     if builtins.sum(i is Ellipsis for i in idx) > 1:
         raise IndexOutOfRange("__getitem__: an index can only have a single ellipsis")
-    if Ellipsis in idx:
-        k = idx.index(Ellipsis)
+    k = next((j for j, i in enumerate(idx) if i is Ellipsis), None)
+    if k is not None:
         idx[k:k + 1] = [slice(None)] * (x.ndim - consumed)
     out, d, adv = x, 0, []
     for i in idx:
@@ -638,6 +638,8 @@ def _binary(op, a, b, name=None):
 
 
 def _cmp(op, a, b):
+    if not isinstance(b, Tensor) and not _is_scalar(b):
+        return NotImplemented  # lets `t == None`, `t in list` fall back to identity
     a, b = _coerce(op, a, b)
     shape, la, lb = _broadcast_pair(op, a, b)
     return _wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
@@ -1088,7 +1090,8 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
     def grad(g):
         # work in 2-D: a 1-D conv is a 2-D conv over a height of 1
         x2, w2, g2 = (t.unsqueeze(2) for t in (x, w, g)) if nd == 1 else (x, w, g)
-        s2, p2, d2 = ((1,) * (2 - nd) + t for t in (p.stride, p.padding, p.dilation))
+        lead = 2 - nd  # the added height dim has stride 1, padding 0, dilation 1
+        s2, p2, d2 = (1,) * lead + p.stride, (0,) * lead + p.padding, (1,) * lead + p.dilation
         if transposed:
             gx = conv2d(g2, w2, None, s2, p2, d2, groups)
             gw = _conv_weight_grad(g2, x2, w2.shape, s2, p2, d2, groups)
