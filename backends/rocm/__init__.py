@@ -1,0 +1,287 @@
+"""The GPU backend: one backend, two platforms (`rocm` through HIP, `cuda` through the
+CUDA driver API), sharing storage, dispatch and kernel sources.
+
+Only `hip.py` and `cuda.py` name vendor functions. Each provides a *platform* object
+with the same small interface (runtime, rtc compiler, BLAS), which `device.py`,
+`compiler.py` and `blas.py` use without knowing the vendor:
+
+    name, runtime_name                     'rocm'/'cuda', 'libamdhip64'/'libcuda'
+    ffi                                    the platform's cffi FFI (for kernel arguments)
+    init() -> int                          device count; raises BackendUnavailable with the reason
+    device_properties(ordinal) -> dict     name, arch, total_memory, warp_size, multiprocessor_count, ...
+    activate(ordinal)                      make the device current on this thread
+    malloc(nbytes) -> int / free(ptr)      malloc raises OutOfMemoryError on the vendor's OOM code
+    mem_get_info() -> (free, total)
+    htod_async / dtoh_async / dtod_async / memset_d8_async (ints for pointers and sizes, a stream)
+    stream_create() / stream_synchronize(s)
+    event_create() / event_record(e, s) / event_synchronize(e) / event_elapsed_ms(a, b) / event_destroy(e)
+    module_load(image) / module_get_function(module, name)
+    launch(func, grid3, block3, shared_mem, stream, params)   params: a `void*[]` cdata
+    rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options) -> bytes
+    blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
+
+Nothing here loads a library at import time: a missing library or device surfaces as
+`BackendUnavailable` when a device is first opened.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import site
+import sys
+import threading
+from typing import Iterable, List, Sequence, Tuple
+
+import cffi
+
+from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
+
+PLATFORMS = ("rocm", "cuda")
+_PLATFORMS = {}
+_LOCK = threading.Lock()
+
+
+def get_platform(name: str):
+    """The platform object for 'rocm' or 'cuda' (created once; loads no library yet)."""
+    with _LOCK:
+        plat = _PLATFORMS.get(name)
+        if plat is None:
+            if name == "rocm":
+                from .hip import HipPlatform as cls
+            elif name == "cuda":
+                from .cuda import CudaPlatform as cls
+            else:
+                raise BackendUnavailable(f"unknown GPU platform {name!r}; expected one of {PLATFORMS}")
+            plat = _PLATFORMS[name] = cls()
+        return plat
+
+
+def open_device(platform_name: str, ordinal: int = 0):
+    """The GpuDevice `platform_name:ordinal` (cached per ordinal)."""
+    from .device import open_device as _open
+    return _open(platform_name, ordinal)
+
+
+# ---- library discovery ----------------------------------------------------------------
+
+def _site_dirs() -> List[str]:
+    dirs = []
+    try:
+        dirs += site.getsitepackages()
+    except Exception:  # virtualenvs without getsitepackages
+        pass
+    try:
+        dirs.append(site.getusersitepackages())
+    except Exception:
+        pass
+    dirs += [p for p in sys.path if p.endswith("site-packages") or p.endswith("dist-packages")]
+    seen, out = set(), []
+    for d in dirs:
+        if d and d not in seen and os.path.isdir(d):
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def nvidia_wheel_lib_dirs() -> List[str]:
+    """`site-packages/nvidia/*/lib` of pip-installed NVIDIA wheels (nvidia/cu13/lib, nvidia/cublas/lib, ...)."""
+    out = []
+    for sp in _site_dirs():
+        out += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
+    return out
+
+
+def env_lib_dirs(env_vars: Sequence[str], defaults: Sequence[str]) -> List[str]:
+    """<root>/lib and <root>/lib64 for each root named by env_vars (when set), then defaults."""
+    roots = [os.environ[v] for v in env_vars if os.environ.get(v)] + list(defaults)
+    out = []
+    for root in roots:
+        for sub in ("lib", "lib64", os.path.join("targets", "x86_64-linux", "lib")):
+            d = os.path.join(root, sub)
+            if os.path.isdir(d) and d not in out:
+                out.append(d)
+    return out
+
+
+def dlopen_first(ffi, what: str, sonames: Sequence[str], dirs: Iterable[str]) -> Tuple[object, str]:
+    """dlopen the first of `sonames` found in `dirs` (in order), then through the loader path.
+
+    Returns (lib, path). Raises BackendUnavailable naming `what` and everything tried.
+    """
+    dirs = list(dirs)
+    errors = []
+    for d in dirs:
+        for so in sonames:
+            path = os.path.join(d, so)
+            if os.path.exists(path):
+                try:
+                    return ffi.dlopen(path), path
+                except OSError as e:
+                    errors.append(f"{path}: {e}")
+    for so in sonames:
+        try:
+            return ffi.dlopen(so), so
+        except OSError as e:
+            if "cannot open shared object file" not in str(e):  # found but broken: worth reporting
+                errors.append(f"{so}: {e}".split("\n")[0])
+    searched = ", ".join(dirs) if dirs else "(no extra directories)"
+    raise BackendUnavailable(
+        f"{what} not found: tried {', '.join(sonames)} in {searched} and the loader path"
+        + (f" ({'; '.join(errors[:3])})" if errors else ""))
+
+
+
+# ---- the vendor-neutral half of a platform -------------------------------------------
+
+class PlatformBase:
+    """What hip.py and cuda.py share: the runtime wrappers, written once against a table
+    (CALLS) of the vendor's function names. A subclass supplies the cdefs, library
+    loading (`rt`, `rtc`, `blaslib`), error names, init, device properties, activation
+    and the BLAS call."""
+    name = runtime_name = ""
+    CALLS: dict = {}         # generic op -> vendor function in `rt`
+    HANDLES: dict = {}       # 'devptr', 'stream', 'event', 'module', 'function' -> C type
+    CREATE_FLAGS = ()        # trailing flags of stream/event create (CUDA has them, HIP does not)
+    OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
+    RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
+    RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
+
+    def __init__(self, *cdefs):
+        self.ffi = cffi.FFI()
+        for c in cdefs:
+            self.ffi.cdef(c)
+        self._rt = self._rtc = self._blas = None
+        self._launch_fn = None
+        self._tls = threading.local()
+        self._device_count = None
+
+    # ---- checked calls --------------------------------------------------------------
+    def check(self, call: str, code):
+        if code:
+            raise BackendError(f"{call} failed: {self.error_name(code)} ({int(code)})")
+
+    def call(self, op: str, *args, what: str = None):
+        fn = self.CALLS[op]
+        self.check(what or fn, getattr(self.rt, fn)(*args))
+
+    def out(self, op: str, handle: str, *args, what: str = None):
+        """Call `op` with a fresh out-parameter (HANDLES[handle] or a C type) first; return its value."""
+        p = self.ffi.new(self.HANDLES.get(handle, handle) + "*")
+        self.call(op, p, *args, what=what)
+        return p[0]
+
+    def devptr(self, ptr: int):
+        """A device address as the vendor's API takes it (an integer unless overridden)."""
+        return ptr
+
+    # ---- memory ---------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        p = self.ffi.new(self.HANDLES["devptr"] + "*")
+        fn = self.CALLS["malloc"]
+        err = getattr(self.rt, fn)(p, nbytes)
+        if err == self.OOM_CODE:
+            raise OutOfMemoryError(f"{fn}({nbytes}) failed: {self.error_name(err)}")
+        self.check(f"{fn}({nbytes})", err)
+        return int(self.ffi.cast("uintptr_t", p[0]))
+
+    def free(self, ptr: int):
+        self.call("free", self.devptr(ptr))
+
+    def mem_get_info(self):
+        free, total = self.ffi.new("size_t*"), self.ffi.new("size_t*")
+        self.call("mem_get_info", free, total)
+        return int(free[0]), int(total[0])
+
+    def htod_async(self, dst: int, src_host: int, nbytes: int, stream):
+        self.call("htod", self.devptr(dst), self.ffi.cast("void*", src_host), nbytes, stream)
+
+    def dtoh_async(self, dst_host: int, src: int, nbytes: int, stream):
+        self.call("dtoh", self.ffi.cast("void*", dst_host), self.devptr(src), nbytes, stream)
+
+    def dtod_async(self, dst: int, src: int, nbytes: int, stream):
+        self.call("dtod", self.devptr(dst), self.devptr(src), nbytes, stream)
+
+    def memset_d8_async(self, dst: int, byte: int, nbytes: int, stream):
+        self.call("memset_d8", self.devptr(dst), byte, nbytes, stream)
+
+    # ---- streams, events, modules, launches -----------------------------------------
+    def stream_create(self):
+        return self.out("stream_create", "stream", *self.CREATE_FLAGS)
+
+    def stream_synchronize(self, stream):
+        self.call("stream_synchronize", stream)
+
+    def event_create(self):
+        return self.out("event_create", "event", *self.CREATE_FLAGS)
+
+    def event_record(self, event, stream):
+        self.call("event_record", event, stream)
+
+    def event_synchronize(self, event):
+        self.call("event_synchronize", event)
+
+    def event_elapsed_ms(self, start, stop) -> float:
+        return float(self.out("event_elapsed", "float", start, stop))
+
+    def event_destroy(self, event):
+        self.call("event_destroy", event)
+
+    def module_load(self, image: bytes):
+        return self.out("module_load", "module", self.ffi.from_buffer(image))
+
+    def module_get_function(self, module, name: str):
+        return self.out("module_get_function", "function", module, name.encode(),
+                        what=f"{self.CALLS['module_get_function']}({name!r})")
+
+    def launch(self, func, grid, block, shared_mem, stream, params) -> int:
+        """Unchecked (hot path): returns the vendor's status; see GpuDevice.launch."""
+        fn = self._launch_fn
+        if fn is None:
+            fn = self._launch_fn = getattr(self.rt, self.CALLS["launch"])
+        return fn(func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                  shared_mem, stream, params, self.ffi.NULL)
+
+    # ---- runtime compiler -----------------------------------------------------------
+    def _rtc_check(self, call, code):
+        if code:
+            text = getattr(self.rtc, self.RTC_PREFIX + "GetErrorString")(code)
+            raise BackendError(f"{call} failed: {self.ffi.string(text).decode()} ({int(code)})")
+
+    def rtc_version(self) -> str:
+        major, minor = self.ffi.new("int*"), self.ffi.new("int*")
+        call = self.RTC_PREFIX + "Version"
+        self._rtc_check(call, getattr(self.rtc, call)(major, minor))
+        return f"{self.RTC_PREFIX} {major[0]}.{minor[0]} ({self.rtc_path})"
+
+    def rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
+        """hiprtc/NVRTC: create, compile, read the log, fetch the code object."""
+        ffi, prefix = self.ffi, self.RTC_PREFIX
+        fn = lambda suffix: getattr(self.rtc, prefix + suffix)  # noqa: E731
+        keep = []  # the C strings must outlive the calls
+
+        def cstrs(items):
+            arr = [ffi.new("char[]", s.encode()) for s in items]
+            keep.extend(arr)
+            return ffi.new("char*[]", arr) if arr else ffi.NULL
+
+        prog = ffi.new(f"{prefix}Program*")
+        self._rtc_check(f"{prefix}CreateProgram({name!r})",
+                        fn("CreateProgram")(prog, source.encode(), name.encode(), len(headers),
+                                            cstrs(headers.values()), cstrs(headers.keys())))
+        try:
+            err = fn("CompileProgram")(prog[0], len(options), cstrs(options))
+            size = ffi.new("size_t*")
+            self._rtc_check(f"{prefix}GetProgramLogSize", fn("GetProgramLogSize")(prog[0], size))
+            log_buf = ffi.new("char[]", max(int(size[0]), 1))
+            self._rtc_check(f"{prefix}GetProgramLog", fn("GetProgramLog")(prog[0], log_buf))
+            log = ffi.string(log_buf).decode(errors="replace").strip()
+            if err:
+                raise CompileError(f"{prefix}CompileProgram failed for {name!r} "
+                                   f"(options {' '.join(options)}):\n{log or '(empty log)'}")
+            getter = f"Get{self.RTC_CODE}"
+            self._rtc_check(f"{prefix}{getter}Size", fn(getter + "Size")(prog[0], size))
+            code = ffi.new("char[]", int(size[0]))
+            self._rtc_check(f"{prefix}{getter}", fn(getter)(prog[0], code))
+            return ffi.buffer(code, int(size[0]))[:]
+        finally:
+            fn("DestroyProgram")(prog)
