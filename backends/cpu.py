@@ -1,0 +1,539 @@
+"""The `cpu` backend: numpy, and the reference every other backend is tested against.
+(Registered as 'cpu' by tensorlite/__init__.py, which imports this module lazily.)
+
+A `CpuStorage` is a flat 1-D numpy array (`data`) of one tensorlite dtype. Every op
+reads its operands through their Layouts as read-only `as_strided` views (strides
+converted from elements to bytes, the layout's offset in elements) and returns a
+fresh, C-contiguous flat array; only `copy_strided_src`, `copy2d` and `const_set`
+write in place.
+
+Numerics (the rules the GPU backend is compared against):
+- float16/bfloat16 are computed in float32 and rounded back once (round to nearest
+  even), matching "accumulate f16/bf16 in f32"; float32 and float64 compute in their own
+  type, except that matmul/conv/reductions of integers accumulate in int64.
+- integer arithmetic wraps around like numpy (and like C on the GPU).
+- float -> integer casts truncate toward zero; float -> uint8/uint32 goes through int64
+  first, so negative values wrap modulo 2**bits (deterministic, unlike a direct C cast).
+- sdpa returns 0 for a query row whose keys are all masked out, as torch does.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import BackendDevice, BackendStorage, ConvParams, PoolParams
+from tensorlite.errors import DeviceError, DTypeError, IndexOutOfRange, ShapeError, describe
+from tensorlite.layout import Layout
+
+_F32 = np.dtype(np.float32)
+_HALF_TYPES = (dtypes.float16, dtypes.bfloat16)
+
+
+# =====================================================================================
+# Helpers: views through layouts, compute dtypes, error messages
+# =====================================================================================
+
+def _strided(data: np.ndarray, layout: Layout, writeable: bool = False) -> np.ndarray:
+    """A numpy view of `data` (flat) addressed by `layout`."""
+    if layout.numel() == 0:
+        return np.empty(layout.shape, data.dtype)
+    if layout.extent() > data.size:
+        raise IndexOutOfRange(f"layout {layout} addresses past the end of a storage of "
+                              f"{data.size} elements")
+    base = data[layout.offset:]
+    strides = tuple(s * data.itemsize for s in layout.strides)
+    return as_strided(base, layout.shape, strides, writeable=writeable)
+
+
+def _compute_dtype(dt) -> np.dtype:
+    """Elementwise compute type: f16/bf16 in f32, everything else in itself."""
+    return _F32 if dt in _HALF_TYPES else dt.np
+
+
+def _accumulate_dtype(dt) -> np.dtype:
+    """Type for sums of products (matmul, conv): halves in f32, integers in int64."""
+    return dt.np if dt in (dtypes.float32, dtypes.float64) else (
+        _F32 if dt in _HALF_TYPES else np.dtype(np.int64))
+
+
+def _cast(x: np.ndarray, dt) -> np.ndarray:
+    """numpy array -> tensorlite dtype `dt` with the module docstring's cast rules."""
+    target = dt.np
+    if x.dtype == target:
+        return x
+    if x.dtype in (dtypes.float16.np, dtypes.bfloat16.np):
+        x = x.astype(_F32)  # bf16 <-> f16 and bf16 -> int are not all direct in ml_dtypes
+    if dt is dtypes.bool_:
+        return x != 0
+    with np.errstate(all="ignore"):
+        if x.dtype.kind == "f" and not dt.is_floating_point:
+            x = np.trunc(x)
+            if not dt.is_signed:  # negative floats -> unsigned: wrap through int64
+                x = x.astype(np.int64)
+        return x.astype(target)
+
+
+class _Operand(NamedTuple):
+    """What errors.describe prints for a storage seen through a layout."""
+    shape: tuple
+    dtype: object
+    device: object
+
+
+def _error(cls, op: str, why: str, **pairs):
+    """`cls` with errors.describe's message; pairs are name=(storage, layout)."""
+    operands = {name: _Operand(lay.shape, st.dtype, st.device) for name, (st, lay) in pairs.items()}
+    return cls(f"{describe(op, **operands)}: {why}")
+
+
+def _dtype_error(op: str, **pairs) -> DTypeError:
+    return _error(DTypeError, op, "not supported for this dtype", **pairs)
+
+
+# ---- elementwise tables ------------------------------------------------------------
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
+
+
+_erf_f64 = None
+
+
+def _erf(x):
+    """erf accurate to float64 rounding: scipy's vectorised erf when scipy is installed
+    (optional), else math.erf per element (~100 ns each; only erf and gelu_erf pay it)."""
+    global _erf_f64
+    if _erf_f64 is None:
+        try:
+            from scipy.special import erf as _erf_f64
+        except ImportError:
+            _erf_f64 = lambda v: np.frompyfunc(math.erf, 1, 1)(v).astype(np.float64)  # noqa: E731
+    return _erf_f64(x.astype(np.float64)).astype(x.dtype)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+UNARY_FLOAT = {
+    "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+    "abs": np.abs, "neg": np.negative, "recip": np.reciprocal, "sqr": np.square,
+    "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "floor": np.floor,
+    "ceil": np.ceil, "round": np.round,  # np.round is half-to-even, like torch
+    "sign": np.sign, "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf,
+    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))),
+    "gelu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+}
+# Integer (and bool) dtypes: the subset the contract requires; numpy raises TypeError
+# for the meaningless bool cases (neg of bool), which becomes DTypeError.
+_IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
+UNARY_INT = {
+    "abs": np.abs, "neg": np.negative, "sqr": lambda x: x * x,
+    "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype),  # also bool
+    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
+}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+          "maximum": np.maximum, "minimum": np.minimum}
+CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+       "gt": np.greater, "ge": np.greater_equal}
+REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
+
+
+# =====================================================================================
+# Convolution and pooling geometry (NCHW; 1-D ops are 2-D ops with height 1)
+# =====================================================================================
+
+def _windows(x: np.ndarray, k, stride, dilation) -> np.ndarray:
+    """(b, c, H, W) padded input -> (b, c, oh, ow, kh, kw) strided windows (no copy)."""
+    span = tuple(d * (kk - 1) + 1 for kk, d in zip(k, dilation))
+    w = sliding_window_view(x, span, axis=(2, 3))
+    return w[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]
+
+
+def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+def _conv2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray:
+    """x (b, c_in, h, w), w (c_out, c_in/g, kh, kw) -> (b, c_out, oh, ow), im2col + einsum."""
+    b, c_in = x.shape[:2]
+    c_out, g = w.shape[0], p.groups
+    cols = _windows(_pad_hw(x, p.padding), w.shape[2:], p.stride, p.dilation)
+    oh, ow = cols.shape[2:4]
+    cols = cols.reshape(b, g, c_in // g, oh, ow, *w.shape[2:])
+    wg = w.reshape(g, c_out // g, c_in // g, *w.shape[2:])
+    out = np.einsum("bgchwij,gocij->bgohw", cols, wg, optimize=True)
+    return out.reshape(b, c_out, oh, ow)
+
+
+def _conv_transpose2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray:
+    """x (b, c_in, h, w), w (c_in, c_out/g, kh, kw): each input pixel scatters
+    x * kernel into the output (col2im), then `padding` is cropped from both sides."""
+    b, c_in, h, wd = x.shape
+    g = p.groups
+    kh, kw = w.shape[2:]
+    c_out = w.shape[1] * g
+    oh, ow = p.out_size((h, wd), (kh, kw), transposed=True)
+    (sh, sw), (dh, dw), (ph, pw) = p.stride, p.dilation, p.padding
+    xg = x.reshape(b, g, c_in // g, h, wd)
+    wg = w.reshape(g, c_in // g, c_out // g, kh, kw)
+    cols = np.einsum("bgchw,gcoij->bgoijhw", xg, wg, optimize=True).reshape(b, c_out, kh, kw, h, wd)
+    # uncropped canvas; output_padding may reach past it, so leave room for that too
+    full = np.zeros((b, c_out, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh),
+                     max((wd - 1) * sw + dw * (kw - 1) + 1, pw + ow)), cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, :, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                 j * dw:j * dw + (wd - 1) * sw + 1:sw] += cols[:, :, i, j]
+    return full[:, :, ph:ph + oh, pw:pw + ow]
+
+
+def _as_2d_params(p: ConvParams) -> ConvParams:
+    one = lambda t: (1,) + tuple(t)  # noqa: E731 - the height dim of a 1-D op
+    return ConvParams(one(p.stride), (0,) + tuple(p.padding), one(p.dilation), p.groups,
+                      (0,) + tuple(p.output_padding) if p.output_padding else ())
+
+
+# =====================================================================================
+# Storage
+# =====================================================================================
+
+class CpuStorage(BackendStorage):
+    __slots__ = ("data", "dtype", "device")
+
+    def __init__(self, data: np.ndarray, dtype, device: "CpuDevice"):
+        self.data, self.dtype, self.device = data, dtype, device
+
+    def __repr__(self):
+        return f"CpuStorage({self.data.size} x {self.dtype.name})"
+
+    # ---- plumbing ---------------------------------------------------------------------
+    def _read(self, layout: Layout, compute: bool = False) -> np.ndarray:
+        """Read-only view through layout; `compute` upcasts f16/bf16 to f32 (a copy)."""
+        v = _strided(self.data, layout)
+        return v.astype(_F32) if compute and self.dtype in _HALF_TYPES else v
+
+    def _new(self, arr: np.ndarray, dtype=None) -> "CpuStorage":
+        """Wrap a result: cast to dtype (default self's), C-contiguous, flattened."""
+        dtype = self.dtype if dtype is None else dtype
+        return CpuStorage(np.ascontiguousarray(_cast(np.asarray(arr), dtype)).reshape(-1),
+                          dtype, self.device)
+
+    def _ids(self, op, ids: "CpuStorage", ids_layout: Layout, size: int, layout: Layout) -> np.ndarray:
+        """Index operand as int64, bounds-checked against `size`."""
+        if ids.dtype not in (dtypes.int64, dtypes.uint32, dtypes.uint8):
+            raise _error(DTypeError, op, "ids must be int64, uint32 or uint8",
+                         self=(self, layout), ids=(ids, ids_layout))
+        idx = ids._read(ids_layout).astype(np.int64)
+        bad = (idx < 0) | (idx >= size)
+        if bad.any():
+            raise _error(IndexOutOfRange, op, f"index {int(idx[bad].flat[0])} is out of range for a dim "
+                         f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
+        return idx
+
+    def _require_float(self, op, layout):
+        if not self.dtype.is_floating_point:
+            raise _dtype_error(op, self=(self, layout))
+
+    # ---- elementwise ------------------------------------------------------------------
+    def affine(self, layout, mul, add):
+        x = self._read(layout, compute=True)
+        if not self.dtype.is_floating_point:
+            # integral coefficients stay exact (wrapping) in int64; others go through f64
+            exact = float(mul).is_integer() and float(add).is_integer()
+            x = x.astype(np.int64 if exact else np.float64)
+            mul, add = (int(mul), int(add)) if exact else (mul, add)
+        with np.errstate(all="ignore"):
+            return self._new(x * mul + add)
+
+    def powf(self, layout, e):
+        self._require_float("powf", layout)
+        with np.errstate(all="ignore"):
+            return self._new(np.power(self._read(layout, compute=True), e))
+
+    def elu(self, layout, alpha):
+        self._require_float("elu", layout)
+        x = self._read(layout, compute=True)
+        with np.errstate(all="ignore"):
+            return self._new(np.where(x > 0, x, alpha * np.expm1(x)))
+
+    def unary_impl(self, op, layout):
+        table = UNARY_FLOAT if self.dtype.is_floating_point else UNARY_INT
+        if op not in table:
+            raise _dtype_error(op, self=(self, layout))
+        try:
+            with np.errstate(all="ignore"):
+                return self._new(table[op](self._read(layout, compute=True)))
+        except TypeError:
+            raise _dtype_error(op, self=(self, layout)) from None
+
+    def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
+        if op == "div" and not self.dtype.is_floating_point:
+            raise _dtype_error(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
+        try:
+            with np.errstate(all="ignore"):
+                return self._new(BINARY[op](a, b))
+        except TypeError:  # e.g. sub of bools
+            raise _dtype_error(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout)) from None
+
+    def cmp(self, op, rhs, lhs_layout, rhs_layout):
+        a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
+        return self._new(CMP[op](a, b), dtypes.bool_)
+
+    def where_cond(self, layout, t, t_layout, f, f_layout):
+        cond = self._read(layout) != 0
+        return t._new(np.where(cond, t._read(t_layout), f._read(f_layout)))
+
+    def to_dtype(self, layout, dtype):
+        return self._new(self._read(layout), dtypes.get(dtype))
+
+    def reduce_op(self, op, layout, dims):
+        dims = tuple(dims)
+        if op != "sum" and any(layout.shape[d] == 0 for d in dims):
+            raise _error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
+                         self=(self, layout))
+        x = self._read(layout, compute=True)
+        if op in ("argmin", "argmax"):
+            if len(dims) != 1:
+                raise _error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
+            return self._new(REDUCE[op](x, axis=dims[0], keepdims=True), dtypes.int64)
+        # integer sums keep their dtype (wrapping); np.sum would otherwise widen them
+        kwargs = {"dtype": x.dtype} if op == "sum" else {}
+        return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs))
+
+    # ---- indexing ---------------------------------------------------------------------
+    def index_select(self, ids, layout, ids_layout, dim):
+        idx = self._ids("index_select", ids, ids_layout, layout.shape[dim], layout)
+        return self._new(np.take(self._read(layout), idx, axis=dim))
+
+    def gather(self, layout, ids, ids_layout, dim):
+        idx = self._ids("gather", ids, ids_layout, layout.shape[dim], layout)
+        x = self._read(layout)
+        # torch allows ids smaller than self in the other dims: only that corner is read
+        x = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(idx.shape))]
+        return self._new(np.take_along_axis(x, idx, axis=dim))
+
+    def _scatter(self, op, layout, ids, ids_layout, src, src_layout, dim, positions):
+        """Copy of self (in its compute dtype) plus the values that `positions(idx, src)`
+        returns, added at the index tuple it returns (np.add.at sums repeated ids)."""
+        idx = self._ids(op, ids, ids_layout, layout.shape[dim], layout)
+        out = np.array(self._read(layout, compute=True))
+        try:
+            where, values = positions(idx, src._read(src_layout, compute=True))
+            np.add.at(out, where, values)
+        except (IndexError, ValueError) as e:
+            raise _error(ShapeError, op, str(e), self=(self, layout), ids=(ids, ids_layout),
+                         src=(src, src_layout)) from None
+        return self._new(out)
+
+    def scatter_add(self, layout, ids, ids_layout, src, src_layout, dim):
+        def positions(idx, values):
+            grid = list(np.indices(idx.shape, sparse=True))
+            grid[dim] = idx
+            # like torch, src may be larger than ids: only its leading corner is used
+            return tuple(grid), values[tuple(slice(0, n) for n in idx.shape)]
+        return self._scatter("scatter_add", layout, ids, ids_layout, src, src_layout, dim, positions)
+
+    def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
+        def positions(idx, values):
+            return (slice(None),) * dim + (idx,), values
+        return self._scatter("index_add", layout, ids, ids_layout, src, src_layout, dim, positions)
+
+    # ---- matmul, conv, pooling --------------------------------------------------------
+    def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
+        b, m, n, k = bmnk
+        if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
+            raise _error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+                         lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        acc = _accumulate_dtype(self.dtype)
+        return self._new(np.matmul(self._read(lhs_layout).astype(acc), rhs._read(rhs_layout).astype(acc)))
+
+    def _conv(self, fn, layout, kernel, kernel_layout, params, one_d):
+        acc = _accumulate_dtype(self.dtype)
+        x, w = self._read(layout).astype(acc), kernel._read(kernel_layout).astype(acc)
+        if one_d:  # (b, c, l) -> (b, c, 1, l)
+            x, w, params = x[:, :, None], w[:, :, None], _as_2d_params(params)
+        out = fn(x, w, params)
+        return self._new(out[:, :, 0] if one_d else out)
+
+    def conv1d(self, layout, kernel, kernel_layout, params):
+        return self._conv(_conv2d, layout, kernel, kernel_layout, params, True)
+
+    def conv2d(self, layout, kernel, kernel_layout, params):
+        return self._conv(_conv2d, layout, kernel, kernel_layout, params, False)
+
+    def conv_transpose1d(self, layout, kernel, kernel_layout, params):
+        return self._conv(_conv_transpose2d, layout, kernel, kernel_layout, params, True)
+
+    def conv_transpose2d(self, layout, kernel, kernel_layout, params):
+        return self._conv(_conv_transpose2d, layout, kernel, kernel_layout, params, False)
+
+    def avg_pool2d(self, layout, params: PoolParams):
+        work = _accumulate_dtype(self.dtype) if self.dtype.is_floating_point else np.float64
+        x = self._read(layout).astype(work)
+        sums = _windows(_pad_hw(x, params.padding), params.kernel, params.stride, (1, 1)).sum(axis=(-2, -1))
+        if params.count_include_pad:
+            count = params.kernel[0] * params.kernel[1]
+        else:  # divide by the number of real (unpadded) elements in each window
+            ones = _pad_hw(np.ones((1, 1) + x.shape[2:], x.dtype), params.padding)
+            count = _windows(ones, params.kernel, params.stride, (1, 1)).sum(axis=(-2, -1))
+        return self._new(sums / count)
+
+    def max_pool2d(self, layout, params: PoolParams):
+        x = self._read(layout, compute=True)
+        lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype.kind == "b" else np.iinfo(x.dtype).min)
+        win = _windows(_pad_hw(x, params.padding, lowest), params.kernel, params.stride, params.dilation)
+        return self._new(win.max(axis=(-2, -1)))
+
+    def upsample_nearest2d(self, layout, out_h, out_w):
+        x = self._read(layout)
+        h, w = x.shape[2:]
+        rows = np.arange(out_h) * h // out_h  # floor(dst * in / out), exact in integers
+        cols = np.arange(out_w) * w // out_w
+        return self._new(x[:, :, rows[:, None], cols[None, :]])
+
+    # ---- copies -----------------------------------------------------------------------
+    def copy_strided_src(self, dst, dst_offset, src_layout):
+        n = src_layout.numel()
+        dst.data[dst_offset:dst_offset + n] = _cast(self._read(src_layout), dst.dtype).reshape(-1)
+
+    def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
+        src = self._read(Layout((d1, d2), (src_stride1, 1), src_offset))
+        _strided(dst.data, Layout((d1, d2), (dst_stride1, 1), dst_offset), writeable=True)[...] = \
+            _cast(src, dst.dtype)
+
+    def const_set(self, value, layout):
+        _strided(self.data, layout, writeable=True)[...] = _cast(np.asarray(value), self.dtype)
+
+    def to_cpu(self, layout):
+        return np.array(self._read(layout), order="C", copy=True)
+
+    # ---- fused nn ops: computed in f32 (f64 for f64) and cast back ----------------------
+    def _float_read(self, op, layout):
+        self._require_float(op, layout)
+        return self._read(layout, compute=True)
+
+    def softmax_last_dim(self, layout):
+        x = self._float_read("softmax_last_dim", layout)
+        e = np.exp(x - x.max(axis=-1, keepdims=True)) if x.size else x
+        return self._new(e / e.sum(axis=-1, keepdims=True))
+
+    def log_softmax(self, layout):
+        x = self._float_read("log_softmax", layout)
+        if x.size:
+            shifted = x - x.max(axis=-1, keepdims=True)
+            x = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return self._new(x)
+
+    def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
+        x = self._float_read("layer_norm", layout)
+        centred = x - x.mean(axis=-1, keepdims=True)
+        y = centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + eps)
+        if weight is not None:
+            y = y * weight._read(w_layout, compute=True)
+        if bias is not None:
+            y = y + bias._read(b_layout, compute=True)
+        return self._new(y)
+
+    def rms_norm(self, layout, weight, w_layout, eps):
+        x = self._float_read("rms_norm", layout)
+        y = x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)
+        return self._new(y if weight is None else y * weight._read(w_layout, compute=True))
+
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, variant):
+        x = self._float_read(variant, layout)
+        c, s = cos._read(cos_layout, compute=True), sin._read(sin_layout, compute=True)
+        # cos/sin are (b, t, d/2): insert the head axis where x has it
+        c, s = (c[:, :, None], s[:, :, None]) if variant == "rope_thd" else (c[:, None], s[:, None])
+        half = x.shape[-1] // 2
+        if variant == "rope_i":
+            a, b = x[..., 0::2], x[..., 1::2]
+            out = np.stack([a * c - b * s, a * s + b * c], axis=-1).reshape(x.shape)
+        elif variant in ("rope", "rope_thd"):
+            a, b = x[..., :half], x[..., half:]
+            out = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+        else:
+            raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
+        return self._new(out)
+
+    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        q = self._float_read("sdpa", layout)
+        kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
+        hq, hk = q.shape[1], kk.shape[1]
+        if hk == 0 or hq % hk:
+            raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+                         q=(self, layout), k=(k, k_layout), v=(v, v_layout))
+        kk, vv = np.repeat(kk, hq // hk, axis=1), np.repeat(vv, hq // hk, axis=1)  # GQA
+        if scale is None:
+            scale = 1.0 / math.sqrt(q.shape[-1])
+        scores = (q @ kk.swapaxes(-1, -2)) * scale
+        keep = np.ones(scores.shape[-2:], bool)
+        if is_causal:
+            keep = np.tril(keep)  # top-left aligned: query i sees keys j <= i
+        if mask is not None:
+            m = mask._read(mask_layout, compute=True)
+            if mask.dtype is dtypes.bool_:
+                keep = keep & m
+            else:
+                scores = scores + m
+        scores = np.where(keep, scores, -np.inf)
+        row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # initial: S may be 0
+        dead = np.isneginf(row_max)  # every key masked: torch returns zeros for that row
+        with np.errstate(invalid="ignore"):
+            p = np.exp(scores - np.where(dead, 0, row_max))
+            p = p / np.where(dead, 1, p.sum(axis=-1, keepdims=True))
+        return self._new(p @ vv)
+
+
+# =====================================================================================
+# Device
+# =====================================================================================
+
+class CpuDevice(BackendDevice):
+    name = "cpu"
+
+    def __init__(self, ordinal: int = 0):
+        if ordinal != 0:
+            raise DeviceError(f"cpu has only ordinal 0, got cpu:{ordinal}")
+        self.ordinal = 0
+        self.set_seed(0)
+
+    def _wrap(self, arr: np.ndarray, dtype) -> CpuStorage:
+        return CpuStorage(arr, dtypes.get(dtype), self)
+
+    def zeros(self, shape, dtype):
+        dtype = dtypes.get(dtype)
+        return self._wrap(np.zeros(math.prod(shape), dtype.np), dtype)
+
+    def alloc_uninit(self, shape, dtype):
+        dtype = dtypes.get(dtype)
+        return self._wrap(np.empty(math.prod(shape), dtype.np), dtype)
+
+    def from_cpu(self, array):
+        array = np.asarray(array)
+        dtype = dtypes.get(array.dtype)  # e.g. int32 is stored as int64
+        return self._wrap(np.array(array, dtype.np, order="C", copy=True).reshape(-1), dtype)
+
+    def set_seed(self, seed):
+        self._rng = np.random.Generator(np.random.Philox(int(seed)))
+
+    def rand_uniform(self, shape, dtype, lo, hi):
+        dtype = dtypes.get(dtype)
+        return self._wrap(_cast(self._rng.uniform(lo, hi, math.prod(shape)), dtype), dtype)
+
+    def rand_normal(self, shape, dtype, mean, std):
+        dtype = dtypes.get(dtype)
+        return self._wrap(_cast(self._rng.normal(mean, std, math.prod(shape)), dtype), dtype)
+
+    def synchronize(self):
+        pass  # numpy is synchronous
+
+    def memory_stats(self):
+        return {}
+
