@@ -1,0 +1,69 @@
+"""matmul / @ with PyTorch's rules (1-D operands, batch broadcasting), on every device."""
+import numpy as np
+import pytest
+
+import tensorlite as tl
+from conftest import FLOAT_DTYPES, as_f64, assert_close, random_array
+
+SHAPES = [
+    ((3,), (3,)),                 # dot product -> 0-d
+    ((3,), (3, 4)),               # 1-D lhs: prepend, then drop
+    ((2, 3), (3,)),               # 1-D rhs: append, then drop
+    ((2, 3), (3, 4)),
+    ((5, 2, 3), (3, 4)),          # batch on one side
+    ((2, 3), (5, 3, 4)),
+    ((5, 1, 2, 3), (4, 3, 6)),    # batch dims broadcast against each other
+    ((4,), (2, 4, 3)),
+    ((2, 3, 4), (4,)),
+    ((1, 1), (1, 1)),
+    ((0, 3), (3, 4)),             # empty rows
+    ((2, 0), (0, 4)),             # empty contraction: zeros
+    ((2, 3), (3, 0)),
+    ((0, 2, 3), (3, 4)),          # empty batch
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("sa, sb", SHAPES, ids=str)
+def test_matmul_shapes(device, rng, dtype, sa, sb):
+    a, b = random_array(rng, sa, dtype), random_array(rng, sb, dtype)
+    x, y = tl.tensor(a, device=device), tl.tensor(b, device=device)
+    expected = np.matmul(as_f64(a), as_f64(b))
+    k = sa[-1]
+    assert_close(x @ y, expected, dtype, terms=k)
+    assert_close(tl.matmul(x, y), expected, dtype, terms=k)
+    assert_close(x.matmul(y), expected, dtype, terms=k)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+def test_matmul_transposed_and_strided_operands(device, rng, dtype):
+    a = random_array(rng, (3, 7, 5), dtype)
+    b = random_array(rng, (3, 6, 7), dtype)
+    x, y = tl.tensor(a, device=device), tl.tensor(b, device=device)
+    fa, fb = as_f64(a), as_f64(b)
+    cases = [
+        (x.mT, y.mT, fa.swapaxes(1, 2) @ fb.swapaxes(1, 2)),          # both transposed views
+        (x.mT @ x, None, fa.swapaxes(1, 2) @ fa),
+        (x[:, 1:6:2], y.mT[:, :5], fa[:, 1:6:2] @ fb.swapaxes(1, 2)[:, :5]),  # row step + offset
+        (x[1:, :, 1:4], y[1:, 1:4], fa[1:, :, 1:4] @ fb[1:, 1:4]),     # column slices
+        (x[0:1].expand(4, 7, 5), y[0].mT, np.broadcast_to(fa[0:1], (4, 7, 5)) @ fb[0].T),  # batch stride 0
+        (x.permute(1, 0, 2)[2], y[:, :5, 3], fa.transpose(1, 0, 2)[2] @ fb[:, :5, 3]),
+    ]
+    for lhs, rhs, expected in cases:
+        got = lhs if rhs is None else lhs @ rhs
+        assert_close(got, expected, dtype, terms=7)
+
+
+def test_matmul_larger_accuracy(device, rng):
+    a = random_array(rng, (2, 96, 160), tl.float32)
+    b = random_array(rng, (160, 72), tl.float32)
+    got = tl.tensor(a, device=device) @ tl.tensor(b, device=device)
+    assert_close(got, as_f64(a) @ as_f64(b), tl.float32, terms=160)
+
+
+def test_matmul_result_feeds_further_ops(device, rng):
+    a = random_array(rng, (4, 3), tl.float32)
+    x = tl.tensor(a, device=device)
+    got = (x @ x.T).sum(1) + x.T.matmul(x).mean()
+    ref = (as_f64(a) @ as_f64(a).T).sum(1) + (as_f64(a).T @ as_f64(a)).mean()
+    assert_close(got, ref, tl.float32, terms=12)
