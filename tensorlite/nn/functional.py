@@ -1,0 +1,489 @@
+"""Functional nn ops with PyTorch names and signatures.
+
+The fused ops (softmax, log_softmax, layer_norm, rms_norm, rope, rope_i, rope_thd,
+scaled_dot_product_attention) follow candle's CustomOp pattern: the forward is one
+storage-level op of the device's backend, the backward is written with Tensor ops, and a
+`*_slow` composite built from primitive Tensor ops is the reference the tests hold the
+fused op to (forward and gradients). Every other op here is a composite of Tensor ops,
+so autograd differentiates it without a rule of its own.
+"""
+from __future__ import annotations
+
+import math
+from math import prod
+
+from .. import dtype as _dt
+from ..errors import DTypeError, ShapeError, describe
+from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
+                      conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
+                      upsample_nearest2d, where)
+
+# machine epsilon per float dtype: rms_norm's default eps, as torch.finfo(dtype).eps
+_FINFO_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+
+def _floating(x: Tensor) -> Tensor:
+    return x if x.dtype.is_floating_point else x._cast(_dt.get_default_dtype())
+
+
+def _check_like(op, x, **others):
+    """Optional operands (weights, tables, masks) must share x's device and dtype."""
+    for name, t in others.items():
+        if t is not None and (t._device is not x._device or t.dtype is not x.dtype):
+            raise DTypeError(f"{describe(op, input=x, **{k: v for k, v in others.items() if v is not None})}: "
+                             f"{name} must have the device and dtype of the input")
+
+
+def _storage_args(t):
+    return (None, None) if t is None else (t._storage, t._layout)
+
+
+# ---- activations (core unary ops carry their own backward) ---------------------------
+
+def relu(x):
+    return x.relu()
+
+
+def sigmoid(x):
+    return x.sigmoid()
+
+
+def tanh(x):
+    return x.tanh()
+
+
+def silu(x):
+    return x.silu()
+
+
+def gelu(x, approximate: str = "none"):
+    """approximate='none' is the exact erf form, 'tanh' the tanh approximation (GPT-2)."""
+    if approximate == "none":
+        return x.gelu()
+    if approximate == "tanh":
+        return x.gelu_tanh()
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def dropout(x, p: float = 0.5, training: bool = True):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (inverted dropout)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = rand(x.shape, dtype=_floating(x).dtype, device=x._device) >= p
+    return where(keep, x * (1.0 / (1.0 - p)), 0.0)
+
+
+# ---- softmax family ------------------------------------------------------------------
+
+def _over_last_dim(fn, x, dim, op):
+    """Apply a last-dim op along `dim` by transposing it there and back (a view each way)."""
+    if x.ndim == 0:
+        return fn(x.reshape(1)).reshape(())
+    d = _norm_dim(dim, x.ndim, op)
+    if d == x.ndim - 1:
+        return fn(x)
+    return fn(x.transpose(d, -1)).transpose(d, -1)
+
+
+def _softmax_last(x):
+    y = _wrap(x._storage.softmax_last_dim(x._layout), x.shape, x.dtype)
+    # d softmax: y * (g - <g, y>) along the row
+    return _attach(y, (x,), lambda g: (y * (g - (g * y).sum(-1, keepdim=True)),), "softmax")
+
+
+def _log_softmax_last(x):
+    y = _wrap(x._storage.log_softmax(x._layout), x.shape, x.dtype)
+    return _attach(y, (x,), lambda g: (g - y.exp() * g.sum(-1, keepdim=True),), "log_softmax")
+
+
+def softmax(x, dim: int = -1, dtype=None):
+    x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
+    return _over_last_dim(_softmax_last, x, dim, "softmax")
+
+
+def log_softmax(x, dim: int = -1, dtype=None):
+    x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
+    return _over_last_dim(_log_softmax_last, x, dim, "log_softmax")
+
+
+def softmax_slow(x, dim: int = -1):
+    """Composite reference: exp(x - max) / sum."""
+    x = _floating(x)
+    e = (x - x.detach().amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax_slow(x, dim: int = -1):
+    x = _floating(x)
+    return x - x.logsumexp(dim, keepdim=True)
+
+
+# ---- normalisation -------------------------------------------------------------------
+
+def _flatten_normalized(op, x, normalized_shape, **params):
+    """(x with the normalised trailing dims merged into one, the 1-D params, that size)."""
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not ns or len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns):]) != ns:
+        raise ShapeError(f"{describe(op, input=x)}: normalized_shape {ns} does not match the trailing dims")
+    for name, p in params.items():
+        if p is not None and tuple(p.shape) != ns:
+            raise ShapeError(f"{describe(op, input=x, **{name: p})}: {name} must have shape {ns}")
+    x = _floating(x)
+    _check_like(op, x, **params)
+    n = prod(ns)
+    flat = [None if p is None else p.reshape(n) for p in params.values()]
+    return x.reshape(x.shape[:x.ndim - len(ns)] + (n,)), flat, n
+
+
+def _normalize_rows(x, eps, center: bool):
+    """(x_hat, 1/std) over the last dim; centred for layer_norm, not for rms_norm."""
+    xc = x - x.mean(-1, keepdim=True) if center else x
+    rstd = ((xc * xc).mean(-1, keepdim=True) + eps).pow(-0.5)
+    return xc * rstd, rstd
+
+
+def _norm_backward(g, x2, w, eps, center):
+    """d/dx of x_hat(x) * w: rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)),
+    without the mean(gw) term for rms_norm (which does not centre)."""
+    xhat, rstd = _normalize_rows(x2, eps, center)
+    gw = g if w is None else g * w
+    inner = gw - xhat * (gw * xhat).mean(-1, keepdim=True)
+    if center:
+        inner = inner - gw.mean(-1, keepdim=True)
+    n = x2.shape[-1]
+    gweight = None if w is None else (g * xhat).reshape(-1, n).sum(0)
+    return rstd * inner, gweight
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
+    y = _wrap(x2._storage.layer_norm(x2._layout, *_storage_args(w), *_storage_args(b), eps), x2.shape, x2.dtype)
+
+    def grad(g):
+        gx, gw = _norm_backward(g, x2, w, eps, center=True)
+        return gx, gw, None if b is None else g.reshape(-1, n).sum(0)
+    return _attach(y, (x2, w, b), grad, "layer_norm").reshape(x.shape)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the dtype's machine epsilon (torch)."""
+    x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
+    eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
+    y = _wrap(x2._storage.rms_norm(x2._layout, *_storage_args(w), eps), x2.shape, x2.dtype)
+    return _attach(y, (x2, w), lambda g: _norm_backward(g, x2, w, eps, center=False), "rms_norm").reshape(x.shape)
+
+
+def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    x2, (w, b), _ = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
+    y = _normalize_rows(x2, eps, center=True)[0]
+    y = y if w is None else y * w
+    return (y if b is None else y + b).reshape(x.shape)
+
+
+def rms_norm_slow(x, normalized_shape, weight=None, eps=None):
+    x2, (w,), _ = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
+    eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
+    y = _normalize_rows(x2, eps, center=False)[0]
+    return (y if w is None else y * w).reshape(x.shape)
+
+
+def normalize(x, p: float = 2.0, dim: int = -1, eps: float = 1e-12):
+    """x / max(||x||_p, eps) along dim (torch.nn.functional.normalize)."""
+    norm = (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
+    return x / maximum(norm, eps)
+
+
+# ---- rotary embeddings ---------------------------------------------------------------
+# x is (b, h, t, d) for 'rope' / 'rope_i' and (b, t, h, d) for 'rope_thd'; cos/sin are
+# (t, d/2) or per batch (b, t, d/2).
+
+_HEAD_DIM = {"rope": 1, "rope_i": 1, "rope_thd": 2}
+
+
+def _rope_tables(variant, x, cos, sin):
+    if x.ndim != 4 or x.shape[-1] % 2:
+        raise ShapeError(f"{describe(variant, x=x, cos=cos, sin=sin)}: x must be 4-D with an even last dim")
+    b, d2 = x.shape[0], x.shape[-1] // 2
+    t = x.shape[2] if variant != "rope_thd" else x.shape[1]
+    tables = []
+    for table in (cos, sin):
+        if tuple(table.shape) not in ((t, d2), (b, t, d2)):
+            raise ShapeError(f"{describe(variant, x=x, cos=cos, sin=sin)}: cos/sin must be ({t}, {d2}) or "
+                             f"({b}, {t}, {d2})")
+        tables.append(table.unsqueeze(0).expand(b, t, d2) if table.ndim == 2 else table)
+    _check_like(variant, x, cos=cos, sin=sin)
+    return tables
+
+
+def _rope_pairs(variant, x):
+    """The two halves each rotation mixes: (x[2i], x[2i+1]) interleaved, (x[i], x[i+d/2]) half-split."""
+    if variant == "rope_i":
+        return x.narrow(-1, 0, x.shape[-1] // 2, 2), x.narrow(-1, 1, x.shape[-1] // 2, 2)
+    return x.chunk(2, -1)
+
+
+def _rope(variant, x, cos, sin):
+    x = _floating(x)
+    c, s = _rope_tables(variant, x, cos, sin)
+    y = _wrap(x._storage.rope(x._layout, c._storage, c._layout, s._storage, s._layout, variant), x.shape, x.dtype)
+
+    def grad(g):
+        gx = _rope(variant, g, c, -s)  # a rotation's transpose is the rotation by -theta
+        if not (c.requires_grad or s.requires_grad):
+            return gx, None, None
+        (x1, x2), (g1, g2) = _rope_pairs(variant, x), _rope_pairs(variant, g)
+        hd = _HEAD_DIM[variant]
+        return gx, (g1 * x1 + g2 * x2).sum(hd), (g2 * x1 - g1 * x2).sum(hd)
+    return _attach(y, (x, c, s), grad, variant)
+
+
+def _rope_slow(variant, x, cos, sin):
+    x = _floating(x)
+    c, s = (t.unsqueeze(_HEAD_DIM[variant]) for t in _rope_tables(variant, x, cos, sin))
+    x1, x2 = _rope_pairs(variant, x)
+    r1, r2 = x1 * c - x2 * s, x1 * s + x2 * c
+    return stack([r1, r2], -1).reshape(x.shape) if variant == "rope_i" else cat([r1, r2], -1)
+
+
+def rope(x, cos, sin):
+    """Half-split rotary embedding (Hugging Face Llama): pairs (x[i], x[i + d/2]), x (b, h, t, d)."""
+    return _rope("rope", x, cos, sin)
+
+
+def rope_i(x, cos, sin):
+    """Interleaved rotary embedding (GPT-J): pairs (x[2i], x[2i+1]), x (b, h, t, d)."""
+    return _rope("rope_i", x, cos, sin)
+
+
+def rope_thd(x, cos, sin):
+    """Half-split rotary embedding with x laid out (b, t, h, d)."""
+    return _rope("rope_thd", x, cos, sin)
+
+
+def rope_slow(x, cos, sin):
+    return _rope_slow("rope", x, cos, sin)
+
+
+def rope_i_slow(x, cos, sin):
+    return _rope_slow("rope_i", x, cos, sin)
+
+
+def rope_thd_slow(x, cos, sin):
+    return _rope_slow("rope_thd", x, cos, sin)
+
+
+# ---- attention -----------------------------------------------------------------------
+
+def causal_mask(q_len: int, kv_len: int, bottom_right: bool = False, device=None) -> Tensor:
+    """Bool (q_len, kv_len) mask, True = attend. Top-left (torch's is_causal): query i sees
+    keys j <= i. Bottom-right (decoding with a KV cache, where the q_len queries are the
+    last ones of the kv_len sequence): query i sees keys j <= i + kv_len - q_len."""
+    shift = kv_len - q_len if bottom_right else 0
+    rows = arange(q_len, device=device).reshape(q_len, 1)
+    return arange(kv_len, device=device).reshape(1, kv_len) <= rows + shift
+
+
+def _attention_mask(op, q, k, attn_mask, is_causal):
+    """(mask broadcast to (b, hq, L, S) or None, whether the kernel's top-left causal applies)."""
+    if is_causal not in (False, True, "top_left", "bottom_right"):
+        raise ValueError(f"{op}: is_causal must be False, True, 'top_left' or 'bottom_right', got {is_causal!r}")
+    L, S = q.shape[-2], k.shape[-2]
+    kernel_causal = bool(is_causal) and (is_causal != "bottom_right" or L == S)
+    if is_causal == "bottom_right" and L != S:
+        keep = causal_mask(L, S, bottom_right=True, device=q._device)
+        if attn_mask is None:
+            attn_mask = keep
+        elif attn_mask.dtype is _dt.bool_:
+            attn_mask = attn_mask & keep
+        else:
+            attn_mask = where(keep, attn_mask, float("-inf"))
+    if attn_mask is None:
+        return None, kernel_causal
+    if attn_mask.dtype is not _dt.bool_:
+        if not attn_mask.dtype.is_floating_point:
+            raise DTypeError(f"{describe(op, query=q, attn_mask=attn_mask)}: attn_mask must be bool or float")
+        attn_mask = attn_mask._cast(q.dtype)
+    full = q.shape[:2] + (L, S)
+    if broadcast_shapes(attn_mask.shape, full) != full:
+        raise ShapeError(f"{describe(op, query=q, key=k, attn_mask=attn_mask)}: attn_mask must broadcast to {full}")
+    return attn_mask.broadcast_to(full), kernel_causal
+
+
+def _repeat_kv(t, groups):
+    """(b, hk, S, d) -> (b, hk * groups, S, d): query head h reads kv head h // groups."""
+    if groups == 1:
+        return t
+    b, h, s, d = t.shape
+    return t.unsqueeze(2).expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+def _attention_probs(q, kx, mask, scale, causal):
+    """softmax(q k^T * scale + mask) with fully-masked rows giving zeros (as the kernels do)."""
+    scores = (q @ kx.mT) * scale
+    keep = causal_mask(q.shape[-2], kx.shape[-2], device=q._device) if causal else None
+    if mask is not None:
+        if mask.dtype is _dt.bool_:
+            keep = mask if keep is None else keep & mask
+        else:
+            scores = scores + mask
+    if keep is not None:
+        scores = where(keep, scores, float("-inf"))
+    row_max = scores.detach().amax(-1, keepdim=True)
+    e = (scores - where(row_max == float("-inf"), 0.0, row_max)).exp()
+    total = e.sum(-1, keepdim=True)
+    return e / where(total == 0.0, 1.0, total)
+
+
+def _attention_operands(op, query, key, value, scale):
+    if query.ndim not in (3, 4) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ShapeError(f"{describe(op, query=query, key=key, value=value)}: expected (b, h, L, d) or (h, L, d)")
+    q, k, v = (_floating(t) if t.ndim == 4 else _floating(t).unsqueeze(0) for t in (query, key, value))
+    hq, hk = q.shape[1], k.shape[1]
+    if (q.shape[0], q.shape[3]) != (k.shape[0], k.shape[3]) or k.shape[:3] != v.shape[:3] \
+            or hk == 0 or hq % hk:
+        raise ShapeError(f"{describe(op, query=query, key=key, value=value)}: batch/head/length dims do not match "
+                         "(query heads must be a multiple of key/value heads)")
+    _check_like(op, q, key=k, value=v)
+    return q, k, v, hq // hk, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal=False,
+                                 scale=None, enable_gqa: bool = True):
+    """PyTorch's SDPA: softmax(q k^T * scale + mask) v for q (b, hq, L, d), k/v (b, hk, S, d).
+
+    - attn_mask: bool (True = attend) or additive float, broadcastable to (b, hq, L, S).
+    - is_causal=True (or 'top_left') aligns the causal mask top-left as torch does: query i
+      sees keys j <= i. is_causal='bottom_right' aligns it to the end of the keys (query i
+      sees keys j <= i + S - L): what a KV-cache decoder needs when L new queries follow
+      S - L cached keys. The two agree when L == S; `causal_mask` builds either explicitly.
+    - Grouped-query attention is automatic when k/v have fewer heads (a divisor of hq):
+      query head h uses kv head h // (hq // hk). `enable_gqa` is accepted for torch
+      compatibility and not needed.
+    - Rows whose keys are all masked give zeros.
+    """
+    if dropout_p > 0.0:  # the fused kernel has no dropout: take the composite path
+        return sdpa_slow(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    q, k, v, groups, scale = _attention_operands("scaled_dot_product_attention", query, key, value, scale)
+    mask, causal = _attention_mask("scaled_dot_product_attention", q, k, attn_mask, is_causal)
+    st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *_storage_args(mask),
+                         scale, causal)
+    out = _wrap(st, q.shape[:3] + v.shape[3:], q.dtype)
+
+    def grad(g):
+        kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
+        p = _attention_probs(q, kx, mask, scale, causal)
+        gp = g @ vx.mT
+        gs = p * (gp - (gp * p).sum(-1, keepdim=True))  # through the softmax
+        b, hq, s = kx.shape[0], kx.shape[1], kx.shape[2]
+
+        def per_kv_head(t):  # sum the gradients of the query heads that share a kv head
+            return t if groups == 1 else t.reshape(b, hq // groups, groups, s, t.shape[-1]).sum(2)
+        gmask = gs if mask is not None and mask.dtype.is_floating_point else None
+        return (gs @ kx) * scale, per_kv_head((gs.mT @ q) * scale), per_kv_head(p.mT @ g), gmask
+    out = _attach(out, (q, k, v, mask), grad, "sdpa")
+    return out if query.ndim == 4 else out.squeeze(0)
+
+
+def sdpa_slow(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal=False, scale=None):
+    """Composite reference of scaled_dot_product_attention (same arguments)."""
+    q, k, v, groups, scale = _attention_operands("sdpa_slow", query, key, value, scale)
+    mask, causal = _attention_mask("sdpa_slow", q, k, attn_mask, is_causal)
+    p = _attention_probs(q, _repeat_kv(k, groups), mask, scale, causal)
+    out = dropout(p, dropout_p) @ _repeat_kv(v, groups)
+    return out if query.ndim == 4 else out.squeeze(0)
+
+
+# ---- layers and losses ---------------------------------------------------------------
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias. Leading dims are folded into one GEMM (one weight-gradient GEMM too)."""
+    if x.ndim > 2:
+        return linear(x.reshape(-1, x.shape[-1]), weight, bias).reshape(x.shape[:-1] + (weight.shape[0],))
+    if x.shape[-1] != weight.shape[-1]:
+        raise ShapeError(f"{describe('linear', input=x, weight=weight)}: input features {x.shape[-1]} != "
+                         f"weight in_features {weight.shape[-1]}")
+    y = x @ weight.mT
+    return y if bias is None else y + bias
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of weight at the ids in `input` (any shape); the padding_idx row gets no gradient."""
+    ids = input if isinstance(input, Tensor) else tensor(input, dtype=_dt.int64, device=weight._device)
+    out = weight.index_select(0, ids.reshape(-1)).reshape(ids.shape + (weight.shape[-1],))
+    if padding_idx is not None:
+        padding_idx = padding_idx % weight.shape[0]
+        out = where((ids != padding_idx).unsqueeze(-1), out, out.detach())
+    return out
+
+
+def _reduce_loss(op, loss, reduction, denominator=None):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean() if denominator is None else loss.sum() / denominator
+    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+
+def _classes_last(x):
+    """(N, C, d1, ...) -> (N, d1, ..., C): the fused log_softmax and gather work on the last dim."""
+    return x.permute((0,) + tuple(range(2, x.ndim)) + (1,)) if x.ndim > 2 else x
+
+
+def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class ids `target` (N, ...)."""
+    return _nll(_classes_last(input), target, weight, ignore_index, reduction, 0.0, "nll_loss")
+
+
+def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
+    """logp has the classes on its last dim; target holds class ids or class probabilities."""
+    n_classes = logp.shape[-1]
+    if target.dtype.is_floating_point:  # class probabilities, same shape as logp
+        if target.shape != logp.shape:
+            raise ShapeError(f"{describe(op, input=logp, target=target)}: probability targets need the input's shape")
+        if label_smoothing:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        loss = -((logp * target if weight is None else logp * target * weight).sum(-1))
+        return _reduce_loss(op, loss, reduction)
+    if target.shape != logp.shape[:-1]:
+        raise ShapeError(f"{describe(op, input=logp, target=target)}: target must have shape {logp.shape[:-1]}")
+    valid = target != ignore_index
+    safe = where(valid, target, 0)._cast(_dt.int64)
+    picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    if label_smoothing:  # torch: (1 - eps) * nll + eps * mean over classes of -logp (weighted)
+        smooth = -(logp if weight is None else logp * weight).sum(-1) / n_classes
+        w_t = None if weight is None else weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
+        picked = (picked if w_t is None else picked * w_t) * (1.0 - label_smoothing) + smooth * label_smoothing
+        w = valid._cast(logp.dtype) if w_t is None else where(valid, w_t, 0.0)
+        return _reduce_loss(op, where(valid, picked, 0.0), reduction, w.sum())
+    if weight is not None:
+        w = where(valid, weight.index_select(0, safe.reshape(-1)).reshape(safe.shape), 0.0)
+        picked = picked * w
+    else:
+        w = valid._cast(logp.dtype)
+    return _reduce_loss(op, where(valid, picked, 0.0), reduction, w.sum())
+
+
+def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0):
+    """torch.nn.functional.cross_entropy: input logits (N, C) / (N, C, d1, ...) / (C,), target
+    class ids (int) or class probabilities (float, input's shape). 'mean' over class ids
+    divides by the (weighted) count of targets that are not ignore_index."""
+    if not isinstance(target, Tensor):
+        target = tensor(target, device=input._device)
+    logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
+    if tgt.dtype.is_floating_point:
+        tgt = _classes_last(tgt)
+    loss = _nll(log_softmax(_classes_last(logits), -1), tgt, weight, ignore_index, reduction, label_smoothing,
+                "cross_entropy")
+    return loss.squeeze(0) if input.ndim == 1 and reduction == "none" else loss
+
+
+def mse_loss(input, target, reduction: str = "mean"):
+    diff = input - target
+    return _reduce_loss("mse_loss", diff * diff, reduction)

@@ -1,0 +1,90 @@
+"""In-place parameter initialisers (torch.nn.init names). Each draws on the tensor's own
+device and dtype and swaps the values in without recording autograd history."""
+from __future__ import annotations
+
+import math
+
+from ..autograd import no_grad
+from ..errors import ShapeError, describe
+from ..tensor import full, rand, randn, where
+
+
+def _fill(t, values):
+    with no_grad():
+        t.data = values._cast(t.dtype)
+    return t
+
+
+def calculate_fan_in_and_fan_out(t):
+    """Linear weight (out, in): fans in/out; conv weight (out, in/groups, *k): times the kernel size."""
+    if t.ndim < 2:
+        raise ShapeError(f"{describe('calculate_fan_in_and_fan_out', tensor=t)}: needs at least 2 dims")
+    receptive = math.prod(t.shape[2:])
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    if nonlinearity in ("linear", "sigmoid", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def uniform_(t, a: float = 0.0, b: float = 1.0):
+    return _fill(t, rand(t.shape, dtype=t.dtype, device=t._device) * (b - a) + a)
+
+
+def normal_(t, mean: float = 0.0, std: float = 1.0):
+    return _fill(t, randn(t.shape, dtype=t.dtype, device=t._device) * std + mean)
+
+
+def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0):
+    """N(mean, std) restricted to [a, b] (resampling the few draws outside)."""
+    with no_grad():
+        v = randn(t.shape, dtype=t.dtype, device=t._device) * std + mean
+        for _ in range(8):
+            bad = (v < a) | (v > b)
+            v = where(bad, randn(t.shape, dtype=t.dtype, device=t._device) * std + mean, v)
+        return _fill(t, v.clamp(a, b))
+
+
+def constant_(t, value: float):
+    return _fill(t, full(t.shape, value, dtype=t.dtype, device=t._device))
+
+
+def zeros_(t):
+    return constant_(t, 0.0)
+
+
+def ones_(t):
+    return constant_(t, 1.0)
+
+
+def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+    fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
+    return uniform_(t, -bound, bound)
+
+
+def kaiming_normal_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+    fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
+    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+
+
+def xavier_uniform_(t, gain: float = 1.0):
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound)
+
+
+def xavier_normal_(t, gain: float = 1.0):
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))

@@ -1,0 +1,137 @@
+"""Optimizers (torch.optim names, defaults and update rules).
+
+Updates run under no_grad with Tensor ops on each parameter's device and swap the result
+into the parameter (`p.data = ...`), so modules and optimizers keep the same objects.
+Step counts and bias corrections are Python floats: a step never waits for the device.
+"""
+from __future__ import annotations
+
+from .autograd import no_grad
+from .errors import TensorliteError
+from .tensor import Tensor, maximum, zeros_like
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.param_groups = []
+        for g in groups:
+            group = {**self.defaults, **g, "params": list(g["params"])}
+            for p in group["params"]:
+                if not isinstance(p, Tensor) or not p.is_leaf:
+                    raise TensorliteError(f"{type(self).__name__}: can only optimize leaf tensors, got "
+                                          f"{type(p).__name__}")
+            self.param_groups.append(group)
+        self.state = {}  # parameter -> dict of its buffers (keyed by the object itself)
+
+    def zero_grad(self, set_to_none: bool = True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = None if set_to_none else zeros_like(p.grad)
+
+    def _params_with_grad(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    yield group, p, p.grad, self.state.setdefault(p, {})
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            from .autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group, p, grad, state in self._params_with_grad():
+                p.data = self._update(group, p, grad, state)
+        return loss
+
+    def _update(self, group, p, grad, state):
+        raise NotImplementedError(f"{type(self).__name__} must define _update()")
+
+    def state_dict(self):
+        """Per-parameter buffers (by position across groups) and the group settings."""
+        flat = [p for g in self.param_groups for p in g["params"]]
+        return {"state": {i: dict(self.state[p]) for i, p in enumerate(flat) if p in self.state},
+                "param_groups": [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]}
+
+    def load_state_dict(self, state_dict):
+        flat = [p for g in self.param_groups for p in g["params"]]
+        if len(state_dict["param_groups"]) != len(self.param_groups):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {len(state_dict['param_groups'])} groups "
+                             f"in the state, {len(self.param_groups)} in the optimizer")
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            group.update(saved)
+        self.state = {flat[int(i)]: dict(s) for i, s in state_dict["state"].items()}
+
+
+class SGD(Optimizer):
+    """p -= lr * d, with d = g + weight_decay * p, then momentum: buf = momentum * buf +
+    (1 - dampening) * d (buf = d on the first step) and d = buf, or d + momentum * buf
+    with nesterov."""
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov momentum requires momentum > 0 and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    def _update(self, group, p, grad, state):
+        d = -grad if group["maximize"] else grad
+        if group["weight_decay"]:
+            d = d + p * group["weight_decay"]
+        mu = group["momentum"]
+        if mu:
+            buf = state.get("momentum_buffer")
+            buf = d if buf is None else buf * mu + d * (1.0 - group["dampening"])
+            state["momentum_buffer"] = buf
+            d = d + buf * mu if group["nesterov"] else buf
+        return p - d * group["lr"]
+
+
+class AdamW(Optimizer):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), torch's defaults:
+    p *= 1 - lr * wd;  m, v = EMAs of g and g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)."""
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
+            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
+                             f"weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _update(self, group, p, grad, state):
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        g = -grad if group["maximize"] else grad
+        if wd and self.decoupled:
+            p = p * (1.0 - lr * wd)
+        elif wd:
+            g = g + p * wd
+        t = state.get("step", 0) + 1
+        m = g * (1.0 - b1) if t == 1 else state["exp_avg"] * b1 + g * (1.0 - b1)
+        v = g * g * (1.0 - b2) if t == 1 else state["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
+        state.update(step=t, exp_avg=m, exp_avg_sq=v)
+        if group["amsgrad"]:
+            v = v if t == 1 else maximum(state["max_exp_avg_sq"], v)
+            state["max_exp_avg_sq"] = v
+        denom = (v * (1.0 / (1.0 - b2 ** t))).sqrt() + eps
+        return p - m / denom * (lr / (1.0 - b1 ** t))
+
+
+class Adam(AdamW):
+    """Adam with L2 weight decay added to the gradient (torch.optim.Adam; default 0)."""
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
