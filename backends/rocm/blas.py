@@ -1,0 +1,55 @@
+"""Strided-batched GEMM through rocBLAS or cuBLAS, vendor-neutral.
+
+BLAS is column-major: C (m x n, leading dimension ldc) = alpha * op(A) op(B) + beta * C,
+op(A) m x k, op(B) k x n. A row-major caller computes C^T = B^T A^T, i.e. swaps the
+operands and m/n (storage.py's matmul does that). f16/bf16 inputs are multiplied with f32
+accumulation (compute type f32, scalars f32); f64 computes in f64.
+"""
+from __future__ import annotations
+
+from tensorlite import dtype as dtypes
+from tensorlite.errors import DTypeError, ShapeError
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+class Blas:
+    def __init__(self, device):
+        self.device = device
+        self.platform = device.platform
+        self._handle = None
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            self.device.activate()
+            self._handle = self.platform.blas_create(self.device.stream)
+        return self._handle
+
+    def gemm_strided_batched(self, dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
+                             a_ptr: int, lda: int, stride_a: int, b_ptr: int, ldb: int, stride_b: int,
+                             c_ptr: int, ldc: int, stride_c: int, batch: int,
+                             alpha: float = 1.0, beta: float = 0.0) -> None:
+        """Enqueue `batch` column-major GEMMs on the device stream (strides in elements;
+        a stride of 0 reuses one matrix for every batch)."""
+        dtype = dtypes.get(dtype)
+        if dtype not in dtypes.FLOATS:
+            raise DTypeError(f"gemm_strided_batched: dtype {dtype.name} is not supported on {self.device} "
+                             f"(expected one of {[d.name for d in dtypes.FLOATS]})")
+        args = dict(m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, batch=batch)
+        if min(args.values()) < 0 or max(args.values()) > _INT32_MAX:
+            raise ShapeError(f"gemm_strided_batched: sizes must lie in [0, 2^31): {args}")
+        rows_a, rows_b = (k if trans_a else m), (n if trans_b else k)
+        for name, ld, rows in (("lda", lda, rows_a), ("ldb", ldb, rows_b), ("ldc", ldc, m)):
+            if ld < max(1, rows):
+                raise ShapeError(f"gemm_strided_batched: {name}={ld} is smaller than the {rows} rows "
+                                 f"it spans (m={m}, n={n}, k={k}, trans_a={trans_a}, trans_b={trans_b})")
+        if m == 0 or n == 0 or batch == 0:
+            return
+        ffi = self.platform.ffi
+        scalar = "double*" if dtype is dtypes.float64 else "float*"
+        alpha_c, beta_c = ffi.new(scalar, alpha), ffi.new(scalar, beta)
+        self.device.activate()
+        self.platform.blas_gemm(self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
+                                alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
+                                beta_c, c_ptr, ldc, stride_c, batch)

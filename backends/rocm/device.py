@@ -1,0 +1,403 @@
+"""GpuDevice: one GPU of a platform (rocm or cuda), its stream, caching allocator and kernels.
+
+Every operation is enqueued on the device's single stream; the host waits only in
+`dtoh` (reading data back) and `synchronize()`. Because there is one stream, a block
+freed to the cache can be handed out again at once: any later use is ordered after
+every earlier use on that stream.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+from math import prod
+from typing import Dict, Tuple
+
+from tensorlite.backend import BackendDevice
+from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
+
+from . import get_platform
+from .compiler import compile_source
+
+# ---- caching allocator ----------------------------------------------------------------
+
+_SMALL_LIMIT = 1 << 20      # blocks up to 1 MiB are rounded to 512 B ...
+_SMALL_ROUND = 512
+_LARGE_ROUND = 2 << 20      # ... larger ones to 2 MiB, so sizes of similar tensors share a class
+
+
+def size_class(nbytes: int) -> int:
+    step = _SMALL_ROUND if nbytes <= _SMALL_LIMIT else _LARGE_ROUND
+    return max(step, -(-nbytes // step) * step)
+
+
+class Buffer:
+    """A device allocation from a CachingAllocator; returns to the cache when collected."""
+    __slots__ = ("ptr", "nbytes", "size", "_allocator", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, size: int, allocator):
+        self.ptr, self.nbytes, self.size, self._allocator = ptr, nbytes, size, allocator
+
+    def __del__(self):
+        alloc = self._allocator
+        if alloc is not None:
+            self._allocator = None
+            try:
+                alloc.release(self.ptr, self.size)
+            except Exception:  # interpreter shutdown: the runtime reclaims the memory anyway
+                pass
+
+    def __repr__(self):
+        return f"Buffer(ptr=0x{self.ptr:x}, nbytes={self.nbytes})"
+
+
+class CachingAllocator:
+    """Size-class free lists over the platform's malloc/free.
+
+    allocated: bytes in live Buffers (by size class); reserved: allocated + cached;
+    peak: the highest `allocated` since creation (or reset_peak)."""
+
+    def __init__(self, device: "GpuDevice"):
+        self.device = device
+        self.platform = device.platform
+        self._free: Dict[int, list] = {}
+        self.allocated = self.reserved = self.peak = 0
+        self.num_allocs = self.num_cache_hits = 0
+
+    def alloc(self, nbytes: int) -> Buffer:
+        if nbytes <= 0:
+            return Buffer(0, 0, 0, None)
+        size = size_class(nbytes)
+        cached = self._free.get(size)
+        if cached:
+            ptr = cached.pop()
+            self.num_cache_hits += 1
+        else:
+            ptr = self._malloc(size, nbytes)
+        self.num_allocs += 1
+        self.allocated += size
+        if self.allocated > self.peak:
+            self.peak = self.allocated
+        return Buffer(ptr, nbytes, size, self)
+
+    def _malloc(self, size: int, nbytes: int) -> int:
+        dev = self.device
+        dev.activate()
+        try:
+            ptr = self.platform.malloc(size)
+        except OutOfMemoryError:
+            self.empty_cache()  # give cached blocks of other sizes back, then try once more
+            try:
+                ptr = self.platform.malloc(size)
+            except OutOfMemoryError as e:
+                try:
+                    free, total = self.platform.mem_get_info()
+                    device_mem = f"; device free {free} of {total} bytes"
+                except BackendError:
+                    device_mem = ""
+                raise OutOfMemoryError(
+                    f"{dev}: out of memory allocating {nbytes} bytes (size class {size}): "
+                    f"allocated={self.allocated} reserved={self.reserved} peak={self.peak}{device_mem} ({e})"
+                ) from None
+        self.reserved += size
+        return ptr
+
+    def release(self, ptr: int, size: int) -> None:
+        self.allocated -= size
+        self._free.setdefault(size, []).append(ptr)
+
+    def empty_cache(self) -> None:
+        """Return every cached (unused) block to the runtime."""
+        dev = self.device
+        dev.activate()
+        self.platform.stream_synchronize(dev.stream)  # no queued work may still touch them
+        free_lists, self._free = self._free, {}
+        for size, ptrs in free_lists.items():
+            for ptr in ptrs:
+                self.platform.free(ptr)
+                self.reserved -= size
+
+    def stats(self) -> Dict[str, int]:
+        return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,
+                "cached": self.reserved - self.allocated, "num_allocs": self.num_allocs,
+                "num_cache_hits": self.num_cache_hits}
+
+
+# ---- kernels and their arguments ------------------------------------------------------
+
+class Kernel:
+    """A loaded kernel entry point (what GpuDevice.function returns)."""
+    __slots__ = ("handle", "name", "source")
+
+    def __init__(self, handle, name: str, source: str):
+        self.handle, self.name, self.source = handle, name, source
+
+    def __repr__(self):
+        return f"Kernel({self.source}:{self.name})"
+
+
+# ctype -> (struct code, size); every slot is aligned to its size (by-value structs to 8)
+_SCALARS = {"int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "uint64": ("Q", 8),
+            "float": ("f", 4), "double": ("d", 8), "ptr": ("Q", 8)}
+
+
+class _ArgLayout:
+    """Packing plan for one signature: a struct format, and a reusable C buffer plus the
+    `void*[]` of slot addresses that the launch API takes (it copies the values at launch,
+    so the buffer can be refilled for the next launch)."""
+    __slots__ = ("fmt", "buffer", "cbuf", "params", "lock")
+
+    def __init__(self, ffi, signature):
+        fmt, offsets, pos = "<", [], 0
+        for item in signature:
+            if isinstance(item, tuple):  # ('bytes', length)
+                code, size, align = f"{item[1]}s", item[1], 8
+            else:
+                try:
+                    code, size = _SCALARS[item]
+                except KeyError:
+                    raise BackendError(f"launch: unknown kernel argument type {item!r}; expected one of "
+                                       f"{sorted(_SCALARS)} or ('bytes', b'...')") from None
+                align = size
+            pad = -pos % align
+            fmt += "x" * pad + code
+            pos += pad
+            offsets.append(pos)
+            pos += size
+        self.fmt = fmt
+        self.cbuf = ffi.new("char[]", max(pos, 1))
+        self.buffer = ffi.buffer(self.cbuf)
+        self.params = ffi.new("void*[]", [self.cbuf + off for off in offsets]) if offsets else ffi.NULL
+        self.lock = threading.Lock()
+
+
+def _dim3(d, what: str) -> Tuple[int, int, int]:
+    if isinstance(d, int):
+        t = (d, 1, 1)
+    else:
+        t = tuple(int(x) for x in d) + (1,) * (3 - len(d))
+        if len(t) != 3:
+            raise BackendError(f"launch: {what} must be an int or a 1..3-tuple, got {d!r}")
+    if min(t) <= 0:
+        raise BackendError(f"launch: {what} {t} has an empty dimension")
+    return t
+
+
+# ---- the device -----------------------------------------------------------------------
+
+class Event:
+    """A device event on the device's stream, for timing: e0.record(); ...; e1.record();
+    e1.synchronize(); e0.elapsed_ms(e1)."""
+
+    def __init__(self, device: "GpuDevice"):
+        self.device = device
+        device.activate()
+        self.handle = device.platform.event_create()
+
+    def record(self):
+        self.device.platform.event_record(self.handle, self.device.stream)
+        return self
+
+    def synchronize(self):
+        self.device.platform.event_synchronize(self.handle)
+
+    def elapsed_ms(self, end: "Event") -> float:
+        return self.device.platform.event_elapsed_ms(self.handle, end.handle)
+
+    def __del__(self):
+        try:
+            self.device.platform.event_destroy(self.handle)
+        except Exception:
+            pass
+
+
+class GpuDevice(BackendDevice):
+    def __init__(self, platform, ordinal: int):
+        self.platform = platform
+        self.name = platform.name
+        self.ordinal = ordinal
+        count = platform.init()
+        if not 0 <= ordinal < count:
+            raise BackendUnavailable(f"{platform.runtime_name}: no device {platform.name}:{ordinal} "
+                                     f"({count} device(s) visible)")
+        platform.activate(ordinal)
+        self.props = platform.device_properties(ordinal)
+        self.arch: str = self.props["arch"]
+        self.warp_size: int = self.props["warp_size"]
+        self.stream = platform.stream_create()
+        self.allocator = CachingAllocator(self)
+        self._modules: Dict[str, object] = {}
+        self._functions: Dict[Tuple[str, str], Kernel] = {}
+        self._layouts: Dict[tuple, _ArgLayout] = {}
+        self._blas = None
+        self._seed, self._rng_offset = 0, 0
+        self._lock = threading.RLock()
+
+    def __repr__(self):
+        return f"GpuDevice({self}, {self.props['name']!r}, arch={self.arch})"
+
+    def activate(self):
+        self.platform.activate(self.ordinal)
+
+    # ---- memory -------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Buffer:
+        return self.allocator.alloc(nbytes)
+
+    def htod(self, dst_ptr: int, array) -> None:
+        """Host -> device, enqueued on the stream. Safe to drop `array` on return: the runtime
+        has staged pageable host memory by then."""
+        if not array.flags.c_contiguous:
+            raise BackendError(f"htod: host array must be C-contiguous (shape {array.shape}, strides {array.strides})")
+        if array.nbytes:
+            self.activate()
+            self.platform.htod_async(dst_ptr, array.ctypes.data, array.nbytes, self.stream)
+
+    def dtoh(self, array, src_ptr: int) -> None:
+        """Device -> host numpy array (C-contiguous, writable); waits for the stream."""
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            raise BackendError("dtoh: host array must be C-contiguous and writable")
+        if array.nbytes:
+            self.activate()
+            self.platform.dtoh_async(array.ctypes.data, src_ptr, array.nbytes, self.stream)
+            self.platform.stream_synchronize(self.stream)
+
+    def dtod(self, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
+        if nbytes:
+            self.activate()
+            self.platform.dtod_async(dst_ptr, src_ptr, nbytes, self.stream)
+
+    def memset(self, ptr: int, byte: int, nbytes: int) -> None:
+        if nbytes:
+            self.activate()
+            self.platform.memset_d8_async(ptr, byte & 0xFF, nbytes, self.stream)
+
+    def memory_stats(self) -> Dict[str, int]:
+        return self.allocator.stats()
+
+    def reset_peak_memory_stats(self) -> None:
+        self.allocator.peak = self.allocator.allocated
+
+    def empty_cache(self) -> None:
+        self.allocator.empty_cache()
+
+    def mem_get_info(self) -> Tuple[int, int]:
+        self.activate()
+        return self.platform.mem_get_info()
+
+    def synchronize(self) -> None:
+        self.activate()
+        self.platform.stream_synchronize(self.stream)
+
+    def event(self) -> Event:
+        return Event(self)
+
+    # ---- kernels ------------------------------------------------------------------
+    def function(self, source: str, name: str) -> Kernel:
+        """Entry point `name` of kernels/<source>, compiled for self.arch on first use."""
+        kernel = self._functions.get((source, name))
+        if kernel is None:
+            kernel = self._load_function(source, name)
+        return kernel
+
+    def _load_function(self, source: str, name: str) -> Kernel:
+        with self._lock:
+            module = self._modules.get(source)
+            if module is None:
+                try:
+                    image = compile_source(self.platform, source, self.arch)
+                except CompileError as e:
+                    raise CompileError(f"while compiling kernel {name!r} of {source} for {self.arch}: {e}") from None
+                self.activate()
+                module = self._modules[source] = self.platform.module_load(image)
+            self.activate()
+            try:
+                handle = self.platform.module_get_function(module, name)
+            except BackendError as e:
+                raise BackendError(f"kernel {name!r} not found in {source} ({e})") from None
+            kernel = self._functions[(source, name)] = Kernel(handle, name, source)
+            return kernel
+
+    def launch(self, func: Kernel, grid, block, args, shared_mem: int = 0) -> None:
+        """Enqueue `func` on the stream. args: (ctype, value) pairs, ctype one of int32, uint32,
+        int64, uint64, float, double, ptr, or ('bytes', b'...') for a by-value struct."""
+        grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        signature = tuple(c if c != "bytes" else ("bytes", len(v)) for c, v in args)
+        layout = self._layouts.get(signature)
+        if layout is None:
+            layout = self._layouts[signature] = _ArgLayout(self.platform.ffi, signature)
+        self.activate()
+        with layout.lock:
+            if args:
+                try:
+                    struct.pack_into(layout.fmt, layout.buffer, 0, *[v for _, v in args])
+                except struct.error as e:
+                    raise BackendError(f"launch {func.name}: bad argument values for {signature}: {e}") from None
+            err = self.platform.launch(func.handle, grid3, block3, shared_mem, self.stream, layout.params)
+        if err:
+            raise BackendError(f"{self.platform.CALLS['launch']}({func.source}:{func.name}, grid={grid3}, "
+                               f"block={block3}, shared_mem={shared_mem}) failed: "
+                               f"{self.platform.error_name(err)} ({int(err)})")
+
+    @property
+    def blas(self):
+        if self._blas is None:
+            from .blas import Blas
+            self._blas = Blas(self)
+        return self._blas
+
+    # ---- BackendDevice ------------------------------------------------------------
+    def _storage(self, shape, dtype):
+        from tensorlite import dtype as dtypes
+        from .storage import GpuStorage
+        dtype = dtypes.get(dtype)
+        numel = prod(shape)
+        return GpuStorage(self, self.alloc(numel * dtype.itemsize), dtype, numel)
+
+    def alloc_uninit(self, shape, dtype):
+        return self._storage(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        st = self._storage(shape, dtype)
+        self.memset(st.buffer.ptr, 0, st.buffer.nbytes)
+        return st
+
+    def from_cpu(self, array):
+        import numpy as np
+        array = np.ascontiguousarray(array)
+        st = self._storage(array.shape, array.dtype)
+        self.htod(st.buffer.ptr, array)
+        return st
+
+    def set_seed(self, seed: int) -> None:
+        self._seed, self._rng_offset = int(seed) & 0xFFFFFFFFFFFFFFFF, 0
+
+    def _random(self, shape, dtype, kind, a, b):
+        from .storage import random_fill
+        st = self._storage(shape, dtype)
+        if st.numel:
+            random_fill(st, kind, float(a), float(b), self._seed, self._rng_offset)
+            # the counter advances past every value drawn (in groups of 4: one Philox block)
+            self._rng_offset += -(-st.numel // 4) * 4
+        return st
+
+    def rand_uniform(self, shape, dtype, lo: float, hi: float):
+        return self._random(shape, dtype, "uniform", lo, hi)
+
+    def rand_normal(self, shape, dtype, mean: float, std: float):
+        return self._random(shape, dtype, "normal", mean, std)
+
+
+_DEVICES: Dict[Tuple[str, int], GpuDevice] = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+def open_device(platform_name: str, ordinal: int = 0) -> GpuDevice:
+    """The GpuDevice for platform 'rocm' or 'cuda' and `ordinal`, created once.
+    Raises BackendUnavailable naming the missing library or device."""
+    key = (platform_name, int(ordinal))
+    dev = _DEVICES.get(key)
+    if dev is None:
+        with _DEVICES_LOCK:
+            dev = _DEVICES.get(key)
+            if dev is None:
+                dev = _DEVICES[key] = GpuDevice(get_platform(platform_name), key[1])
+    return dev

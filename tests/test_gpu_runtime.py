@@ -1,0 +1,368 @@
+"""The GPU runtime without a GPU: HIP bindings against the real headers, the no-device
+path, the hiprtc/NVRTC compile path and its disk cache, the caching allocator's logic and
+kernel-argument packing.
+
+Needs Debian's libamdhip64-dev (HIP 5.2: runtime + hiprtc); skipped with that reason where
+it is missing. The NVRTC checks need a libnvrtc (pip install nvidia-cuda-nvrtc).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import stat
+import struct
+import sys
+import sysconfig
+
+import pytest
+
+from tensorlite.errors import BackendUnavailable, CompileError, DeviceError, OutOfMemoryError
+from tensorlite.backends.rocm import compiler, get_platform, hip
+from tensorlite.backends.rocm.device import Buffer, CachingAllocator, _ArgLayout, size_class
+
+
+def _hip_or_skip():
+    plat = get_platform("rocm")
+    try:
+        plat.rt
+    except BackendUnavailable as e:
+        pytest.skip(f"libamdhip64 is not installed: {e}")
+    return plat
+
+
+TINY_SOURCE = r"""
+#include "tiny.h"
+extern "C" __global__ void scale_f32(float* x, unsigned n, float s) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = TINY_SCALE(x[i], s);
+}
+"""
+TINY_HEADERS = {"tiny.h": "#define TINY_SCALE(v, s) ((v) * (s))\n"}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh disk cache and an empty in-memory cache for each test."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(path))
+    monkeypatch.setattr(compiler, "_MEMORY", {})
+    return path
+
+
+# ---- HIP cdefs vs /usr/include/hip ----------------------------------------------------
+
+def _api_mode_module(tmp_path, cdefs, module_name):
+    """Compile `cdefs` in cffi's API mode against the HIP headers, with a static assertion
+    per function that its declared type equals the header's (cffi alone would let an
+    `int` parameter silently stand for a `size_t`)."""
+    import cffi
+    if not os.path.exists("/usr/include/hip/hip_runtime.h"):
+        pytest.skip("HIP headers not installed (/usr/include/hip/hip_runtime.h; apt install libamdhip64-dev)")
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler (cc) to build the cffi API-mode check")
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("Python.h not found (python3-dev) for the cffi API-mode check")
+    ffi = cffi.FFI()
+    for c in cdefs:
+        ffi.cdef(c)
+    asserts = []
+    for key, (tp, _quals) in ffi._parser._declarations.items():
+        if key.startswith("function "):
+            fn = key.split(" ", 1)[1]
+            asserts.append(f'_Static_assert(__builtin_types_compatible_p(__typeof__(&{fn}), {tp.get_c_name("")}), '
+                           f'"{fn}: the cdef signature differs from the HIP header");')
+    ffi.set_source(module_name, "#include <hip/hip_runtime.h>\n#include <hip/hiprtc.h>\n" + "\n".join(asserts),
+                   define_macros=[("__HIP_PLATFORM_AMD__", "1")], libraries=["amdhip64"])
+    path = ffi.compile(tmpdir=str(tmp_path))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # cffi checks struct layouts and enum values on load
+    return ffi, module
+
+
+def test_hip_cdefs_match_the_hip_headers(tmp_path):
+    _hip_or_skip()
+    ffi, module = _api_mode_module(tmp_path, [hip.RUNTIME_CDEFS, hip.HIPRTC_CDEFS], "_tl_hip_cdef_check")
+    functions = [k for k in ffi._parser._declarations if k.startswith("function ")]
+    assert len(functions) >= 30  # runtime + hiprtc, every one statically checked
+    # the ABI-mode layout of hipDeviceProp_t (what hipGetDeviceProperties fills) is the header's
+    abi = get_platform("rocm").ffi
+    api = module.ffi
+    assert abi.sizeof("hipDeviceProp_t") == api.sizeof("hipDeviceProp_t")
+    for field in ("name", "totalGlobalMem", "warpSize", "multiProcessorCount", "arch", "gcnArchName",
+                  "pageableMemoryAccessUsesHostPageTables"):
+        assert abi.offsetof("hipDeviceProp_t", field) == api.offsetof("hipDeviceProp_t", field), field
+    assert module.lib.hipErrorNoDevice == 100 and module.lib.hipErrorOutOfMemory == 2
+
+
+def test_signature_drift_is_caught(tmp_path, capfd):
+    """The check above is only worth having if a wrong cdef fails it: an `int` where the
+    header has `size_t` compiles silently in plain cffi, but not past the static assertion."""
+    import cffi
+    _hip_or_skip()
+    wrong = "typedef enum hipError_t { hipSuccess = 0 } hipError_t;\nhipError_t hipMalloc(void** ptr, int size);\n"
+    with pytest.raises(cffi.VerificationError):
+        _api_mode_module(tmp_path, [wrong], "_tl_hip_cdef_drift")
+    assert "hipMalloc: the cdef signature differs from the HIP header" in capfd.readouterr().err
+
+
+# ---- no device ----------------------------------------------------------------------
+
+def test_rocm_reports_the_no_device_reason():
+    plat = _hip_or_skip()
+    try:
+        count = plat.init()
+    except BackendUnavailable as e:
+        assert "hipErrorNoDevice" in str(e) and "libamdhip64" in str(e)
+    else:
+        pytest.skip(f"this machine has {count} AMD GPU(s); the no-device path cannot be exercised")
+    tl = pytest.importorskip("tensorlite")
+    reason = tl.backends.available()["rocm"]
+    assert reason is not True and "hipErrorNoDevice" in str(reason)
+    with pytest.raises(DeviceError) as info:  # BackendUnavailable is a DeviceError
+        tl.tensor([1.0, 2.0]).to("rocm")
+    assert "hipErrorNoDevice" in str(info.value)
+
+
+# ---- the compile path ---------------------------------------------------------------
+
+def test_hiprtc_compiles_for_gfx90a_without_a_gpu(cache_dir):
+    _hip_or_skip()
+    code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    assert code[:4] == b"\x7fELF" and b"scale_f32" in code
+
+
+def test_compile_error_carries_the_log_and_the_name(cache_dir):
+    _hip_or_skip()
+    with pytest.raises(CompileError) as info:
+        compiler.compile_text("rocm", TINY_SOURCE + "\nthis is not C++;\n", "broken_kernel.hip", "gfx90a",
+                              TINY_HEADERS)
+    msg = str(info.value)
+    assert "broken_kernel.hip" in msg and "error" in msg and "gfx90a" in msg
+
+
+def test_nvrtc_compiles_for_sm90_without_a_gpu(cache_dir):
+    plat = get_platform("cuda")
+    try:
+        plat.rtc
+    except BackendUnavailable as e:
+        pytest.skip(f"no libnvrtc here: {e}")
+    code = compiler.compile_text("cuda", TINY_SOURCE, "tiny.hip", "sm_90", TINY_HEADERS)
+    assert code[:4] == b"\x7fELF" and b"scale_f32" in code
+    assert any(p.suffix == ".cubin" for p in (cache_dir / "kernels").iterdir())
+
+
+# ---- the disk cache -----------------------------------------------------------------
+
+def _entries(cache_dir):
+    return sorted(p for p in (cache_dir / "kernels").iterdir() if not p.name.startswith(".tmp-"))
+
+
+def test_cache_directory_is_private_and_entries_are_hash_verified(cache_dir):
+    _hip_or_skip()
+    code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    for d in (cache_dir, cache_dir / "kernels"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    [entry] = _entries(cache_dir)
+    blob = entry.read_bytes()
+    magic_end = blob.index(b"\n") + 1
+    digest, payload = blob[magic_end:magic_end + 64], blob[magic_end + 65:]
+    assert payload == code and digest.decode() == hashlib.sha256(code).hexdigest()
+
+
+def test_cache_hit_skips_the_compiler(cache_dir, monkeypatch):
+    plat = _hip_or_skip()
+    code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    monkeypatch.setattr(compiler, "_MEMORY", {})  # a new process: only the disk remains
+
+    def no_compiler(*a, **k):
+        raise AssertionError("compiled although a valid cache entry exists")
+    monkeypatch.setattr(plat, "rtc_compile", no_compiler)
+    assert compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS) == code
+
+
+@pytest.mark.parametrize("damage", ["flip_payload_byte", "truncate", "garbage"])
+def test_corrupt_cache_entry_is_recompiled(cache_dir, monkeypatch, damage):
+    plat = _hip_or_skip()
+    code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    [entry] = _entries(cache_dir)
+    blob = bytearray(entry.read_bytes())
+    if damage == "flip_payload_byte":
+        blob[-100] ^= 0xFF
+    elif damage == "truncate":
+        blob = blob[: len(blob) // 2]
+    else:
+        blob = bytearray(b"not a cache entry")
+    entry.write_bytes(bytes(blob))
+    monkeypatch.setattr(compiler, "_MEMORY", {})
+    calls = []
+    real = plat.rtc_compile
+    monkeypatch.setattr(plat, "rtc_compile", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS) == code
+    assert calls == [1]
+    assert compiler._load_cached(entry) == code  # rewritten, valid again
+
+
+def test_cache_key_covers_source_headers_and_arch(cache_dir):
+    _hip_or_skip()
+    compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx908", TINY_HEADERS)
+    compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a",
+                          {"tiny.h": "#define TINY_SCALE(v, s) ((v) + (s))\n"})
+    compiler.compile_text("rocm", TINY_SOURCE + "\n// edited\n", "tiny.hip", "gfx90a", TINY_HEADERS)
+    assert len(_entries(cache_dir)) == 4
+
+
+def test_cache_writes_are_atomic(cache_dir, monkeypatch):
+    """The entry appears only through os.replace of a complete temp file in the same
+    directory; a failed write leaves neither a partial entry nor a temp file."""
+    _hip_or_skip()
+    seen = []
+    real_replace = os.replace
+
+    def spy_replace(src, dst):
+        seen.append((os.path.dirname(src) == os.path.dirname(dst), compiler._load_cached(type(cache_dir)(src))))
+        return real_replace(src, dst)
+    monkeypatch.setattr(compiler.os, "replace", spy_replace)
+    code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
+    assert seen == [(True, code)]
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(compiler.os, "replace", failing_replace)
+    monkeypatch.setattr(compiler, "_MEMORY", {})
+    other = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx908", TINY_HEADERS)
+    assert other[:4] == b"\x7fELF"  # still compiled and returned
+    assert len(_entries(cache_dir)) == 1
+    assert not [p for p in (cache_dir / "kernels").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_every_kernel_source_is_found_by_the_compile_path():
+    sources = compiler.list_kernel_sources()
+    for name in sources:
+        text, headers = compiler.read_kernel_source(name)
+        assert text.strip() and all(isinstance(v, str) for v in headers.values())
+    with pytest.raises(CompileError, match="not found"):
+        compiler.read_kernel_source("no_such_family.hip")
+
+
+# ---- caching allocator (logic, over a fake runtime) ----------------------------------
+
+class _FakeRuntime:
+    """malloc/free over a byte budget, so OOM and the retry can be exercised on a CPU."""
+    name, runtime_name = "fake", "libfake"
+
+    def __init__(self, capacity):
+        self.capacity, self.used, self.live, self.next_ptr = capacity, 0, {}, 0x1000
+        self.mallocs = self.frees = self.syncs = 0
+
+    def malloc(self, nbytes):
+        if self.used + nbytes > self.capacity:
+            raise OutOfMemoryError(f"fakeMalloc({nbytes}) failed: fakeErrorOutOfMemory")
+        ptr, self.next_ptr = self.next_ptr, self.next_ptr + nbytes
+        self.live[ptr] = nbytes
+        self.used += nbytes
+        self.mallocs += 1
+        return ptr
+
+    def free(self, ptr):
+        self.used -= self.live.pop(ptr)
+        self.frees += 1
+
+    def mem_get_info(self):
+        return self.capacity - self.used, self.capacity
+
+    def stream_synchronize(self, stream):
+        self.syncs += 1
+
+
+class _FakeDevice:
+    def __init__(self, capacity):
+        self.platform, self.stream = _FakeRuntime(capacity), object()
+
+    def activate(self):
+        pass
+
+    def __str__(self):
+        return "fake:0"
+
+
+def test_size_classes():
+    assert [size_class(n) for n in (1, 512, 513, 1 << 20)] == [512, 512, 1024, 1 << 20]
+    assert size_class((1 << 20) + 1) == 2 << 20 and size_class(255 << 20) == 256 << 20
+
+
+def test_allocator_reuses_freed_blocks_and_tracks_stats():
+    dev = _FakeDevice(1 << 30)
+    alloc = CachingAllocator(dev)
+    a = alloc.alloc(1000)
+    ptr = a.ptr
+    assert alloc.stats()["allocated"] == 1024 and alloc.stats()["reserved"] == 1024
+    del a  # back to the cache, not to the runtime
+    assert alloc.stats()["allocated"] == 0 and alloc.stats()["reserved"] == 1024
+    b = alloc.alloc(700)  # same size class: the cached block comes back
+    assert b.ptr == ptr and dev.platform.mallocs == 1 and alloc.num_cache_hits == 1
+    c = alloc.alloc(3 << 20)
+    assert alloc.stats()["peak"] == 1024 + (4 << 20)
+    del b, c
+    alloc.empty_cache()
+    assert dev.platform.used == 0 and alloc.stats()["reserved"] == 0 and dev.platform.syncs == 1
+    assert alloc.alloc(0).ptr == 0  # empty tensors take no memory
+
+
+def test_allocator_frees_the_cache_and_retries_before_raising():
+    dev = _FakeDevice(8 << 20)
+    alloc = CachingAllocator(dev)
+    blocks = [alloc.alloc(2 << 20) for _ in range(3)]  # 6 MiB in use
+    del blocks  # ... now cached, still reserved from the runtime
+    big = alloc.alloc(6 << 20)  # another size class: needs the cache emptied first
+    assert big.ptr and dev.platform.frees == 3 and alloc.stats()["reserved"] == 6 << 20
+    with pytest.raises(OutOfMemoryError) as info:
+        alloc.alloc(4 << 20)
+    msg = str(info.value)
+    assert "fake:0" in msg and str(4 << 20) in msg and "allocated=" in msg and "peak=" in msg
+    del big  # the allocator stays usable after an OOM
+    assert alloc.alloc(4 << 20).ptr
+
+
+def test_buffer_returns_to_its_allocator_once():
+    dev = _FakeDevice(1 << 20)
+    alloc = CachingAllocator(dev)
+    buf = alloc.alloc(100)
+    assert isinstance(buf, Buffer) and buf.nbytes == 100
+    buf.__del__()
+    buf.__del__()  # idempotent: a second release would hand the block out twice
+    assert alloc._free[512] == [buf.ptr]
+
+
+# ---- kernel arguments ---------------------------------------------------------------
+
+def test_kernel_argument_layout_follows_c_alignment():
+    import cffi
+    ffi = cffi.FFI()
+    sig = ("ptr", "int32", ("bytes", 20), "float", "int64", "uint32", "double")
+    layout = _ArgLayout(ffi, sig)
+    base = int(ffi.cast("uintptr_t", layout.cbuf))
+    offsets = [int(ffi.cast("uintptr_t", layout.params[i])) - base for i in range(len(sig))]
+    assert offsets == [0, 8, 16, 36, 40, 48, 56]
+    values = (0xDEADBEEF0000, -7, bytes(range(20)), 1.5, -(2 ** 40), 2 ** 32 - 1, 0.25)
+    struct.pack_into(layout.fmt, layout.buffer, 0, *values)
+    raw = bytes(layout.buffer)
+    assert struct.unpack_from("<Q", raw, 0)[0] == 0xDEADBEEF0000
+    assert struct.unpack_from("<i", raw, 8)[0] == -7
+    assert raw[16:36] == bytes(range(20))
+    assert struct.unpack_from("<f", raw, 36)[0] == 1.5
+    assert struct.unpack_from("<q", raw, 40)[0] == -(2 ** 40)
+    assert struct.unpack_from("<I", raw, 48)[0] == 2 ** 32 - 1
+    assert struct.unpack_from("<d", raw, 56)[0] == 0.25
+
+
+def test_unknown_platform_is_unavailable():
+    with pytest.raises(BackendUnavailable, match="unknown GPU platform"):
+        get_platform("opencl")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
