@@ -1,0 +1,327 @@
+"""nn.functional forward results against float64 numpy references on every device and
+float dtype, the fused ops against their composite `*_slow` references (forward and
+gradients), and PyTorch's semantics where torch is installed."""
+import math
+
+import numpy as np
+import pytest
+
+import tensorlite as tl
+import tensorlite.nn.functional as F
+from conftest import as_f64, assert_close, make_tensor, tolerance
+
+FLOATS = [tl.float32, tl.float16, tl.bfloat16]
+
+
+# ---- numpy float64 references --------------------------------------------------------
+
+def np_softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_layer_norm(x, k, w=None, b=None, eps=1e-5):
+    axes = tuple(range(x.ndim - k, x.ndim))
+    y = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+def np_rms_norm(x, k, w=None, eps=1e-6):
+    axes = tuple(range(x.ndim - k, x.ndim))
+    return x / np.sqrt((x * x).mean(axes, keepdims=True) + eps) * (1 if w is None else w)
+
+
+def np_rope(x, cos, sin, variant):
+    """cos/sin (b, t, d/2); x (b, h, t, d) or (b, t, h, d) for rope_thd."""
+    c, s = (cos[:, :, None], sin[:, :, None]) if variant == "rope_thd" else (cos[:, None], sin[:, None])
+    out = np.empty_like(x)
+    if variant == "rope_i":
+        a, b = x[..., 0::2], x[..., 1::2]
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+    else:
+        h = x.shape[-1] // 2
+        a, b = x[..., :h], x[..., h:]
+        out[..., :h], out[..., h:] = a * c - b * s, b * c + a * s
+    return out
+
+
+def np_sdpa(q, k, v, keep=None, additive=None, scale=None):
+    groups = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, groups, 1), np.repeat(v, groups, 1)
+    s = q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if additive is not None:
+        s = s + additive
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    return np_softmax(s, -1) @ v
+
+
+np_erf = np.vectorize(math.erf)
+
+
+# ---- forward vs references -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_and_log_softmax(device, rng, dtype, dim):
+    x, a = make_tensor(rng, (3, 4, 5), dtype, device, -4, 4)
+    ref = np_softmax(as_f64(a), dim)
+    assert_close(F.softmax(x, dim), ref, dtype, terms=5)
+    assert_close(F.log_softmax(x, dim), np.log(ref), dtype, terms=5)
+
+
+def test_softmax_of_integers_is_float(device):
+    y = F.softmax(tl.tensor([[1, 2, 3]], device=device), -1)
+    assert y.dtype == tl.float32
+    np.testing.assert_allclose(y.numpy(), np_softmax(np.array([[1.0, 2, 3]]), -1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm(device, rng, dtype):
+    x, a = make_tensor(rng, (2, 3, 4, 6), dtype, device)
+    w, wa = make_tensor(rng, (4, 6), dtype, device)
+    b, ba = make_tensor(rng, (4, 6), dtype, device)
+    ref = np_layer_norm(as_f64(a), 2, as_f64(wa), as_f64(ba))
+    assert_close(F.layer_norm(x, (4, 6), w, b), ref, dtype, terms=24)
+    assert_close(F.layer_norm(x, 6), np_layer_norm(as_f64(a), 1), dtype, terms=6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm(device, rng, dtype):
+    x, a = make_tensor(rng, (3, 2, 8), dtype, device)
+    w, wa = make_tensor(rng, (8,), dtype, device)
+    assert_close(F.rms_norm(x, 8, w, eps=1e-6), np_rms_norm(as_f64(a), 1, as_f64(wa)), dtype, terms=8)
+    default_eps = {tl.float32: 2.0 ** -23, tl.float16: 2.0 ** -10, tl.bfloat16: 2.0 ** -7}[dtype]
+    assert_close(F.rms_norm(x, (2, 8)), np_rms_norm(as_f64(a), 2, eps=default_eps), dtype, terms=16)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_activations(device, rng, dtype):
+    x, a = make_tensor(rng, (4, 7), dtype, device, -4, 4)
+    a = as_f64(a)
+    cdf = 0.5 * (1 + np_erf(a / math.sqrt(2)))
+    tanh_gelu = 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+    sig = 1 / (1 + np.exp(-a))
+    for got, ref in [(F.gelu(x), a * cdf), (F.gelu(x, approximate="tanh"), tanh_gelu), (F.silu(x), a * sig),
+                     (F.relu(x), np.maximum(a, 0)), (F.sigmoid(x), sig), (F.tanh(x), np.tanh(a))]:
+        assert_close(got, ref, dtype, terms=4)
+    with pytest.raises(ValueError, match="approximate"):
+        F.gelu(x, approximate="fast")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_rope_variants(device, rng, dtype, variant, per_batch):
+    b, h, t, d = 2, 3, 5, 8
+    x, a = make_tensor(rng, (b, t, h, d) if variant == "rope_thd" else (b, h, t, d), dtype, device)
+    theta = rng.uniform(0, 2 * np.pi, (b, t, d // 2) if per_batch else (t, d // 2))
+    cos, sin = (tl.tensor(f(theta), dtype=dtype, device=device) for f in (np.cos, np.sin))
+    c64, s64 = (np.broadcast_to(as_f64(t_.numpy()), (b, t, d // 2)) for t_ in (cos, sin))
+    assert_close(getattr(F, variant)(x, cos, sin), np_rope(as_f64(a), c64, s64, variant), dtype, terms=2)
+
+
+def test_rope_shape_errors(device):
+    x = tl.zeros(1, 2, 3, 4, device=device)
+    with pytest.raises(tl.ShapeError, match=r"rope\(x: shape=\(1, 2, 3, 4\)"):
+        F.rope(x, tl.zeros(4, 2, device=device), tl.zeros(4, 2, device=device))
+    with pytest.raises(tl.ShapeError, match="even"):
+        F.rope_i(tl.zeros(1, 2, 3, 5, device=device), tl.zeros(3, 2, device=device), tl.zeros(3, 2, device=device))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sdpa_masks_causal_and_gqa(device, rng, dtype):
+    q, qa = make_tensor(rng, (2, 4, 3, 8), dtype, device)
+    k, ka = make_tensor(rng, (2, 2, 5, 8), dtype, device)
+    v, va = make_tensor(rng, (2, 2, 5, 6), dtype, device)
+    q64, k64, v64 = as_f64(qa), as_f64(ka), as_f64(va)
+    keep = rng.random((2, 1, 3, 5)) < 0.7
+    keep[..., 0] = True
+    additive, add_a = make_tensor(rng, (3, 5), dtype, device)
+    tol_terms = 5
+    assert_close(F.scaled_dot_product_attention(q, k, v), np_sdpa(q64, k64, v64), dtype, terms=tol_terms)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=tl.tensor(keep, device=device), scale=0.2)
+    assert_close(got, np_sdpa(q64, k64, v64, keep=keep, scale=0.2), dtype, terms=tol_terms)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    assert_close(got, np_sdpa(q64, k64, v64, additive=as_f64(add_a)), dtype, terms=tol_terms)
+    top_left = np.tril(np.ones((3, 5), bool))
+    bottom_right = np.tril(np.ones((3, 5), bool), k=2)
+    assert_close(F.scaled_dot_product_attention(q, k, v, is_causal=True), np_sdpa(q64, k64, v64, keep=top_left),
+                 dtype, terms=tol_terms)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=tl.tensor(keep, device=device), is_causal="bottom_right")
+    assert_close(got, np_sdpa(q64, k64, v64, keep=keep & bottom_right), dtype, terms=tol_terms)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=additive, is_causal="bottom_right")
+    assert_close(got, np_sdpa(q64, k64, v64, keep=bottom_right, additive=as_f64(add_a)), dtype, terms=tol_terms)
+
+
+def test_causal_mask_helper_alignment(device):
+    np.testing.assert_array_equal(F.causal_mask(2, 4, device=device).numpy(), np.tril(np.ones((2, 4), bool)))
+    np.testing.assert_array_equal(F.causal_mask(2, 4, bottom_right=True, device=device).numpy(),
+                                  [[True, True, True, False], [True, True, True, True]])
+
+
+def test_kv_cache_decoding_matches_full_causal_attention(device, rng):
+    """The last query of a full causal pass equals one decode step over the cached keys."""
+    q, _ = make_tensor(rng, (1, 2, 6, 4), tl.float32, device)
+    k, _ = make_tensor(rng, (1, 1, 6, 4), tl.float32, device)
+    v, _ = make_tensor(rng, (1, 1, 6, 4), tl.float32, device)
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    step = F.scaled_dot_product_attention(q[:, :, 4:], k, v, is_causal="bottom_right")
+    assert_close(step, full.numpy()[:, :, 4:], tl.float32, terms=6)
+
+
+def test_sdpa_errors(device):
+    q = tl.zeros(1, 3, 2, 4, device=device)
+    kv = tl.zeros(1, 2, 2, 4, device=device)
+    with pytest.raises(tl.ShapeError, match="multiple of key/value heads"):
+        F.scaled_dot_product_attention(q, kv, kv)
+    with pytest.raises(ValueError, match="is_causal"):
+        F.scaled_dot_product_attention(q, q, q, is_causal="diagonal")
+    with pytest.raises(tl.ShapeError, match="broadcast"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=tl.zeros(3, 3, dtype=tl.bool, device=device))
+
+
+@pytest.mark.parametrize("dtype", [tl.float32, tl.float64])
+def test_losses_linear_embedding(device, rng, dtype):
+    logits, la = make_tensor(rng, (6, 5), dtype, device, -3, 3)
+    target = np.array([0, 4, 2, -100, 1, 4])
+    t = tl.tensor(target, device=device)
+    lsm = np.log(np_softmax(as_f64(la), 1))
+    valid = target != -100
+    nll = -lsm[np.arange(6), np.where(valid, target, 0)]
+    assert_close(F.cross_entropy(logits, t), nll[valid].mean(), dtype, terms=6)
+    assert_close(F.cross_entropy(logits, t, reduction="sum"), nll[valid].sum(), dtype, terms=6)
+    assert_close(F.cross_entropy(logits, t, reduction="none"), np.where(valid, nll, 0), dtype, terms=6)
+    a, aa = make_tensor(rng, (3, 4), dtype, device)
+    b, ba = make_tensor(rng, (3, 4), dtype, device)
+    assert_close(F.mse_loss(a, b), ((as_f64(aa) - as_f64(ba)) ** 2).mean(), dtype, terms=12)
+    w, wa = make_tensor(rng, (5, 4), dtype, device)
+    bias, bias_a = make_tensor(rng, (5,), dtype, device)
+    x, xa = make_tensor(rng, (2, 3, 4), dtype, device)
+    assert_close(F.linear(x, w, bias), as_f64(xa) @ as_f64(wa).T + as_f64(bias_a), dtype, terms=4)
+    tokens = np.array([[4, 0], [2, 2]])
+    assert_close(F.embedding(tl.tensor(tokens, device=device), w), as_f64(wa)[tokens], dtype)
+    assert_close(F.normalize(x, dim=-1), as_f64(xa) / np.linalg.norm(as_f64(xa), axis=-1, keepdims=True), dtype,
+                 terms=4)
+
+
+def test_cross_entropy_errors(device):
+    logits = tl.zeros(3, 4, device=device)
+    with pytest.raises(tl.ShapeError, match=r"cross_entropy\(input: shape=\(3, 4\)"):
+        F.cross_entropy(logits, tl.tensor([0, 1], device=device))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(logits, tl.tensor([0, 1, 2], device=device), reduction="avg")
+
+
+def test_dropout_training_and_eval(device):
+    tl.manual_seed(0)
+    x = tl.ones(100, 100, device=device)
+    y = F.dropout(x, 0.3)
+    kept = y.numpy() != 0
+    assert 0.67 < kept.mean() < 0.73
+    np.testing.assert_allclose(y.numpy()[kept], 1 / 0.7, rtol=1e-6)
+    assert F.dropout(x, 0.3, training=False) is x
+    np.testing.assert_array_equal(F.dropout(x, 1.0).numpy(), 0.0)
+    with pytest.raises(ValueError, match="probability"):
+        F.dropout(x, 1.5)
+
+
+def test_norm_shape_and_dtype_errors(device):
+    x = tl.zeros(2, 3, device=device)
+    with pytest.raises(tl.ShapeError, match="normalized_shape"):
+        F.layer_norm(x, (4,))
+    with pytest.raises(tl.ShapeError, match="weight must have shape"):
+        F.rms_norm(x, 3, tl.ones(2, device=device))
+    with pytest.raises(tl.DTypeError, match="dtype of the input"):
+        F.layer_norm(x, 3, tl.ones(3, dtype=tl.float64, device=device))
+
+
+# ---- fused ops against their composite references ------------------------------------
+
+FUSED = {
+    "softmax_last": (F.softmax, F.softmax_slow, [(3, 4, 7)], dict(dim=-1)),
+    "softmax_dim1": (F.softmax, F.softmax_slow, [(3, 4, 7)], dict(dim=1)),
+    "log_softmax": (F.log_softmax, F.log_softmax_slow, [(5, 9)], dict(dim=-1)),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (3, 8), w, b), lambda x, w, b: F.layer_norm_slow(x, (3, 8), w, b),
+                   [(2, 3, 8), (3, 8), (3, 8)], {}),
+    "rms_norm": (lambda x, w: F.rms_norm(x, 8, w, 1e-5), lambda x, w: F.rms_norm_slow(x, 8, w, 1e-5),
+                 [(4, 8), (8,)], {}),
+    "rope": (F.rope, F.rope_slow, [(2, 3, 4, 8), (4, 4), (4, 4)], {}),
+    "rope_i": (F.rope_i, F.rope_i_slow, [(2, 3, 4, 8), (2, 4, 4), (2, 4, 4)], {}),
+    "rope_thd": (F.rope_thd, F.rope_thd_slow, [(2, 4, 3, 8), (4, 4), (4, 4)], {}),
+    "sdpa": (F.scaled_dot_product_attention, F.sdpa_slow, [(2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 8)], {}),
+    "sdpa_causal": (F.scaled_dot_product_attention, F.sdpa_slow, [(1, 2, 6, 4)] * 3, dict(is_causal=True)),
+    "sdpa_bottom_right": (F.scaled_dot_product_attention, F.sdpa_slow, [(1, 2, 3, 4), (1, 1, 6, 4), (1, 1, 6, 4)],
+                          dict(is_causal="bottom_right")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_matches_slow_forward_and_grads(name, device, rng):
+    fused, slow, shapes, kwargs = FUSED[name]
+    arrays = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
+    results = []
+    for fn in (fused, slow):
+        ts = [tl.tensor(a, device=device, requires_grad=True) for a in arrays]
+        out = fn(*ts, **kwargs)
+        if not results:
+            w = tl.tensor(rng.standard_normal(out.shape).astype(np.float32), device=device)
+        (out * w).sum().backward()
+        results.append([out.numpy()] + [t.grad.numpy() for t in ts])
+    for i, (f, s) in enumerate(zip(*results)):
+        np.testing.assert_allclose(f, s, rtol=1e-4, atol=1e-5, err_msg="forward" if i == 0 else f"grad {i - 1}")
+
+
+@pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16])
+@pytest.mark.parametrize("name", ["softmax_dim1", "layer_norm", "rms_norm", "rope_i", "sdpa"])
+def test_fused_half_precision_close_to_slow_float32(name, device, rng, dtype):
+    fused, slow, shapes, kwargs = FUSED[name]
+    arrays = [rng.uniform(-2, 2, s) for s in shapes]
+    half = fused(*[tl.tensor(a, dtype=dtype, device=device) for a in arrays], **kwargs)
+    # the reference sees the same rounded inputs, computed in float64
+    ref = slow(*[tl.tensor(a.astype(dtype.np), dtype=dtype, device=device).double() for a in arrays], **kwargs)
+    assert half.dtype == dtype
+    rtol, atol = tolerance(dtype, terms=8)
+    np.testing.assert_allclose(half.numpy().astype(np.float64), ref.numpy(), rtol=rtol, atol=atol)
+
+
+# ---- PyTorch semantics (when torch is installed) --------------------------------------
+
+def _torch():
+    return pytest.importorskip("torch", reason="torch is not installed")
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(reduction="sum", ignore_index=2), dict(label_smoothing=0.15),
+                                    dict(weight=True), dict(weight=True, label_smoothing=0.1, ignore_index=0),
+                                    dict(reduction="none")])
+def test_cross_entropy_matches_torch(device, rng, kwargs):
+    torch = _torch()
+    logits = rng.standard_normal((4, 5, 3))
+    target = rng.integers(0, 5, (4, 3))
+    kw = dict(kwargs)
+    weight = rng.uniform(0.5, 2, 5) if kw.pop("weight", False) else None
+    ref = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(target), **kw,
+                                            weight=None if weight is None else torch.tensor(weight))
+    got = F.cross_entropy(tl.tensor(logits, device=device), tl.tensor(target, device=device), **kw,
+                          weight=None if weight is None else tl.tensor(weight, device=device))
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+    probs = np_softmax(rng.standard_normal((4, 5, 3)), 1)
+    ref = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(probs), label_smoothing=0.1)
+    got = F.cross_entropy(tl.tensor(logits, device=device), tl.tensor(probs, device=device), label_smoothing=0.1)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("mask_kind, is_causal", [(None, False), (None, True), ("bool", False), ("float", False)])
+def test_sdpa_matches_torch(device, rng, mask_kind, is_causal):
+    torch = _torch()  # (torch rejects attn_mask together with is_causal, so those are not compared)
+    q, k, v = rng.standard_normal((2, 4, 5, 8)), rng.standard_normal((2, 2, 5, 8)), rng.standard_normal((2, 2, 5, 8))
+    m = None if mask_kind is None else (rng.random((5, 5)) < 0.7) | np.eye(5, dtype=bool)
+    if mask_kind == "float":
+        m = rng.standard_normal((1, 4, 5, 5))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.tensor(t) for t in (q, k, v)), attn_mask=None if m is None else torch.tensor(m), is_causal=is_causal,
+        enable_gqa=True)
+    got = F.scaled_dot_product_attention(*(tl.tensor(t, device=device) for t in (q, k, v)),
+                                         attn_mask=None if m is None else tl.tensor(m, device=device),
+                                         is_causal=is_causal)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-9, atol=1e-12)
