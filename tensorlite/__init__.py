@@ -14,7 +14,7 @@ from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_defau
 from .errors import (BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
                      IndexOutOfRange, OutOfMemoryError, ShapeError, TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
-                     conv1d, conv2d, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
+                     conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, from_numpy, full, full_like, gather, index_add, index_select, linspace, logsumexp,
                      manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
                      ones, ones_like, permute, rand, randint, randn, reshape, scatter_add, split, squeeze, stack,

@@ -701,10 +701,7 @@ def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
 
 def _pow(x, e):
     if isinstance(e, Tensor) or not _is_scalar(e):
-        x, e = _coerce("pow", x, e)
-        if not x.dtype.is_floating_point:
-            x, e = x._cast(_dt.get_default_dtype()), e._cast(_dt.get_default_dtype())
-        return (e * x.log()).exp()   # composite: differentiable in both operands
+        return _pow_tensor(*_coerce("pow", x, e))
     if not x.dtype.is_floating_point:
         if isinstance(e, numbers.Integral) and e >= 0:  # exact integer power by squaring
             out, base, k = ones_like(x), x, int(e)
@@ -717,8 +714,38 @@ def _pow(x, e):
     return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1),), "pow")
 
 
+def _pow_tensor(x, e):
+    """x ** e elementwise, composed of primitives (differentiable in both operands)."""
+    if not x.dtype.is_floating_point:  # exact square-and-multiply over the exponent's bits
+        if e.numel() and bool((e < 0).sum() > 0):
+            raise ValueError(f"{describe('pow', self=x, exponent=e)}: integers to negative integer powers")
+        out, base, k = ones_like(x), x, int(e.max().item()) if e.numel() else 0
+        while k:
+            out, base, e, k = where(e % 2 == 1, out * base, out), base * base, e // 2, k >> 1
+        return out
+    mag = where(e == 0, 1.0, (e * x.abs().log()).exp())
+    odd_int = (e.floor() == e) & ((e * 0.5).floor() != e * 0.5)
+    neg = x < 0
+    out = where(neg & odd_int, -mag, mag)
+    return where(neg & (e.floor() != e), float("nan"), out)
+
+
 def _rpow(x, base):
-    return (x * float(np.log(base))).exp() if _is_scalar(base) else _pow(base, x)
+    return _pow_tensor(*_coerce("pow", base, x))
+
+
+def floor_divide(a, b):
+    """floor(a / b); integers go through float64 (exact below 2**53)."""
+    a, b = _coerce("floor_divide", a, b)
+    if a.dtype.is_floating_point:
+        return (a / b).floor()
+    return (a._cast(_dt.float64) / b._cast(_dt.float64)).floor()._cast(a.dtype)
+
+
+def remainder(a, b):
+    """a - b * floor(a / b): the sign follows the divisor, as Python and PyTorch."""
+    a, b = _coerce("remainder", a, b)
+    return a - floor_divide(a, b) * b
 
 
 def where(cond: Tensor, x, y) -> Tensor:
@@ -806,18 +833,29 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     return sum(x, dim, keepdim) * (1.0 / n if n else float("nan"))
 
 
-def _minmax(op, x, dim, keepdim):
-    if x.numel() == 0 and (dim is None or x.shape[_norm_dim(dim, x.ndim, op)] == 0):
+def _check_nonempty(op, x, dims):
+    if any(x.shape[d] == 0 for d in dims) or (x.ndim == 0 and x.numel() == 0):
         raise ShapeError(f"{describe(op, self=x)}: cannot reduce an empty dimension")
-    if dim is None:
-        out = _reduce(op, x, None, False, op)
-        if not x.dtype.is_floating_point:
-            return out
-        def grad(g):  # ties share the gradient evenly, as PyTorch does for a full reduction
+
+
+def _amaxmin(op, x, dim, keepdim):
+    """Values only, over any dims; ties share the gradient evenly (PyTorch's amax rule)."""
+    dims = _norm_dims(dim, x.ndim, op)
+    _check_nonempty(op, x, dims)
+    out = _reduce(op, x, dim, True, op)
+    if x.dtype.is_floating_point:
+        def grad(g):
             mask = (x == out)._cast(x.dtype)
-            return (mask * (g / mask.sum()),)
-        return _attach(out, (x,), grad, op)
+            return (mask * (g / mask.sum(dims, keepdim=True)),)
+        out = _attach(out, (x,), grad, op)
+    return out if keepdim or x.ndim == 0 else out.squeeze(dims)
+
+
+def _minmax(op, x, dim, keepdim):
+    if dim is None:
+        return _amaxmin(op, x, None, False)
     d = _norm_dim(dim, x.ndim, op)
+    _check_nonempty(op, x, (d,))
     idx = _reduce("arg" + op, x, d, keepdim, op)
     values = _reduce(op, x, d, keepdim, op)
     if x.dtype.is_floating_point:
@@ -843,11 +881,11 @@ def min(x, dim=None, keepdim=False):
 
 
 def amax(x, dim=None, keepdim=False):
-    return x.max() if dim is None else _minmax("max", x, dim, keepdim).values
+    return _amaxmin("max", x, dim, keepdim)
 
 
 def amin(x, dim=None, keepdim=False):
-    return x.min() if dim is None else _minmax("min", x, dim, keepdim).values
+    return _amaxmin("min", x, dim, keepdim)
 
 
 def _arg(op, x, dim, keepdim):
@@ -886,6 +924,11 @@ def prod_(x, dim=None, keepdim=False):
     differentiable through mul."""
     if dim is None:
         return prod_(x.reshape(-1), 0, False).reshape((1,) * x.ndim if keepdim else ())
+    if not isinstance(dim, numbers.Integral):
+        dims = _norm_dims(dim, x.ndim, "prod")
+        for d in dims:
+            x = prod_(x, d, True)
+        return x if keepdim else x.squeeze(dims)
     d = _norm_dim(dim, x.ndim, "prod")
     if not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)
@@ -905,10 +948,11 @@ def logsumexp(x, dim=None, keepdim=False):
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
     dims = _norm_dims(dim, x.ndim, "logsumexp")
-    m = x.detach()
-    for d in dims:
-        m = amax(m, d, keepdim=True)
-    m = where(m.abs() == float("inf"), 0.0, m)
+    if any(x.shape[d] == 0 for d in dims):
+        m = zeros((1,) * x.ndim, dtype=x.dtype, device=x._device)
+    else:
+        m = amax(x.detach(), dims, keepdim=True)
+        m = where(m.abs() == float("inf"), 0.0, m)
     out = (x - m).exp().sum(dims, keepdim=True).log() + m
     return out if keepdim else squeeze(out, dims)
 
@@ -1231,15 +1275,16 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         arr = np.asarray(data)
         if dtype is not None:
             dt = _dt.get(dtype)
-        elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+        elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
             dt = _dt.get_default_dtype()  # Python floats default to float32, as PyTorch
         elif arr.dtype.kind == "O":
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
             dt = _dt.get(arr.dtype)
-        arr = np.ascontiguousarray(arr.astype(dt.np, copy=False))
+        shape = arr.shape  # np.ascontiguousarray turns a 0-d array into 1-d
+        arr = arr.astype(dt.np, order="C", copy=False)
         dev = _device(device)
-        out = _wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
+        out = _wrap(dev.from_cpu(arr.reshape(-1)), shape, dt)
     out.requires_grad = bool(requires_grad)
     return out
 
@@ -1337,8 +1382,8 @@ def randn(*size, dtype=None, device=None, requires_grad=False):
 
 def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high), drawn in float64 so every value is reachable."""
-    if high is None:
-        low, high = 0, low
+    if high is None or isinstance(high, (tuple, list)):  # randint(high), randint(high, size)
+        low, high, size = 0, low, (size if high is None else high)
     if high <= low:
         raise ValueError(f"randint: empty range [{low}, {high})")
     shape = _shape_arg((size,))
@@ -1401,6 +1446,8 @@ for _name, _fn in dict(
         __sub__=lambda a, b: _binary("sub", a, b), __rsub__=lambda a, b: _binary("sub", b, a),
         __mul__=lambda a, b: _binary("mul", a, b), __rmul__=lambda a, b: _binary("mul", b, a),
         __truediv__=lambda a, b: _binary("div", a, b), __rtruediv__=lambda a, b: _binary("div", b, a),
+        __floordiv__=floor_divide, __rfloordiv__=lambda a, b: floor_divide(b, a), floor_divide=floor_divide,
+        __mod__=remainder, __rmod__=lambda a, b: remainder(b, a), remainder=remainder,
         add=lambda a, b, alpha=1: _binary("add", a, b if alpha == 1 else b * alpha),
         sub=lambda a, b, alpha=1: _binary("sub", a, b if alpha == 1 else b * alpha),
         mul=lambda a, b: _binary("mul", a, b), div=lambda a, b: _binary("div", a, b),
