@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 
 from . import dtype as _dt
 from .tensor import Tensor, tensor
@@ -26,7 +25,7 @@ def save_safetensors(tensors: dict, path, metadata: dict = None) -> None:
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"save_safetensors: {name!r} is a {type(t).__name__}, not a Tensor")
-        arrays[name] = np.ascontiguousarray(t.detach().numpy())
+        arrays[name] = t.detach().numpy()  # a C-contiguous host copy (np.ascontiguousarray would make 0-d 1-d)
     _safetensors_numpy().save_file(arrays, os.fspath(path), metadata=metadata)
 
 
