@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-
 from . import dtype as _dt
 from .tensor import Tensor, tensor
 
