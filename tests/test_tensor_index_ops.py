@@ -40,8 +40,8 @@ def test_cat(device, rng, dtype, dim):
 def test_cat_non_contiguous_and_single(device, rng):
     a = random_array(rng, (4, 6), tl.float32)
     x = tl.tensor(a, device=device)
-    got = tl.cat([x.T, x.T[:, ::2], x[:, :4].T.contiguous()], dim=1)
-    assert_close(got, np.concatenate([a.T, a.T[:, ::2], a[:, :4].T], axis=1), tl.float32)
+    got = tl.cat([x.T, x.T[:, ::2], x[:2].T.contiguous()], dim=1)
+    assert_close(got, np.concatenate([a.T, a.T[:, ::2], a[:2].T], axis=1), tl.float32)
     assert_close(tl.cat([x[1:3]]), a[1:3], tl.float32)
     e = x[:1].expand(3, 6)
     assert_close(tl.cat([e, x], 0), np.concatenate([np.broadcast_to(a[:1], (3, 6)), a]), tl.float32)

@@ -46,8 +46,8 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
         (x.mT @ x, None, fa.swapaxes(1, 2) @ fa),
         (x[:, 1:6:2], y.mT[:, :5], fa[:, 1:6:2] @ fb.swapaxes(1, 2)[:, :5]),  # row step + offset
         (x[1:, :, 1:4], y[1:, 1:4], fa[1:, :, 1:4] @ fb[1:, 1:4]),     # column slices
-        (x[0:1].expand(4, 7, 5), y[0].mT, np.broadcast_to(fa[0:1], (4, 7, 5)) @ fb[0].T),  # batch stride 0
-        (x.permute(1, 0, 2)[2], y[:, :5, 3], fa.transpose(1, 0, 2)[2] @ fb[:, :5, 3]),
+        (x[0:1].expand(4, 7, 5), y[0, :, :5].mT, np.broadcast_to(fa[0:1], (4, 7, 5)) @ fb[0, :, :5].T),  # batch stride 0
+        (x.permute(1, 0, 2)[2], y[:, :5, 3].T, fa.transpose(1, 0, 2)[2] @ fb[:, :5, 3].T),
     ]
     for lhs, rhs, expected in cases:
         got = lhs if rhs is None else lhs @ rhs

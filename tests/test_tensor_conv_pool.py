@@ -1,0 +1,280 @@
+"""conv1d/2d, conv_transpose1d/2d, max/avg pooling and nearest upsampling on every device,
+against direct numpy loop references written here (so CI without torch still checks);
+one test also checks those references against torch when it is importable."""
+import itertools
+
+import numpy as np
+import pytest
+
+import tensorlite as tl
+from conftest import FLOAT_DTYPES, as_f64, assert_close, random_array
+
+
+def _tup(v, nd):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
+
+
+def _window(k, dilation, stride, count):
+    """The slice that picks, for each output position, the input at kernel offset k."""
+    start = k * dilation
+    return slice(start, start + (count - 1) * stride + 1, stride)
+
+
+# ------------------------------------------------------------------- references
+def conv_ref(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch conv{1,2}d: out[b, o, p] = sum_{c in group, k} x_pad[b, c, p*s + k*d] * w[o, c, k]."""
+    nd = x.ndim - 2
+    stride, padding, dilation = (_tup(v, nd) for v in (stride, padding, dilation))
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    cout, cin_g, ks = w.shape[0], w.shape[1], w.shape[2:]
+    cout_g = cout // groups
+    out_size = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1
+                for i in range(nd)]
+    out = np.zeros((x.shape[0], cout, *out_size))
+    for g in range(groups):
+        xg = xp[:, g * cin_g:(g + 1) * cin_g]
+        wg = w[g * cout_g:(g + 1) * cout_g]
+        for k in itertools.product(*map(range, ks)):
+            win = tuple(_window(k[i], dilation[i], stride[i], out_size[i]) for i in range(nd))
+            patch = xg[(slice(None), slice(None)) + win]
+            out[:, g * cout_g:(g + 1) * cout_g] += np.einsum("bc...,oc->bo...", patch, wg[(Ellipsis,) + k])
+    if bias is not None:
+        out += bias.reshape((1, -1) + (1,) * nd)
+    return out
+
+
+def conv_transpose_ref(x, w, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """PyTorch conv_transpose{1,2}d: each input element scatters x * w[c, o, k] to
+    position i*s + k*d of an uncropped output, which is then cropped by `padding`."""
+    nd = x.ndim - 2
+    stride, padding, dilation, output_padding = (_tup(v, nd) for v in (stride, padding, dilation, output_padding))
+    cin, cout_g, ks = w.shape[0], w.shape[1], w.shape[2:]
+    cin_g, n = cin // groups, x.shape[2:]
+    full = [(n[i] - 1) * stride[i] + dilation[i] * (ks[i] - 1) + 1 + output_padding[i] for i in range(nd)]
+    buf = np.zeros((x.shape[0], cout_g * groups, *full))
+    for g in range(groups):
+        xg = x[:, g * cin_g:(g + 1) * cin_g]
+        wg = w[g * cin_g:(g + 1) * cin_g]
+        for k in itertools.product(*map(range, ks)):
+            win = tuple(_window(k[i], dilation[i], stride[i], n[i]) for i in range(nd))
+            buf[(slice(None), slice(g * cout_g, (g + 1) * cout_g)) + win] += np.einsum(
+                "bc...,co->bo...", xg, wg[(Ellipsis,) + k])
+    crop = tuple(slice(padding[i], full[i] - padding[i]) for i in range(nd))
+    out = buf[(slice(None), slice(None)) + crop]
+    if bias is not None:
+        out = out + bias.reshape((1, -1) + (1,) * nd)
+    return out
+
+
+def pool_ref(x, kind, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True):
+    k = _tup(kernel_size, 2)
+    s = _tup(stride if stride is not None else kernel_size, 2)
+    p, d = _tup(padding, 2), _tup(dilation, 2)
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, [(0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])], constant_values=fill)
+    ones = np.pad(np.ones(x.shape[2:]), [(p[0], p[0]), (p[1], p[1])])  # 1 where the input is real
+    out_hw = [(x.shape[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    windows = [tuple(_window(kk[i], d[i], s[i], out_hw[i]) for i in range(2))
+               for kk in itertools.product(range(k[0]), range(k[1]))]
+    if kind == "max":
+        return np.max([xp[:, :, wh, ww] for wh, ww in windows], axis=0)
+    total = np.sum([xp[:, :, wh, ww] for wh, ww in windows], axis=0)
+    count = k[0] * k[1] if count_include_pad else np.sum([ones[wh, ww] for wh, ww in windows], axis=0)
+    return total / count
+
+
+def upsample_ref(x, out_h, out_w):
+    h, w = x.shape[2:]
+    rows = np.arange(out_h) * h // out_h
+    cols = np.arange(out_w) * w // out_w
+    return x[:, :, rows][:, :, :, cols]
+
+
+# ------------------------------------------------------------------------ conv
+CONV2D_CASES = [  # (cin, cout, kernel, stride, padding, dilation, groups)
+    (3, 4, (3, 3), 1, 0, 1, 1),
+    (3, 5, (3, 2), 2, 1, 1, 1),
+    (2, 4, (3, 3), 1, 2, 2, 1),
+    (4, 6, (2, 3), (2, 1), (1, 0), (1, 2), 2),
+    (4, 8, (3, 3), 2, 1, 1, 4),          # 2 output channels per group
+    (3, 3, (1, 1), 1, 0, 1, 3),          # depthwise 1x1
+    (2, 3, (5, 6), 1, 0, 1, 1),          # kernel as large as the input
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CONV2D_CASES, ids=str)
+def test_conv2d(device, rng, dtype, case):
+    cin, cout, k, stride, padding, dilation, groups = case
+    x = random_array(rng, (2, cin, 5, 6), dtype)
+    w = random_array(rng, (cout, cin // groups) + k, dtype)
+    b = random_array(rng, (cout,), dtype)
+    X, W, B = (tl.tensor(a, device=device) for a in (x, w, b))
+    terms = cin // groups * k[0] * k[1]
+    expected = conv_ref(as_f64(x), as_f64(w), None, stride, padding, dilation, groups)
+    assert_close(tl.conv2d(X, W, stride=stride, padding=padding, dilation=dilation, groups=groups),
+                 expected, dtype, terms=terms)
+    expected = conv_ref(as_f64(x), as_f64(w), as_f64(b), stride, padding, dilation, groups)
+    assert_close(tl.conv2d(X, W, B, stride, padding, dilation, groups), expected, dtype, terms=terms + 1)
+
+
+CONV1D_CASES = [(3, 4, 3, 1, 0, 1, 1), (2, 6, 3, 2, 1, 2, 2), (4, 4, 1, 3, 0, 1, 4), (3, 2, 4, 1, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CONV1D_CASES, ids=str)
+def test_conv1d(device, rng, dtype, case):
+    cin, cout, k, stride, padding, dilation, groups = case
+    x = random_array(rng, (3, cin, 9), dtype)
+    w = random_array(rng, (cout, cin // groups, k), dtype)
+    b = random_array(rng, (cout,), dtype)
+    X, W, B = (tl.tensor(a, device=device) for a in (x, w, b))
+    expected = conv_ref(as_f64(x), as_f64(w), as_f64(b), stride, padding, dilation, groups)
+    assert_close(tl.conv1d(X, W, B, stride=stride, padding=padding, dilation=dilation, groups=groups),
+                 expected, dtype, terms=cin // groups * k + 1)
+
+
+CONV_T2D_CASES = [  # (cin, cout, kernel, stride, padding, output_padding, dilation, groups)
+    (3, 4, (3, 3), 1, 0, 0, 1, 1),
+    (3, 2, (3, 3), 2, 1, 1, 1, 1),
+    (2, 3, (2, 3), (2, 3), (0, 1), (1, 2), 1, 1),
+    (4, 6, (3, 2), 2, 1, 0, (2, 1), 2),
+    (4, 4, (3, 3), 3, 2, 2, 1, 4),
+    (2, 2, (1, 1), 1, 0, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CONV_T2D_CASES, ids=str)
+def test_conv_transpose2d(device, rng, dtype, case):
+    cin, cout, k, stride, padding, output_padding, dilation, groups = case
+    x = random_array(rng, (2, cin, 4, 5), dtype)
+    w = random_array(rng, (cin, cout // groups) + k, dtype)
+    b = random_array(rng, (cout,), dtype)
+    X, W, B = (tl.tensor(a, device=device) for a in (x, w, b))
+    expected = conv_transpose_ref(as_f64(x), as_f64(w), as_f64(b), stride, padding, output_padding, groups, dilation)
+    got = tl.conv_transpose2d(X, W, B, stride=stride, padding=padding, output_padding=output_padding,
+                              groups=groups, dilation=dilation)
+    assert_close(got, expected, dtype, terms=cin // groups * k[0] * k[1] + 1)
+
+
+CONV_T1D_CASES = [(3, 4, 3, 1, 0, 0, 1, 1), (2, 4, 3, 2, 1, 1, 1, 2), (4, 2, 2, 3, 0, 2, 2, 1),
+                  (3, 3, 4, 2, 2, 0, 1, 3)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CONV_T1D_CASES, ids=str)
+def test_conv_transpose1d(device, rng, dtype, case):
+    cin, cout, k, stride, padding, output_padding, dilation, groups = case
+    x = random_array(rng, (2, cin, 7), dtype)
+    w = random_array(rng, (cin, cout // groups, k), dtype)
+    X, W = (tl.tensor(a, device=device) for a in (x, w))
+    expected = conv_transpose_ref(as_f64(x), as_f64(w), None, stride, padding, output_padding, groups, dilation)
+    got = tl.conv_transpose1d(X, W, None, stride, padding, output_padding, groups, dilation)
+    assert_close(got, expected, dtype, terms=cin // groups * k)
+
+
+def test_conv_reads_non_contiguous_operands(device, rng):
+    x = random_array(rng, (2, 6, 7, 3), tl.float32)     # (b, w, h, c): permuted to NCHW below
+    w = random_array(rng, (3, 4, 3, 2), tl.float32)     # (cin, cout, kh, kw): transposed to OIHW
+    X = tl.tensor(x, device=device).permute(0, 3, 2, 1)
+    W = tl.tensor(w, device=device).transpose(0, 1)
+    xr, wr = x.transpose(0, 3, 2, 1), w.transpose(1, 0, 2, 3)
+    assert_close(tl.conv2d(X, W, padding=1), conv_ref(xr, wr, padding=1), tl.float32, terms=18)
+    assert_close(tl.conv2d(X[:, :, 1::2], W, stride=(1, 2)), conv_ref(xr[:, :, 1::2], wr, stride=(1, 2)),
+                 tl.float32, terms=18)
+    wt = tl.tensor(w, device=device)[:, :, ::-1][:, :, 1:]  # (cin, cout, 2, 2) with an offset
+    assert_close(tl.conv_transpose2d(X, wt), conv_transpose_ref(xr, w[:, :, ::-1][:, :, 1:]), tl.float32, terms=12)
+    x1 = random_array(rng, (5, 2, 3), tl.float32)        # (l, b, c) -> (b, c, l)
+    w1 = random_array(rng, (4, 3, 3), tl.float32)
+    got = tl.conv1d(tl.tensor(x1, device=device).permute(1, 2, 0), tl.tensor(w1, device=device), padding=1)
+    assert_close(got, conv_ref(x1.transpose(1, 2, 0), w1, padding=1), tl.float32, terms=9)
+
+
+def test_conv_empty_batch_and_size_one(device, rng):
+    w = tl.tensor(random_array(rng, (4, 3, 3, 3), tl.float32), device=device)
+    assert tl.conv2d(tl.zeros((0, 3, 5, 5), device=device), w).shape == (0, 4, 3, 3)
+    x = random_array(rng, (1, 3, 3, 3), tl.float32)
+    got = tl.conv2d(tl.tensor(x, device=device), w)
+    assert_close(got, conv_ref(x, w.numpy()), tl.float32, terms=27)
+    assert tl.conv_transpose2d(tl.zeros((0, 4, 2, 2), device=device), w).shape == (0, 3, 4, 4)
+
+
+def test_loop_references_agree_with_torch(rng):
+    torch = pytest.importorskip("torch", reason="torch is not installed: references checked against numpy only")
+    F = torch.nn.functional
+    x, w, b = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((6, 2, 3, 2)), rng.standard_normal(6)
+    tx, tw, tb = (torch.tensor(a) for a in (x, w, b))
+    kw = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2)
+    np.testing.assert_allclose(conv_ref(x, w, b, **kw), F.conv2d(tx, tw, tb, **kw).numpy(), rtol=1e-10, atol=1e-10)
+    wt = rng.standard_normal((4, 3, 3, 2))
+    kw = dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2, dilation=(1, 2))
+    np.testing.assert_allclose(conv_transpose_ref(x, wt, None, **kw),
+                               F.conv_transpose2d(tx, torch.tensor(wt), None, **kw).numpy(), rtol=1e-10, atol=1e-10)
+    x1, w1 = rng.standard_normal((2, 4, 9)), rng.standard_normal((4, 1, 3))
+    kw = dict(stride=2, padding=1, output_padding=1, groups=4, dilation=1)
+    np.testing.assert_allclose(conv_transpose_ref(x1, w1, None, **kw),
+                               F.conv_transpose1d(torch.tensor(x1), torch.tensor(w1), **kw).numpy(), rtol=1e-10)
+    np.testing.assert_allclose(pool_ref(x, "max", 3, 2, 1, 2), F.max_pool2d(tx, 3, 2, 1, 2).numpy())
+    np.testing.assert_allclose(pool_ref(x, "avg", (3, 2), (2, 1), (1, 1), count_include_pad=False),
+                               F.avg_pool2d(tx, (3, 2), (2, 1), (1, 1), count_include_pad=False).numpy())
+    np.testing.assert_allclose(upsample_ref(x, 9, 4), F.interpolate(tx, size=(9, 4), mode="nearest").numpy())
+
+
+# --------------------------------------------------------------------- pooling
+POOL_CASES = [  # (kernel, stride, padding, dilation)
+    (2, None, 0, 1), (3, 1, 1, 1), ((3, 2), (2, 1), (1, 0), 1), (2, 3, 0, 1), (3, 2, 1, 2), (1, 1, 0, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+def test_max_pool2d(device, rng, dtype, case):
+    kernel, stride, padding, dilation = case
+    x = random_array(rng, (2, 3, 7, 8), dtype)
+    got = tl.max_pool2d(tl.tensor(x, device=device), kernel, stride, padding, dilation)
+    assert_close(got, pool_ref(as_f64(x), "max", kernel, stride, padding, dilation), dtype)
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if c[3] == 1], ids=str)
+def test_avg_pool2d(device, rng, dtype, case, count_include_pad):
+    kernel, stride, padding, _ = case
+    x = random_array(rng, (2, 3, 7, 8), dtype)
+    got = tl.avg_pool2d(tl.tensor(x, device=device), kernel, stride, padding, count_include_pad=count_include_pad)
+    k = _tup(kernel, 2)
+    assert_close(got, pool_ref(as_f64(x), "avg", kernel, stride, padding, count_include_pad=count_include_pad),
+                 dtype, terms=k[0] * k[1])
+
+
+def test_pool_non_contiguous_and_integers(device, rng):
+    x = random_array(rng, (2, 6, 5, 3), tl.float32)
+    X = tl.tensor(x, device=device).permute(0, 3, 2, 1)           # (2, 3, 5, 6)
+    xr = x.transpose(0, 3, 2, 1)
+    assert_close(tl.max_pool2d(X, 2), pool_ref(xr, "max", 2), tl.float32)
+    assert_close(tl.avg_pool2d(X[:, :, ::2], (1, 2), padding=(0, 1)),
+                 pool_ref(xr[:, :, ::2], "avg", (1, 2), padding=(0, 1)), tl.float32, terms=2)
+    xi = random_array(rng, (1, 2, 4, 4), tl.int64, -9, 9)
+    got = tl.max_pool2d(tl.tensor(xi, device=device), 2)
+    assert got.dtype is tl.int64
+    assert_close(got, pool_ref(xi.astype(np.float64), "max", 2).astype(np.int64), tl.int64)
+
+
+# -------------------------------------------------------------------- upsample
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + (tl.int64, tl.uint8), ids=lambda d: d.name)
+@pytest.mark.parametrize("out_hw", [(8, 10), (4, 5), (3, 7), (2, 2), (9, 11), (1, 1)], ids=str)
+def test_upsample_nearest2d(device, rng, dtype, out_hw):
+    x = random_array(rng, (2, 3, 4, 5), dtype)
+    X = tl.tensor(x, device=device)
+    got = tl.upsample_nearest2d(X, out_hw)
+    assert got.dtype is dtype
+    assert_close(got, upsample_ref(x, *out_hw), dtype)
+    assert_close(tl.upsample_nearest2d(X.transpose(2, 3), out_hw), upsample_ref(x.transpose(0, 1, 3, 2), *out_hw),
+                 dtype)
+
+
+def test_upsample_scale_factor(device, rng):
+    x = random_array(rng, (1, 2, 3, 4), tl.float32)
+    got = tl.upsample_nearest2d(tl.tensor(x, device=device), scale_factor=2)
+    assert_close(got, upsample_ref(x, 6, 8), tl.float32)
