@@ -85,16 +85,16 @@ class SGD(Optimizer):
                                       nesterov=nesterov, maximize=maximize))
 
     def _update(self, group, p, grad, state):
-        d = -grad if group["maximize"] else grad
+        d = grad.affine(-1.0, 0.0) if group["maximize"] else grad
         if group["weight_decay"]:
-            d = d + p * group["weight_decay"]
+            d = d + p.affine(group["weight_decay"], 0.0)
         mu = group["momentum"]
         if mu:
             buf = state.get("momentum_buffer")
-            buf = d if buf is None else buf * mu + d * (1.0 - group["dampening"])
+            buf = d if buf is None else buf.affine(mu, 0.0) + d.affine(1.0 - group["dampening"], 0.0)
             state["momentum_buffer"] = buf
-            d = d + buf * mu if group["nesterov"] else buf
-        return p - d * group["lr"]
+            d = d + buf.affine(mu, 0.0) if group["nesterov"] else buf
+        return p - d.affine(group["lr"], 0.0)
 
 
 class AdamW(Optimizer):
@@ -112,20 +112,23 @@ class AdamW(Optimizer):
 
     def _update(self, group, p, grad, state):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        g = -grad if group["maximize"] else grad
+        # scalar factors go through affine (one kernel, no scalar tensor to fill)
+        g = grad.affine(-1.0, 0.0) if group["maximize"] else grad
         if wd and self.decoupled:
-            p = p * (1.0 - lr * wd)
+            p = p.affine(1.0 - lr * wd, 0.0)
         elif wd:
-            g = g + p * wd
+            g = g + p.affine(wd, 0.0)
         t = state.get("step", 0) + 1
-        m = g * (1.0 - b1) if t == 1 else state["exp_avg"] * b1 + g * (1.0 - b1)
-        v = g * g * (1.0 - b2) if t == 1 else state["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
+        m = g.affine(1.0 - b1, 0.0)
+        v = (g * g).affine(1.0 - b2, 0.0)
+        if t > 1:
+            m, v = m + state["exp_avg"].affine(b1, 0.0), v + state["exp_avg_sq"].affine(b2, 0.0)
         state.update(step=t, exp_avg=m, exp_avg_sq=v)
         if group["amsgrad"]:
             v = v if t == 1 else maximum(state["max_exp_avg_sq"], v)
             state["max_exp_avg_sq"] = v
-        denom = (v * (1.0 / (1.0 - b2 ** t))).sqrt() + eps
-        return p - m / denom * (lr / (1.0 - b1 ** t))
+        denom = v.affine(1.0 / (1.0 - b2 ** t), 0.0).sqrt().affine(1.0, eps)
+        return p - (m / denom).affine(lr / (1.0 - b1 ** t), 0.0)
 
 
 class Adam(AdamW):

@@ -74,7 +74,7 @@ def dropout(x, p: float = 0.5, training: bool = True):
     if p == 1.0:
         return x * 0.0
     keep = rand(x.shape, dtype=_floating(x).dtype, device=x._device) >= p
-    return where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    return where(keep, _floating(x).affine(1.0 / (1.0 - p), 0.0), 0.0)
 
 
 # ---- softmax family ------------------------------------------------------------------
@@ -292,6 +292,8 @@ def _attention_mask(op, q, k, attn_mask, is_causal):
     if is_causal not in (False, True, "top_left", "bottom_right"):
         raise ValueError(f"{op}: is_causal must be False, True, 'top_left' or 'bottom_right', got {is_causal!r}")
     L, S = q.shape[-2], k.shape[-2]
+    if is_causal == "bottom_right" and L == 1:
+        is_causal = False  # one new query sees every key: no mask to build (KV-cache decoding)
     kernel_causal = bool(is_causal) and (is_causal != "bottom_right" or L == S)
     if is_causal == "bottom_right" and L != S:
         keep = causal_mask(L, S, bottom_right=True, device=q._device)

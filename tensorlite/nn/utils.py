@@ -27,7 +27,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             norms = [p.grad.abs().amax().float() for p in params]
             total = norms[0] if len(norms) == 1 else stack(norms).amax()
         else:
-            sums = [(p.grad.float().abs() ** norm_type).sum() for p in params]
+            sums = [(p.grad.float().square() if norm_type == 2.0 else p.grad.float().abs() ** norm_type).sum()
+                    for p in params]
             total = (sums[0] if len(sums) == 1 else stack(sums).sum()) ** (1.0 / norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise TensorliteError(f"clip_grad_norm_: the total norm of order {norm_type} is non-finite")
