@@ -326,3 +326,15 @@ def test_sdpa_matches_torch(device, rng, mask_kind, is_causal):
                                          attn_mask=None if m is None else tl.tensor(m, device=device),
                                          is_causal=is_causal)
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16])
+def test_cross_entropy_half_precision_averages_in_float32(device, rng, dtype):
+    logits, la = make_tensor(rng, (600, 7), dtype, device, -3, 3)
+    target = rng.integers(0, 7, 600)
+    target[:50] = -100  # 550 counted targets: not representable in bf16
+    loss = F.cross_entropy(logits, tl.tensor(target, device=device))
+    lsm = np.log(np_softmax(as_f64(la), 1))
+    valid = target != -100
+    assert loss.dtype == dtype
+    assert_close(loss, -lsm[np.arange(600)[valid], target[valid]].mean(), dtype, terms=4)

@@ -444,6 +444,9 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
 def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
     """logp has the classes on its last dim; target holds class ids or class probabilities."""
+    if logp.dtype.itemsize < 4:  # f16/bf16: reduce in float32 (bf16 counts are exact only to 256)
+        up = [None if t is None else t.float() if t.dtype.is_floating_point else t for t in (logp, target, weight)]
+        return _nll(*up, ignore_index, reduction, label_smoothing, op)._cast(logp.dtype)
     n_classes = logp.shape[-1]
     if target.dtype.is_floating_point:  # class probabilities, same shape as logp
         if target.shape != logp.shape:
