@@ -137,6 +137,8 @@ def test_like_creators_take_shape_dtype_device(device, rng, dtype):
         assert_close(t, np.full((2, 3), value, dtype.np), dtype)
     t = tl.zeros_like(x, dtype=tl.float64)
     assert t.dtype is tl.float64
+    e = tl.empty_like(x)
+    assert e.shape == (2, 3) and e.dtype is dtype and dev_name(e) == device
 
 
 def test_like_of_non_contiguous_is_plain(device, rng):

@@ -55,6 +55,9 @@ def test_unavailable_gpu_backend_raises_with_its_reason(name):
     assert reason.split(":")[0] in str(info.value)
     with pytest.raises(tl.DeviceError):
         tl.tensor([1.0]).to(f"{name}:0")
+    with pytest.raises(tl.DeviceError) as info:
+        tl.zeros(1, device=f"{name}:1")
+    assert name in str(info.value)
 
 
 def test_unknown_and_malformed_device_strings():

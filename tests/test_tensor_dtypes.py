@@ -88,7 +88,7 @@ def test_zero_dim_tensors_promote_like_scalars(device):
     assert (x + tl.tensor(3.0, dtype=f64, device=device)).dtype is f32
     i = tl.tensor([1, 2], dtype=u8, device=device)
     assert (i + tl.tensor(3, dtype=i64, device=device)).dtype is u8
-    assert (i * tl.tensor(1.5, dtype=f64, device=device)).dtype is f32
+    assert (i * tl.tensor(1.5, dtype=f64, device=device)).dtype is f64  # higher category: its own dtype
     assert (tl.tensor([1.5], dtype=f16, device=device) + tl.tensor(2.0, dtype=f32, device=device)).dtype is f16
 
 

@@ -86,6 +86,17 @@ def test_round_is_half_to_even(device):
     assert_close(tl.tensor(a, device=device).round(), np.rint(a), tl.float32)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + (tl.int64,), ids=lambda d: d.name)
+def test_affine(device, rng, dtype):
+    a = random_array(rng, (3, 5), dtype, -4, 4)
+    x = tl.tensor(a, device=device)
+    mul, add = (3, -2) if dtype is tl.int64 else (1.5, -0.25)
+    got = x.affine(mul, add)
+    assert got.dtype is dtype
+    assert_close(got, as_f64(a) * mul + add if dtype.is_floating_point else a * mul + add, dtype)
+    assert_close(x.T.affine(mul, add), (as_f64(a) * mul + add).T.astype(dtype.np), dtype)
+
+
 def test_neg_operator_and_abs_builtin(device, rng):
     x, a = make_tensor(rng, (4,), tl.float32, device)
     assert_close(-x, -a, tl.float32)

@@ -285,3 +285,51 @@ def test_ops_read_chained_views(device, rng):
     assert_close(v + v.mT.mT, ref * 2, tl.float32)
     assert_close(v.sum(dim=1), ref.sum(axis=1), tl.float32, terms=3)
     assert_close(v.contiguous().view(4, 3, 6), ref.reshape(4, 3, 6), tl.float32)
+
+
+# ------------------------------------------------------- writes through views
+def test_setitem_writes_through_views(device, rng):
+    x, a = make_tensor(rng, (4, 6), tl.float32, device)
+    a = a.copy()
+    rows = x[1:]                                   # a view taken before the writes sees them
+    x[1:3, ::2] = 0.5
+    a[1:3, ::2] = 0.5
+    last = rng.standard_normal(4).astype(np.float32)
+    x[:, -1] = tl.tensor(last, device=device)
+    a[:, -1] = last
+    row = rng.standard_normal(6).astype(np.float32)
+    x[0] = tl.tensor(row, device=device)
+    a[0] = row
+    pair = rng.standard_normal(2).astype(np.float32)
+    x[2:4, 1:3] = tl.tensor(pair, device=device)   # broadcast over the rows
+    a[2:4, 1:3] = pair
+    x.T[3] = -4.0                                  # scalar through a transposed view
+    a.T[3] = -4.0
+    x[..., 4] = tl.tensor(7, device=device)        # value cast to x's dtype
+    a[..., 4] = 7
+    assert_close(x, a, tl.float32)
+    assert_close(rows, a[1:], tl.float32)
+
+
+def test_inplace_methods(device, rng):
+    x, a = make_tensor(rng, (3, 4), tl.float32, device)
+    y = x.clone()
+    assert not shares_storage(y, x)
+    assert y.add_(1.5) is y
+    y.mul_(2.0).sub_(x).div_(4.0)
+    assert_close(y, ((a + 1.5) * 2 - a) / 4, tl.float32)
+    assert_close(x, a, tl.float32)                 # the clone's source is untouched
+    y.clamp_(-0.5, 0.5)
+    assert_close(y, np.clip(((a + 1.5) * 2 - a) / 4, -0.5, 0.5), tl.float32)
+    m = a > 0
+    y.masked_fill_(tl.tensor(m, device=device), 9.0)
+    assert_close(y, np.where(m, 9.0, np.clip(((a + 1.5) * 2 - a) / 4, -0.5, 0.5)), tl.float32)
+    z = x.clone()
+    z[1:].copy_(x[0])                              # broadcasting copy into a view
+    expected = a.copy()
+    expected[1:] = a[0]
+    assert_close(z, expected, tl.float32)
+    z.fill_(2.5)
+    assert_close(z, np.full((3, 4), 2.5), tl.float32)
+    z.zero_()
+    assert_close(z, np.zeros((3, 4)), tl.float32)
