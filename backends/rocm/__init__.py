@@ -145,6 +145,7 @@ class PlatformBase:
     OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
     RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
+    RTC_THREAD_SAFE = True   # may programs compile concurrently in several threads?
 
     def __init__(self, *cdefs):
         self.ffi = cffi.FFI()
@@ -152,6 +153,7 @@ class PlatformBase:
             self.ffi.cdef(c)
         self._rt = self._rtc = self._blas = None
         self._launch_fn = None
+        self._rtc_lock = threading.Lock()
         self._tls = threading.local()
         self._device_count = None
 
@@ -233,13 +235,12 @@ class PlatformBase:
         return self.out("module_get_function", "function", module, name.encode(),
                         what=f"{self.CALLS['module_get_function']}({name!r})")
 
-    def launch(self, func, grid, block, shared_mem, stream, params) -> int:
-        """Unchecked (hot path): returns the vendor's status; see GpuDevice.launch."""
-        fn = self._launch_fn
-        if fn is None:
-            fn = self._launch_fn = getattr(self.rt, self.CALLS["launch"])
-        return fn(func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                  shared_mem, stream, params, self.ffi.NULL)
+    def launch_function(self):
+        """The raw, unchecked launch entry point (the hot path; GpuDevice.launch checks the
+        status): f(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra)."""
+        if self._launch_fn is None:
+            self._launch_fn = getattr(self.rt, self.CALLS["launch"])
+        return self._launch_fn
 
     # ---- runtime compiler -----------------------------------------------------------
     def _rtc_check(self, call, code):
@@ -255,6 +256,12 @@ class PlatformBase:
 
     def rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
         """hiprtc/NVRTC: create, compile, read the log, fetch the code object."""
+        if self.RTC_THREAD_SAFE:
+            return self._rtc_compile(source, name, headers, options)
+        with self._rtc_lock:
+            return self._rtc_compile(source, name, headers, options)
+
+    def _rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
         ffi, prefix = self.ffi, self.RTC_PREFIX
         fn = lambda suffix: getattr(self.rtc, prefix + suffix)  # noqa: E731
         keep = []  # the C strings must outlive the calls

@@ -19,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Tuple
 
 _MAGIC = b"TLKC1\n"          # tensorlite kernel cache, format 1
 _MEMORY: Dict[str, bytes] = {}
-_LOCK = threading.Lock()
 
 
 def kernel_dir() -> Path:
@@ -125,23 +124,24 @@ def compile_text(platform, source: str, name: str, arch: str, headers: Dict[str,
     payload = _MEMORY.get(key)
     if payload is not None:
         return payload
-    with _LOCK:
-        suffix = ".cubin" if plat.name == "cuda" else ".hsaco"
-        path = cache_dir() / f"{key}{suffix}"
-        payload = _load_cached(path)
-        if payload is None:
-            if path.exists():  # corrupt or truncated: drop it, then rebuild
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
-            payload = plat.rtc_compile(source, name, headers, options)
+    # No lock around the compile itself: different sources compile in parallel (precompile),
+    # and two threads racing on one key only duplicate work (the rename is atomic).
+    suffix = ".cubin" if plat.name == "cuda" else ".hsaco"
+    path = cache_dir() / f"{key}{suffix}"
+    payload = _load_cached(path)
+    if payload is None:
+        if path.exists():  # corrupt or truncated: drop it, then rebuild
             try:
-                _store(path, payload)
+                path.unlink()
             except OSError:
-                pass  # a read-only cache must not stop us from running
-        _MEMORY[key] = payload
-        return payload
+                pass
+        payload = plat.rtc_compile(source, name, headers, options)
+        try:
+            _store(path, payload)
+        except OSError:
+            pass  # a read-only cache must not stop us from running
+    _MEMORY[key] = payload
+    return payload
 
 
 def compile_source(platform, source_name: str, arch: str) -> bytes:
@@ -152,3 +152,17 @@ def compile_source(platform, source_name: str, arch: str) -> bytes:
 
 def list_kernel_sources():
     return sorted(p.name for p in kernel_dir().glob("*.hip"))
+
+
+def precompile(platform, arch: str, sources=None, workers: int = None) -> Dict[str, int]:
+    """Compile kernel sources (default: all) for `arch` in parallel threads; the rtc call
+    releases the GIL, so a cold cache fills in about the time of the slowest family.
+    Returns {source: code size}."""
+    plat = _platform(platform)
+    sources = list(sources or list_kernel_sources())
+    if not plat.RTC_THREAD_SAFE:
+        workers = 1
+    workers = workers or min(len(sources), os.cpu_count() or 1) or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        sizes = pool.map(lambda src: len(compile_source(plat, src, arch)), sources)
+        return dict(zip(sources, sizes))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 import threading
 from math import prod
+from threading import get_ident
+from operator import itemgetter
 from typing import Dict, Tuple
 
 from tensorlite.backend import BackendDevice
@@ -125,11 +127,14 @@ class CachingAllocator:
 # ---- kernels and their arguments ------------------------------------------------------
 
 class Kernel:
-    """A loaded kernel entry point (what GpuDevice.function returns)."""
-    __slots__ = ("handle", "name", "source")
+    """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
+    fixed, so the argument packing plan is built on its first launch (one per thread,
+    since the launch API reads the packed arguments while the GIL is released)."""
+    __slots__ = ("handle", "name", "source", "layouts")
 
     def __init__(self, handle, name: str, source: str):
         self.handle, self.name, self.source = handle, name, source
+        self.layouts: Dict[int, "_ArgLayout"] = {}  # thread id -> plan
 
     def __repr__(self):
         return f"Kernel({self.source}:{self.name})"
@@ -142,9 +147,9 @@ _SCALARS = {"int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "uint64": 
 
 class _ArgLayout:
     """Packing plan for one signature: a struct format, and a reusable C buffer plus the
-    `void*[]` of slot addresses that the launch API takes (it copies the values at launch,
-    so the buffer can be refilled for the next launch)."""
-    __slots__ = ("fmt", "buffer", "cbuf", "params", "lock")
+    `void*[]` of slot addresses that the launch API takes (it copies the values during the
+    launch call, so the buffer can be refilled for the next launch)."""
+    __slots__ = ("signature", "nargs", "fmt", "buffer", "cbuf", "params")
 
     def __init__(self, ffi, signature):
         fmt, offsets, pos = "<", [], 0
@@ -163,11 +168,17 @@ class _ArgLayout:
             pos += pad
             offsets.append(pos)
             pos += size
-        self.fmt = fmt
+        self.signature, self.nargs, self.fmt = signature, len(signature), fmt
         self.cbuf = ffi.new("char[]", max(pos, 1))
         self.buffer = ffi.buffer(self.cbuf)
         self.params = ffi.new("void*[]", [self.cbuf + off for off in offsets]) if offsets else ffi.NULL
-        self.lock = threading.Lock()
+
+    @staticmethod
+    def signature_of(args):
+        return tuple(c if c != "bytes" else ("bytes", len(v)) for c, v in args)
+
+
+_second = itemgetter(1)
 
 
 def _dim3(d, what: str) -> Tuple[int, int, int]:
@@ -227,8 +238,8 @@ class GpuDevice(BackendDevice):
         self.allocator = CachingAllocator(self)
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}
-        self._layouts: Dict[tuple, _ArgLayout] = {}
         self._blas = None
+        self._launch_fn, self._null = platform.launch_function(), platform.ffi.NULL
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
 
@@ -298,6 +309,18 @@ class GpuDevice(BackendDevice):
             kernel = self._load_function(source, name)
         return kernel
 
+    def warmup(self, sources=None) -> Dict[str, int]:
+        """Compile (in parallel where the compiler allows) and load kernel families ahead of
+        first use; returns {source: code size}. Without it each family compiles on first use."""
+        from .compiler import precompile
+        sizes = precompile(self.platform, self.arch, sources)
+        with self._lock:
+            for source in sizes:
+                if source not in self._modules:
+                    self.activate()
+                    self._modules[source] = self.platform.module_load(compile_source(self.platform, source, self.arch))
+        return sizes
+
     def _load_function(self, source: str, name: str) -> Kernel:
         with self._lock:
             module = self._modules.get(source)
@@ -318,24 +341,34 @@ class GpuDevice(BackendDevice):
 
     def launch(self, func: Kernel, grid, block, args, shared_mem: int = 0) -> None:
         """Enqueue `func` on the stream. args: (ctype, value) pairs, ctype one of int32, uint32,
-        int64, uint64, float, double, ptr, or ('bytes', b'...') for a by-value struct."""
-        grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
-        signature = tuple(c if c != "bytes" else ("bytes", len(v)) for c, v in args)
-        layout = self._layouts.get(signature)
-        if layout is None:
-            layout = self._layouts[signature] = _ArgLayout(self.platform.ffi, signature)
-        self.activate()
-        with layout.lock:
-            if args:
-                try:
-                    struct.pack_into(layout.fmt, layout.buffer, 0, *[v for _, v in args])
-                except struct.error as e:
-                    raise BackendError(f"launch {func.name}: bad argument values for {signature}: {e}") from None
-            err = self.platform.launch(func.handle, grid3, block3, shared_mem, self.stream, layout.params)
+        int64, uint64, float, double, ptr, or ('bytes', b'...') for a by-value struct.
+        This is every op's hot path: plain ints for grid/block skip the normalisation, and
+        the packing plan comes from the kernel (built on its first launch in this thread)."""
+        grid3 = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
+        block3 = (block, 1, 1) if type(block) is int and block > 0 else _dim3(block, "block")
+        layout = func.layouts.get(get_ident())
+        if layout is None or layout.nargs != len(args):
+            layout = self._layout_for(func, args)
+        self.platform.activate(self.ordinal)
+        if args:
+            try:
+                struct.pack_into(layout.fmt, layout.buffer, 0, *map(_second, args))
+            except struct.error as e:
+                raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
+        err = self._launch_fn(func.handle, *grid3, *block3, shared_mem, self.stream, layout.params, self._null)
         if err:
             raise BackendError(f"{self.platform.CALLS['launch']}({func.source}:{func.name}, grid={grid3}, "
                                f"block={block3}, shared_mem={shared_mem}) failed: "
                                f"{self.platform.error_name(err)} ({int(err)})")
+
+    def _layout_for(self, func: Kernel, args) -> _ArgLayout:
+        signature = _ArgLayout.signature_of(args)
+        known = next(iter(func.layouts.values()), None)
+        if known is not None and known.signature != signature:
+            raise BackendError(f"launch {func.source}:{func.name}: argument types {signature} differ from "
+                               f"an earlier launch {known.signature}; a kernel has one C signature")
+        layout = func.layouts[get_ident()] = _ArgLayout(self.platform.ffi, signature)
+        return layout
 
     @property
     def blas(self):

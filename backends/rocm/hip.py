@@ -230,6 +230,7 @@ class HipPlatform(PlatformBase):
                    function="hipFunction_t")
     OOM_CODE = 2  # hipErrorOutOfMemory
     RTC_PREFIX, RTC_CODE = "hiprtc", "Code"
+    RTC_THREAD_SAFE = False  # HIP 5.2's hiprtc crashes when two programs compile at once
 
     def __init__(self):
         super().__init__(RUNTIME_CDEFS, HIPRTC_CDEFS, ROCBLAS_CDEFS)
