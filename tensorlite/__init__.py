@@ -48,6 +48,8 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 from . import backends  # noqa: E402  (tl.backends.register / available)
+from . import nn, optim  # noqa: E402,F401  (tl.nn, tl.optim)
+from .io import load_hf_checkpoint, load_safetensors, save_safetensors  # noqa: E402,F401
 
 
 def _tensor_level_function(name):

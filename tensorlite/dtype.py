@@ -100,15 +100,24 @@ def promote_types(a: DType, b: DType) -> DType:
     return a if a._rank >= b._rank else b
 
 
+def category(d: DType) -> int:
+    """bool < integer < floating: PyTorch lets 0-d tensors and scalars change only the category."""
+    return 2 if d.is_floating_point else 0 if d is bool_ else 1
+
+
 def result_type_scalar(t: DType, scalar) -> DType:
-    """dtype of `tensor op python_scalar` (a scalar never widens within its kind)."""
-    if isinstance(scalar, bool):
-        return t
-    if isinstance(scalar, int):
-        return t
-    if isinstance(scalar, float):
-        return t if t.is_floating_point else get_default_dtype()
-    raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+    """dtype of `tensor op python_scalar`: a scalar never widens within its kind."""
+    kind = bool_ if isinstance(scalar, (bool, np.bool_)) else \
+        int64 if isinstance(scalar, (int, np.integer)) else \
+        get_default_dtype() if isinstance(scalar, (float, np.floating)) else None
+    if kind is None:
+        raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+    return t if category(t) >= category(kind) else kind
+
+
+def result_type_0d(dimensioned: DType, zero_dim: DType) -> DType:
+    """dtype of `tensor op 0-d tensor`: the 0-d operand matters only if of a higher category."""
+    return dimensioned if category(dimensioned) >= category(zero_dim) else zero_dim
 
 
 _default_float = float32

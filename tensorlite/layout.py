@@ -49,7 +49,9 @@ class Layout:
         return prod(self.shape)
 
     def is_contiguous(self) -> bool:
-        """Row-major contiguous (dims of size 1 may have any stride)."""
+        """Row-major contiguous (dims of size 1 may have any stride; empty is contiguous)."""
+        if 0 in self.shape:
+            return True
         acc = 1
         for n, s in zip(reversed(self.shape), reversed(self.strides)):
             if n != 1 and s != acc:

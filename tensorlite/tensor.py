@@ -59,18 +59,19 @@ def _view(x: "Tensor", layout: Layout) -> "Tensor":
     return t
 
 
-def _norm_dim(d: int, ndim: int, op: str) -> int:
+def _norm_dim(d: int, ndim: int, op: str, x=None) -> int:
     n = builtins.max(ndim, 1)
     if not -n <= d < n:
-        raise IndexOutOfRange(f"{op}: dimension {d} out of range for a tensor of {ndim} dims")
+        who = describe(op, self=x) if x is not None else op
+        raise IndexOutOfRange(f"{who}: dimension {d} out of range for {ndim} dims (expected {-n}..{n - 1})")
     return d % n
 
 
-def _norm_dims(dim, ndim, op):
+def _norm_dims(dim, ndim, op, x=None):
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-    out = tuple(sorted({_norm_dim(d, ndim, op) for d in dims}))
+    out = tuple(sorted({_norm_dim(d, ndim, op, x) for d in dims}))
     if len(out) != len(dims):
         raise ShapeError(f"{op}: repeated dims in {dim}")
     return out
@@ -101,7 +102,7 @@ class Tensor:
         return self._layout.shape
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size")]
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self)]
 
     @property
     def device(self) -> str:
@@ -116,7 +117,7 @@ class Tensor:
 
     def stride(self, dim=None):
         s = self._layout.strides
-        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride")]
+        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self)]
 
     def numel(self) -> int:
         return self._layout.numel()
@@ -329,7 +330,7 @@ def view(x: Tensor, *shape) -> Tensor:
 
 def permute(x: Tensor, *dims) -> Tensor:
     dims = _shape_arg(dims)
-    if sorted(_norm_dim(d, x.ndim, "permute") for d in dims) != list(range(x.ndim)):
+    if sorted(_norm_dim(d, x.ndim, "permute", x) for d in dims) != list(range(x.ndim)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
     dims = tuple(d % builtins.max(x.ndim, 1) for d in dims)
     inv = tuple(np.argsort(dims).tolist())
@@ -340,7 +341,7 @@ def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
     if x.ndim == 0:
         return x
     order = list(range(x.ndim))
-    a, b = _norm_dim(d0, x.ndim, "transpose"), _norm_dim(d1, x.ndim, "transpose")
+    a, b = _norm_dim(d0, x.ndim, "transpose", x), _norm_dim(d1, x.ndim, "transpose", x)
     order[a], order[b] = order[b], order[a]
     return permute(x, order)
 
@@ -352,7 +353,7 @@ def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "narrow")
+    dim = _norm_dim(dim, x.ndim, "narrow", x)
     n = x.shape[dim]
     if start < 0:
         start += n
@@ -365,7 +366,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tenso
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "select")
+    dim = _norm_dim(dim, x.ndim, "select", x)
     n = x.shape[dim]
     if not -n <= index < n:
         raise IndexOutOfRange(f"{describe('select', self=x)}: index {index} out of range for dim {dim} of size {n}")
@@ -376,12 +377,12 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    dim = _norm_dim(dim, x.ndim + 1, "unsqueeze")
+    dim = _norm_dim(dim, x.ndim + 1, "unsqueeze", x)
     return _attach(_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
-    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze") if x.shape[d] == 1] if x.ndim else []
+    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze", x) if x.shape[d] == 1] if x.ndim else []
     if not dims:
         return x
     shape = x.shape
@@ -419,18 +420,18 @@ def expand(x: Tensor, *sizes) -> Tensor:
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1)
-    s, e = _norm_dim(start_dim, x.ndim, "flatten"), _norm_dim(end_dim, x.ndim, "flatten")
+    s, e = _norm_dim(start_dim, x.ndim, "flatten", x), _norm_dim(end_dim, x.ndim, "flatten", x)
     return x.reshape(x.shape[:s] + (prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "unflatten")
+    dim = _norm_dim(dim, x.ndim, "unflatten", x)
     sizes = _infer_shape(sizes, x.shape[dim], "unflatten", x)
     return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
 
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
-    dim = _norm_dim(dim, x.ndim, "split")
+    dim = _norm_dim(dim, x.ndim, "split", x)
     n = x.shape[dim]
     if isinstance(split_size_or_sections, numbers.Integral):
         step = int(split_size_or_sections)
@@ -449,7 +450,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
-    n = x.shape[_norm_dim(dim, x.ndim, "chunk")]
+    n = x.shape[_norm_dim(dim, x.ndim, "chunk", x)]
     return split(x, builtins.max(-(-n // chunks), 1), dim)
 
 
@@ -601,7 +602,12 @@ def _coerce(op, a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
     _same_device(op, lhs=a, rhs=b)
-    dt = _dt.promote_types(a.dtype, b.dtype)
+    if a.dtype is b.dtype:
+        return a, b
+    if (a.ndim == 0) != (b.ndim == 0):
+        dt = _dt.result_type_0d(b.dtype, a.dtype) if a.ndim == 0 else _dt.result_type_0d(a.dtype, b.dtype)
+    else:
+        dt = _dt.promote_types(a.dtype, b.dtype)
     return a._cast(dt), b._cast(dt)
 
 
@@ -788,6 +794,7 @@ def minimum(a, b):
 
 
 def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    _same_device("masked_fill", self=x, mask=mask, **({"value": value} if isinstance(value, Tensor) else {}))
     return where(mask, _scalar_tensor(value, x.dtype, x._device) if _is_scalar(value) else value, x)
 
 
@@ -800,7 +807,7 @@ def _reduce(op, x, dim, keepdim, name):
         x1 = x.reshape(1)
         out = _wrap(x1._storage.reduce_op(op, x1._layout, (0,)), (1,), None)
         return out.reshape(())
-    dims = _norm_dims(dim, x.ndim, name)
+    dims = _norm_dims(dim, x.ndim, name, x)
     kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
     out = _wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
     if not keepdim:
@@ -815,7 +822,7 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
         x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
     shape = x.shape
-    dims = _norm_dims(dim, x.ndim, "sum")
+    dims = _norm_dims(dim, x.ndim, "sum", x)
     if not x.dtype.is_floating_point:
         return out
     def grad(g):
@@ -829,7 +836,7 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
-    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean"))
+    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
     return sum(x, dim, keepdim) * (1.0 / n if n else float("nan"))
 
 
@@ -840,7 +847,7 @@ def _check_nonempty(op, x, dims):
 
 def _amaxmin(op, x, dim, keepdim):
     """Values only, over any dims; ties share the gradient evenly (PyTorch's amax rule)."""
-    dims = _norm_dims(dim, x.ndim, op)
+    dims = _norm_dims(dim, x.ndim, op, x)
     _check_nonempty(op, x, dims)
     out = _reduce(op, x, dim, True, op)
     if x.dtype.is_floating_point:
@@ -854,7 +861,7 @@ def _amaxmin(op, x, dim, keepdim):
 def _minmax(op, x, dim, keepdim):
     if dim is None:
         return _amaxmin(op, x, None, False)
-    d = _norm_dim(dim, x.ndim, op)
+    d = _norm_dim(dim, x.ndim, op, x)
     _check_nonempty(op, x, (d,))
     idx = _reduce("arg" + op, x, d, keepdim, op)
     values = _reduce(op, x, d, keepdim, op)
@@ -894,7 +901,7 @@ def _arg(op, x, dim, keepdim):
     if dim is None:
         out = _reduce(op, x.reshape(-1), 0, False, op)
         return out.reshape((1,) * x.ndim) if keepdim else out
-    return _reduce(op, x, _norm_dim(dim, x.ndim, op), keepdim, op)
+    return _reduce(op, x, _norm_dim(dim, x.ndim, op, x), keepdim, op)
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -910,7 +917,7 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
         correction = int(unbiased)
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
-    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var"))
+    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var", x))
     c = x - mean(x, dim, keepdim=True)
     return sum(c * c, dim, keepdim) * (1.0 / builtins.max(n - correction, 0) if n > correction else float("nan"))
 
@@ -925,11 +932,11 @@ def prod_(x, dim=None, keepdim=False):
     if dim is None:
         return prod_(x.reshape(-1), 0, False).reshape((1,) * x.ndim if keepdim else ())
     if not isinstance(dim, numbers.Integral):
-        dims = _norm_dims(dim, x.ndim, "prod")
+        dims = _norm_dims(dim, x.ndim, "prod", x)
         for d in dims:
             x = prod_(x, d, True)
         return x if keepdim else x.squeeze(dims)
-    d = _norm_dim(dim, x.ndim, "prod")
+    d = _norm_dim(dim, x.ndim, "prod", x)
     if not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)
     y = x.transpose(d, -1) if x.ndim else x.reshape(1)
@@ -947,7 +954,7 @@ def prod_(x, dim=None, keepdim=False):
 def logsumexp(x, dim=None, keepdim=False):
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
-    dims = _norm_dims(dim, x.ndim, "logsumexp")
+    dims = _norm_dims(dim, x.ndim, "logsumexp", x)
     if any(x.shape[d] == 0 for d in dims):
         m = zeros((1,) * x.ndim, dtype=x.dtype, device=x._device)
     else:
@@ -1005,7 +1012,7 @@ def _check_ids(op, ids, x, **more):
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_ids("index_select", index, x)
-    dim = _norm_dim(dim, x.ndim, "index_select")
+    dim = _norm_dim(dim, x.ndim, "index_select", x)
     if index.ndim != 1:
         if index.ndim == 0:
             return index_select(x, dim, index.reshape(1)).squeeze(dim)
@@ -1019,7 +1026,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_ids("gather", index, x)
-    dim = _norm_dim(dim, x.ndim, "gather")
+    dim = _norm_dim(dim, x.ndim, "gather", x)
     if index.ndim != x.ndim or any(i > n for j, (i, n) in enumerate(zip(index.shape, x.shape)) if j != dim):
         raise ShapeError(f"{describe('gather', self=x, index=index)}: index must have the same number of dims "
                          "and no larger size outside `dim`")
@@ -1031,23 +1038,28 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     _check_ids("scatter_add", index, x, src=src)
-    dim = _norm_dim(dim, x.ndim, "scatter_add")
-    if src.dtype is not x.dtype or index.shape != src.shape or index.ndim != x.ndim:
+    dim = _norm_dim(dim, x.ndim, "scatter_add", x)
+    if src.dtype is not x.dtype:
+        raise DTypeError(f"{describe('scatter_add', self=x, index=index, src=src)}: src must have the dtype of self")
+    if index.shape != src.shape or index.ndim != x.ndim:
         raise ShapeError(f"{describe('scatter_add', self=x, index=index, src=src)}: index and src must have "
-                         "the same shape and ndim as self, and src the dtype of self")
+                         "the same shape, and the ndim of self")
     st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
     return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, g.gather(dim, index)), "scatter_add")
 
 
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
     _check_ids("index_add", index, x, source=source)
-    dim = _norm_dim(dim, x.ndim, "index_add")
+    dim = _norm_dim(dim, x.ndim, "index_add", x)
     if alpha != 1:
         source = source * alpha
     expect = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:]
-    if index.ndim != 1 or source.shape != expect or source.dtype is not x.dtype:
+    if source.dtype is not x.dtype:
+        raise DTypeError(f"{describe('index_add', self=x, index=index, source=source)}: source must have "
+                         "the dtype of self")
+    if index.ndim != 1 or source.shape != expect:
         raise ShapeError(f"{describe('index_add', self=x, index=index, source=source)}: expected a 1-D index and "
-                         f"a source of shape {expect} and the dtype of self")
+                         f"a source of shape {expect}")
     st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
     return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)), "index_add")
 
@@ -1057,7 +1069,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("cat: expected a non-empty sequence of tensors")
     first = tensors[0]
-    dim = _norm_dim(dim, first.ndim, "cat")
+    dim = _norm_dim(dim, first.ndim, "cat", first)
     named = {f"t{i}": t for i, t in enumerate(tensors)}
     _same_device("cat", **named)
     dt = first.dtype
@@ -1084,7 +1096,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError("stack: expected a non-empty sequence of tensors")
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"{describe('stack', **{f't{i}': t for i, t in enumerate(tensors)})}: shapes must be equal")
-    d = _norm_dim(dim, tensors[0].ndim + 1, "stack")
+    d = _norm_dim(dim, tensors[0].ndim + 1, "stack", tensors[0])
     return cat([t.unsqueeze(d) for t in tensors], d)
 
 

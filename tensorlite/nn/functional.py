@@ -13,7 +13,7 @@ import math
 from math import prod
 
 from .. import dtype as _dt
-from ..errors import DTypeError, ShapeError, describe
+from ..errors import DeviceError, DTypeError, ShapeError, describe
 from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
                       upsample_nearest2d, where)
@@ -30,8 +30,9 @@ def _check_like(op, x, **others):
     """Optional operands (weights, tables, masks) must share x's device and dtype."""
     for name, t in others.items():
         if t is not None and (t._device is not x._device or t.dtype is not x.dtype):
-            raise DTypeError(f"{describe(op, input=x, **{k: v for k, v in others.items() if v is not None})}: "
-                             f"{name} must have the device and dtype of the input")
+            error = DeviceError if t._device is not x._device else DTypeError
+            raise error(f"{describe(op, input=x, **{k: v for k, v in others.items() if v is not None})}: "
+                        f"{name} must have the device and dtype of the input")
 
 
 def _storage_args(t):
@@ -73,7 +74,7 @@ def dropout(x, p: float = 0.5, training: bool = True):
         return x
     if p == 1.0:
         return x * 0.0
-    keep = rand(x.shape, dtype=_floating(x).dtype, device=x._device) >= p
+    keep = rand(x.shape, dtype=_dt.float32, device=x._device) >= p  # f32 draws: bf16 would skew p
     return where(keep, _floating(x).affine(1.0 / (1.0 - p), 0.0), 0.0)
 
 
