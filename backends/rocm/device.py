@@ -379,25 +379,27 @@ class GpuDevice(BackendDevice):
 
     # ---- BackendDevice ------------------------------------------------------------
     def _storage(self, shape, dtype):
+        """(GpuStorage of `shape` with uninitialised contents, its Buffer)."""
         from tensorlite import dtype as dtypes
         from .storage import GpuStorage
         dtype = dtypes.get(dtype)
         numel = prod(shape)
-        return GpuStorage(self, self.alloc(numel * dtype.itemsize), dtype, numel)
+        buffer = self.alloc(numel * dtype.itemsize)
+        return GpuStorage(self, buffer, dtype, numel), buffer
 
     def alloc_uninit(self, shape, dtype):
-        return self._storage(shape, dtype)
+        return self._storage(shape, dtype)[0]
 
     def zeros(self, shape, dtype):
-        st = self._storage(shape, dtype)
-        self.memset(st.buffer.ptr, 0, st.buffer.nbytes)
+        st, buffer = self._storage(shape, dtype)
+        self.memset(buffer.ptr, 0, buffer.nbytes)
         return st
 
     def from_cpu(self, array):
         import numpy as np
         array = np.ascontiguousarray(array)
-        st = self._storage(array.shape, array.dtype)
-        self.htod(st.buffer.ptr, array)
+        st, buffer = self._storage(array.shape, array.dtype)
+        self.htod(buffer.ptr, array)
         return st
 
     def set_seed(self, seed: int) -> None:
@@ -405,11 +407,11 @@ class GpuDevice(BackendDevice):
 
     def _random(self, shape, dtype, kind, a, b):
         from .storage import random_fill
-        st = self._storage(shape, dtype)
-        if st.numel:
+        st = self.alloc_uninit(shape, dtype)
+        if prod(shape):
             random_fill(st, kind, float(a), float(b), self._seed, self._rng_offset)
             # the counter advances past every value drawn (in groups of 4: one Philox block)
-            self._rng_offset += -(-st.numel // 4) * 4
+            self._rng_offset += -(-prod(shape) // 4) * 4
         return st
 
     def rand_uniform(self, shape, dtype, lo: float, hi: float):
