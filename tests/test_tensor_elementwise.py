@@ -229,6 +229,24 @@ def test_pow_integer(device, rng):
     assert_close(2 ** tl.tensor(e, device=device), 2 ** e, tl.int64)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + (tl.int64, tl.uint8), ids=lambda d: d.name)
+def test_floor_divide_and_remainder_follow_python(device, rng, dtype):
+    # Python/PyTorch semantics: the quotient rounds down, the remainder takes the divisor's sign.
+    # Like every f16/bf16 op, the result is rounded once (PyTorch's bf16 remainder is within
+    # one bf16 ulp of the exact value); many elements, so rare misroundings are caught.
+    a = random_array(rng, (4000, 5), dtype, -9, 9)
+    b = random_array(rng, (5,), dtype, 1, 4)
+    if dtype.is_signed:
+        b = np.asarray(b * np.where(rng.random(5) < 0.5, -1, 1)).astype(dtype.np)
+    x, y = tl.tensor(a, device=device), tl.tensor(b, device=device)
+    ref_a, ref_b = (as_f64(a), as_f64(b)) if dtype.is_floating_point else (a, b)
+    for got, expected in ((x // y, np.floor_divide(ref_a, ref_b)), (x % y, np.remainder(ref_a, ref_b)),
+                          (tl.floor_divide(x, 3), np.floor_divide(ref_a, 3)), (x % 3, np.remainder(ref_a, 3)),
+                          (7 // y, np.floor_divide(7, ref_b)), (tl.remainder(x, y), np.remainder(ref_a, ref_b))):
+        assert got.dtype is dtype
+        assert_close(got, expected, dtype)
+
+
 SCALAR_OPS = [
     ("x + s", lambda x, s: x + s), ("s + x", lambda x, s: s + x),
     ("x - s", lambda x, s: x - s), ("s - x", lambda x, s: s - x),

@@ -325,3 +325,40 @@ def test_conv2d_and_pools_on_strided(device, case):
     k = min(sx[2], sx[3], 2)
     assert_close(tl.max_pool2d(x, k), pool_ref(as_f64(xr), "max", k), tl.float32)
     assert_close(tl.avg_pool2d(x, k), pool_ref(as_f64(xr), "avg", k), tl.float32, terms=k * k)
+
+
+# ------------------------------------------------------- advanced indexing / setitem
+@PROPERTY
+@given(case=strided(shape_strategy=nonempty_shapes), data=st.data())
+def test_index_tensors_and_masks_on_strided(device, case, data):
+    shape, recipe, dtype, seed = case
+    x, ref = build(recipe, shape, dtype, device, seed)
+    rng = np.random.default_rng(seed)
+    d = data.draw(st.integers(0, len(shape) - 1))
+    ids = rng.integers(-shape[d], shape[d], size=data.draw(st.sampled_from([(0,), (3,), (2, 2)])))
+    index = (slice(None),) * d + (ids,)
+    got = x[(slice(None),) * d + (tl.tensor(ids, device=device),)]
+    assert_close(got, ref[index], dtype)
+    mask = rng.random(shape) < 0.5
+    assert_close(x[tl.tensor(mask, device=device)], ref[mask], dtype)
+
+
+@PROPERTY
+@given(shape=nonempty_shapes, dtype=st.sampled_from([tl.float32, tl.bfloat16, tl.int64]), seed=seeds,
+       data=st.data())
+def test_setitem_scalar_through_strided_views(device, shape, dtype, seed, data):
+    rng = np.random.default_rng(seed)
+    a = random_array(rng, shape, dtype)
+    x = tl.tensor(a, device=device)
+    view_of_x = x.permute(*reversed(range(len(shape))))
+    ref = a.copy()
+    d = data.draw(st.integers(0, len(shape) - 1))
+    n = shape[d]
+    start, stop = data.draw(st.integers(0, n)), data.draw(st.integers(0, n))
+    step = data.draw(st.integers(1, 3))
+    index = (slice(None),) * d + (slice(start, stop, step),)
+    value = 3 if dtype is tl.int64 else 3.25
+    x[index] = value
+    ref[index] = value
+    assert_close(x, ref, dtype)
+    assert_close(view_of_x, ref.transpose(), dtype)  # an earlier view sees the write
