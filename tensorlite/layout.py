@@ -23,8 +23,10 @@ class Layout:
     __slots__ = ("shape", "strides", "offset")
 
     def __init__(self, shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0):
-        self.shape = tuple(int(s) for s in shape)
-        self.strides = contiguous_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
+        # tuples come from our own code (already ints); anything else is normalised
+        self.shape = shape if type(shape) is tuple else tuple(int(s) for s in shape)
+        self.strides = contiguous_strides(self.shape) if strides is None else \
+            strides if type(strides) is tuple else tuple(int(s) for s in strides)
         self.offset = int(offset)
 
     @classmethod

@@ -632,7 +632,8 @@ _BINARY_GRADS = {
 
 def _binary(op, a, b, name=None):
     name = name or op
-    a, b = _coerce(name, a, b)
+    if not (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a._device is b._device):
+        a, b = _coerce(name, a, b)
     if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
         a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
     shape, la, lb = _broadcast_pair(name, a, b)
