@@ -744,15 +744,21 @@ def _rpow(x, base):
 def floor_divide(a, b):
     """floor(a / b); integers go through float64 (exact below 2**53)."""
     a, b = _coerce("floor_divide", a, b)
-    if a.dtype.is_floating_point:
-        return (a / b).floor()
-    return (a._cast(_dt.float64) / b._cast(_dt.float64)).floor()._cast(a.dtype)
+    wide = _wide(a.dtype)
+    return (a._cast(wide) / b._cast(wide)).floor()._cast(a.dtype)
+
+
+def _wide(dt):
+    """The dtype to compute a composite in: f32 for half types (PyTorch's opmath), f64 for ints."""
+    return dt if dt in (_dt.float32, _dt.float64) else _dt.float32 if dt.is_floating_point else _dt.float64
 
 
 def remainder(a, b):
     """a - b * floor(a / b): the sign follows the divisor, as Python and PyTorch."""
     a, b = _coerce("remainder", a, b)
-    return a - floor_divide(a, b) * b
+    wide = _wide(a.dtype)
+    aw, bw = a._cast(wide), b._cast(wide)
+    return (aw - (aw / bw).floor() * bw)._cast(a.dtype)
 
 
 def where(cond: Tensor, x, y) -> Tensor:
