@@ -410,8 +410,8 @@ class GpuDevice(BackendDevice):
         st = self.alloc_uninit(shape, dtype)
         if prod(shape):
             random_fill(st, kind, float(a), float(b), self._seed, self._rng_offset)
-            # the counter advances past every value drawn (in groups of 4: one Philox block)
-            self._rng_offset += -(-prod(shape) // 4) * 4
+            # one Philox stream per call: the offset is the counter's upper half (kernels/random.hip)
+            self._rng_offset += 1
         return st
 
     def rand_uniform(self, shape, dtype, lo: float, hi: float):
