@@ -252,7 +252,7 @@ class PlatformBase:
         major, minor = self.ffi.new("int*"), self.ffi.new("int*")
         call = self.RTC_PREFIX + "Version"
         self._rtc_check(call, getattr(self.rtc, call)(major, minor))
-        return f"{self.RTC_PREFIX} {major[0]}.{minor[0]} ({self.rtc_path})"
+        return f"{self.RTC_PREFIX} {major[0]}.{minor[0]}"  # no path: caches may travel between machines
 
     def rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
         """hiprtc/NVRTC: create, compile, read the log, fetch the code object."""
