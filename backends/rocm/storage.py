@@ -1,0 +1,827 @@
+"""GpuStorage: the storage contract (tensorlite.backend.BackendStorage) on a GPU.
+
+Platform-agnostic: the same code drives the `rocm` and `cuda` platforms through the
+GpuDevice API (alloc, htod/dtoh/dtod, memset, function, launch, blas). Every op enqueues
+work on the device's stream and returns at once; only reading data back (`to_cpu`) and
+the index ops' out-of-range check wait for the device.
+
+Kernels: `KERNELS` below is the single table of entry points, per source in kernels/.
+Dispatch looks names up there (a dtype a kernel does not support raises DTypeError
+naming the op and operands, like the cpu reference), and tests/test_kernels_gfx90a.py
+checks that every name in it is compiled into the code object.
+
+Layouts travel by value: `_pack_strided` packs the C struct `Strided` of compat.h
+(offset, ndim, contiguous flag, shape and strides innermost-first) after merging dims
+that are contiguous with each other in every operand, so most strided views reach the
+kernel with one or two dims; contiguous operands take the kernels' fast path.
+
+Semantics follow the cpu backend (the reference), including its numerics notes:
+f16/bf16 compute in f32 and round once, integers wrap, float->int truncates, matmul of
+integers accumulates exactly (mod 2^bits), sdpa gives zeros for fully masked rows.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_OPS, BackendStorage, ConvParams,
+                                PoolParams)
+from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
+from tensorlite.layout import Layout, contiguous_strides
+
+# The reference backend's rules for host-side scalars and error messages are reused so
+# both backends agree on them exactly.
+from ..cpu import _as_2d_params, _cast, _dtype_error, _error
+
+# =====================================================================================
+# The kernel table: source file -> entry points (the single source of truth)
+# =====================================================================================
+
+ALL = tuple(d.short for d in dtypes.ALL)           # f32 f16 bf16 f64 u8 u32 i64 bool
+FLOATS = tuple(d.short for d in dtypes.FLOATS)
+NONFLOATS = tuple(d.short for d in dtypes.ALL if not d.is_floating_point)
+IDS = ("i64", "u32", "u8")                          # index dtypes the contract allows
+
+_UNARY_BOOL = ("abs", "sqr", "sign", "relu", "floor", "ceil", "round")
+_BINARY_BOOL = ("add", "mul", "maximum", "minimum")
+
+
+def _unary_ops(t: str) -> Tuple[str, ...]:
+    if t in FLOATS:
+        return UNARY_OPS
+    return _UNARY_BOOL + (("neg",) if t != "bool" else ())
+
+
+def _binary_ops(t: str) -> Tuple[str, ...]:
+    if t in FLOATS:
+        return BINARY_OPS
+    return _BINARY_BOOL + (("sub",) if t != "bool" else ())
+
+
+KERNELS: Dict[str, Tuple[str, ...]] = {
+    "unary.hip": tuple(f"u{op}_{t}" for t in ALL for op in _unary_ops(t))
+    + tuple(f"affine_{t}" for t in ALL) + tuple(f"{op}_{t}" for op in ("powf", "elu") for t in FLOATS),
+    "binary.hip": tuple(f"b{op}_{t}" for t in ALL for op in _binary_ops(t))
+    + tuple(f"{op}_{t}" for op in CMP_OPS for t in ALL),
+    "where.hip": tuple(f"where_{t}" for t in ALL),
+    "cast.hip": tuple(f"cast_{s}_{d}" for s in ALL for d in ALL),
+    "reduce.hip": tuple(f"reduce_{op}_{t}" for op in REDUCE_OPS for t in ALL),
+    "index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
+                       for i in IDS for t in ALL),
+    "copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t in ALL),
+    "conv.hip": tuple(f"{op}_{t}" for op in ("im2col", "col2im", "max_pool2d", "avg_pool2d",
+                                              "upsample_nearest2d") for t in ALL)
+    + tuple(f"gemm_{t}" for t in NONFLOATS),
+    "random.hip": tuple(f"rand_{kind}_{t}" for kind in ("uniform", "normal") for t in FLOATS),
+    "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
+                                               "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+}
+_SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
+
+
+def _kernel(dev, name: str, op: str, **operands):
+    """The kernel handle for entry point `name`, or DTypeError (naming `op` and the
+    operands, given as name=(storage, layout)) when the table has no such instantiation."""
+    source = _SOURCE_OF.get(name)
+    if source is None:
+        raise _dtype_error(op, **operands)
+    return dev.function(source, name)
+
+
+# =====================================================================================
+# Launch geometry and argument packing
+# =====================================================================================
+
+_BLOCK = 256
+_MAX_DIMS = 8                                    # TL_MAX_DIMS in compat.h
+_STRIDED = struct.Struct("<qii8q8q")             # struct Strided (144 bytes)
+_STRIDED_HEAD = struct.Struct("<qii")
+_CONTIG_TAIL = bytes(_STRIDED.size - _STRIDED_HEAD.size)
+_GEOM2D = struct.Struct("<14q")                  # struct Geom2d of conv.hip
+_VIEW4 = struct.Struct("<5q")                    # struct View4
+_VIEW3 = struct.Struct("<4q")                    # struct View3
+_PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
+_GRID_CAP: Dict[int, int] = {}
+
+
+def _grid(dev, work_items: int, per_block: int = _BLOCK) -> int:
+    """Blocks for a grid-stride loop: enough to fill the GPU, never 0."""
+    cap = _GRID_CAP.get(id(dev))
+    if cap is None:
+        cap = _GRID_CAP[id(dev)] = int(dev.props.get("multiprocessor_count") or 80) * 16
+    return max(1, min(-(-work_items // per_block), cap))
+
+
+def _coalesce(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
+    """Drop size-1 dims and merge neighbours that are contiguous with each other in every
+    layout. Returns (shape, [strides per layout]), both innermost-first."""
+    out_shape, out_strides = [], [[] for _ in strides_list]
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        ss = [s[d] for s in strides_list]
+        if out_shape and all(prev[-1] == n * s for prev, s in zip(out_strides, ss)):
+            out_shape[-1] *= n
+            for prev, s in zip(out_strides, ss):
+                prev[-1] = s
+        else:
+            out_shape.append(n)
+            for prev, s in zip(out_strides, ss):
+                prev.append(s)
+    out_shape.reverse()
+    for s in out_strides:
+        s.reverse()
+    return out_shape, out_strides
+
+
+def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
+    """`Strided` structs for layouts of one shape (their iteration order is shared)."""
+    if len(layouts) == 1 and layouts[0].is_contiguous():  # the hot path: no merging needed
+        return (_STRIDED_HEAD.pack(layouts[0].offset, 0, 1) + _CONTIG_TAIL,)
+    key = tuple((lay.shape, lay.strides, lay.offset) for lay in layouts)
+    packed = _PACK_CACHE.get(key)
+    if packed is not None:
+        return packed
+    shape, strides = _coalesce(layouts[0].shape, [lay.strides for lay in layouts])
+    if len(shape) > _MAX_DIMS:
+        raise ShapeError(f"layout {layouts[0]} has {len(shape)} dims that cannot be merged; "
+                         f"GPU kernels take at most {_MAX_DIMS}")
+    pad = [0] * (_MAX_DIMS - len(shape))
+    packed = tuple(_STRIDED.pack(lay.offset, len(shape), int(lay.is_contiguous()), *shape, *pad, *s, *pad)
+                   for lay, s in zip(layouts, strides))
+    if len(_PACK_CACHE) > 4096:
+        _PACK_CACHE.clear()
+    _PACK_CACHE[key] = packed
+    return packed
+
+
+def _view4(layout: Layout) -> bytes:
+    return _VIEW4.pack(layout.offset, *layout.strides)
+
+
+def _row_block(dev, n_rows: int, row_len: int, columns: bool = False) -> Tuple[int, int]:
+    """(threads per row, rows per block) for the row kernels (see compat.h,
+    tl_row_allreduce). `columns`: one thread per row, so that neighbouring threads read
+    neighbouring rows (reductions over a non-innermost dim)."""
+    if columns:
+        return 1, _BLOCK
+    sms = int(dev.props.get("multiprocessor_count") or 80)
+    cap = 1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128)
+    tpr = 1
+    while tpr < row_len and tpr < cap:
+        tpr *= 2
+    if tpr > dev.warp_size:
+        return tpr, 1
+    return tpr, max(1, _BLOCK // tpr)
+
+
+def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, columns: bool = False):
+    tpr, rpb = _row_block(dev, n_rows, row_len, columns)
+    dev.launch(kernel, _grid(dev, n_rows, rpb), (tpr, rpb), args)
+
+
+def _rows_of(layout: Layout) -> Tuple[int, int, Layout, int]:
+    """(n_rows, row_len, outer layout addressing each row's start, stride along rows) for
+    the last dim of `layout` (a 0-d layout is one row of one element)."""
+    if layout.ndim == 0:
+        return 1, 1, Layout((1,), (1,), layout.offset), 1
+    shape, strides = layout.shape, layout.strides
+    outer = Layout(shape[:-1], strides[:-1], layout.offset)
+    return outer.numel(), shape[-1], outer, strides[-1]
+
+
+# =====================================================================================
+# Storage
+# =====================================================================================
+
+class GpuStorage(BackendStorage):
+    """`numel` elements of `dtype` in `buffer` (a device.Buffer) on `device`."""
+    __slots__ = ("device", "buffer", "dtype", "numel")
+
+    def __init__(self, device, buffer, dtype, numel: int):
+        self.device, self.buffer, self.dtype, self.numel = device, buffer, dtypes.get(dtype), int(numel)
+
+    def __repr__(self):
+        return f"GpuStorage({self.numel} x {self.dtype.name} on {self.device})"
+
+    @property
+    def ptr(self) -> int:
+        return self.buffer.ptr
+
+    def _addr(self, offset: int) -> int:
+        """Device address of element `offset`."""
+        return self.buffer.ptr + offset * self.dtype.itemsize
+
+    def _new(self, numel: int, dtype=None) -> "GpuStorage":
+        dtype = self.dtype if dtype is None else dtype
+        return GpuStorage(self.device, self.device.alloc(numel * dtype.itemsize), dtype, numel)
+
+    def _contiguous(self, layout: Layout, dtype=None) -> Tuple["GpuStorage", Layout]:
+        """(storage, layout) of `layout`'s elements in row-major order, in `dtype`; self
+        without a copy when that is already the case."""
+        dtype = self.dtype if dtype is None else dtype
+        if dtype is self.dtype and layout.is_contiguous():
+            return self, layout
+        return self.to_dtype(layout, dtype), Layout.contiguous(layout.shape)
+
+    # ---- elementwise ----------------------------------------------------------------
+    def _map(self, name: str, op: str, layout: Layout, extra=(), out_dtype=None) -> "GpuStorage":
+        """Launch an elementwise kernel `name(n, L, in, out, *extra)`."""
+        dev = self.device
+        kernel = _kernel(dev, name, op, self=(self, layout))
+        n = layout.numel()
+        out = self._new(n, out_dtype)
+        if n:
+            dev.launch(kernel, _grid(dev, n), _BLOCK,
+                       [("int64", n), ("bytes", _pack_strided(layout)[0]), ("ptr", self.buffer.ptr),
+                        ("ptr", out.buffer.ptr), *extra])
+        return out
+
+    def affine(self, layout, mul, add):
+        return self._map(f"affine_{self.dtype.short}", "affine", layout,
+                         (("double", float(mul)), ("double", float(add))))
+
+    def powf(self, layout, e):
+        return self._map(f"powf_{self.dtype.short}", "powf", layout, (("double", float(e)),))
+
+    def elu(self, layout, alpha):
+        return self._map(f"elu_{self.dtype.short}", "elu", layout, (("double", float(alpha)),))
+
+    def unary_impl(self, op, layout):
+        return self._map(f"u{op}_{self.dtype.short}", op, layout)
+
+    def _binary(self, name: str, op: str, rhs, lhs_layout, rhs_layout, out_dtype=None):
+        dev = self.device
+        kernel = _kernel(dev, name, op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        n = lhs_layout.numel()
+        out = self._new(n, out_dtype)
+        if n:
+            la, lb = _pack_strided(lhs_layout, rhs_layout)
+            dev.launch(kernel, _grid(dev, n), _BLOCK,
+                       [("int64", n), ("bytes", la), ("bytes", lb), ("ptr", self.buffer.ptr),
+                        ("ptr", rhs.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
+        return self._binary(f"b{op}_{self.dtype.short}", op, rhs, lhs_layout, rhs_layout)
+
+    def cmp(self, op, rhs, lhs_layout, rhs_layout):
+        return self._binary(f"{op}_{self.dtype.short}", op, rhs, lhs_layout, rhs_layout, dtypes.bool_)
+
+    def where_cond(self, layout, t, t_layout, f, f_layout):
+        cond, layout = (self, layout) if self.dtype is dtypes.bool_ else self._contiguous(layout, dtypes.bool_)
+        dev = self.device
+        kernel = _kernel(dev, f"where_{t.dtype.short}", "where_cond", cond=(self, layout),
+                         on_true=(t, t_layout), on_false=(f, f_layout))
+        n = layout.numel()
+        out = t._new(n)
+        if n:
+            lc, lt, lf = _pack_strided(layout, t_layout, f_layout)
+            dev.launch(kernel, _grid(dev, n), _BLOCK,
+                       [("int64", n), ("bytes", lc), ("bytes", lt), ("bytes", lf), ("ptr", cond.buffer.ptr),
+                        ("ptr", t.buffer.ptr), ("ptr", f.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def to_dtype(self, layout, dtype):
+        dtype = dtypes.get(dtype)
+        n = layout.numel()
+        if dtype is self.dtype and layout.is_contiguous():
+            out = self._new(n)
+            self.device.dtod(out.buffer.ptr, self._addr(layout.offset), n * dtype.itemsize)
+            return out
+        return self._map(f"cast_{self.dtype.short}_{dtype.short}", "to_dtype", layout, out_dtype=dtype)
+
+    # ---- reductions -----------------------------------------------------------------
+    def reduce_op(self, op, layout, dims):
+        dims = tuple(sorted(dims))
+        shape = layout.shape
+        if op != "sum" and any(shape[d] == 0 for d in dims):
+            raise _error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})", self=(self, layout))
+        if op in ("argmin", "argmax") and len(dims) != 1:
+            raise _error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
+        dev = self.device
+        kernel = _kernel(dev, f"reduce_{op}_{self.dtype.short}", op, self=(self, layout))
+        kept = [d for d in range(len(shape)) if d not in dims]
+        outer = Layout([shape[d] for d in kept], [layout.strides[d] for d in kept], layout.offset)
+        inner = Layout([shape[d] for d in dims], [layout.strides[d] for d in dims], 0)
+        n_rows, row_len = outer.numel(), inner.numel()
+        out = self._new(n_rows, dtypes.int64 if op in ("argmin", "argmax") else None)
+        if n_rows == 0:
+            return out
+        # Rows whose elements are farther apart than the rows themselves (e.g. a sum over
+        # dim 0) are reduced one per thread, so that a warp reads neighbouring addresses.
+        inner_step = min((s for n, s in zip(inner.shape, inner.strides) if n > 1), default=1)
+        outer_step = min((s for n, s in zip(outer.shape, outer.strides) if n > 1), default=0)
+        columns = n_rows >= 64 and inner_step > 1 and outer_step < inner_step
+        _launch_rows(dev, kernel, n_rows, row_len,
+                     [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
+                      ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)],
+                     columns)
+        return out
+
+    # ---- indexing -------------------------------------------------------------------
+    def _check_ids(self, op, ids, ids_layout, layout):
+        if ids.dtype.short not in IDS:
+            raise _error(DTypeError, op, "ids must be int64, uint32 or uint8",
+                         self=(self, layout), ids=(ids, ids_layout))
+
+    def _index_kernel(self, op, ids, layout, ids_layout):
+        return _kernel(self.device, f"{op}_{ids.dtype.short}_{self.dtype.short}", op,
+                       self=(self, layout), ids=(ids, ids_layout))
+
+    def _run_checked(self, op, ids, ids_layout, size, layout, launch):
+        """Run `launch(err_ptr)` (a kernel that flags out-of-range ids instead of touching
+        memory), then wait for the flag and raise IndexOutOfRange naming the first bad id."""
+        dev = self.device
+        flag = _error_flag(dev)
+        dev.memset(flag.ptr, 0, 4)
+        launch(flag.ptr)
+        host = np.zeros(1, np.int32)
+        dev.dtoh(host, flag.ptr)
+        if host[0]:
+            idx = ids.to_cpu(ids_layout).astype(np.int64)
+            bad = idx[(idx < 0) | (idx >= size)]
+            raise _error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of size {size}",
+                         self=(self, layout), ids=(ids, ids_layout))
+
+    def _check_ids_on_host(self, op, ids, ids_layout, size, layout):
+        """For an empty output (no kernel runs) the ids must still be in range."""
+        if ids_layout.numel():
+            idx = ids.to_cpu(ids_layout).astype(np.int64)
+            bad = idx[(idx < 0) | (idx >= size)]
+            if bad.size:
+                raise _error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim "
+                             f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
+
+    def index_select(self, ids, layout, ids_layout, dim):
+        self._check_ids("index_select", ids, ids_layout, layout)
+        kernel = self._index_kernel("index_select", ids, layout, ids_layout)
+        n_ids, size = ids_layout.numel(), layout.shape[dim]
+        out_shape = layout.shape[:dim] + (n_ids,) + layout.shape[dim + 1:]
+        n = math.prod(out_shape)
+        out = self._new(n)
+        if n == 0:
+            self._check_ids_on_host("index_select", ids, ids_layout, size, layout)
+            return out
+        strides = list(layout.strides)
+        dim_stride, strides[dim] = strides[dim], 0
+        src_mod = Layout(out_shape, strides, layout.offset)
+        ids_flat = Layout((n_ids,), (ids_layout.strides[0] if ids_layout.ndim else 0,), ids_layout.offset)
+        (li,), (ls,) = _pack_strided(ids_flat), _pack_strided(src_mod)
+        right = math.prod(out_shape[dim + 1:])
+        dev = self.device
+        self._run_checked("index_select", ids, ids_layout, size, layout, lambda err: dev.launch(
+            kernel, _grid(dev, n), _BLOCK,
+            [("int64", n), ("bytes", li), ("bytes", ls), ("int64", right), ("int64", n_ids), ("int64", size),
+             ("int64", dim_stride), ("ptr", ids.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr),
+             ("ptr", err)]))
+        return out
+
+    def gather(self, layout, ids, ids_layout, dim):
+        self._check_ids("gather", ids, ids_layout, layout)
+        kernel = self._index_kernel("gather", ids, layout, ids_layout)
+        size, n = layout.shape[dim], ids_layout.numel()
+        out = self._new(n)
+        if n == 0:
+            return out
+        strides = list(layout.strides)
+        dim_stride, strides[dim] = strides[dim], 0
+        # torch allows ids smaller than self in the other dims: only that corner is read
+        src_mod = Layout(ids_layout.shape, strides, layout.offset)
+        li, ls = _pack_strided(ids_layout, src_mod)
+        dev = self.device
+        self._run_checked("gather", ids, ids_layout, size, layout, lambda err: dev.launch(
+            kernel, _grid(dev, n), _BLOCK,
+            [("int64", n), ("bytes", li), ("bytes", ls), ("int64", size), ("int64", dim_stride),
+             ("ptr", ids.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", err)]))
+        return out
+
+    def _accumulate(self, op, layout, ids, ids_layout, src, src_layout, dim, src_iter: Layout, ids_iter: Layout,
+                    by_row: bool):
+        """Shared body of scatter_add / index_add: a contiguous copy of self (in f32 for
+        the half types), src added at the ids with atomics, cast back."""
+        self._check_ids(op, ids, ids_layout, layout)
+        if src.dtype is not self.dtype:
+            raise _error(DTypeError, op, "src must have self's dtype", self=(self, layout), src=(src, src_layout))
+        kernel = self._index_kernel(op, ids, layout, ids_layout)
+        half = self.dtype in (dtypes.float16, dtypes.bfloat16)
+        acc = self.to_dtype(layout, dtypes.float32 if half else self.dtype)
+        size, n = layout.shape[dim], src_iter.numel()
+        if n == 0:
+            self._check_ids_on_host(op, ids, ids_layout, size, layout)
+        else:
+            out_strides = list(contiguous_strides(layout.shape))
+            dim_stride, out_strides[dim] = out_strides[dim], 0
+            out_mod = Layout(src_iter.shape, out_strides, 0)
+            dev = self.device
+            if by_row:   # index_add: ids index dim `dim` of src
+                right = math.prod(src_iter.shape[dim + 1:])
+                (li,), (ls, lo) = _pack_strided(ids_iter), _pack_strided(src_iter, out_mod)
+                shape_args = [("bytes", li), ("bytes", ls), ("bytes", lo), ("int64", right),
+                              ("int64", ids_iter.numel())]
+            else:        # scatter_add: ids and src share a shape
+                li, ls, lo = _pack_strided(ids_iter, src_iter, out_mod)
+                shape_args = [("bytes", li), ("bytes", ls), ("bytes", lo)]
+            self._run_checked(op, ids, ids_layout, size, layout, lambda err: dev.launch(
+                kernel, _grid(dev, n), _BLOCK,
+                [("int64", n), *shape_args, ("int64", size), ("int64", dim_stride), ("ptr", ids.buffer.ptr),
+                 ("ptr", src.buffer.ptr), ("ptr", acc.buffer.ptr), ("ptr", err)]))
+        return acc.to_dtype(Layout.contiguous(layout.shape), self.dtype) if half else acc
+
+    def scatter_add(self, layout, ids, ids_layout, src, src_layout, dim):
+        # like torch, src may be larger than ids: only its leading corner is used
+        src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
+        return self._accumulate("scatter_add", layout, ids, ids_layout, src, src_layout, dim,
+                                src_iter, ids_layout, by_row=False)
+
+    def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
+        n_ids = ids_layout.numel()
+        ids_flat = Layout((n_ids,), (ids_layout.strides[0] if ids_layout.ndim else 0,), ids_layout.offset)
+        return self._accumulate("index_add", layout, ids, ids_layout, src, src_layout, dim,
+                                src_layout, ids_flat, by_row=True)
+
+    # ---- matmul ---------------------------------------------------------------------
+    def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
+        b, m, n, k = bmnk
+        if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
+            raise _error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+                         lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        out = self._new(b * m * n)
+        _gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
+        return out
+
+    # ---- convolution, pooling, upsampling --------------------------------------------
+    def _conv_check(self, op, layout, kernel, kernel_layout, nd):
+        if layout.ndim != nd + 2 or kernel_layout.ndim != nd + 2:
+            raise _error(ShapeError, op, f"expected {nd + 2}-d input and kernel", self=(self, layout),
+                         kernel=(kernel, kernel_layout))
+        if kernel.dtype is not self.dtype:
+            raise _error(DTypeError, op, "input and kernel dtypes differ", self=(self, layout),
+                         kernel=(kernel, kernel_layout))
+
+    def conv2d(self, layout, kernel, kernel_layout, params):
+        self._conv_check("conv2d", layout, kernel, kernel_layout, 2)
+        b, c, h, w = layout.shape
+        c_out, c_g, kh, kw = kernel_layout.shape
+        g = params.groups
+        if c != c_g * g or c_out % g:
+            raise _error(ShapeError, "conv2d", f"channels do not match groups={g}", self=(self, layout),
+                         kernel=(kernel, kernel_layout))
+        oh, ow = params.out_size((h, w), (kh, kw))
+        out = self._new(b * c_out * oh * ow)
+        if out.numel == 0:
+            return out
+        dev = self.device
+        # im2col: cols (b, c*kh*kw, oh*ow); group g's rows are one contiguous block
+        n_cols = b * c * kh * kw * oh * ow
+        cols = self._new(n_cols)
+        geom = _GEOM2D.pack(b, c, h, w, kh, kw, oh, ow, *params.stride, *params.padding, *params.dilation)
+        dev.launch(_kernel(dev, f"im2col_{self.dtype.short}", "conv2d", self=(self, layout)),
+                   _grid(dev, n_cols), _BLOCK,
+                   [("int64", n_cols), ("bytes", geom), ("bytes", _view4(layout)), ("ptr", self.buffer.ptr),
+                    ("ptr", cols.buffer.ptr)])
+        # per group: out[:, g] (c_out/g x oh*ow) = W_g (c_out/g x K) . cols[:, g] (K x oh*ow)
+        kdim, o_g, hw = c_g * kh * kw, c_out // g, oh * ow
+        wk, wl = _matrix_view(kernel, kernel_layout, (c_out, kdim))
+        for gi in range(g):
+            a_layout = Layout((b, o_g, kdim), (0, wl.strides[0], wl.strides[1]), wl.offset + gi * o_g * wl.strides[0])
+            b_layout = Layout((b, kdim, hw), (c * kh * kw * hw, hw, 1), gi * kdim * hw)
+            _gemm(wk, a_layout, cols, b_layout, out, gi * o_g * hw, c_out * hw, hw, b, o_g, hw, kdim)
+        return out
+
+    def conv1d(self, layout, kernel, kernel_layout, params):
+        self._conv_check("conv1d", layout, kernel, kernel_layout, 1)
+        return self.conv2d(_unsqueeze_h(layout), kernel, _unsqueeze_h(kernel_layout), _as_2d_params(params))
+
+    def conv_transpose2d(self, layout, kernel, kernel_layout, params):
+        self._conv_check("conv_transpose2d", layout, kernel, kernel_layout, 2)
+        b, c_in, h, w = layout.shape
+        c_in_k, o_g, kh, kw = kernel_layout.shape
+        g = params.groups
+        if c_in != c_in_k or c_in % g:
+            raise _error(ShapeError, "conv_transpose2d", f"channels do not match groups={g}",
+                         self=(self, layout), kernel=(kernel, kernel_layout))
+        c_out = o_g * g
+        oh, ow = params.out_size((h, w), (kh, kw), transposed=True)
+        out = self._new(b * c_out * oh * ow)
+        if out.numel == 0:
+            return out
+        dev = self.device
+        # cols[:, g] (o_g*kh*kw x h*w) = W_g^T (o_g*kh*kw x c_in/g) . x[:, g] (c_in/g x h*w)
+        i_g, kdim, hw = c_in // g, o_g * kh * kw, h * w
+        cols = self._new(b * c_out * kh * kw * hw)
+        wk, wl = _matrix_view(kernel, kernel_layout, (c_in, kdim))
+        xs, xl = _matrix_view(self, layout, (b, c_in, hw))
+        for gi in range(g):
+            a_layout = Layout((b, kdim, i_g), (0, wl.strides[1], wl.strides[0]), wl.offset + gi * i_g * wl.strides[0])
+            b_layout = Layout((b, i_g, hw), xl.strides, xl.offset + gi * i_g * xl.strides[1])
+            _gemm(wk, a_layout, xs, b_layout, cols, gi * kdim * hw, c_out * kh * kw * hw, hw, b, kdim, hw, i_g)
+        n = out.numel
+        geom = _GEOM2D.pack(b, c_out, h, w, kh, kw, oh, ow, *params.stride, *params.padding, *params.dilation)
+        dev.launch(_kernel(dev, f"col2im_{self.dtype.short}", "conv_transpose2d", self=(self, layout)),
+                   _grid(dev, n), _BLOCK, [("int64", n), ("bytes", geom), ("ptr", cols.buffer.ptr),
+                                           ("ptr", out.buffer.ptr)])
+        return out
+
+    def conv_transpose1d(self, layout, kernel, kernel_layout, params):
+        self._conv_check("conv_transpose1d", layout, kernel, kernel_layout, 1)
+        return self.conv_transpose2d(_unsqueeze_h(layout), kernel, _unsqueeze_h(kernel_layout),
+                                     _as_2d_params(params))
+
+    def _window_op(self, name, op, layout, out_hw, geom_tail, extra=()):
+        if layout.ndim != 4:
+            raise _error(ShapeError, op, "expected a 4-d (b, c, h, w) input", self=(self, layout))
+        b, c, h, w = layout.shape
+        oh, ow = out_hw
+        dev = self.device
+        kernel = _kernel(dev, f"{name}_{self.dtype.short}", op, self=(self, layout))
+        n = b * c * oh * ow
+        out = self._new(n)
+        if n:
+            geom = _GEOM2D.pack(b, c, h, w, geom_tail[0], geom_tail[1], oh, ow, *geom_tail[2:])
+            dev.launch(kernel, _grid(dev, n), _BLOCK,
+                       [("int64", n), ("bytes", geom), ("bytes", _view4(layout)), *extra,
+                        ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def avg_pool2d(self, layout, params: PoolParams):
+        out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else (0, 0)
+        return self._window_op("avg_pool2d", "avg_pool2d", layout, out_hw,
+                               (*params.kernel, *params.stride, *params.padding, 1, 1),
+                               (("int32", int(bool(params.count_include_pad))),))
+
+    def max_pool2d(self, layout, params: PoolParams):
+        out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else (0, 0)
+        return self._window_op("max_pool2d", "max_pool2d", layout, out_hw,
+                               (*params.kernel, *params.stride, *params.padding, *params.dilation))
+
+    def upsample_nearest2d(self, layout, out_h, out_w):
+        return self._window_op("upsample_nearest2d", "upsample_nearest2d", layout, (out_h, out_w),
+                               (1, 1, 1, 1, 0, 0, 1, 1))
+
+    # ---- copies ---------------------------------------------------------------------
+    def copy_strided_src(self, dst, dst_offset, src_layout):
+        n = src_layout.numel()
+        if n == 0:
+            return
+        dev = self.device
+        if dst.dtype is self.dtype and src_layout.is_contiguous():
+            dev.dtod(dst._addr(dst_offset), self._addr(src_layout.offset), n * self.dtype.itemsize)
+            return
+        kernel = _kernel(dev, f"cast_{self.dtype.short}_{dst.dtype.short}", "copy_strided_src",
+                         self=(self, src_layout))
+        dev.launch(kernel, _grid(dev, n), _BLOCK,
+                   [("int64", n), ("bytes", _pack_strided(src_layout)[0]), ("ptr", self.buffer.ptr),
+                    ("ptr", dst._addr(dst_offset))])
+
+    def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
+        if d1 * d2 == 0:
+            return
+        src = self
+        if dst.dtype is not self.dtype:  # cast the rows first (rare), then copy them
+            src = self.to_dtype(Layout((d1, d2), (src_stride1, 1), src_offset), dst.dtype)
+            src_stride1, src_offset = d2, 0
+        dev = self.device
+        isz = dst.dtype.itemsize
+        if src_stride1 == d2 and dst_stride1 == d2:  # the rows form one contiguous block
+            dev.dtod(dst._addr(dst_offset), src._addr(src_offset), d1 * d2 * isz)
+            return
+        kernel = _kernel(dev, f"copy2d_{dst.dtype.short}", "copy2d", self=(self, Layout((d1, d2))))
+        dev.launch(kernel, _grid(dev, d1 * d2), _BLOCK,
+                   [("int64", d1), ("int64", d2), ("int64", src_stride1), ("int64", dst_stride1),
+                    ("ptr", src._addr(src_offset)), ("ptr", dst._addr(dst_offset))])
+
+    def const_set(self, value, layout):
+        n = layout.numel()
+        if n == 0:
+            return
+        host = np.ascontiguousarray(_cast(np.asarray(value), self.dtype)).reshape(())
+        raw = host.tobytes()
+        dev = self.device
+        if layout.is_contiguous() and raw.count(raw[:1]) == len(raw):  # all bytes equal (e.g. 0)
+            dev.memset(self._addr(layout.offset), raw[0], n * len(raw))
+            return
+        kernel = _kernel(dev, f"const_set_{self.dtype.short}", "const_set", self=(self, layout))
+        dev.launch(kernel, _grid(dev, n), _BLOCK,
+                   [("int64", n), ("bytes", _pack_strided(layout)[0]),
+                    ("uint64", int.from_bytes(raw.ljust(8, b"\0"), "little")), ("ptr", self.buffer.ptr)])
+
+    def to_cpu(self, layout):
+        arr = np.empty(layout.shape, self.dtype.np)
+        if arr.size:
+            src, lay = self._contiguous(layout)
+            self.device.dtoh(arr, src._addr(lay.offset))
+        return arr
+
+    # ---- fused nn ops ---------------------------------------------------------------
+    def _rows_op(self, name, op, layout, extra_in=(), extra_out=()) -> "GpuStorage":
+        """softmax-like kernels `name(n_rows, row_len, outer, inner_stride, in, *extra_in,
+        *extra_out, out)` over the rows of the last dim."""
+        dev = self.device
+        kernel = _kernel(dev, f"{name}_{self.dtype.short}", op, self=(self, layout))
+        n_rows, row_len, outer, inner_stride = _rows_of(layout)
+        out = self._new(n_rows * row_len)
+        if out.numel:
+            _launch_rows(dev, kernel, n_rows, row_len,
+                         [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
+                          ("int64", inner_stride), ("ptr", self.buffer.ptr), *extra_in, *extra_out,
+                          ("ptr", out.buffer.ptr)])
+        return out
+
+    def softmax_last_dim(self, layout):
+        return self._rows_op("softmax", "softmax_last_dim", layout)
+
+    def log_softmax(self, layout):
+        return self._rows_op("log_softmax", "log_softmax", layout)
+
+    def _affine_operand(self, op, name, st, lay, layout):
+        if st is None:
+            return [("ptr", 0), ("int64", 0)]
+        if st.dtype is not self.dtype or lay.ndim != 1 or lay.shape[0] != (layout.shape[-1] if layout.ndim else 1):
+            raise _error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
+                         self=(self, layout), **{name: (st, lay)})
+        return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
+
+    def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
+        args = (self._affine_operand("layer_norm", "weight", weight, w_layout, layout)
+                + self._affine_operand("layer_norm", "bias", bias, b_layout, layout))
+        return self._rows_op("layer_norm", "layer_norm", layout, args, (("double", float(eps)),))
+
+    def rms_norm(self, layout, weight, w_layout, eps):
+        args = self._affine_operand("rms_norm", "weight", weight, w_layout, layout)
+        return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
+
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, variant):
+        if variant not in ("rope", "rope_i", "rope_thd"):
+            raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
+        if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
+            raise _error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
+                         x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
+        dev = self.device
+        kernel = _kernel(dev, f"{variant}_{self.dtype.short}", variant, x=(self, layout), cos=(cos, cos_layout))
+        n0, n1, n2, d = layout.shape
+        n_pairs = n0 * n1 * n2 * (d // 2)
+        out = self._new(layout.numel())
+        if n_pairs:
+            dev.launch(kernel, _grid(dev, n_pairs), _BLOCK,
+                       [("int64", n_pairs), ("int64", n1), ("int64", n2), ("int64", d), ("bytes", _view4(layout)),
+                        ("bytes", _VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
+                        ("bytes", _VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
+                        ("ptr", self.buffer.ptr), ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr),
+                        ("ptr", out.buffer.ptr)])
+        return out
+
+    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        b, hq, L, d = layout.shape
+        hk, S = k_layout.shape[1], k_layout.shape[2]
+        dv = v_layout.shape[3]
+        if hk == 0 or hq % hk:
+            raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+                         q=(self, layout), k=(k, k_layout), v=(v, v_layout))
+        if not self.dtype.is_floating_point:
+            raise _dtype_error("sdpa", q=(self, layout))
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        g = hq // hk
+        out = self._new(b * hq * L * dv)
+        if out.numel == 0:
+            return out
+        if S == 0:  # no keys: torch and the cpu reference give zeros
+            self.device.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
+            return out
+        # GQA without repeating k/v: query heads h = kv*g + j form (b*hk) batches of g*L rows
+        qs, ql = _matrix_view(self, layout, (b * hk, g * L, d))
+        ks, kl = _matrix_view(k, k_layout, (b * hk, S, d))
+        vs, vl = _matrix_view(v, v_layout, (b * hk, S, dv))
+        scores = self._new(b * hq * L * S)
+        _gemm(qs, ql, ks, kl.transpose(1, 2), scores, 0, g * L * S, S, b * hk, g * L, S, d, alpha=scale)
+        mask_args = [("int32", 0), ("bytes", _VIEW4.pack(0, 0, 0, 0, 0)), ("ptr", 0)]
+        if mask is not None:
+            if mask.dtype is not dtypes.bool_ and mask.dtype is not self.dtype:
+                mask, mask_layout = mask._contiguous(mask_layout, self.dtype)
+            mask_args = [("int32", 1 if mask.dtype is dtypes.bool_ else 2), ("bytes", _view4(mask_layout)),
+                         ("ptr", mask.buffer.ptr)]
+        dev = self.device
+        kernel = _kernel(dev, f"attn_softmax_{self.dtype.short}", "sdpa", q=(self, layout))
+        n_rows = b * hq * L
+        _launch_rows(dev, kernel, n_rows, S, [("int64", n_rows), ("int64", S), ("int64", L), ("int64", hq),
+                                              *mask_args, ("int32", int(bool(is_causal))),
+                                              ("ptr", scores.buffer.ptr)])
+        _gemm(scores, Layout.contiguous((b * hk, g * L, S)), vs, vl, out, 0, g * L * dv, dv, b * hk, g * L, dv, S)
+        return out
+
+
+# =====================================================================================
+# Helpers shared by matmul, conv and sdpa
+# =====================================================================================
+
+def _unsqueeze_h(layout: Layout) -> Layout:
+    """(b, c, l) -> (b, c, 1, l): 1-d ops run as 2-d ops of height 1."""
+    return Layout(layout.shape[:2] + (1,) + layout.shape[2:], layout.strides[:2] + (0,) + layout.strides[2:],
+                  layout.offset)
+
+
+def _matrix_view(st: GpuStorage, layout: Layout, shape) -> Tuple[GpuStorage, Layout]:
+    """`layout` reshaped to `shape` as a view if its strides allow, else a contiguous copy."""
+    view = layout.reshape(shape)
+    if view is not None:
+        return st, view
+    copy, _ = st._contiguous(layout)
+    return copy, Layout.contiguous(shape)
+
+
+def _blas_operand(rows: int, cols: int, sr: int, sc: int):
+    """How BLAS (column-major) reads the TRANSPOSE of a row-major rows x cols operand with
+    element strides (sr, sc): (trans, ld), or None when no leading dimension expresses it.
+    Row-major X with unit column stride is column-major X^T (op N, ld = sr); unit row
+    stride is column-major X (op T, ld = sc). Strides of size-1 dims are free."""
+    if cols == 1:
+        sc = 1
+    if rows == 1:
+        sr = max(cols, 1) if sc == 1 else 1
+    if sc == 1 and sr >= max(1, cols):
+        return False, sr
+    if sr == 1 and sc >= max(1, rows):
+        return True, sc
+    return None
+
+
+def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int,
+          c_batch_stride: int, ldc: int, batch: int, m: int, n: int, k: int, alpha: float = 1.0):
+    """C[i] = alpha * A[i] . B[i] for i < batch; A (batch, m, k) and B (batch, k, n) are any
+    3-d layouts (batch stride 0 broadcasts); C rows start at c_offset + i*c_batch_stride +
+    r*ldc. Floats go to the vendor BLAS (transposed views as op=T, copies only when no
+    leading dimension fits); other dtypes to the gemm_<t> kernel."""
+    dev = a.device
+    if batch * m * n == 0:
+        return
+    if k == 0:  # an empty sum
+        c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
+        return
+    dtype = a.dtype
+    if not dtype.is_floating_point:
+        kernel = _kernel(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
+        total = batch * m * n
+        dev.launch(kernel, _grid(dev, total), _BLOCK,
+                   [("int64", batch), ("int64", m), ("int64", n), ("int64", k),
+                    ("bytes", _VIEW3.pack(a_layout.offset, *a_layout.strides)),
+                    ("bytes", _VIEW3.pack(b_layout.offset, *b_layout.strides)),
+                    ("int64", c_batch_stride), ("int64", ldc), ("ptr", a.buffer.ptr), ("ptr", b.buffer.ptr),
+                    ("ptr", c._addr(c_offset))])
+        return
+    ops = []
+    for st, lay, rows, cols in ((a, a_layout, m, k), (b, b_layout, k, n)):
+        form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])
+        if form is None:  # e.g. a broadcast (stride-0) row dim: copy to row-major
+            st, _ = st._contiguous(lay)
+            lay = Layout.contiguous(lay.shape)
+            form = (False, cols)
+        ops.append((st, lay, form))
+    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = ops
+    stride_a = la.strides[0] if batch > 1 else 0
+    stride_b = lb.strides[0] if batch > 1 else 0
+    # row-major C = A.B is column-major C^T = B^T . A^T
+    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, stride_b,
+                                  sa._addr(la.offset), lda, stride_a, c._addr(c_offset), ldc,
+                                  c_batch_stride, batch, alpha, 0.0)
+
+
+# =====================================================================================
+# Device-side helpers: the index ops' error flag, random numbers
+# =====================================================================================
+
+_ERROR_FLAGS: Dict[int, object] = {}
+
+
+def _error_flag(dev):
+    """A 4-byte device buffer (one per device) where index kernels flag bad ids."""
+    buf = _ERROR_FLAGS.get(id(dev))
+    if buf is None:
+        buf = _ERROR_FLAGS[id(dev)] = dev.alloc(4)
+    return buf
+
+
+def random_fill(storage: GpuStorage, kind: str, a: float, b: float, seed: int, offset: int) -> None:
+    """Fill `storage` with uniform [a, b) ('uniform') or normal (mean a, std b) values
+    from Philox-4x32-10 keyed by `seed`, counter stream `offset` (see kernels/random.hip:
+    a given (seed, offset, numel) always yields the same values). Integer dtypes draw in
+    f32 and cast (truncating), like the cpu backend's cast of its draws."""
+    if kind not in ("uniform", "normal"):
+        raise ValueError(f"random_fill: kind must be 'uniform' or 'normal', got {kind!r}")
+    n = storage.numel
+    if n == 0:
+        return
+    dev = storage.device
+    target = storage
+    if not storage.dtype.is_floating_point:
+        target = storage._new(n, dtypes.float32)
+    per_group = 2 if target.dtype is dtypes.float64 else 4
+    kernel = _kernel(dev, f"rand_{kind}_{target.dtype.short}", "random_fill", self=(storage, Layout((n,))))
+    dev.launch(kernel, _grid(dev, -(-n // per_group)), _BLOCK,
+               [("int64", n), ("uint64", int(seed) & 0xFFFFFFFFFFFFFFFF), ("uint64", int(offset) & 0xFFFFFFFFFFFFFFFF),
+                ("double", float(a)), ("double", float(b)), ("ptr", target.buffer.ptr)])
+    if target is not storage:
+        target.copy_strided_src(storage, 0, Layout.contiguous((n,)))

@@ -1,0 +1,338 @@
+// compat.h -- the only kernel file that knows which vendor compiles it.
+//
+// Every kernels/<family>.hip includes this header and is compiled from the same text by
+// hiprtc (AMD, `--offload-arch=gfx90a` etc.) and by NVRTC (NVIDIA, `-arch=sm_XX`).
+// Part 1 maps the few vendor differences (no headers are included: hiprtc predefines the
+// HIP device API and including hip_fp16.h again fails; NVRTC needs no header for what we
+// use). Part 2 is portable: storage types, conversions, the by-value layout struct and
+// the warp/block reductions that the families share.
+#pragma once
+
+// =====================================================================================
+// Part 1: vendor mapping
+// =====================================================================================
+#if defined(__HIPCC_RTC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+#define TL_HIP 1
+#elif defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define TL_CUDA 1
+#else
+#error "compat.h: compile with hiprtc or NVRTC"
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define TL_DEV __device__ __forceinline__
+
+// Shuffle-xor within groups of `width` lanes (a power of two <= warpSize). CDNA
+// wavefronts have 64 lanes, NVIDIA warps 32: callers pass the width, never assume 32.
+#if defined(TL_HIP)
+template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) { return __shfl_xor(v, mask, width); }
+#else
+template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
+    return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+#endif
+
+// IEEE half <-> float/double with the hardware's round-to-nearest-even.
+#if defined(TL_HIP)
+union tl_half_bits { _Float16 h; u16 u; };
+TL_DEV u16 tl_f32_to_f16_bits(float x) { tl_half_bits b; b.h = (_Float16)x; return b.u; }
+TL_DEV u16 tl_f64_to_f16_bits(double x) { tl_half_bits b; b.h = (_Float16)x; return b.u; }
+TL_DEV float tl_f16_bits_to_f32(u16 u) { tl_half_bits b; b.u = u; return (float)b.h; }
+#else
+TL_DEV u16 tl_f32_to_f16_bits(float x) { u16 r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x)); return r; }
+TL_DEV u16 tl_f64_to_f16_bits(double x) { u16 r; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r) : "d"(x)); return r; }
+TL_DEV float tl_f16_bits_to_f32(u16 u) { float r; asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(u)); return r; }
+#endif
+
+// =====================================================================================
+// Part 2: portable helpers
+// =====================================================================================
+
+// ---- bit casts ----------------------------------------------------------------------
+TL_DEV u32 tl_f32_bits(float x) { union { float f; u32 u; } b; b.f = x; return b.u; }
+TL_DEV float tl_bits_f32(u32 u) { union { float f; u32 u; } b; b.u = u; return b.f; }
+TL_DEV u64 tl_f64_bits(double x) { union { double f; u64 u; } b; b.f = x; return b.u; }
+TL_DEV double tl_bits_f64(u64 u) { union { double f; u64 u; } b; b.u = u; return b.f; }
+TL_DEV float tl_inf_f32() { return tl_bits_f32(0x7f800000u); }
+TL_DEV double tl_inf_f64() { return tl_bits_f64(0x7ff0000000000000ull); }
+TL_DEV float tl_nan_f32() { return tl_bits_f32(0x7fc00000u); }
+
+// ---- storage types ------------------------------------------------------------------
+// f16 and bf16 are 16-bit storage with explicit conversions; bool is one byte holding
+// 0 or 1. Distinct struct types keep template dispatch exact.
+struct f16 { u16 bits; };
+struct bf16 { u16 bits; };
+struct tlbool { u8 v; };
+
+TL_DEV float tl_bf16_bits_to_f32(u16 u) { return tl_bits_f32((u32)u << 16); }
+// float -> bf16, round to nearest even; NaN stays a (quiet) NaN.
+TL_DEV u16 tl_f32_to_bf16_bits(float x) {
+    u32 u = tl_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+// double -> bf16 with a single rounding: round to float *toward odd* first (exact
+// enough: float keeps 24 >= 2*8+2 bits), then to bf16 to nearest even.
+TL_DEV u16 tl_f64_to_bf16_bits(double x) {
+    float f = (float)x;
+    if (x == x && (double)f != x) {
+        u32 u = tl_f32_bits(f);
+        double af = f < 0 ? -(double)f : (double)f, ax = x < 0 ? -x : x;
+        if (af > ax) u -= 1;  // rounded away from zero: step back toward zero
+        f = tl_bits_f32(u | 1u);
+    }
+    return tl_f32_to_bf16_bits(f);
+}
+
+// Type traits: `acc` is the arithmetic type (f32 for the half types, u32 for the small
+// integers whose wrap-around the final store reproduces); load/store convert.
+template <typename T> struct Tr;
+template <> struct Tr<float> {
+    typedef float acc; static const bool is_float = true;
+    static TL_DEV float load(float x) { return x; }
+    static TL_DEV float store(float x) { return x; }
+};
+template <> struct Tr<double> {
+    typedef double acc; static const bool is_float = true;
+    static TL_DEV double load(double x) { return x; }
+    static TL_DEV double store(double x) { return x; }
+};
+template <> struct Tr<f16> {
+    typedef float acc; static const bool is_float = true;
+    static TL_DEV float load(f16 x) { return tl_f16_bits_to_f32(x.bits); }
+    static TL_DEV f16 store(float x) { f16 r; r.bits = tl_f32_to_f16_bits(x); return r; }
+};
+template <> struct Tr<bf16> {
+    typedef float acc; static const bool is_float = true;
+    static TL_DEV float load(bf16 x) { return tl_bf16_bits_to_f32(x.bits); }
+    static TL_DEV bf16 store(float x) { bf16 r; r.bits = tl_f32_to_bf16_bits(x); return r; }
+};
+template <> struct Tr<u8> {
+    typedef u32 acc; static const bool is_float = false;
+    static TL_DEV u32 load(u8 x) { return x; }
+    static TL_DEV u8 store(u32 x) { return (u8)x; }
+};
+template <> struct Tr<u32> {
+    typedef u32 acc; static const bool is_float = false;
+    static TL_DEV u32 load(u32 x) { return x; }
+    static TL_DEV u32 store(u32 x) { return x; }
+};
+template <> struct Tr<i64> {
+    typedef i64 acc; static const bool is_float = false;
+    static TL_DEV i64 load(i64 x) { return x; }
+    static TL_DEV i64 store(i64 x) { return x; }
+};
+template <> struct Tr<tlbool> {
+    typedef u32 acc; static const bool is_float = false;
+    static TL_DEV u32 load(tlbool x) { return x.v; }
+    static TL_DEV tlbool store(u32 x) { tlbool r; r.v = x != 0; return r; }
+};
+
+// ---- casts between any two storage types ---------------------------------------------
+// Floating sources go through double (exact for f16/bf16/f32), integer sources through
+// i64; the destination rounds once. float -> integer truncates toward zero and wraps
+// like numpy (via i64); -> bool is x != 0.
+TL_DEV double tl_to_f64(float x) { return x; }
+TL_DEV double tl_to_f64(double x) { return x; }
+TL_DEV double tl_to_f64(f16 x) { return Tr<f16>::load(x); }
+TL_DEV double tl_to_f64(bf16 x) { return Tr<bf16>::load(x); }
+TL_DEV i64 tl_to_i64(u8 x) { return x; }
+TL_DEV i64 tl_to_i64(u32 x) { return x; }
+TL_DEV i64 tl_to_i64(i64 x) { return x; }
+TL_DEV i64 tl_to_i64(tlbool x) { return x.v; }
+
+template <typename D> struct FromF64;
+template <> struct FromF64<float> { static TL_DEV float cv(double v) { return (float)v; } };
+template <> struct FromF64<double> { static TL_DEV double cv(double v) { return v; } };
+template <> struct FromF64<f16> { static TL_DEV f16 cv(double v) { f16 r; r.bits = tl_f64_to_f16_bits(v); return r; } };
+template <> struct FromF64<bf16> { static TL_DEV bf16 cv(double v) { bf16 r; r.bits = tl_f64_to_bf16_bits(v); return r; } };
+template <> struct FromF64<u8> { static TL_DEV u8 cv(double v) { return (u8)(i64)v; } };
+template <> struct FromF64<u32> { static TL_DEV u32 cv(double v) { return (u32)(i64)v; } };
+template <> struct FromF64<i64> { static TL_DEV i64 cv(double v) { return (i64)v; } };
+template <> struct FromF64<tlbool> { static TL_DEV tlbool cv(double v) { tlbool r; r.v = v != 0.0; return r; } };
+
+template <typename D> struct FromI64 {  // integers -> integers wrap; -> floats via double
+    static TL_DEV D cv(i64 v) { return FromF64<D>::cv((double)v); }
+};
+template <> struct FromI64<float> { static TL_DEV float cv(i64 v) { return (float)v; } };
+template <> struct FromI64<u8> { static TL_DEV u8 cv(i64 v) { return (u8)v; } };
+template <> struct FromI64<u32> { static TL_DEV u32 cv(i64 v) { return (u32)v; } };
+template <> struct FromI64<i64> { static TL_DEV i64 cv(i64 v) { return v; } };
+template <> struct FromI64<tlbool> { static TL_DEV tlbool cv(i64 v) { tlbool r; r.v = v != 0; return r; } };
+
+template <typename D, typename S, bool FloatSrc = Tr<S>::is_float> struct Cast;
+template <typename D, typename S> struct Cast<D, S, true> {
+    static TL_DEV D cv(S x) { return FromF64<D>::cv(tl_to_f64(x)); }
+};
+template <typename D, typename S> struct Cast<D, S, false> {
+    static TL_DEV D cv(S x) { return FromI64<D>::cv(tl_to_i64(x)); }
+};
+// The hot mixed-precision casts skip the double detour (results are identical).
+template <> struct Cast<f16, float, true> { static TL_DEV f16 cv(float x) { return Tr<f16>::store(x); } };
+template <> struct Cast<bf16, float, true> { static TL_DEV bf16 cv(float x) { return Tr<bf16>::store(x); } };
+template <> struct Cast<float, f16, true> { static TL_DEV float cv(f16 x) { return Tr<f16>::load(x); } };
+template <> struct Cast<float, bf16, true> { static TL_DEV float cv(bf16 x) { return Tr<bf16>::load(x); } };
+template <> struct Cast<bf16, f16, true> { static TL_DEV bf16 cv(f16 x) { return Tr<bf16>::store(Tr<f16>::load(x)); } };
+template <> struct Cast<f16, bf16, true> { static TL_DEV f16 cv(bf16 x) { return Tr<f16>::store(Tr<bf16>::load(x)); } };
+
+// A scalar travels to a kernel as its raw bits in a u64 (the host packs it in the
+// tensor's dtype), so every dtype's value arrives exactly.
+template <typename T> TL_DEV T tl_from_bits(u64 bits) {
+    union { u64 u; T t; } b; b.u = bits; return b.t;
+}
+
+// ---- math overloads for the arithmetic types ------------------------------------------
+#define TL_MATH1(name, f32fn, f64fn) \
+    TL_DEV float tl_##name(float x) { return f32fn(x); } \
+    TL_DEV double tl_##name(double x) { return f64fn(x); }
+TL_MATH1(exp, expf, exp)
+TL_MATH1(log, logf, log)
+TL_MATH1(sin, sinf, sin)
+TL_MATH1(cos, cosf, cos)
+TL_MATH1(tanh, tanhf, tanh)
+TL_MATH1(sqrt, sqrtf, sqrt)
+TL_MATH1(erf, erff, erf)
+TL_MATH1(floor, floorf, floor)
+TL_MATH1(ceil, ceilf, ceil)
+TL_MATH1(rint, rintf, rint)  // round half to even, as torch.round / numpy.round
+TL_MATH1(fabs, fabsf, fabs)
+TL_DEV float tl_pow(float x, float e) { return powf(x, e); }
+TL_DEV double tl_pow(double x, double e) { return pow(x, e); }
+template <typename A> TL_DEV bool tl_isnan(A x) { return x != x; }
+template <typename A> TL_DEV A tl_lowest();
+template <> TL_DEV float tl_lowest<float>() { return -tl_inf_f32(); }
+template <> TL_DEV double tl_lowest<double>() { return -tl_inf_f64(); }
+template <> TL_DEV u32 tl_lowest<u32>() { return 0u; }
+template <> TL_DEV i64 tl_lowest<i64>() { return (i64)(1ull << 63); }
+template <typename A> TL_DEV A tl_highest();
+template <> TL_DEV float tl_highest<float>() { return tl_inf_f32(); }
+template <> TL_DEV double tl_highest<double>() { return tl_inf_f64(); }
+template <> TL_DEV u32 tl_highest<u32>() { return 0xffffffffu; }
+template <> TL_DEV i64 tl_highest<i64>() { return (i64)(~0ull >> 1); }
+
+// ---- layouts by value -----------------------------------------------------------------
+// The host (backends/rocm/storage.py, `_pack_strided`) packs this struct byte for byte:
+// offset, ndim, contiguous, then shape and strides with the INNERMOST dim first (after
+// merging dims that are contiguous with each other and dropping size-1 dims).
+#define TL_MAX_DIMS 8
+struct Strided {
+    i64 offset;
+    int ndim;
+    int contiguous;  // 1: element i lives at offset + i (the fast path)
+    i64 shape[TL_MAX_DIMS];
+    i64 strides[TL_MAX_DIMS];
+};
+
+// Element index (in elements) of the i-th element in row-major order. The outermost
+// dim needs no modulo (i is in range), so 1-D strided and stride-0 (broadcast scalar)
+// layouts cost one multiply. (Not unrolled on purpose: unrolling 8 dims of 64-bit
+// div/mod triples compile time and code size for a path that is rarely hot.)
+TL_DEV i64 tl_index(const Strided& L, i64 i) {
+    if (L.contiguous) return L.offset + i;
+    if (L.ndim == 0) return L.offset;
+    i64 idx = L.offset;
+    const int last = L.ndim - 1;
+#pragma unroll 1
+    for (int d = 0; d < last; ++d) {
+        const i64 n = L.shape[d];
+        idx += (i % n) * L.strides[d];
+        i /= n;
+    }
+    return idx + i * L.strides[last];
+}
+
+// Grid-stride loop over [0, n) with 64-bit indices.
+#define TL_GRID_LOOP(i, n) \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (i64)(n); i += (i64)blockDim.x * gridDim.x)
+
+// ---- row reductions -----------------------------------------------------------------
+// Blocks are (tpr, rows_per_block): `tpr` threads (a power of two) cooperate on one row.
+// When tpr <= warpSize a row's lanes sit inside one warp and shuffles of width tpr
+// suffice; otherwise the host uses one row per block and warps meet in shared memory.
+// Every thread of the block must call these (they contain shuffles and barriers).
+// `Op` provides: typedef State; static State combine(State, State);
+// static State shfl(State, int mask, int width).
+#define TL_MAX_WARPS 32  // 1024 threads / 32 lanes
+
+template <typename Op>
+TL_DEV typename Op::State tl_row_allreduce(typename Op::State v, typename Op::State* smem) {
+    const int tpr = blockDim.x;
+    const int width = tpr < warpSize ? tpr : warpSize;
+    for (int m = width >> 1; m > 0; m >>= 1) v = Op::combine(v, Op::shfl(v, m, width));
+    if (tpr <= warpSize) return v;
+    const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, nwarps = tpr / warpSize;
+    __syncthreads();  // smem may still be read by the previous call
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = smem[0];
+    for (int w = 1; w < nwarps; ++w) v = Op::combine(v, smem[w]);
+    return v;
+}
+
+template <typename A> struct SumOp {
+    typedef A State;
+    static TL_DEV A combine(A a, A b) { return a + b; }
+    static TL_DEV A shfl(A v, int m, int w) { return tl_shfl_xor(v, m, w); }
+};
+// max/min that propagate NaN (as torch and numpy do).
+template <typename A> struct MaxOp {
+    typedef A State;
+    static TL_DEV A combine(A a, A b) { return (tl_isnan(a) || a > b) ? a : b; }
+    static TL_DEV A shfl(A v, int m, int w) { return tl_shfl_xor(v, m, w); }
+};
+template <typename A> struct MinOp {
+    typedef A State;
+    static TL_DEV A combine(A a, A b) { return (tl_isnan(a) || a < b) ? a : b; }
+    static TL_DEV A shfl(A v, int m, int w) { return tl_shfl_xor(v, m, w); }
+};
+// Two sums at once (layer norm's mean and variance, softmax's max and sum).
+template <typename A> struct Pair { A a, b; };
+template <typename A> struct PairSumOp {
+    typedef Pair<A> State;
+    static TL_DEV State combine(State x, State y) { State r; r.a = x.a + y.a; r.b = x.b + y.b; return r; }
+    static TL_DEV State shfl(State v, int m, int w) {
+        State r; r.a = tl_shfl_xor(v.a, m, w); r.b = tl_shfl_xor(v.b, m, w); return r;
+    }
+};
+
+// ---- atomics for every storage type --------------------------------------------------
+// Native where both vendors have them; the 1-byte types by compare-and-swap on the
+// aligned 32-bit word that contains them. (f16/bf16 sums accumulate in an f32 buffer.)
+TL_DEV void tl_atomic_add(float* p, float v) { atomicAdd(p, v); }
+TL_DEV void tl_atomic_add(double* p, double v) { atomicAdd(p, v); }
+TL_DEV void tl_atomic_add(u32* p, u32 v) { atomicAdd(p, v); }
+TL_DEV void tl_atomic_add(i64* p, i64 v) {  // two's complement: unsigned add is the same bits
+    atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+template <typename T>
+TL_DEV void tl_atomic_add_byte(T* p, typename Tr<T>::acc v) {
+    const u64 addr = (u64)p;
+    u32* word = (u32*)(addr & ~(u64)3);
+    const u32 shift = (u32)(addr & 3) * 8, mask = 0xffu << shift;
+    u32 old = *word, assumed;
+    do {
+        assumed = old;
+        union { T t; u8 u; } cur, next;
+        cur.u = (u8)((assumed & mask) >> shift);
+        next.t = Tr<T>::store(Tr<T>::load(cur.t) + v);
+        const u32 nbits = next.u;
+        old = atomicCAS(word, assumed, (assumed & ~mask) | (nbits << shift));
+    } while (old != assumed);
+}
+TL_DEV void tl_atomic_add(u8* p, u32 v) { tl_atomic_add_byte<u8>(p, v); }
+TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); }
+
+// ---- entry-point generation ----------------------------------------------------------
+// TL_FOR_ALL(M) calls M(type, suffix) for every dtype; the suffix is the dtype's short
+// name, the last part of every entry point (`badd_f32`, `cast_f16_bf16`). Which entry
+// points exist is mirrored by the KERNELS table in backends/rocm/storage.py.
+#define TL_FOR_FLOATS(M) M(float, f32) M(f16, f16) M(bf16, bf16) M(double, f64)
+#define TL_FOR_INTEGERS(M) M(u8, u8) M(u32, u32) M(i64, i64)
+#define TL_FOR_NONFLOATS(M) TL_FOR_INTEGERS(M) M(tlbool, bool)
+#define TL_FOR_ALL(M) TL_FOR_FLOATS(M) TL_FOR_NONFLOATS(M)

@@ -1,0 +1,94 @@
+// Reductions: reduce_<op>_<dtype> for sum, min, max (same dtype out) and argmin, argmax
+// (int64 out, first occurrence on ties, NaN wins like torch/numpy).
+//
+// The host views the input as n_rows x row_len: `outer` addresses the first element of
+// each row (the kept dims, with the input's offset), `inner` the elements of a row (the
+// reduced dims, offset 0), so any set of dims reduces without a copy. Blocks are
+// (tpr, rows_per_block) as described at tl_row_allreduce in compat.h.
+#include "compat.h"
+
+template <typename T> struct RSum {
+    typedef typename Tr<T>::acc A;
+    typedef A State;
+    typedef T Out;
+    static TL_DEV State init() { return A(0); }
+    static TL_DEV State make(A v, i64) { return v; }
+    static TL_DEV State combine(State a, State b) { return a + b; }
+    static TL_DEV State shfl(State v, int m, int w) { return tl_shfl_xor(v, m, w); }
+    static TL_DEV Out finish(State s) { return Tr<T>::store(s); }
+};
+template <typename T> struct RMax {
+    typedef typename Tr<T>::acc A;
+    typedef A State;
+    typedef T Out;
+    static TL_DEV State init() { return tl_lowest<A>(); }
+    static TL_DEV State make(A v, i64) { return v; }
+    static TL_DEV State combine(State a, State b) { return MaxOp<A>::combine(a, b); }
+    static TL_DEV State shfl(State v, int m, int w) { return tl_shfl_xor(v, m, w); }
+    static TL_DEV Out finish(State s) { return Tr<T>::store(s); }
+};
+template <typename T> struct RMin {
+    typedef typename Tr<T>::acc A;
+    typedef A State;
+    typedef T Out;
+    static TL_DEV State init() { return tl_highest<A>(); }
+    static TL_DEV State make(A v, i64) { return v; }
+    static TL_DEV State combine(State a, State b) { return MinOp<A>::combine(a, b); }
+    static TL_DEV State shfl(State v, int m, int w) { return tl_shfl_xor(v, m, w); }
+    static TL_DEV Out finish(State s) { return Tr<T>::store(s); }
+};
+
+// (value, index) pairs; Greater=true for argmax. NaN beats any number; ties and
+// NaN-vs-NaN go to the lower index, so the result is the first occurrence.
+template <typename T, bool Greater> struct RArg {
+    typedef typename Tr<T>::acc A;
+    struct State { A v; i64 i; };
+    typedef i64 Out;
+    static TL_DEV State init() {
+        State s; s.v = Greater ? tl_lowest<A>() : tl_highest<A>(); s.i = tl_highest<i64>(); return s;
+    }
+    static TL_DEV State make(A v, i64 j) { State s; s.v = v; s.i = j; return s; }
+    static TL_DEV State combine(State a, State b) {
+        const bool an = tl_isnan(a.v), bn = tl_isnan(b.v), a_first = a.i < b.i;
+        const bool a_better = Greater ? a.v > b.v : a.v < b.v;
+        const bool take_a = an ? (!bn || a_first) : (!bn && (a_better || (a.v == b.v && a_first)));
+        return take_a ? a : b;
+    }
+    static TL_DEV State shfl(State s, int m, int w) {
+        State r; r.v = tl_shfl_xor(s.v, m, w); r.i = tl_shfl_xor(s.i, m, w); return r;
+    }
+    static TL_DEV Out finish(State s) { return s.i; }
+};
+
+template <typename T, typename R>
+TL_DEV void reduce_rows(i64 n_rows, i64 row_len, const Strided& outer, const Strided& inner,
+                        const T* in, typename R::Out* out) {
+    __shared__ typename R::State smem[TL_MAX_WARPS];
+    const i64 rpb = blockDim.y;
+    // The loop bound is uniform across the block: every thread reaches the barriers.
+    for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
+        const i64 row = base + threadIdx.y;
+        typename R::State s = R::init();
+        if (row < n_rows) {
+            const T* row_ptr = in + tl_index(outer, row);
+            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x)
+                s = R::combine(s, R::make(Tr<T>::load(row_ptr[tl_index(inner, j)]), j));
+        }
+        s = tl_row_allreduce<R>(s, smem);
+        if (row < n_rows && threadIdx.x == 0) out[row] = R::finish(s);
+    }
+}
+
+template <typename T> using RArgMin = RArg<T, false>;
+template <typename T> using RArgMax = RArg<T, true>;
+
+#define REDUCE_ENTRY(op, R, T, O, sfx)                                                    \
+    extern "C" __global__ void reduce_##op##_##sfx(i64 n_rows, i64 row_len, Strided outer, \
+                                                   Strided inner, const T* in, O* out) {  \
+        reduce_rows<T, R<T> >(n_rows, row_len, outer, inner, in, out);                    \
+    }
+#define REDUCE_OPS(T, sfx)                                                                 \
+    REDUCE_ENTRY(sum, RSum, T, T, sfx) REDUCE_ENTRY(min, RMin, T, T, sfx)                  \
+    REDUCE_ENTRY(max, RMax, T, T, sfx) REDUCE_ENTRY(argmin, RArgMin, T, i64, sfx)          \
+    REDUCE_ENTRY(argmax, RArgMax, T, i64, sfx)
+TL_FOR_ALL(REDUCE_OPS)

@@ -1,0 +1,395 @@
+"""Every GPU kernel compiled for AMD gfx90a (MI200) without a GPU, through the backend's own
+compile path (hiprtc via backends/rocm/compiler.py), and checked against the dispatch table.
+
+- each kernels/*.hip compiles for gfx90a;
+- every entry point of `storage.KERNELS` (the table dispatch uses) is a kernel symbol in
+  the code object, so a missing instantiation fails here;
+- every launch that GpuStorage makes, for every storage method and dtype on strided,
+  broadcast and offset layouts, passes arguments whose sizes and offsets match the
+  kernel's signature as the compiler recorded it in the code object's metadata. The
+  storage runs on a recording device (no GPU: results are not computed, only the calls
+  checked; values are checked on real devices by the backend-swap tests).
+
+Needs Debian's libamdhip64-dev (HIP 5.2, which carries hiprtc); skipped where missing.
+Nothing here runs on AMD hardware.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+
+import numpy as np
+import pytest
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import BINARY_OPS, CMP_OPS, UNARY_OPS, ConvParams, PoolParams
+from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
+from tensorlite.layout import Layout
+from tensorlite.backends.rocm import compiler, get_platform
+from tensorlite.backends.rocm import storage as gpu_storage
+
+ARCH = "gfx90a"
+SOURCES = sorted(gpu_storage.KERNELS)
+
+
+def _hiprtc_or_skip():
+    plat = get_platform("rocm")
+    try:
+        plat.rtc
+    except BackendUnavailable as e:
+        pytest.skip(f"libamdhip64/hiprtc is not installed: {e}")
+    return plat
+
+
+_CODE = {}
+
+
+def code_object(source: str) -> bytes:
+    """kernels/<source> compiled for gfx90a (once per session; the disk cache helps reruns)."""
+    if source not in _CODE:
+        _CODE[source] = compiler.compile_source(_hiprtc_or_skip(), source, ARCH)
+    return _CODE[source]
+
+
+# ---- reading the code object: ELF symbols and the AMDGPU metadata note -------------------
+
+def _sections(elf: bytes):
+    assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF code object"
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    out = []
+    for i in range(shnum):
+        _name, typ, _flags, _addr, off, size, link, _info, _align, entsize = struct.unpack_from(
+            "<IIQQQQIIQQ", elf, shoff + i * shentsize)
+        out.append((typ, off, size, link, entsize))
+    return out
+
+
+def elf_function_symbols(elf: bytes) -> set:
+    secs, names = _sections(elf), set()
+    for typ, off, size, link, entsize in secs:
+        if typ not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        str_off = secs[link][1]
+        for pos in range(off, off + size, entsize or 24):
+            st_name, st_info = struct.unpack_from("<IB", elf, pos)
+            if st_info & 0xF == 2:  # STT_FUNC
+                end = elf.index(b"\0", str_off + st_name)
+                names.add(elf[str_off + st_name:end].decode())
+    return names
+
+
+def _msgpack(buf: bytes, pos: int = 0):
+    """Decode one msgpack value (the subset AMDGPU metadata uses); returns (value, next pos)."""
+    b = buf[pos]
+    pos += 1
+
+    def take(fmt):
+        return struct.unpack_from(">" + fmt, buf, pos)[0], pos + struct.calcsize(fmt)
+
+    def seq(n, p, is_map):
+        items = []
+        for _ in range(n * (2 if is_map else 1)):
+            v, p = _msgpack(buf, p)
+            items.append(v)
+        return (dict(zip(items[::2], items[1::2])) if is_map else items), p
+
+    if b <= 0x7F:
+        return b, pos
+    if b >= 0xE0:
+        return b - 0x100, pos
+    if 0x80 <= b <= 0x8F:
+        return seq(b & 0x0F, pos, True)
+    if 0x90 <= b <= 0x9F:
+        return seq(b & 0x0F, pos, False)
+    if 0xA0 <= b <= 0xBF:
+        n = b & 0x1F
+        return buf[pos:pos + n].decode(), pos + n
+    simple = {0xC0: None, 0xC2: False, 0xC3: True}
+    if b in simple:
+        return simple[b], pos
+    scalars = {0xCC: "B", 0xCD: "H", 0xCE: "I", 0xCF: "Q", 0xD0: "b", 0xD1: "h", 0xD2: "i", 0xD3: "q",
+               0xCA: "f", 0xCB: "d"}
+    if b in scalars:
+        return take(scalars[b])
+    lengths = {0xD9: "B", 0xDA: "H", 0xDB: "I", 0xC4: "B", 0xC5: "H", 0xC6: "I"}
+    if b in lengths:
+        n, pos = take(lengths[b])
+        raw = buf[pos:pos + n]
+        return (raw.decode() if b >= 0xD9 else raw), pos + n
+    containers = {0xDC: ("H", False), 0xDD: ("I", False), 0xDE: ("H", True), 0xDF: ("I", True)}
+    if b in containers:
+        fmt, is_map = containers[b]
+        n, pos = take(fmt)
+        return seq(n, pos, is_map)
+    raise ValueError(f"msgpack: unsupported type byte 0x{b:02x} at {pos - 1}")
+
+
+def kernel_signatures(elf: bytes) -> dict:
+    """name -> ((offset, size), ...) of the explicit kernel arguments, from the
+    NT_AMDGPU_METADATA note (hidden arguments the runtime appends are left out)."""
+    for typ, off, size, _link, _entsize in _sections(elf):
+        if typ != 7:  # SHT_NOTE
+            continue
+        pos = off
+        while pos < off + size:
+            namesz, descsz, ntype = struct.unpack_from("<III", elf, pos)
+            desc = pos + 12 + ((namesz + 3) & ~3)
+            if ntype == 32:  # NT_AMDGPU_METADATA
+                meta, _ = _msgpack(elf[desc:desc + descsz])
+                return {k[".name"]: tuple((a[".offset"], a[".size"]) for a in k[".args"]
+                                          if not a[".value_kind"].startswith("hidden"))
+                        for k in meta["amdhsa.kernels"]}
+            pos = desc + ((descsz + 3) & ~3)
+    raise AssertionError("no NT_AMDGPU_METADATA note in the code object")
+
+
+# ---- compile + entry points ------------------------------------------------------------
+
+@pytest.mark.parametrize("source", SOURCES, ids=[f"{ARCH}-{s}" for s in SOURCES])
+def test_compiles_with_every_entry_point(source):
+    code = code_object(source)
+    symbols = elf_function_symbols(code)
+    missing = sorted(set(gpu_storage.KERNELS[source]) - symbols)
+    assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
+    signatures = kernel_signatures(code)
+    assert set(gpu_storage.KERNELS[source]) <= set(signatures)
+
+
+def test_table_covers_every_source_file():
+    assert set(SOURCES) == set(compiler.list_kernel_sources()), \
+        "every kernels/*.hip must appear in storage.KERNELS (and vice versa)"
+
+
+# ---- every storage method's launches against the compiled signatures ----------------------
+
+_SIZES = {"int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "float": 4, "double": 8, "ptr": 8}
+
+
+class _Buffer:
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes = ptr, nbytes
+
+
+class _RecordingBlas:
+    def __init__(self, dev):
+        self.dev = dev
+
+    def gemm_strided_batched(self, dtype, trans_a, trans_b, m, n, k, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
+                             c_ptr, ldc, stride_c, batch, alpha=1.0, beta=0.0):
+        assert dtype.is_floating_point
+        rows_a, rows_b = (k if trans_a else m), (n if trans_b else k)
+        assert lda >= max(1, rows_a) and ldb >= max(1, rows_b) and ldc >= max(1, m), (lda, ldb, ldc, m, n, k)
+        assert min(stride_a, stride_b, stride_c) >= 0 and batch >= 1
+        for ptr in (a_ptr, b_ptr, c_ptr):
+            self.dev.check_ptr(ptr)
+        self.dev.calls.append("gemm")
+
+
+class RecordingDevice:
+    """The GpuDevice API without a GPU: checks launches against gfx90a signatures."""
+    name, ordinal, arch, warp_size = "rocm", 0, ARCH, 64
+    props = {"multiprocessor_count": 104}
+
+    def __init__(self):
+        self.calls, self._next, self._allocs = [], 1 << 20, []
+        self.blas = _RecordingBlas(self)
+        self._sigs = {}
+
+    def __str__(self):
+        return "rocm:0"
+
+    def alloc(self, nbytes):
+        ptr = self._next
+        self._next += max(nbytes, 1) + 4096
+        self._allocs.append((ptr, nbytes))
+        return _Buffer(ptr, nbytes)
+
+    def check_ptr(self, ptr, nbytes=0):
+        assert any(p <= ptr and ptr + nbytes <= p + max(n, 1) for p, n in self._allocs), \
+            f"pointer 0x{ptr:x} (+{nbytes}) outside every allocation"
+
+    def htod(self, dst, array):
+        self.check_ptr(dst, array.nbytes)
+
+    def dtoh(self, array, src):
+        self.check_ptr(src, array.nbytes)
+        array[...] = 0
+
+    def dtod(self, dst, src, nbytes):
+        self.check_ptr(dst, nbytes)
+        self.check_ptr(src, nbytes)
+
+    def memset(self, ptr, byte, nbytes):
+        self.check_ptr(ptr, nbytes)
+
+    def function(self, source, name):
+        if source not in self._sigs:
+            self._sigs[source] = kernel_signatures(code_object(source))
+        assert name in self._sigs[source], f"{name} is not a kernel of {source}"
+        return (source, name)
+
+    def launch(self, func, grid, block, args, shared_mem=0):
+        source, name = func
+        grid = (grid,) if isinstance(grid, int) else tuple(grid)
+        block = (block,) if isinstance(block, int) else tuple(block)
+        assert min(grid) >= 1 and min(block) >= 1 and np.prod(block) <= 1024, (name, grid, block)
+        slots, pos = [], 0
+        for ctype, value in args:
+            size = len(value) if ctype == "bytes" else _SIZES[ctype]
+            align = 8 if ctype == "bytes" else size
+            pos += -pos % align
+            slots.append((pos, size))
+            if ctype == "ptr" and value:
+                self.check_ptr(value)
+            pos += size
+        expected = self._sigs[source][name]
+        assert tuple(slots) == expected, f"{name}: launch packs {slots}, kernel expects {expected}"
+        self.calls.append(name)
+
+
+@pytest.fixture
+def dev():
+    _hiprtc_or_skip()
+    return RecordingDevice()
+
+
+def _storage(dev, shape_or_n, dtype, extra=0):
+    n = shape_or_n if isinstance(shape_or_n, int) else int(np.prod(shape_or_n))
+    return gpu_storage.GpuStorage(dev, dev.alloc((n + extra) * dtype.itemsize), dtype, n + extra)
+
+
+# (layout, storage elements) for a (4, 6) operand: contiguous, transposed, sliced with an
+# offset, and broadcast from a row
+LAYOUTS_4x6 = {
+    "contiguous": (Layout((4, 6)), 24),
+    "transposed": (Layout((6, 4)).transpose(0, 1), 24),
+    "offset-slice": (Layout((5, 8), None, 0).narrow(0, 1, 4).narrow(1, 2, 6), 40),
+    "broadcast-row": (Layout((1, 6)).broadcast_as((4, 6)), 6),
+}
+
+
+@pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
+def test_elementwise_launches_match_gfx90a_signatures(dev, dt):
+    ops = UNARY_OPS if dt.is_floating_point else gpu_storage._unary_ops(dt.short)
+    for (lname, (lay, n)), (rname, (ray, rn)) in itertools.product(LAYOUTS_4x6.items(), repeat=2):
+        x, y = _storage(dev, n, dt), _storage(dev, rn, dt)
+        for op in ops:
+            assert x.unary_impl(op, lay).numel == 24
+        x.affine(lay, 2.0, 1.0)
+        for op in gpu_storage._binary_ops(dt.short):
+            x.binary_impl(op, y, lay, ray)
+        for op in CMP_OPS:
+            assert x.cmp(op, y, lay, ray).dtype is dtypes.bool_
+        cond = _storage(dev, 24, dtypes.bool_)
+        assert cond.where_cond(Layout((4, 6)), x, lay, y, ray).dtype is dt
+        for dst in dtypes.ALL:
+            assert x.to_dtype(lay, dst).dtype is dst
+    if dt.is_floating_point:
+        x.powf(lay, 1.5)
+        x.elu(lay, 0.5)
+    else:
+        with pytest.raises(DTypeError):
+            x.powf(lay, 1.5)
+        with pytest.raises(DTypeError):
+            x.unary_impl("exp", lay)
+        if dt is not dtypes.bool_:
+            with pytest.raises(DTypeError):
+                x.binary_impl("div", y, lay, lay)
+    assert dev.calls
+
+
+@pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
+def test_reduce_index_copy_launches_match_gfx90a_signatures(dev, dt):
+    base = Layout((3, 4, 5))
+    views = [base, base.permute((2, 0, 1)), Layout((4, 6, 5)).narrow(0, 1, 3).narrow(1, 1, 4)]
+    for lay in views:
+        x = _storage(dev, lay.extent(), dt)
+        for dims in [(0,), (1,), (2,), (0, 2), (0, 1, 2)]:
+            for op in ("sum", "min", "max"):
+                out = x.reduce_op(op, lay, dims)
+                assert out.numel == int(np.prod([1 if d in dims else n for d, n in enumerate(lay.shape)]))
+            assert x.reduce_op("argmax", lay, dims[:1]).dtype is dtypes.int64
+            x.reduce_op("argmin", lay, dims[:1])
+        with pytest.raises(ShapeError):
+            x.reduce_op("argmax", lay, (0, 1))
+        for ids_dt in (dtypes.int64, dtypes.uint32, dtypes.uint8):
+            ids = _storage(dev, 8, ids_dt)
+            for dim in range(3):
+                ids_lay = Layout((3,), (2,), 1)  # strided, offset ids
+                out = x.index_select(ids, lay, ids_lay, dim)
+                assert out.numel == lay.numel() // lay.shape[dim] * 3
+                gids_lay = Layout(tuple(min(2, n) for n in lay.shape))
+                gids = _storage(dev, gids_lay.numel(), ids_dt)
+                x.gather(lay, gids, gids_lay, dim)
+                src = _storage(dev, lay.numel(), dt)
+                x.scatter_add(lay, gids, gids_lay, src, Layout.contiguous(lay.shape), dim)
+                src_shape = lay.shape[:dim] + (3,) + lay.shape[dim + 1:]
+                src2 = _storage(dev, int(np.prod(src_shape)), dt)
+                x.index_add(lay, ids, ids_lay, src2, Layout(src_shape[::-1]).permute((2, 1, 0)), dim)
+        dst = _storage(dev, 200, dt)
+        x.copy_strided_src(dst, 7, lay)
+        x.copy_strided_src(_storage(dev, 200, dtypes.float32), 3, lay)
+        x.const_set(3, lay)
+        x.const_set(0, Layout((60,)))
+        assert x.to_cpu(lay).shape == lay.shape
+    x = _storage(dev, 100, dt)
+    x.copy2d(_storage(dev, 100, dt), 4, 5, 10, 7, 2, 3)
+    x.copy2d(_storage(dev, 100, dtypes.float64), 4, 5, 10, 7, 2, 3)
+
+
+@pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
+def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt):
+    a = _storage(dev, 2 * 3 * 4, dt)
+    b = _storage(dev, 2 * 4 * 5, dt)
+    lhs = [Layout((2, 3, 4)), Layout((2, 4, 3)).transpose(1, 2), Layout((1, 3, 4)).broadcast_as((2, 3, 4)),
+           Layout((3, 4), (0, 1)).broadcast_as((2, 3, 4))]
+    rhs = [Layout((2, 4, 5)), Layout((2, 5, 4)).transpose(1, 2), Layout((4, 5)).broadcast_as((2, 4, 5))]
+    for la, lb in itertools.product(lhs, rhs):
+        assert a.matmul(b, (2, 3, 5, 4), la, lb).numel == 30
+    a.matmul(b, (2, 3, 5, 0), Layout((2, 3, 0)), Layout((2, 0, 5)))
+    x = _storage(dev, 2 * 4 * 9 * 8, dt)
+    xl = Layout((2, 4, 9, 8))
+    for groups in (1, 2):
+        w = _storage(dev, 6 * (4 // groups) * 3 * 3, dt)
+        p = ConvParams((2, 1), (1, 0), (1, 2), groups)
+        assert x.conv2d(xl, w, Layout((6, 4 // groups, 3, 3)), p).numel == 2 * 6 * 5 * 4
+        wt = _storage(dev, 4 * 3 * 3 * 3, dt)
+        pt = ConvParams((2, 1), (1, 0), (1, 1), groups, (1, 0))
+        x.conv_transpose2d(xl.permute((0, 1, 3, 2)), wt, Layout((4, 3, 3, 3)), pt)
+        x1 = Layout((2, 4, 9))
+        x.conv1d(x1, w, Layout((6, 4 // groups, 3)), ConvParams((1,), (1,), (1,), groups))
+        x.conv_transpose1d(x1, wt, Layout((4, 3, 3)), ConvParams((2,), (0,), (1,), groups, (1,)))
+    x.max_pool2d(xl, PoolParams((2, 2), (2, 2), (1, 1), (1, 1)))
+    x.avg_pool2d(xl.permute((0, 1, 3, 2)), PoolParams((3, 3), (2, 2), (1, 1), count_include_pad=False))
+    assert x.upsample_nearest2d(xl, 17, 5).numel == 2 * 4 * 17 * 5
+
+
+@pytest.mark.parametrize("dt", dtypes.FLOATS, ids=[f"{ARCH}-{d.short}" for d in dtypes.FLOATS])
+def test_fused_and_random_launches_match_gfx90a_signatures(dev, dt):
+    x = _storage(dev, 2 * 3 * 5 * 8, dt)
+    for lay in (Layout((2, 3, 5, 8)), Layout((2, 3, 8, 5)).transpose(2, 3)):
+        x.softmax_last_dim(lay)
+        x.log_softmax(lay)
+        w = _storage(dev, 17, dt)
+        x.layer_norm(lay, w, Layout((8,)), w, Layout((8,), (2,), 1), 1e-5)
+        x.layer_norm(lay, None, None, None, None, 1e-5)
+        x.rms_norm(lay, w, Layout((8,), (2,), 1), 1e-6)
+        cs = _storage(dev, 5 * 4, dt)
+        for variant in ("rope", "rope_i"):
+            x.rope(lay, cs, Layout((5, 4)).broadcast_as((2, 5, 4)), cs, Layout((1, 5, 4)).broadcast_as((2, 5, 4)),
+                   variant)
+        x.rope(lay.permute((0, 2, 1, 3)), cs, Layout((2, 3, 4), (0, 4, 1)), cs, Layout((2, 3, 4), (0, 4, 1)),
+               "rope_thd")
+    q, k, v = _storage(dev, 2 * 4 * 5 * 8, dt), _storage(dev, 2 * 2 * 7 * 8, dt), _storage(dev, 2 * 2 * 7 * 6, dt)
+    ql, kl, vl = Layout((2, 4, 5, 8)), Layout((2, 2, 7, 8)), Layout((2, 7, 2, 6)).permute((0, 2, 1, 3))
+    mb = _storage(dev, 5 * 7, dtypes.bool_)
+    ma = _storage(dev, 5 * 7, dt)
+    mlay = Layout((5, 7)).broadcast_as((2, 4, 5, 7))
+    for mask in (None, mb, ma):
+        for causal in (False, True):
+            out = q.sdpa(ql, k, kl, v, vl, mask, mlay if mask is not None else None, 0.3, causal)
+            assert out.numel == 2 * 4 * 5 * 6
+    gpu_storage.random_fill(x, "uniform", -1.0, 1.0, 1234, 8)
+    gpu_storage.random_fill(x, "normal", 0.0, 2.0, 1234, 12)
+    gpu_storage.random_fill(_storage(dev, 10, dtypes.int64), "uniform", 0.0, 9.0, 1, 0)
