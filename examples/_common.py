@@ -1,0 +1,70 @@
+"""Helpers shared by the examples: device/dtype command-line options, token-id input
+handling and a progress bar that degrades gracefully when tqdm is missing."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+import tensorlite as tl
+from tensorlite.backend import best_device
+
+
+def add_device_args(parser: argparse.ArgumentParser, dtypes=("f32", "bf16")) -> None:
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, cuda:1, rocm, ... (default: the best available: "
+                             "cuda, then rocm, then cpu)")
+    parser.add_argument("--dtype", default=dtypes[0], choices=dtypes, help="compute dtype")
+
+
+def resolve_device(name) -> str:
+    """`name`, or the best available device; fails early with the backend's own reason."""
+    name = name or best_device()
+    backend = name.split(":")[0]
+    status = tl.backends.available().get(backend)
+    if status is None:
+        sys.exit(f"unknown device {name!r}; registered: {sorted(tl.backends.available())}")
+    if status is not True:
+        sys.exit(f"device {name!r} is unavailable here: {status}")
+    return name
+
+
+def token_ids(tokens, device) -> tl.Tensor:
+    """A list, numpy array or Tensor of token ids as an int64 Tensor on `device`."""
+    if isinstance(tokens, tl.Tensor):
+        if tokens.dtype.is_floating_point:
+            raise TypeError(f"token ids must be integers, got a {tokens.dtype} Tensor")
+        return tokens.to(device, tl.int64)
+    arr = np.asarray(tokens)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"token ids must be integers, got an array of {arr.dtype}")
+    return tl.tensor(arr.astype(np.int64), device=device)
+
+
+def progress(iterable, disable=None, **kwargs):
+    """tqdm's bar when installed (shown only on a terminal: disable=None), else the plain
+    iterable with no-op `set_postfix`/`write`, so the loop body is the same either way.
+    disable=True turns the bar off."""
+    if disable:
+        return _Plain(iterable)
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _Plain(iterable)
+    return tqdm(iterable, disable=None, **kwargs)
+
+
+class _Plain:
+    def __init__(self, iterable):
+        self.iterable = iterable
+
+    def __iter__(self):
+        return iter(self.iterable)
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    @staticmethod
+    def write(line):
+        print(line, flush=True)

@@ -1,0 +1,317 @@
+"""Llama-architecture inference from a Hugging Face checkpoint directory.
+
+    python examples/llama.py PATH --prompt-ids 1 15043 29892 --max-new-tokens 20
+    python examples/llama.py PATH --prompt "Once upon a time" --temperature 0.8 --top-k 40
+
+PATH holds `config.json` and `model.safetensors` (or sharded safetensors with an index) as
+`transformers`' `save_pretrained` writes them; `--prompt` text needs a `tokenizer.json`
+there too (read with the `tokenizers` package).
+
+From Python:
+
+    import llama                                   # examples/ on sys.path
+    model = llama.load(PATH, device="cuda")
+    logits = model([1, 15043, 29892])              # (seq, vocab) f32 Tensor; 2-D ids -> (b, seq, vocab)
+    new_ids = llama.generate(model, [1, 15043], max_new_tokens=16, temperature=0.0)
+
+The architecture, as in transformers' LlamaForCausalLM: token embedding; per layer
+RMSNorm -> attention with half-split rotary position embedding (`F.rope`) and grouped-query
+attention (fewer key/value heads than query heads) -> residual, RMSNorm -> SwiGLU MLP
+(down(silu(gate(x)) * up(x))) -> residual; final RMSNorm; LM head (or the tied embedding).
+Parameter names are those of the checkpoint, so its state dict loads as is.
+
+Generation prefills the prompt once and then feeds one token per step, keeping every
+layer's keys and values in a preallocated cache (`KVCache`). The new queries attend with a
+bottom-right aligned causal mask (`is_causal="bottom_right"`): query i of the L new
+positions sees the S - L cached keys and the new keys up to its own.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+import tensorlite as tl  # noqa: E402
+import tensorlite.nn.functional as F  # noqa: E402
+from tensorlite import nn  # noqa: E402
+from _common import add_device_args, progress, resolve_device, token_ids  # noqa: E402
+
+
+# ---- configuration and rotary tables -----------------------------------------------------
+
+def _rope_parameters(config: dict) -> dict:
+    """rope_theta and scaling from either config style: transformers >= 5 writes a
+    `rope_parameters` dict, older versions `rope_theta` plus an optional `rope_scaling`."""
+    params = dict(config.get("rope_parameters") or {})
+    params.update({k: v for k, v in (config.get("rope_scaling") or {}).items() if k not in params})
+    params.setdefault("rope_theta", config.get("rope_theta", 10000.0))
+    params["rope_type"] = params.get("rope_type", params.get("type", "default"))
+    return params
+
+
+def inverse_frequencies(config: dict, head_dim: int) -> np.ndarray:
+    """Rotation frequency of each of the head_dim/2 pairs (float64), with the 'linear' and
+    'llama3' scalings applied; other scalings are refused rather than silently ignored."""
+    rope = _rope_parameters(config)
+    inv_freq = 1.0 / rope["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    kind = rope["rope_type"]
+    if kind == "default":
+        return inv_freq
+    if kind == "linear":  # positions divided by `factor` == frequencies divided by it
+        return inv_freq / rope["factor"]
+    if kind == "llama3":
+        # Long wavelengths (beyond original_context / low_freq_factor) are slowed by `factor`,
+        # short ones (below original_context / high_freq_factor) are kept, and the band in
+        # between is interpolated linearly in context/wavelength.
+        factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        context = rope["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / inv_freq
+        smooth = np.clip((context / wavelength - low) / (high - low), 0.0, 1.0)
+        return (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    raise ValueError(f"llama: rope scaling {kind!r} is not supported (default, linear and llama3 are)")
+
+
+class LlamaConfig:
+    def __init__(self, config: dict):
+        if config.get("hidden_act", "silu") != "silu":
+            raise ValueError(f"llama: hidden_act {config['hidden_act']!r} is not supported (silu is)")
+        self.raw = config
+        self.vocab_size = config["vocab_size"]
+        self.hidden_size = config["hidden_size"]
+        self.intermediate_size = config["intermediate_size"]
+        self.num_layers = config["num_hidden_layers"]
+        self.num_heads = config["num_attention_heads"]
+        self.num_kv_heads = config.get("num_key_value_heads") or self.num_heads
+        self.head_dim = config.get("head_dim") or self.hidden_size // self.num_heads
+        self.rms_norm_eps = config.get("rms_norm_eps", 1e-6)
+        self.attention_bias = config.get("attention_bias", False)
+        self.mlp_bias = config.get("mlp_bias", False)
+        self.tie_word_embeddings = config.get("tie_word_embeddings", False)
+        self.max_position_embeddings = config.get("max_position_embeddings", 2048)
+        self.eos_token_id = config.get("eos_token_id")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"llama: {self.num_heads} attention heads are not a multiple of "
+                             f"{self.num_kv_heads} key/value heads")
+
+
+# ---- the model --------------------------------------------------------------------------
+
+class KVCache:
+    """Per-layer key/value buffers (b, kv_heads, capacity, head_dim), filled left to right."""
+
+    def __init__(self, config: LlamaConfig, batch: int, capacity: int, device, dtype):
+        shape = (batch, config.num_kv_heads, capacity, config.head_dim)
+        self.keys = [tl.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
+        self.values = [tl.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
+        self.length = 0  # positions filled (advanced by the model after all layers ran)
+        self.capacity = capacity
+
+    def append(self, layer: int, k: tl.Tensor, v: tl.Tensor):
+        """Write the new positions of one layer; return that layer's keys/values so far."""
+        end = self.length + k.shape[2]
+        if end > self.capacity:
+            raise ValueError(f"KVCache: {end} positions exceed the capacity of {self.capacity}")
+        self.keys[layer][:, :, self.length:end] = k
+        self.values[layer][:, :, self.length:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+class Attention(nn.Module):
+    def __init__(self, c: LlamaConfig, layer: int):
+        super().__init__()
+        self.layer, self.c = layer, c
+        self.q_proj = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.attention_bias)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
+        self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.attention_bias)
+
+    def forward(self, x, cos, sin, cache: KVCache = None):
+        b, t, _ = x.shape
+        c = self.c
+
+        def heads(proj, n):  # (b, t, n*hd) -> (b, n, t, hd)
+            return proj(x).reshape(b, t, n, c.head_dim).transpose(1, 2)
+        q = F.rope(heads(self.q_proj, c.num_heads), cos, sin)
+        k = F.rope(heads(self.k_proj, c.num_kv_heads), cos, sin)
+        v = heads(self.v_proj, c.num_kv_heads)
+        if cache is not None:
+            k, v = cache.append(self.layer, k, v)
+        # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal="bottom_right")
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, c.num_heads * c.head_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: LlamaConfig, layer: int):
+        super().__init__()
+        self.input_layernorm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.self_attn = Attention(c, layer)
+        self.post_attention_layernorm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.mlp = MLP(c)
+
+    def forward(self, x, cos, sin, cache=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(c.num_layers)])
+        self.norm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+
+class Llama(nn.Module):
+    """LlamaForCausalLM's structure (so parameter names match the checkpoint's)."""
+
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.config = c
+        self.model = LlamaModel(c)
+        self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+        self._inv_freq = inverse_frequencies(c.raw, c.head_dim)
+
+    def rope_tables(self, start: int, length: int, device, dtype):
+        """cos/sin (length, head_dim/2) for positions start..start+length-1."""
+        angles = np.arange(start, start + length, dtype=np.float64)[:, None] * self._inv_freq[None, :]
+        return (tl.tensor(np.cos(angles), device=device, dtype=dtype),
+                tl.tensor(np.sin(angles), device=device, dtype=dtype))
+
+    def forward(self, tokens, cache: KVCache = None):
+        """Logits (b, t, vocab), or (t, vocab) for 1-D ids, as float32. With a cache, the
+        tokens continue the cached positions and the cache is extended by them."""
+        emb = self.model.embed_tokens.weight
+        ids = token_ids(tokens, emb.device)
+        squeeze = ids.ndim == 1
+        if squeeze:
+            ids = ids.unsqueeze(0)
+        if ids.ndim != 2:
+            raise ValueError(f"llama: token ids must be 1-D or 2-D, got shape {tuple(ids.shape)}")
+        start = cache.length if cache is not None else 0
+        cos, sin = self.rope_tables(start, ids.shape[1], emb.device, emb.dtype)
+        x = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, cache)
+        if cache is not None:
+            cache.length += ids.shape[1]
+        x = self.model.norm(x)
+        logits = F.linear(x, emb) if self.lm_head is None else self.lm_head(x)
+        logits = logits.float()
+        return logits.squeeze(0) if squeeze else logits
+
+
+def load(path, device="cpu", dtype=None) -> Llama:
+    """A Llama from a Hugging Face checkpoint directory, on `device` (dtype: keep the
+    checkpoint's, or e.g. 'f32', 'bf16')."""
+    config, state = tl.load_hf_checkpoint(path, device="cpu", dtype=dtype)
+    c = LlamaConfig(config)
+    model = Llama(c)
+    if c.tie_word_embeddings:  # save_pretrained drops the tied copy; tolerate either
+        state.pop("lm_head.weight", None)
+    # HF keeps non-persistent buffers out of checkpoints, but older ones carry rotary tables
+    state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
+    model.load_state_dict(state, assign=True)  # assign: keep the checkpoint's (or requested) dtype
+    return model.requires_grad_(False).eval().to(device)
+
+
+# ---- generation ---------------------------------------------------------------------------
+
+def _next_tokens(logits: tl.Tensor, temperature: float, top_k, rng: np.random.Generator) -> np.ndarray:
+    """(b, vocab) logits -> (b,) ids: argmax when temperature is 0, else a sample from the
+    softmax of logits / temperature restricted to the top_k most likely tokens."""
+    if temperature <= 0.0:
+        return logits.argmax(-1).numpy()
+    scores = logits.numpy().astype(np.float64) / temperature
+    if top_k is not None and top_k < scores.shape[-1]:
+        kth = np.partition(scores, -top_k, axis=-1)[:, -top_k][:, None]
+        scores = np.where(scores < kth, -np.inf, scores)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    return np.array([rng.choice(len(p), p=p) for p in probs], dtype=np.int64)
+
+
+@tl.no_grad()
+def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0, top_k=None,
+             seed=None, eos_token_id=None, show_progress: bool = False) -> np.ndarray:
+    """The new token ids (max_new_tokens,) for 1-D tokens or (b, max_new_tokens) for 2-D,
+    as an int64 numpy array. Decoding stops early once every row has produced eos_token_id
+    (when given); rows that finished earlier are padded with it."""
+    device = model.model.embed_tokens.weight.device
+    ids = token_ids(tokens, device)
+    squeeze = ids.ndim == 1
+    if squeeze:
+        ids = ids.unsqueeze(0)
+    batch, prompt_len = ids.shape
+    rng = np.random.default_rng(seed)
+    cache = KVCache(model.config, batch, prompt_len + max_new_tokens, device,
+                    model.model.embed_tokens.weight.dtype)
+    out = np.zeros((batch, 0), dtype=np.int64)
+    done = np.zeros(batch, dtype=bool)
+    step_input = ids
+    for _ in progress(range(max_new_tokens), desc="generate", unit="tok", disable=not show_progress):
+        logits = model(step_input, cache)[:, -1]
+        nxt = _next_tokens(logits, temperature, top_k, rng)
+        if eos_token_id is not None:
+            nxt = np.where(done, eos_token_id, nxt)
+            done |= nxt == eos_token_id
+        out = np.concatenate([out, nxt[:, None]], axis=1)
+        if done.all():
+            break
+        step_input = tl.tensor(nxt[:, None], device=device)
+    return out[0] if squeeze else out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("path", help="Hugging Face checkpoint directory (config.json + model.safetensors)")
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt-ids", type=int, nargs="+", help="prompt as token ids")
+    prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in PATH)")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    add_device_args(p, dtypes=("auto", "f32", "bf16", "f16"))
+    args = p.parse_args(argv)
+
+    device = resolve_device(args.device)
+    model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype)
+    tokenizer = None
+    tokenizer_path = os.path.join(args.path, "tokenizer.json")
+    if os.path.isfile(tokenizer_path):
+        from tokenizers import Tokenizer
+        tokenizer = Tokenizer.from_file(tokenizer_path)
+    if args.prompt is not None:
+        if tokenizer is None:
+            sys.exit(f"--prompt needs {tokenizer_path}; pass --prompt-ids instead")
+        ids = tokenizer.encode(args.prompt).ids
+    else:
+        ids = args.prompt_ids
+    eos = model.config.eos_token_id
+    new_ids = generate(model, ids, args.max_new_tokens, args.temperature, args.top_k, seed=args.seed,
+                       eos_token_id=eos if isinstance(eos, int) else None, show_progress=True)
+    print("prompt ids:", list(ids))
+    print("new ids:   ", new_ids.tolist())
+    if tokenizer is not None:
+        print("text:", tokenizer.decode(list(ids) + new_ids.tolist()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
