@@ -211,7 +211,7 @@ def load_checkpoint(path: str, device="cpu") -> GPT:
     return model.to(device)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_device_args(p)
@@ -229,8 +229,12 @@ def main(argv=None) -> int:
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--out", default="gpt_adder.safetensors", help="checkpoint path ('' to skip saving)")
     p.add_argument("--target", type=float, default=0.95, help="exit 1 if held-out accuracy is below this")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def train(args: argparse.Namespace):
+    """Build and train the model as `args` say; returns (model, problems, losses) where
+    losses are the (step, loss) pairs read during training (every 10th step)."""
     device = resolve_device(args.device)
     tl.manual_seed(args.seed)
     data = AdditionProblems(args.digits, args.heldout, args.seed)
@@ -242,6 +246,7 @@ def main(argv=None) -> int:
           f"task={args.digits}-digit addition, {args.steps} steps x {args.batch_size}", flush=True)
 
     opt = tl.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    losses = []
     start = time.perf_counter()
     bar = progress(range(args.steps), desc="train", unit="step")
     for step in bar:
@@ -255,13 +260,20 @@ def main(argv=None) -> int:
         opt.step()
         last = step == args.steps - 1
         if step % 10 == 0 or last:  # reading the loss waits for the device: not every step
-            bar.set_postfix(loss=f"{loss.item():.4f}")
+            losses.append((step, loss.item()))
+            bar.set_postfix(loss=f"{losses[-1][1]:.4f}")
         if (step + 1) % args.log_every == 0 or last:
             bar.write(f"step {step + 1:5d}  loss {loss.item():.4f}  {time.perf_counter() - start:6.1f}s")
-    train_seconds = time.perf_counter() - start
+    return model, data, losses
 
-    accuracy = exact_match(model, data.heldout(), data.prompt_len, device)
-    print(f"held-out exact match: {accuracy:.4f} on {args.heldout} problems "
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    model, data, _ = train(args)
+    train_seconds = time.perf_counter() - start
+    accuracy = exact_match(model, data.heldout(), data.prompt_len, next(model.parameters()).device)
+    print(f"held-out exact match: {accuracy:.4f} on {len(data.heldout_keys)} problems "
           f"(train {train_seconds:.1f}s, total {time.perf_counter() - start:.1f}s)", flush=True)
     if args.out:
         save_checkpoint(model, args.out, {"digits": args.digits, "heldout_accuracy": accuracy})
