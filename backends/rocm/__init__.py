@@ -141,7 +141,9 @@ class PlatformBase:
     name = runtime_name = ""
     CALLS: dict = {}         # generic op -> vendor function in `rt`
     HANDLES: dict = {}       # 'devptr', 'stream', 'event', 'module', 'function' -> C type
-    CREATE_FLAGS = ()        # trailing flags of stream/event create (CUDA has them, HIP does not)
+    STREAM_FLAGS = ()        # trailing arguments of the stream-create call
+    EVENT_FLAGS = ()         # ... and of the event-create call
+    BLAS_WORKSPACE = 0       # bytes of BLAS workspace to hand to the library (0: its own default)
     OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
     RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
@@ -208,13 +210,13 @@ class PlatformBase:
 
     # ---- streams, events, modules, launches -----------------------------------------
     def stream_create(self):
-        return self.out("stream_create", "stream", *self.CREATE_FLAGS)
+        return self.out("stream_create", "stream", *self.STREAM_FLAGS)
 
     def stream_synchronize(self, stream):
         self.call("stream_synchronize", stream)
 
     def event_create(self):
-        return self.out("event_create", "event", *self.CREATE_FLAGS)
+        return self.out("event_create", "event", *self.EVENT_FLAGS)
 
     def event_record(self, event, stream):
         self.call("event_record", event, stream)

@@ -18,12 +18,15 @@ class Blas:
         self.device = device
         self.platform = device.platform
         self._handle = None
+        self._workspace = None  # a Buffer the library uses for as long as the handle lives
 
     @property
     def handle(self):
         if self._handle is None:
             self.device.activate()
-            self._handle = self.platform.blas_create(self.device.stream)
+            size = self.platform.BLAS_WORKSPACE
+            self._workspace = self.device.alloc(size) if size else None
+            self._handle = self.platform.blas_create(self.device.stream, self._workspace.ptr if size else 0, size)
         return self._handle
 
     def gemm_strided_batched(self, dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int,

@@ -82,6 +82,7 @@ typedef int cublasComputeType_t;
 typedef int cublasGemmAlgo_t;
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream streamId);
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes);
 const char* cublasGetStatusName(cublasStatus_t status);
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
     cublasOperation_t transb, int m, int n, int k, const void* alpha,
@@ -115,7 +116,11 @@ class CudaPlatform(PlatformBase):
         launch="cuLaunchKernel")
     HANDLES = dict(devptr="CUdeviceptr", stream="CUstream", event="CUevent", module="CUmodule",
                    function="CUfunction")
-    CREATE_FLAGS = (0,)  # CU_STREAM_DEFAULT; CU_EVENT_DEFAULT (timing enabled)
+    # CU_STREAM_NON_BLOCKING: our stream orders all of tensorlite's work by itself and need not
+    # wait for the legacy NULL stream (torch's default stream in the same process)
+    STREAM_FLAGS = (0x1,)
+    EVENT_FLAGS = (0,)   # CU_EVENT_DEFAULT (timing enabled)
+    BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
 
@@ -227,10 +232,18 @@ class CudaPlatform(PlatformBase):
                 name = "cublasStatus_t"
             raise BackendError(f"{call} failed: {name} ({int(code)})")
 
-    def blas_create(self, stream):
+    def blas_create(self, stream, workspace_ptr: int = 0, workspace_bytes: int = 0):
         h = self.ffi.new("cublasHandle_t*")
         self._blas_check("cublasCreate_v2", self.blaslib.cublasCreate_v2(h))
         self._blas_check("cublasSetStream_v2", self.blaslib.cublasSetStream_v2(h[0], stream))
+        if workspace_bytes:
+            # after SetStream, which resets the workspace to cuBLAS's default pool
+            try:
+                set_ws = self.blaslib.cublasSetWorkspace_v2
+            except AttributeError:  # cuBLAS before 11.x: keep its default
+                return h[0]
+            self._blas_check("cublasSetWorkspace_v2",
+                             set_ws(h[0], self.ffi.cast("void*", workspace_ptr), workspace_bytes))
         return h[0]
 
     def blas_gemm(self, handle, dtype_short, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,

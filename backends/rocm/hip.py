@@ -126,6 +126,7 @@ hipError_t hipMemcpyDtoHAsync(void* dst, hipDeviceptr_t src, size_t sizeBytes, h
 hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream);
 hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream);
 hipError_t hipStreamCreate(hipStream_t* stream);
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
 hipError_t hipEventCreate(hipEvent_t* event);
@@ -220,7 +221,7 @@ class HipPlatform(PlatformBase):
     CALLS = dict(
         malloc="hipMalloc", free="hipFree", mem_get_info="hipMemGetInfo",
         htod="hipMemcpyHtoDAsync", dtoh="hipMemcpyDtoHAsync", dtod="hipMemcpyDtoDAsync",
-        memset_d8="hipMemsetD8Async", stream_create="hipStreamCreate",
+        memset_d8="hipMemsetD8Async", stream_create="hipStreamCreateWithFlags",
         stream_synchronize="hipStreamSynchronize", event_create="hipEventCreate",
         event_record="hipEventRecord", event_synchronize="hipEventSynchronize",
         event_elapsed="hipEventElapsedTime", event_destroy="hipEventDestroy",
@@ -228,6 +229,9 @@ class HipPlatform(PlatformBase):
         launch="hipModuleLaunchKernel")
     HANDLES = dict(devptr="void*", stream="hipStream_t", event="hipEvent_t", module="hipModule_t",
                    function="hipFunction_t")
+    # hipStreamNonBlocking: our stream orders all of tensorlite's work by itself and need not
+    # wait for the legacy NULL stream (which other libraries in the process may use)
+    STREAM_FLAGS = (0x01,)
     OOM_CODE = 2  # hipErrorOutOfMemory
     RTC_PREFIX, RTC_CODE = "hiprtc", "Code"
     RTC_THREAD_SAFE = False  # HIP 5.2's hiprtc crashes when two programs compile at once
@@ -335,7 +339,8 @@ class HipPlatform(PlatformBase):
             name = self.ffi.string(self.blaslib.rocblas_status_to_string(code)).decode()
             raise BackendError(f"{call} failed: {name} ({int(code)})")
 
-    def blas_create(self, stream):
+    def blas_create(self, stream, workspace_ptr: int = 0, workspace_bytes: int = 0):
+        """rocBLAS manages its own workspace (BLAS_WORKSPACE = 0), so none is passed."""
         h = self.ffi.new("rocblas_handle*")
         self._blas_check("rocblas_create_handle", self.blaslib.rocblas_create_handle(h))
         self._blas_check("rocblas_set_stream", self.blaslib.rocblas_set_stream(h[0], stream))
