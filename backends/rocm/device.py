@@ -14,11 +14,15 @@ from threading import get_ident
 from operator import itemgetter
 from typing import Dict, Tuple
 
+from tensorlite import dtype as dtypes
 from tensorlite.backend import BackendDevice
+from tensorlite.dtype import DType
 from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
 
 from . import get_platform
 from .compiler import compile_source
+
+_GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
 
 # ---- caching allocator ----------------------------------------------------------------
 
@@ -380,12 +384,14 @@ class GpuDevice(BackendDevice):
     # ---- BackendDevice ------------------------------------------------------------
     def _storage(self, shape, dtype):
         """(GpuStorage of `shape` with uninitialised contents, its Buffer)."""
-        from tensorlite import dtype as dtypes
-        from .storage import GpuStorage
-        dtype = dtypes.get(dtype)
+        global _GpuStorage
+        if _GpuStorage is None:  # storage.py imports this module: bind it on first use
+            from .storage import GpuStorage as _GpuStorage
+        if type(dtype) is not DType:
+            dtype = dtypes.get(dtype)
         numel = prod(shape)
-        buffer = self.alloc(numel * dtype.itemsize)
-        return GpuStorage(self, buffer, dtype, numel), buffer
+        buffer = self.allocator.alloc(numel * dtype.itemsize)
+        return _GpuStorage(self, buffer, dtype, numel), buffer
 
     def alloc_uninit(self, shape, dtype):
         return self._storage(shape, dtype)[0]
