@@ -37,8 +37,7 @@ template <typename Op> struct Compare {
 template <typename Op, typename T, typename O>
 TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, const T* b, O* out) {
     if (La.contiguous && Lb.contiguous) {
-        const T* pa = a + La.offset; const T* pb = b + Lb.offset;
-        TL_GRID_LOOP(i, n) out[i] = Op::apply(pa[i], pb[i]);
+        tl_map2_contig(n, a + La.offset, b + Lb.offset, out, [](T x, T y) { return Op::apply(x, y); });
     } else {
         TL_GRID_LOOP(i, n) out[i] = Op::apply(a[tl_index(La, i)], b[tl_index(Lb, i)]);
     }

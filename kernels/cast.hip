@@ -5,8 +5,7 @@
 template <typename S, typename D>
 TL_DEV void cast_map(i64 n, const Strided& L, const S* in, D* out) {
     if (L.contiguous) {
-        const S* src = in + L.offset;
-        TL_GRID_LOOP(i, n) out[i] = Cast<D, S>::cv(src[i]);
+        tl_map1_contig(n, in + L.offset, out, [](S x) { return Cast<D, S>::cv(x); });
     } else {
         TL_GRID_LOOP(i, n) out[i] = Cast<D, S>::cv(in[tl_index(L, i)]);
     }
@@ -15,8 +14,7 @@ TL_DEV void cast_map(i64 n, const Strided& L, const S* in, D* out) {
 template <typename T>
 TL_DEV void cast_map(i64 n, const Strided& L, const T* in, T* out) {
     if (L.contiguous) {
-        const T* src = in + L.offset;
-        TL_GRID_LOOP(i, n) out[i] = src[i];
+        tl_map1_contig(n, in + L.offset, out, [](T x) { return x; });
     } else {
         TL_GRID_LOOP(i, n) out[i] = in[tl_index(L, i)];
     }

@@ -79,13 +79,56 @@ TL_DEV void reduce_rows(i64 n_rows, i64 row_len, const Strided& outer, const Str
     }
 }
 
+// Few long rows (a full reduction, say): each row is cut into n_chunks pieces, one block
+// per piece (blockDim.y == 1). Blocks leave their partial state in `partials` and count
+// themselves in done[row] (zeroed by the host); the block that completes a row combines
+// the row's partials in chunk order, so the result does not depend on timing.
+template <typename T, typename R>
+TL_DEV void reduce_rows_chunked(i64 n_rows, i64 row_len, const Strided& outer, const Strided& inner,
+                                const T* in, typename R::Out* out, i64 n_chunks,
+                                typename R::State* partials, u32* done) {
+    __shared__ typename R::State smem[TL_MAX_WARPS];
+    __shared__ bool finishes_row;
+    const i64 chunk_len = (row_len + n_chunks - 1) / n_chunks;
+    for (i64 task = blockIdx.x; task < n_rows * n_chunks; task += gridDim.x) {
+        const i64 row = task / n_chunks, j0 = (task % n_chunks) * chunk_len;
+        const i64 j1 = j0 + chunk_len < row_len ? j0 + chunk_len : row_len;
+        const T* row_ptr = in + tl_index(outer, row);
+        typename R::State s = R::init();
+        for (i64 j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+            s = R::combine(s, R::make(Tr<T>::load(row_ptr[tl_index(inner, j)]), j));
+        s = tl_row_allreduce<R>(s, smem);
+        if (threadIdx.x == 0) {
+            partials[task] = s;
+            __threadfence();  // the partial is visible before the count says so
+            finishes_row = atomicAdd(done + row, 1u) == (u32)(n_chunks - 1);
+        }
+        __syncthreads();
+        if (finishes_row) {  // uniform across the block
+            __threadfence();
+            s = R::init();
+            for (i64 c = threadIdx.x; c < n_chunks; c += blockDim.x) s = R::combine(s, partials[row * n_chunks + c]);
+            s = tl_row_allreduce<R>(s, smem);
+            if (threadIdx.x == 0) out[row] = R::finish(s);
+        }
+        __syncthreads();  // finishes_row is rewritten by the next task
+    }
+}
+
 template <typename T> using RArgMin = RArg<T, false>;
 template <typename T> using RArgMax = RArg<T, true>;
 
+// n_chunks == 1: one (sub-)block per row; otherwise reduce_rows_chunked with `partials`
+// (n_rows * n_chunks states, at most 16 bytes each) and `done` (n_rows zeroed counters).
 #define REDUCE_ENTRY(op, R, T, O, sfx)                                                    \
     extern "C" __global__ void reduce_##op##_##sfx(i64 n_rows, i64 row_len, Strided outer, \
-                                                   Strided inner, const T* in, O* out) {  \
-        reduce_rows<T, R<T> >(n_rows, row_len, outer, inner, in, out);                    \
+                                                   Strided inner, const T* in, O* out,    \
+                                                   i64 n_chunks, void* partials, u32* done) { \
+        if (n_chunks > 1)                                                                 \
+            reduce_rows_chunked<T, R<T> >(n_rows, row_len, outer, inner, in, out, n_chunks, \
+                                          (R<T>::State*)partials, done);                  \
+        else                                                                              \
+            reduce_rows<T, R<T> >(n_rows, row_len, outer, inner, in, out);                \
     }
 #define REDUCE_OPS(T, sfx)                                                                 \
     REDUCE_ENTRY(sum, RSum, T, T, sfx) REDUCE_ENTRY(min, RMin, T, T, sfx)                  \

@@ -61,8 +61,7 @@ template <typename Op> struct Stateless {
 template <typename T, typename F>
 TL_DEV void unary_map(i64 n, const Strided& L, const T* in, T* out, F f) {
     if (L.contiguous) {
-        const T* src = in + L.offset;
-        TL_GRID_LOOP(i, n) out[i] = Tr<T>::store(f(Tr<T>::load(src[i])));
+        tl_map1_contig(n, in + L.offset, out, [&](T x) { return Tr<T>::store(f(Tr<T>::load(x))); });
     } else {
         TL_GRID_LOOP(i, n) out[i] = Tr<T>::store(f(Tr<T>::load(in[tl_index(L, i)])));
     }

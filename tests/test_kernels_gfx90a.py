@@ -333,6 +333,9 @@ def test_reduce_index_copy_launches_match_gfx90a_signatures(dev, dt):
         x.const_set(3, lay)
         x.const_set(0, Layout((60,)))
         assert x.to_cpu(lay).shape == lay.shape
+    long_rows = _storage(dev, 3 * 100000, dt)  # few long rows: split over blocks
+    for op in ("sum", "max", "argmin"):
+        long_rows.reduce_op(op, Layout((3, 100000)), (1,))
     x = _storage(dev, 100, dt)
     x.copy2d(_storage(dev, 100, dt), 4, 5, 10, 7, 2, 3)
     x.copy2d(_storage(dev, 100, dtypes.float64), 4, 5, 10, 7, 2, 3)

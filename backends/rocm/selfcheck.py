@@ -133,6 +133,8 @@ def _layouts_345():
     base = Layout.contiguous((3, 4, 5))
     return [
         ("contig", base, 60),
+        ("contig+offset3", Layout.contiguous((3, 4, 5), offset=3), 63),
+        ("contig+offset4", Layout.contiguous((3, 4, 5), offset=4), 64),
         ("permuted", Layout.contiguous((5, 3, 4)).permute((1, 2, 0)), 60),
         ("sliced+offset", Layout.contiguous((4, 6, 7)).narrow(0, 1, 3).narrow(1, 1, 4).narrow(2, 2, 5), 168),
         ("stepped", Layout.contiguous((3, 8, 11)).narrow(1, 0, 4, 2).narrow(2, 1, 5, 2), 264),
@@ -164,16 +166,23 @@ def check_elementwise(ck: Checker):
                 ck.check(f"cmp {op} {dt.short} {na},{na}", a, "cmp", op, a, la, la, shape=la.shape)
             cond = ck.data(60, dtypes.bool_)
             ck.check(f"where {dt.short} {na},{nb}", cond, "where_cond", lays[1][1], a, la, b, lb, shape=la.shape)
-        big = ck.data(70000, dt)
-        for op in ("add", "mul", "maximum"):
-            ck.check(f"binary {op} {dt.short} 70000 contig", big, "binary_impl", op, big,
-                     Layout.contiguous((70000,)), Layout.contiguous((1,)).broadcast_as((70000,)), shape=(70000,))
+        big = ck.data(70003, dt)
+        for off in (0, 1, 4):
+            la, lb = Layout.contiguous((70001,), offset=off), Layout.contiguous((70001,), offset=2)
+            for op in ("add", "mul", "maximum"):
+                ck.check(f"binary {op} {dt.short} 70001 offsets {off},2", big, "binary_impl", op, big, la, lb,
+                         shape=(70001,))
+                ck.check(f"binary {op} {dt.short} 70001 scalar rhs", big, "binary_impl", op, big, la,
+                         Layout.contiguous((1,)).broadcast_as((70001,)), shape=(70001,))
+            ck.check(f"unary sqr {dt.short} 70001 offset {off}", big, "unary_impl", "sqr", la, shape=(70001,))
+            ck.check(f"to_dtype {dt.short}->f32 70001 offset {off}", big, "to_dtype", la, dtypes.float32,
+                     shape=(70001,))
 
 
 def check_reductions(ck: Checker):
     cases = [(name, lay, n) for name, lay, n in _layouts_345()]
     cases += [("wide", Layout.contiguous((3, 5000)), 15000), ("tall", Layout.contiguous((5000, 3)), 15000),
-              ("long", Layout.contiguous((70001,)), 70001),
+              ("long", Layout.contiguous((70001,)), 70001), ("two-long", Layout.contiguous((2, 300000)), 600000),
               ("tall-T", Layout.contiguous((300, 70)).transpose(0, 1), 21000)]
     for dt in dtypes.ALL:
         for name, lay, n in cases:
@@ -388,11 +397,13 @@ def check_random(ck: Checker):
                 ck._fail(label, "a different offset gave the same values")
                 continue
             f = v1.astype(np.float64)
-            if kind == "uniform":
+            if not dt.is_floating_point:  # float draws truncated toward zero
+                ok = f.min() >= math.trunc(a) and f.max() <= b if kind == "uniform" else True
+            elif kind == "uniform":
                 ok = f.min() >= a and f.max() <= b and abs(f.mean() - (a + b) / 2) < 0.05 and \
-                    (not dt.is_floating_point or abs(f.std() - (b - a) / math.sqrt(12)) < 0.05)
+                    abs(f.std() - (b - a) / math.sqrt(12)) < 0.05
             else:
-                ok = abs(f.mean() - a) < 0.05 and abs(f.std() - b) < 0.05 if dt.is_floating_point else True
+                ok = abs(f.mean() - a) < 0.05 and abs(f.std() - b) < 0.05
             if ok:
                 ck.passed += 1
             else:

@@ -104,7 +104,9 @@ _CONTIG_TAIL = bytes(_STRIDED.size - _STRIDED_HEAD.size)
 _GEOM2D = struct.Struct("<14q")                  # struct Geom2d of conv.hip
 _VIEW4 = struct.Struct("<5q")                    # struct View4
 _VIEW3 = struct.Struct("<4q")                    # struct View3
+_MAX_REDUCE_STATE = 16                           # bytes of the largest partial state in reduce.hip
 _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
+_CONTIG_PACKS: Dict[int, bytes] = {}
 _GRID_CAP: Dict[int, int] = {}
 
 
@@ -138,10 +140,19 @@ def _coalesce(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
     return out_shape, out_strides
 
 
+def _pack_contiguous(offset: int) -> bytes:
+    packed = _CONTIG_PACKS.get(offset)
+    if packed is None:
+        if len(_CONTIG_PACKS) > 4096:
+            _CONTIG_PACKS.clear()
+        packed = _CONTIG_PACKS[offset] = _STRIDED_HEAD.pack(offset, 0, 1) + _CONTIG_TAIL
+    return packed
+
+
 def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
-    if len(layouts) == 1 and layouts[0].is_contiguous():  # the hot path: no merging needed
-        return (_STRIDED_HEAD.pack(layouts[0].offset, 0, 1) + _CONTIG_TAIL,)
+    if all(lay.is_contiguous() for lay in layouts):  # the hot path: nothing to merge
+        return tuple(_pack_contiguous(lay.offset) for lay in layouts)
     key = tuple((lay.shape, lay.strides, lay.offset) for lay in layouts)
     packed = _PACK_CACHE.get(key)
     if packed is not None:
@@ -179,8 +190,8 @@ def _row_block(dev, n_rows: int, row_len: int, columns: bool = False) -> Tuple[i
     return tpr, max(1, _BLOCK // tpr)
 
 
-def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, columns: bool = False):
-    tpr, rpb = _row_block(dev, n_rows, row_len, columns)
+def _launch_rows(dev, kernel, n_rows: int, row_len: int, args):
+    tpr, rpb = _row_block(dev, n_rows, row_len)
     dev.launch(kernel, _grid(dev, n_rows, rpb), (tpr, rpb), args)
 
 
@@ -203,7 +214,8 @@ class GpuStorage(BackendStorage):
     __slots__ = ("device", "buffer", "dtype", "numel")
 
     def __init__(self, device, buffer, dtype, numel: int):
-        self.device, self.buffer, self.dtype, self.numel = device, buffer, dtypes.get(dtype), int(numel)
+        self.device, self.buffer, self.numel = device, buffer, numel
+        self.dtype = dtype if isinstance(dtype, dtypes.DType) else dtypes.get(dtype)
 
     def __repr__(self):
         return f"GpuStorage({self.numel} x {self.dtype.name} on {self.device})"
@@ -317,10 +329,20 @@ class GpuStorage(BackendStorage):
         inner_step = min((s for n, s in zip(inner.shape, inner.strides) if n > 1), default=1)
         outer_step = min((s for n, s in zip(outer.shape, outer.strides) if n > 1), default=0)
         columns = n_rows >= 64 and inner_step > 1 and outer_step < inner_step
-        _launch_rows(dev, kernel, n_rows, row_len,
-                     [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
-                      ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)],
-                     columns)
+        tpr, rpb = _row_block(dev, n_rows, row_len, columns)
+        args = [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
+                ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)]
+        # Few long rows would leave most of the GPU idle: split each row over blocks.
+        sms = int(dev.props.get("multiprocessor_count") or 80)
+        n_chunks = 1 if columns else min(-(-2 * sms // n_rows), row_len // (tpr * 8))
+        if n_chunks > 1:
+            partials = dev.alloc(n_rows * n_chunks * _MAX_REDUCE_STATE)
+            done = dev.alloc(n_rows * 4)
+            dev.memset(done.ptr, 0, n_rows * 4)
+            dev.launch(kernel, _grid(dev, n_rows * n_chunks, 1), (tpr, 1),
+                       args + [("int64", n_chunks), ("ptr", partials.ptr), ("ptr", done.ptr)])
+        else:
+            dev.launch(kernel, _grid(dev, n_rows, rpb), (tpr, rpb), args + [("int64", 1), ("ptr", 0), ("ptr", 0)])
         return out
 
     # ---- indexing -------------------------------------------------------------------
