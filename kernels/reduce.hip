@@ -60,6 +60,27 @@ template <typename T, bool Greater> struct RArg {
     static TL_DEV Out finish(State s) { return s.i; }
 };
 
+// This thread's share of row elements [j0, j1): j0 + threadIdx.x + k * blockDim.x, or,
+// when the row is contiguous and aligned, 4-element groups (one vector load each) in the
+// same interleaving, so neighbouring threads still read neighbouring memory.
+template <typename T, typename R>
+TL_DEV typename R::State reduce_span(const T* row_ptr, const Strided& inner, i64 j0, i64 j1,
+                                     typename R::State s) {
+    if (inner.contiguous && tl_aligned4(row_ptr + j0)) {
+        const Vec4<T>* v4 = (const Vec4<T>*)(row_ptr + j0);
+        const i64 nv = (j1 - j0) >> 2;
+        for (i64 v = threadIdx.x; v < nv; v += blockDim.x) {
+            const Vec4<T> x = v4[v];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) s = R::combine(s, R::make(Tr<T>::load(x.v[k]), j0 + 4 * v + k));
+        }
+        j0 += 4 * nv;
+    }
+    for (i64 j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+        s = R::combine(s, R::make(Tr<T>::load(row_ptr[tl_index(inner, j)]), j));
+    return s;
+}
+
 template <typename T, typename R>
 TL_DEV void reduce_rows(i64 n_rows, i64 row_len, const Strided& outer, const Strided& inner,
                         const T* in, typename R::Out* out) {
@@ -69,11 +90,7 @@ TL_DEV void reduce_rows(i64 n_rows, i64 row_len, const Strided& outer, const Str
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
         typename R::State s = R::init();
-        if (row < n_rows) {
-            const T* row_ptr = in + tl_index(outer, row);
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x)
-                s = R::combine(s, R::make(Tr<T>::load(row_ptr[tl_index(inner, j)]), j));
-        }
+        if (row < n_rows) s = reduce_span<T, R>(in + tl_index(outer, row), inner, 0, row_len, s);
         s = tl_row_allreduce<R>(s, smem);
         if (row < n_rows && threadIdx.x == 0) out[row] = R::finish(s);
     }
@@ -89,14 +106,12 @@ TL_DEV void reduce_rows_chunked(i64 n_rows, i64 row_len, const Strided& outer, c
                                 typename R::State* partials, u32* done) {
     __shared__ typename R::State smem[TL_MAX_WARPS];
     __shared__ bool finishes_row;
-    const i64 chunk_len = (row_len + n_chunks - 1) / n_chunks;
+    const i64 chunk_len = ((row_len + n_chunks - 1) / n_chunks + 3) & ~(i64)3;  // keeps chunks aligned
     for (i64 task = blockIdx.x; task < n_rows * n_chunks; task += gridDim.x) {
         const i64 row = task / n_chunks, j0 = (task % n_chunks) * chunk_len;
         const i64 j1 = j0 + chunk_len < row_len ? j0 + chunk_len : row_len;
-        const T* row_ptr = in + tl_index(outer, row);
         typename R::State s = R::init();
-        for (i64 j = j0 + threadIdx.x; j < j1; j += blockDim.x)
-            s = R::combine(s, R::make(Tr<T>::load(row_ptr[tl_index(inner, j)]), j));
+        if (j0 < j1) s = reduce_span<T, R>(in + tl_index(outer, row), inner, j0, j1, s);
         s = tl_row_allreduce<R>(s, smem);
         if (threadIdx.x == 0) {
             partials[task] = s;

@@ -165,8 +165,9 @@ def check_elementwise(ck: Checker):
                 ck.check(f"cmp {op} {dt.short} {na},{nb}", a, "cmp", op, b, la, lb, shape=la.shape)
                 ck.check(f"cmp {op} {dt.short} {na},{na}", a, "cmp", op, a, la, la, shape=la.shape)
             cond = ck.data(60, dtypes.bool_)
-            ck.check(f"where {dt.short} {na},{nb}", cond, "where_cond", lays[1][1], a, la, b, lb, shape=la.shape)
-        big = ck.data(70003, dt)
+            ck.check(f"where {dt.short} {na},{nb}", cond, "where_cond", lays[0][1].permute((0, 1, 2)), a, la, b, lb,
+                     shape=la.shape)
+        big = ck.data(70005, dt)
         for off in (0, 1, 4):
             la, lb = Layout.contiguous((70001,), offset=off), Layout.contiguous((70001,), offset=2)
             for op in ("add", "mul", "maximum"):

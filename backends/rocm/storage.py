@@ -151,9 +151,12 @@ def _pack_contiguous(offset: int) -> bytes:
 
 def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
-    if all(lay.is_contiguous() for lay in layouts):  # the hot path: nothing to merge
-        return tuple(_pack_contiguous(lay.offset) for lay in layouts)
-    key = tuple((lay.shape, lay.strides, lay.offset) for lay in layouts)
+    for lay in layouts:
+        if not lay.is_contiguous():
+            break
+    else:  # the hot path: nothing to merge
+        return tuple([_pack_contiguous(lay.offset) for lay in layouts])
+    key = tuple([(lay.shape, lay.strides, lay.offset) for lay in layouts])
     packed = _PACK_CACHE.get(key)
     if packed is not None:
         return packed
