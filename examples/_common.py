@@ -15,7 +15,8 @@ def add_device_args(parser: argparse.ArgumentParser, dtypes=("f32", "bf16")) -> 
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1, rocm, ... (default: the best available: "
                              "cuda, then rocm, then cpu)")
-    parser.add_argument("--dtype", default=dtypes[0], choices=dtypes, help="compute dtype")
+    if dtypes:
+        parser.add_argument("--dtype", default=dtypes[0], choices=dtypes, help="compute dtype")
 
 
 def resolve_device(name) -> str:

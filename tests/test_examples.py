@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -160,6 +161,31 @@ def test_llama_rejects_bad_token_ids(llama_checkpoint):
         model(np.zeros((1, 2, 3), dtype=np.int64))
 
 
+def test_llama_cli_prompt_ids_and_text(llama_checkpoint, capsys):
+    """The CLI's greedy output equals generate(); --prompt goes through tokenizer.json."""
+    llama = load_example("llama")
+    tokenizers = require("tokenizers")
+    path, _ = llama_checkpoint
+    expected = llama.generate(llama.load(path), PROMPTS[0], max_new_tokens=5).tolist()
+    assert llama.main([path, "--device", "cpu", "--max-new-tokens", "5", "--prompt-ids",
+                       *map(str, PROMPTS[0])]) == 0
+    assert f"new ids:    {expected}" in capsys.readouterr().out
+    # a word-level tokenizer whose word "w<i>" is token i, written next to the checkpoint
+    vocab = {f"w{i}": i for i in range(1, 101)}
+    vocab["[UNK]"] = 0
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.save(os.path.join(path, "tokenizer.json"))
+    try:
+        text = " ".join(f"w{i}" for i in PROMPTS[0])
+        assert llama.main([path, "--device", "cpu", "--max-new-tokens", "5", "--prompt", text]) == 0
+        out = capsys.readouterr().out
+        assert f"new ids:    {expected}" in out
+        assert "text: " + tokenizer.decode(PROMPTS[0].tolist() + expected) in out
+    finally:
+        os.remove(os.path.join(path, "tokenizer.json"))
+
+
 # ---- minilm vs sentence-transformers -------------------------------------------------------
 
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.",
@@ -191,6 +217,17 @@ def test_minilm_matches_sentence_transformers(sentence_transformers_reference, d
     # padding must not leak: a sentence embedded alone equals its batched embedding
     alone = minilm.embed(SENTENCES[3:4], device=device)
     np.testing.assert_allclose(alone[0], got[3], atol=1e-5)
+
+
+def test_minilm_cli_prints_similarity_matrix(sentence_transformers_reference, capsys):
+    minilm = load_example("minilm_embed")
+    assert minilm.main(["--device", "cpu", *SENTENCES[:3]]) == 0
+    out = capsys.readouterr().out
+    rows = [m.group(1).split() for m in re.finditer(r"^\[\d+\]((?:\s+-?\d\.\d{3})+)$", out, re.M)]
+    matrix = np.array(rows, dtype=float)
+    assert matrix.shape == (3, 3), out
+    ref = sentence_transformers_reference[:3]
+    np.testing.assert_allclose(matrix, ref @ ref.T, atol=1e-3)  # printed with 3 decimals
 
 
 # ---- train_gpt --------------------------------------------------------------------------
