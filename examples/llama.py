@@ -250,8 +250,9 @@ def _next_tokens(logits: tl.Tensor, temperature: float, top_k, rng: np.random.Ge
 def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0, top_k=None,
              seed=None, eos_token_id=None, show_progress: bool = False) -> np.ndarray:
     """The new token ids (max_new_tokens,) for 1-D tokens or (b, max_new_tokens) for 2-D,
-    as an int64 numpy array. Decoding stops early once every row has produced eos_token_id
-    (when given); rows that finished earlier are padded with it."""
+    as an int64 numpy array. Decoding stops early once every row has produced an end token
+    (eos_token_id: an id or a list of ids, as config.json may give); rows that finished
+    earlier are padded with their end token."""
     device = model.model.embed_tokens.weight.device
     ids = token_ids(tokens, device)
     squeeze = ids.ndim == 1
@@ -262,16 +263,16 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     cache = KVCache(model.config, batch, prompt_len + max_new_tokens, device,
                     model.model.embed_tokens.weight.dtype)
     out = np.zeros((batch, 0), dtype=np.int64)
-    done = np.zeros(batch, dtype=bool)
+    end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
+    finished_with = np.full(batch, -1, dtype=np.int64)  # the end token a row stopped at, or -1
     step_input = ids
     for _ in progress(range(max_new_tokens), desc="generate", unit="tok", disable=not show_progress):
         logits = model(step_input, cache)[:, -1]
         nxt = _next_tokens(logits, temperature, top_k, rng)
-        if eos_token_id is not None:
-            nxt = np.where(done, eos_token_id, nxt)
-            done |= nxt == eos_token_id
+        nxt = np.where(finished_with >= 0, finished_with, nxt)
+        finished_with = np.where((finished_with < 0) & np.isin(nxt, end_ids), nxt, finished_with)
         out = np.concatenate([out, nxt[:, None]], axis=1)
-        if done.all():
+        if (finished_with >= 0).all():
             break
         step_input = tl.tensor(nxt[:, None], device=device)
     return out[0] if squeeze else out
@@ -303,9 +304,8 @@ def main(argv=None) -> int:
         ids = tokenizer.encode(args.prompt).ids
     else:
         ids = args.prompt_ids
-    eos = model.config.eos_token_id
     new_ids = generate(model, ids, args.max_new_tokens, args.temperature, args.top_k, seed=args.seed,
-                       eos_token_id=eos if isinstance(eos, int) else None, show_progress=True)
+                       eos_token_id=model.config.eos_token_id, show_progress=True)
     print("prompt ids:", list(ids))
     print("new ids:   ", new_ids.tolist())
     if tokenizer is not None:

@@ -152,6 +152,23 @@ def test_llama_sampling_respects_top_k_and_seed(llama_checkpoint, device):
     assert any((s != greedy).any() for s in samples)
 
 
+def test_llama_generation_stops_at_end_tokens(llama_checkpoint):
+    llama = load_example("llama")
+    model = llama.load(llama_checkpoint[0])
+    greedy = llama.generate(model, PROMPTS, max_new_tokens=8)
+    end = int(greedy[0, 2])  # row 0 ends by its third token
+    # expected: each row is greedy up to its first end token, then padded with it; decoding
+    # stops once every row has ended
+    expected, lengths = greedy.copy(), []
+    for row in expected:
+        hits = np.flatnonzero(row == end)
+        if hits.size:
+            row[hits[0]:] = end
+        lengths.append(hits[0] + 1 if hits.size else len(row))
+    stopped = llama.generate(model, PROMPTS, max_new_tokens=8, eos_token_id=[end, 10_000])
+    np.testing.assert_array_equal(stopped, expected[:, :max(lengths)])
+
+
 def test_llama_rejects_bad_token_ids(llama_checkpoint):
     llama = load_example("llama")
     model = llama.load(llama_checkpoint[0])
@@ -166,7 +183,8 @@ def test_llama_cli_prompt_ids_and_text(llama_checkpoint, capsys):
     llama = load_example("llama")
     tokenizers = require("tokenizers")
     path, _ = llama_checkpoint
-    expected = llama.generate(llama.load(path), PROMPTS[0], max_new_tokens=5).tolist()
+    model = llama.load(path)
+    expected = llama.generate(model, PROMPTS[0], max_new_tokens=5, eos_token_id=model.config.eos_token_id).tolist()
     assert llama.main([path, "--device", "cpu", "--max-new-tokens", "5", "--prompt-ids",
                        *map(str, PROMPTS[0])]) == 0
     assert f"new ids:    {expected}" in capsys.readouterr().out
