@@ -630,8 +630,18 @@ _BINARY_GRADS = {
 }
 
 
+_AFFINE = {"add": lambda s, scalar_first: (1.0, s), "mul": lambda s, scalar_first: (s, 0.0),
+           "sub": lambda s, scalar_first: (-1.0, s) if scalar_first else (1.0, -s)}
+
+
 def _binary(op, a, b, name=None):
     name = name or op
+    # float tensor with a Python scalar: one affine launch instead of a 0-d tensor + binary op
+    if op in _AFFINE:
+        if type(a) is Tensor and type(b) in (int, float) and a.dtype.is_floating_point:
+            return affine(a, *_AFFINE[op](b, False))
+        if type(b) is Tensor and type(a) in (int, float) and b.dtype.is_floating_point:
+            return affine(b, *_AFFINE[op](a, True))
     if not (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a._device is b._device):
         a, b = _coerce(name, a, b)
     if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
