@@ -66,6 +66,9 @@ class _Plain:
     def set_postfix(self, *args, **kwargs):
         pass
 
+    def close(self):
+        pass
+
     @staticmethod
     def write(line):
         print(line, flush=True)
