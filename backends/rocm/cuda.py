@@ -11,9 +11,14 @@ nvidia/cublas/lib, ...) and the loader path; newest soname first.
 """
 from __future__ import annotations
 
+import os
+
+import cffi
+
 from tensorlite.errors import BackendError, BackendUnavailable
 
 from . import PlatformBase, dlopen_first, env_lib_dirs, nvidia_wheel_lib_dirs
+from .dnn import DnnError, DnnLib
 
 DRIVER_CDEFS = """
 typedef int CUresult;
@@ -258,3 +263,309 @@ class CudaPlatform(PlatformBase):
             vp(a), dt, lda, stride_a, vp(b), dt, ldb, stride_b, beta,
             vp(c), dt, ldc, stride_c, batch, compute, _GEMM_DEFAULT)
         self._blas_check("cublasGemmStridedBatchedEx", err)
+
+    # ---- DNN library (cuDNN, loaded on first use; see dnn.py) ---------------------
+    def dnn_lib(self):
+        if getattr(self, "_dnn", None) is None:
+            self._dnn = CudnnLib(self)
+        return self._dnn
+
+
+# ---- cuDNN (legacy API) ---------------------------------------------------------------
+# Signatures and enum values after cuDNN 9's cudnn_graph.h, cudnn_ops.h and cudnn_cnn.h
+# (the legacy API, deprecated but exported by libcudnn.so.9, which loads its
+# sub-libraries itself); cuDNN 8 exports the same functions. Enums are passed as int.
+CUDNN_CDEFS = """
+typedef int cudnnStatus_t;
+typedef struct cudnnContext* cudnnHandle_t;
+typedef struct cudnnTensorStruct* cudnnTensorDescriptor_t;
+typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
+typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
+typedef struct cudnnPoolingStruct* cudnnPoolingDescriptor_t;
+typedef struct {
+    int algo; cudnnStatus_t status; float time; size_t memory; int determinism; int mathType; int reserved[3];
+} cudnnConvolutionFwdAlgoPerf_t;
+typedef struct {
+    int algo; cudnnStatus_t status; float time; size_t memory; int determinism; int mathType; int reserved[3];
+} cudnnConvolutionBwdDataAlgoPerf_t;
+size_t cudnnGetVersion(void);
+const char* cudnnGetErrorString(cudnnStatus_t status);
+cudnnStatus_t cudnnCreate(cudnnHandle_t* handle);
+cudnnStatus_t cudnnDestroy(cudnnHandle_t handle);
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, void* streamId);
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc);
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t tensorDesc, int dataType, int nbDims,
+                                         const int dimA[], const int strideA[]);
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc);
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc);
+cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t filterDesc, int dataType, int format,
+                                         int nbDims, const int filterDimA[]);
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc);
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc);
+cudnnStatus_t cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t convDesc, int arrayLength,
+                                              const int padA[], const int filterStrideA[], const int dilationA[],
+                                              int mode, int computeType);
+cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t convDesc, int groupCount);
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc, int mathType);
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc);
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int* returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t* perfResults);
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+    const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, int algo, size_t* sizeInBytes);
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc,
+    const void* x, const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    int algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnTensorDescriptor_t yDesc, void* y);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc,
+    const int requestedAlgoCount, int* returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t* perfResults);
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
+    const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int algo,
+    size_t* sizeInBytes);
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,
+    const cudnnConvolutionDescriptor_t convDesc, int algo, void* workSpace, size_t workSpaceSizeInBytes,
+    const void* beta, const cudnnTensorDescriptor_t dxDesc, void* dx);
+cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t* poolingDesc);
+cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t poolingDesc, int mode, int maxpoolingNanOpt,
+    int windowHeight, int windowWidth, int verticalPadding, int horizontalPadding, int verticalStride,
+    int horizontalStride);
+cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t poolingDesc);
+cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescriptor_t poolingDesc,
+    const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x, const void* beta,
+    const cudnnTensorDescriptor_t yDesc, void* y);
+cudnnStatus_t cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derivedBnDesc,
+    const cudnnTensorDescriptor_t xDesc, int mode);
+cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t handle, int mode, const void* alpha,
+    const void* beta, const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t yDesc,
+    void* y, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale, const void* bnBias,
+    const void* estimatedMean, const void* estimatedVariance, double epsilon);
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t handle, int mode, const void* alpha,
+    const void* beta, const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t yDesc,
+    void* y, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale, const void* bnBias,
+    double exponentialAverageFactor, void* resultRunningMean, void* resultRunningVariance, double epsilon,
+    void* resultSaveMean, void* resultSaveInvVariance);
+"""
+
+_CUDNN_DT = {"f32": 0, "f64": 1, "f16": 2, "bf16": 9}          # cudnnDataType_t
+_CUDNN_CROSS_CORRELATION = 1                                   # cudnnConvolutionMode_t
+_CUDNN_TENSOR_NCHW = 0                                         # cudnnTensorFormat_t
+_CUDNN_TENSOR_OP_MATH, _CUDNN_FMA_MATH = 1, 3                  # cudnnMathType_t (1, 2 use tensor cores)
+_CUDNN_POOL = {"max": 0, "avg_include": 1, "avg_exclude": 2}   # cudnnPoolingMode_t
+_CUDNN_PROPAGATE_NAN = 1
+_CUDNN_BATCHNORM_SPATIAL = 1
+_CUDNN_ALGO_COUNT = 16   # more than CUDNN_CONVOLUTION_FWD_ALGO_COUNT (8) / BWD_DATA (6)
+
+
+def _preload_cudnn_sublibraries(path):
+    """cuDNN 9's libcudnn.so.9 dlopens its sub-libraries by soname; when it came from a
+    directory outside the loader path (a pip wheel's nvidia/cudnn/lib) they would not be
+    found, so load the ones next to it first, globally, in dependency order."""
+    import ctypes
+    d = os.path.dirname(path)
+    if not d:
+        return
+    for name in ("libcudnn_graph", "libcudnn_engines_precompiled", "libcudnn_engines_runtime_compiled",
+                 "libcudnn_heuristic", "libcudnn_ops", "libcudnn_cnn", "libcudnn_adv"):
+        for so in (f"{name}.so.9", f"{name}.so.8"):
+            p = os.path.join(d, so)
+            if os.path.exists(p):
+                try:
+                    ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
+                except OSError:  # a missing optional dependency: cudnnCreate below reports it
+                    pass
+                break
+
+
+class CudnnLib(DnnLib):
+    """cuDNN behind backends.rocm.dnn.DnnLib's interface (see dnn.py for the contract)."""
+    name = "cuDNN"
+    DTYPES = ("f32", "f64", "f16", "bf16")
+    BN_DTYPES = ("f32", "f64", "f16", "bf16")
+    HAS_CONV_BWD_DATA = True
+
+    def __init__(self, platform):
+        super().__init__(platform)
+        self.ffi = None
+        self._error = None
+        self._fma = {}   # conv descriptor address -> FMA-only math (f32/f64)
+
+    def load(self):
+        if self.lib is not None:
+            return
+        if self._error is not None:
+            raise BackendUnavailable(self._error)
+        ffi = cffi.FFI()
+        ffi.cdef(CUDNN_CDEFS)
+        try:
+            lib, path = dlopen_first(ffi, "libcudnn (cuDNN)", ("libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"),
+                                     self.platform._dirs())
+            _preload_cudnn_sublibraries(path)
+            # creating a handle and a conv descriptor loads the ops and cnn sub-libraries
+            # (cuDNN 9 opens them lazily): a broken install shows up here, not mid-model
+            h = ffi.new("cudnnHandle_t*")
+            self._check_with(lib, ffi, "cudnnCreate", lib.cudnnCreate(h))
+            cd = ffi.new("cudnnConvolutionDescriptor_t*")
+            self._check_with(lib, ffi, "cudnnCreateConvolutionDescriptor", lib.cudnnCreateConvolutionDescriptor(cd))
+            lib.cudnnDestroyConvolutionDescriptor(cd[0])
+            lib.cudnnDestroy(h[0])
+        except (BackendUnavailable, BackendError, AttributeError, OSError) as e:
+            self._error = f"cuDNN unusable: {e}"
+            raise BackendUnavailable(self._error) from None
+        self.lib, self.ffi, self.path = lib, ffi, path
+
+    def version(self) -> str:
+        v = int(self.lib.cudnnGetVersion())          # 9.x: major*10000 + minor*100 + patch
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 9000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
+
+    def features(self):
+        return {"conv2d": True, "conv_transpose2d": True, "pool2d": True, "batch_norm": True}
+
+    # ---- checked calls ----------------------------------------------------------
+    @staticmethod
+    def _check_with(lib, ffi, call, code):
+        if code:
+            name = ffi.string(lib.cudnnGetErrorString(code)).decode()
+            # 2xxx BAD_PARAM and 3xxx NOT_SUPPORTED: the library rejects the problem
+            raise DnnError(f"{call} failed: {name} ({int(code)})", unsupported=2000 <= int(code) < 4000)
+
+    def _check(self, call, code):
+        self._check_with(self.lib, self.ffi, call, code)
+
+    def _new(self, kind, create, destroy):
+        p = self.ffi.new(f"{kind}*")
+        self._check(create, getattr(self.lib, create)(p))
+        return self.ffi.gc(p[0], getattr(self.lib, destroy))
+
+    def _vp(self, addr):
+        return self.ffi.cast("void*", addr)
+
+    def _scalars(self, dt):
+        kind = "double*" if dt == "f64" else "float*"
+        return self.ffi.new(kind, 1.0), self.ffi.new(kind, 0.0)
+
+    # ---- descriptors ------------------------------------------------------------
+    def create(self, stream_addr):
+        h = self.ffi.new("cudnnHandle_t*")
+        self._check("cudnnCreate", self.lib.cudnnCreate(h))
+        self._check("cudnnSetStream", self.lib.cudnnSetStream(h[0], self._vp(stream_addr)))
+        return h[0]   # lives as long as the device (one per device)
+
+    def tensor(self, dt, dims, strides):
+        d = self._new("cudnnTensorDescriptor_t", "cudnnCreateTensorDescriptor", "cudnnDestroyTensorDescriptor")
+        self._check("cudnnSetTensorNdDescriptor", self.lib.cudnnSetTensorNdDescriptor(
+            d, _CUDNN_DT[dt], len(dims), self.ffi.new("int[]", list(dims)), self.ffi.new("int[]", list(strides))))
+        return d
+
+    def filter(self, dt, dims):
+        d = self._new("cudnnFilterDescriptor_t", "cudnnCreateFilterDescriptor", "cudnnDestroyFilterDescriptor")
+        self._check("cudnnSetFilterNdDescriptor", self.lib.cudnnSetFilterNdDescriptor(
+            d, _CUDNN_DT[dt], _CUDNN_TENSOR_NCHW, len(dims), self.ffi.new("int[]", list(dims))))
+        return d
+
+    def conv(self, dt, pad, stride, dilation, groups):
+        d = self._new("cudnnConvolutionDescriptor_t", "cudnnCreateConvolutionDescriptor",
+                      "cudnnDestroyConvolutionDescriptor")
+        ia = lambda v: self.ffi.new("int[]", list(v))  # noqa: E731
+        compute = _CUDNN_DT["f64"] if dt == "f64" else _CUDNN_DT["f32"]   # f16/bf16 accumulate in f32
+        self._check("cudnnSetConvolutionNdDescriptor", self.lib.cudnnSetConvolutionNdDescriptor(
+            d, len(pad), ia(pad), ia(stride), ia(dilation), _CUDNN_CROSS_CORRELATION, compute))
+        self._check("cudnnSetConvolutionGroupCount", self.lib.cudnnSetConvolutionGroupCount(d, int(groups)))
+        # f32/f64: FMA only, no TF32, so results match the cpu reference at f32 tolerance
+        math = _CUDNN_TENSOR_OP_MATH if dt in ("f16", "bf16") else _CUDNN_FMA_MATH
+        self._check("cudnnSetConvolutionMathType", self.lib.cudnnSetConvolutionMathType(d, math))
+        self._fma[int(self.ffi.cast("uintptr_t", d))] = math == _CUDNN_FMA_MATH
+        return d
+
+    def _pick(self, call, perf, n, cd, ws_size, limit):
+        """The first (fastest by heuristic) algorithm that is usable, keeps the descriptor's
+        math type class and fits the workspace limit: (algo, workspace bytes)."""
+        fma = self._math_is_fma(cd)
+        for i in range(n):
+            p = perf[i]
+            if p.status != 0 or (fma and p.mathType in (1, 2)):
+                continue
+            size = ws_size(p.algo)
+            if size <= limit:
+                if not fma:
+                    self._check("cudnnSetConvolutionMathType", self.lib.cudnnSetConvolutionMathType(cd, p.mathType))
+                return int(p.algo), size
+        raise DnnError(f"{call}: no usable algorithm among {n} (workspace limit {limit} bytes)", unsupported=True)
+
+    def _math_is_fma(self, cd):
+        return self._fma.get(int(self.ffi.cast("uintptr_t", cd)), True)
+
+    def conv_fwd_algo(self, handle, xd, wd, cd, yd, ptrs, alloc, limit):
+        perf = self.ffi.new("cudnnConvolutionFwdAlgoPerf_t[]", _CUDNN_ALGO_COUNT)
+        n = self.ffi.new("int*")
+        self._check("cudnnGetConvolutionForwardAlgorithm_v7", self.lib.cudnnGetConvolutionForwardAlgorithm_v7(
+            handle, xd, wd, cd, yd, _CUDNN_ALGO_COUNT, n, perf))
+        size = self.ffi.new("size_t*")
+
+        def ws(algo):
+            self._check("cudnnGetConvolutionForwardWorkspaceSize",
+                        self.lib.cudnnGetConvolutionForwardWorkspaceSize(handle, xd, wd, cd, yd, algo, size))
+            return int(size[0])
+        return self._pick("cudnnGetConvolutionForwardAlgorithm_v7", perf, n[0], cd, ws, limit)
+
+    def conv_fwd(self, handle, dt, xd, x, wd, w, cd, algo, ws, ws_bytes, yd, y):
+        alpha, beta = self._scalars(dt)
+        self._check("cudnnConvolutionForward", self.lib.cudnnConvolutionForward(
+            handle, alpha, xd, self._vp(x), wd, self._vp(w), cd, algo, self._vp(ws), ws_bytes, beta, yd, self._vp(y)))
+
+    def conv_bwd_data_algo(self, handle, wd, dyd, cd, dxd, ptrs, alloc, limit):
+        perf = self.ffi.new("cudnnConvolutionBwdDataAlgoPerf_t[]", _CUDNN_ALGO_COUNT)
+        n = self.ffi.new("int*")
+        self._check("cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                    self.lib.cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, wd, dyd, cd, dxd,
+                                                                         _CUDNN_ALGO_COUNT, n, perf))
+        size = self.ffi.new("size_t*")
+
+        def ws(algo):
+            self._check("cudnnGetConvolutionBackwardDataWorkspaceSize",
+                        self.lib.cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wd, dyd, cd, dxd, algo, size))
+            return int(size[0])
+        return self._pick("cudnnGetConvolutionBackwardDataAlgorithm_v7", perf, n[0], cd, ws, limit)
+
+    def conv_bwd_data(self, handle, dt, wd, w, dyd, dy, cd, algo, ws, ws_bytes, dxd, dx):
+        alpha, beta = self._scalars(dt)
+        self._check("cudnnConvolutionBackwardData", self.lib.cudnnConvolutionBackwardData(
+            handle, alpha, wd, self._vp(w), dyd, self._vp(dy), cd, algo, self._vp(ws), ws_bytes, beta, dxd,
+            self._vp(dx)))
+
+    def pool(self, mode, kernel, pad, stride):
+        d = self._new("cudnnPoolingDescriptor_t", "cudnnCreatePoolingDescriptor", "cudnnDestroyPoolingDescriptor")
+        self._check("cudnnSetPooling2dDescriptor", self.lib.cudnnSetPooling2dDescriptor(
+            d, _CUDNN_POOL[mode], _CUDNN_PROPAGATE_NAN, kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1]))
+        return d
+
+    def pool_fwd(self, handle, dt, pd, xd, x, yd, y):
+        alpha, beta = self._scalars(dt)
+        self._check("cudnnPoolingForward", self.lib.cudnnPoolingForward(
+            handle, pd, alpha, xd, self._vp(x), beta, yd, self._vp(y)))
+
+    def bn_param(self, xd):
+        d = self._new("cudnnTensorDescriptor_t", "cudnnCreateTensorDescriptor", "cudnnDestroyTensorDescriptor")
+        self._check("cudnnDeriveBNTensorDescriptor", self.lib.cudnnDeriveBNTensorDescriptor(
+            d, xd, _CUDNN_BATCHNORM_SPATIAL))
+        return d
+
+    def bn_fwd_inference(self, handle, dt, xd, x, yd, y, pd, scale, bias, mean, var, eps):
+        alpha, beta = self._scalars(dt)
+        vp = self._vp
+        self._check("cudnnBatchNormalizationForwardInference", self.lib.cudnnBatchNormalizationForwardInference(
+            handle, _CUDNN_BATCHNORM_SPATIAL, alpha, beta, xd, vp(x), yd, vp(y), pd, vp(scale), vp(bias),
+            vp(mean), vp(var), float(eps)))
+
+    def bn_fwd_training(self, handle, dt, xd, x, yd, y, pd, scale, bias, factor, run_mean, run_var, eps,
+                        save_mean, save_invstd):
+        alpha, beta = self._scalars(dt)
+        vp = self._vp
+        self._check("cudnnBatchNormalizationForwardTraining", self.lib.cudnnBatchNormalizationForwardTraining(
+            handle, _CUDNN_BATCHNORM_SPATIAL, alpha, beta, xd, vp(x), yd, vp(y), pd, vp(scale), vp(bias),
+            float(factor), vp(run_mean), vp(run_var), float(eps), vp(save_mean), vp(save_invstd)))

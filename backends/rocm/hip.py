@@ -12,9 +12,12 @@ the library keeps the old-layout export. We still hand it a generously sized buf
 """
 from __future__ import annotations
 
+import cffi
+
 from tensorlite.errors import BackendError, BackendUnavailable
 
 from . import PlatformBase, dlopen_first, env_lib_dirs
+from .dnn import DnnError, DnnLib
 
 RUNTIME_CDEFS = """
 typedef enum hipError_t {
@@ -359,3 +362,235 @@ class HipPlatform(PlatformBase):
             cptr, dt, ldc, stride_c, cptr, dt, ldc, stride_c,
             batch, compute, 0, 0, 0)  # rocblas_gemm_algo_standard, solution_index 0, no flags
         self._blas_check("rocblas_gemm_strided_batched_ex", err)
+
+    # ---- DNN library (MIOpen, loaded on first use; see dnn.py) --------------------
+    def dnn_lib(self):
+        if getattr(self, "_dnn", None) is None:
+            self._dnn = MiopenLib(self)
+        return self._dnn
+
+
+# ---- MIOpen ---------------------------------------------------------------------------
+# Signatures and enum values after ROCm/MIOpen include/miopen/miopen.h (MIOpen 3.x);
+# enums are passed as int. miopenConvAlgoPerf_t's leading member is a union of three
+# int-sized algorithm enums, declared here as its first member (same layout).
+# miopenLayerNormForward, miopenT5LayerNormForward (RMSNorm) and miopenRoPEForward are
+# MIOPEN_BETA_API additions: declared, but only probed (MiopenLib.features), never assumed.
+MIOPEN_CDEFS = """
+typedef int miopenStatus_t;
+typedef struct miopenHandle* miopenHandle_t;
+typedef struct miopenTensorDescriptor* miopenTensorDescriptor_t;
+typedef struct miopenConvolutionDescriptor* miopenConvolutionDescriptor_t;
+typedef struct miopenPoolingDescriptor* miopenPoolingDescriptor_t;
+typedef struct { int fwd_algo; float time; size_t memory; } miopenConvAlgoPerf_t;
+const char* miopenGetErrorString(miopenStatus_t error);
+miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch);
+miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, void* stream);
+miopenStatus_t miopenDestroy(miopenHandle_t handle);
+miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc);
+miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc, int dataType, int nbDims,
+                                         const int* dimsA, const int* stridesA);
+miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc);
+miopenStatus_t miopenCreateConvolutionDescriptor(miopenConvolutionDescriptor_t* convDesc);
+miopenStatus_t miopenInitConvolutionNdDescriptor(miopenConvolutionDescriptor_t convDesc, int spatialDim,
+                                                 const int* padA, const int* strideA, const int* dilationA,
+                                                 int c_mode);
+miopenStatus_t miopenSetConvolutionGroupCount(miopenConvolutionDescriptor_t convDesc, int groupCount);
+miopenStatus_t miopenDestroyConvolutionDescriptor(miopenConvolutionDescriptor_t convDesc);
+miopenStatus_t miopenConvolutionForwardGetWorkSpaceSize(miopenHandle_t handle, const miopenTensorDescriptor_t wDesc,
+    const miopenTensorDescriptor_t xDesc, const miopenConvolutionDescriptor_t convDesc,
+    const miopenTensorDescriptor_t yDesc, size_t* workSpaceSize);
+miopenStatus_t miopenFindConvolutionForwardAlgorithm(miopenHandle_t handle, const miopenTensorDescriptor_t xDesc,
+    const void* x, const miopenTensorDescriptor_t wDesc, const void* w,
+    const miopenConvolutionDescriptor_t convDesc, const miopenTensorDescriptor_t yDesc, void* y,
+    const int requestAlgoCount, int* returnedAlgoCount, miopenConvAlgoPerf_t* perfResults, void* workSpace,
+    size_t workSpaceSize, bool exhaustiveSearch);
+miopenStatus_t miopenConvolutionForward(miopenHandle_t handle, const void* alpha,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t wDesc, const void* w,
+    const miopenConvolutionDescriptor_t convDesc, int algo, const void* beta,
+    const miopenTensorDescriptor_t yDesc, void* y, void* workSpace, size_t workSpaceSize);
+miopenStatus_t miopenCreatePoolingDescriptor(miopenPoolingDescriptor_t* poolDesc);
+miopenStatus_t miopenSet2dPoolingDescriptor(miopenPoolingDescriptor_t poolDesc, int mode, int windowHeight,
+    int windowWidth, int pad_h, int pad_w, int stride_h, int stride_w);
+miopenStatus_t miopenDestroyPoolingDescriptor(miopenPoolingDescriptor_t poolDesc);
+miopenStatus_t miopenPoolingForward(miopenHandle_t handle, const miopenPoolingDescriptor_t poolDesc,
+    const void* alpha, const miopenTensorDescriptor_t xDesc, const void* x, const void* beta,
+    const miopenTensorDescriptor_t yDesc, void* y, bool do_backward, void* workSpace, size_t workSpaceSize);
+miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBnDesc,
+    const miopenTensorDescriptor_t xDesc, int bn_mode);
+miopenStatus_t miopenBatchNormalizationForwardInference(miopenHandle_t handle, int bn_mode, void* alpha,
+    void* beta, const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias, void* estimatedMean,
+    void* estimatedVariance, double epsilon);
+miopenStatus_t miopenBatchNormalizationForwardTraining(miopenHandle_t handle, int bn_mode, void* alpha,
+    void* beta, const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias, double expAvgFactor,
+    void* resultRunningMean, void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance);
+miopenStatus_t miopenLayerNormForward(miopenHandle_t handle, int mode, const miopenTensorDescriptor_t xDesc,
+    const void* x, const miopenTensorDescriptor_t weightDesc, const void* weight,
+    const miopenTensorDescriptor_t biasDesc, const void* bias, const float epsilon, const int32_t normalized_dim,
+    const miopenTensorDescriptor_t yDesc, void* y, const miopenTensorDescriptor_t meanDesc, void* mean,
+    const miopenTensorDescriptor_t rstdDesc, void* rstd);
+miopenStatus_t miopenT5LayerNormForward(miopenHandle_t handle, int mode, const miopenTensorDescriptor_t xDesc,
+    const void* x, const miopenTensorDescriptor_t weightDesc, const void* weight, const float epsilon,
+    const miopenTensorDescriptor_t yDesc, void* y, const miopenTensorDescriptor_t rstdDesc, void* rstd);
+miopenStatus_t miopenRoPEForward(miopenHandle_t handle, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t cosDesc, const void* cos, const miopenTensorDescriptor_t sinDesc,
+    const void* sin, const miopenTensorDescriptor_t yDesc, void* y);
+"""
+
+_MIOPEN_DT = {"f16": 0, "f32": 1, "bf16": 5, "f64": 6}        # miopenDataType_t
+_MIOPEN_CONVOLUTION = 0                                      # miopenConvolutionMode_t (cross-correlation)
+_MIOPEN_POOL = {"max": 0, "avg_exclude": 1, "avg_include": 2}  # miopenPoolingMode_t
+_MIOPEN_BN_SPATIAL = 1                                       # miopenBatchNormMode_t
+_MIOPEN_UNSUPPORTED = (2, 3, 6)    # miopenStatusInvalidValue, BadParm, NotImplemented
+_MIOPEN_PROBED = ("miopenLayerNormForward", "miopenT5LayerNormForward", "miopenRoPEForward")
+_MIOPEN_FIND_COUNT = 4
+
+
+class MiopenLib(DnnLib):
+    """MIOpen behind backends.rocm.dnn.DnnLib's interface (see dnn.py for the contract).
+    Convolutions use find mode (the library times its candidates once per problem; the
+    result is cached by Dnn). bf16/f64 are 'partially supported' upstream: left to the
+    portable kernels."""
+    name = "MIOpen"
+    DTYPES = ("f32", "f16")
+    BN_DTYPES = ("f32", "f16")
+
+    def __init__(self, platform):
+        super().__init__(platform)
+        self.ffi = None
+        self._error = None
+
+    def load(self):
+        if self.lib is not None:
+            return
+        if self._error is not None:
+            raise BackendUnavailable(self._error)
+        ffi = cffi.FFI()
+        ffi.cdef(MIOPEN_CDEFS)
+        try:
+            lib, path = dlopen_first(ffi, "libMIOpen (MIOpen)", ("libMIOpen.so", "libMIOpen.so.1"),
+                                     self.platform._dirs())
+            lib.miopenCreateWithStream, lib.miopenFindConvolutionForwardAlgorithm  # the API we need
+        except (BackendUnavailable, AttributeError) as e:
+            self._error = f"MIOpen unusable: {e}"
+            raise BackendUnavailable(self._error) from None
+        self.lib, self.ffi, self.path = lib, ffi, path
+
+    def version(self) -> str:
+        v = [self.ffi.new("size_t*") for _ in range(3)]
+        if self.lib.miopenGetVersion(*v):
+            return "unknown"
+        return ".".join(str(int(p[0])) for p in v)
+
+    def features(self):
+        """Which optional (beta) entry points this build exports."""
+        out = {"conv2d": True, "conv_transpose2d": False, "pool2d": True, "batch_norm": True}
+        for sym in _MIOPEN_PROBED:
+            try:
+                getattr(self.lib, sym)
+                out[sym] = True
+            except AttributeError:
+                out[sym] = False
+        return out
+
+    def _check(self, call, code):
+        if code:
+            name = self.ffi.string(self.lib.miopenGetErrorString(code)).decode()
+            raise DnnError(f"{call} failed: {name} ({int(code)})", unsupported=int(code) in _MIOPEN_UNSUPPORTED)
+
+    def _new(self, kind, create, destroy):
+        p = self.ffi.new(f"{kind}*")
+        self._check(create, getattr(self.lib, create)(p))
+        return self.ffi.gc(p[0], getattr(self.lib, destroy))
+
+    def _vp(self, addr):
+        return self.ffi.cast("void*", addr)
+
+    def _scalars(self, dt):
+        return self.ffi.new("float*", 1.0), self.ffi.new("float*", 0.0)   # MIOpen's alpha/beta are float
+
+    def create(self, stream_addr):
+        h = self.ffi.new("miopenHandle_t*")
+        self._check("miopenCreateWithStream", self.lib.miopenCreateWithStream(h, self._vp(stream_addr)))
+        return h[0]
+
+    def tensor(self, dt, dims, strides):
+        d = self._new("miopenTensorDescriptor_t", "miopenCreateTensorDescriptor", "miopenDestroyTensorDescriptor")
+        self._check("miopenSetTensorDescriptor", self.lib.miopenSetTensorDescriptor(
+            d, _MIOPEN_DT[dt], len(dims), self.ffi.new("int[]", list(dims)), self.ffi.new("int[]", list(strides))))
+        return d
+
+    def filter(self, dt, dims):
+        strides, acc = [], 1
+        for n in reversed(dims):
+            strides.append(acc)
+            acc *= n
+        return self.tensor(dt, dims, tuple(reversed(strides)))
+
+    def conv(self, dt, pad, stride, dilation, groups):
+        d = self._new("miopenConvolutionDescriptor_t", "miopenCreateConvolutionDescriptor",
+                      "miopenDestroyConvolutionDescriptor")
+        ia = lambda v: self.ffi.new("int[]", list(v))  # noqa: E731
+        self._check("miopenInitConvolutionNdDescriptor", self.lib.miopenInitConvolutionNdDescriptor(
+            d, len(pad), ia(pad), ia(stride), ia(dilation), _MIOPEN_CONVOLUTION))
+        self._check("miopenSetConvolutionGroupCount", self.lib.miopenSetConvolutionGroupCount(d, int(groups)))
+        return d
+
+    def conv_fwd_algo(self, handle, xd, wd, cd, yd, ptrs, alloc, limit):
+        size = self.ffi.new("size_t*")
+        self._check("miopenConvolutionForwardGetWorkSpaceSize",
+                    self.lib.miopenConvolutionForwardGetWorkSpaceSize(handle, wd, xd, cd, yd, size))
+        ws_bytes = min(int(size[0]), limit)
+        ws, ws_ptr = alloc(ws_bytes)
+        perf = self.ffi.new("miopenConvAlgoPerf_t[]", _MIOPEN_FIND_COUNT)
+        n = self.ffi.new("int*")
+        x, w, y = ptrs
+        self._check("miopenFindConvolutionForwardAlgorithm", self.lib.miopenFindConvolutionForwardAlgorithm(
+            handle, xd, self._vp(x), wd, self._vp(w), cd, yd, self._vp(y), _MIOPEN_FIND_COUNT, n, perf,
+            self._vp(ws_ptr), ws_bytes, False))
+        for i in range(n[0]):
+            if perf[i].memory <= ws_bytes:
+                return int(perf[i].fwd_algo), int(perf[i].memory)
+        raise DnnError(f"miopenFindConvolutionForwardAlgorithm: no algorithm fits {ws_bytes} bytes of workspace",
+                       unsupported=True)
+
+    def conv_fwd(self, handle, dt, xd, x, wd, w, cd, algo, ws, ws_bytes, yd, y):
+        alpha, beta = self._scalars(dt)
+        self._check("miopenConvolutionForward", self.lib.miopenConvolutionForward(
+            handle, alpha, xd, self._vp(x), wd, self._vp(w), cd, algo, beta, yd, self._vp(y), self._vp(ws), ws_bytes))
+
+    def pool(self, mode, kernel, pad, stride):
+        d = self._new("miopenPoolingDescriptor_t", "miopenCreatePoolingDescriptor", "miopenDestroyPoolingDescriptor")
+        self._check("miopenSet2dPoolingDescriptor", self.lib.miopenSet2dPoolingDescriptor(
+            d, _MIOPEN_POOL[mode], kernel[0], kernel[1], pad[0], pad[1], stride[0], stride[1]))
+        return d
+
+    def pool_fwd(self, handle, dt, pd, xd, x, yd, y):
+        alpha, beta = self._scalars(dt)
+        # do_backward=False: no index workspace is kept (the backward is the composite's)
+        self._check("miopenPoolingForward", self.lib.miopenPoolingForward(
+            handle, pd, alpha, xd, self._vp(x), beta, yd, self._vp(y), False, self.ffi.NULL, 0))
+
+    def bn_param(self, xd):
+        d = self._new("miopenTensorDescriptor_t", "miopenCreateTensorDescriptor", "miopenDestroyTensorDescriptor")
+        self._check("miopenDeriveBNTensorDescriptor", self.lib.miopenDeriveBNTensorDescriptor(
+            d, xd, _MIOPEN_BN_SPATIAL))
+        return d
+
+    def bn_fwd_inference(self, handle, dt, xd, x, yd, y, pd, scale, bias, mean, var, eps):
+        alpha, beta = self._scalars(dt)
+        vp = self._vp
+        self._check("miopenBatchNormalizationForwardInference", self.lib.miopenBatchNormalizationForwardInference(
+            handle, _MIOPEN_BN_SPATIAL, alpha, beta, xd, vp(x), yd, vp(y), pd, vp(scale), vp(bias), vp(mean),
+            vp(var), float(eps)))
+
+    def bn_fwd_training(self, handle, dt, xd, x, yd, y, pd, scale, bias, factor, run_mean, run_var, eps,
+                        save_mean, save_invstd):
+        alpha, beta = self._scalars(dt)
+        vp = self._vp
+        self._check("miopenBatchNormalizationForwardTraining", self.lib.miopenBatchNormalizationForwardTraining(
+            handle, _MIOPEN_BN_SPATIAL, alpha, beta, xd, vp(x), yd, vp(y), pd, vp(scale), vp(bias), float(factor),
+            vp(run_mean), vp(run_var), float(eps), vp(save_mean), vp(save_invstd)))

@@ -36,6 +36,7 @@ from tensorlite.layout import Layout, contiguous_strides
 # The reference backend's rules for host-side scalars and error messages are reused so
 # both backends agree on them exactly.
 from ..cpu import _as_2d_params, _cast, _dtype_error, _error
+from .dnn import bn_param_dtype as _bn_param_dtype, dnn_for as _dnn_for, run as _dnn_run
 
 # =====================================================================================
 # The kernel table: source file -> entry points (the single source of truth)
@@ -107,7 +108,9 @@ _VIEW3 = struct.Struct("<4q")                    # struct View3
 _MAX_REDUCE_STATE = 16                           # bytes of the largest partial state in reduce.hip
 _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
 _CONTIG_PACKS: Dict[int, bytes] = {}
+_CONTIG_STRIDES: Dict[tuple, tuple] = {}         # shape -> its row-major strides
 _GRID_CAP: Dict[int, int] = {}
+_SMS: Dict[int, int] = {}                        # id(device) -> multiprocessors
 
 
 def _grid(dev, work_items: int, per_block: int = _BLOCK) -> int:
@@ -115,7 +118,8 @@ def _grid(dev, work_items: int, per_block: int = _BLOCK) -> int:
     cap = _GRID_CAP.get(id(dev))
     if cap is None:
         cap = _GRID_CAP[id(dev)] = int(dev.props.get("multiprocessor_count") or 80) * 16
-    return max(1, min(-(-work_items // per_block), cap))
+    blocks = -(-work_items // per_block)
+    return blocks if 0 < blocks <= cap else (cap if blocks > 0 else 1)
 
 
 def _coalesce(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
@@ -149,13 +153,29 @@ def _pack_contiguous(offset: int) -> bytes:
     return packed
 
 
+def _is_contiguous(lay: Layout) -> bool:
+    """lay.is_contiguous(), mostly answered by comparing with the row-major strides of its
+    shape (cached per shape) instead of walking the dims."""
+    shape = lay.shape
+    canonical = _CONTIG_STRIDES.get(shape)
+    if canonical is None:
+        if len(_CONTIG_STRIDES) > 4096:
+            _CONTIG_STRIDES.clear()
+        canonical = _CONTIG_STRIDES[shape] = contiguous_strides(shape)
+    return lay.strides == canonical or lay.is_contiguous()  # size-1 dims may have any stride
+
+
 def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
+    packs = []
     for lay in layouts:
-        if not lay.is_contiguous():
+        # _is_contiguous, inlined for the common case of row-major strides
+        if lay.strides != _CONTIG_STRIDES.get(lay.shape) and not _is_contiguous(lay):
             break
+        packed = _CONTIG_PACKS.get(lay.offset)
+        packs.append(packed if packed is not None else _pack_contiguous(lay.offset))
     else:  # the hot path: nothing to merge
-        return tuple([_pack_contiguous(lay.offset) for lay in layouts])
+        return tuple(packs)
     key = tuple([(lay.shape, lay.strides, lay.offset) for lay in layouts])
     packed = _PACK_CACHE.get(key)
     if packed is not None:
@@ -183,7 +203,9 @@ def _row_block(dev, n_rows: int, row_len: int, columns: bool = False) -> Tuple[i
     neighbouring rows (reductions over a non-innermost dim)."""
     if columns:
         return 1, _BLOCK
-    sms = int(dev.props.get("multiprocessor_count") or 80)
+    sms = _SMS.get(id(dev))
+    if sms is None:
+        sms = _SMS[id(dev)] = int(dev.props.get("multiprocessor_count") or 80)
     cap = 1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128)
     tpr = 1
     while tpr < row_len and tpr < cap:
@@ -500,6 +522,11 @@ class GpuStorage(BackendStorage):
         out = self._new(b * c_out * oh * ow)
         if out.numel == 0:
             return out
+        dnn = _dnn_for(self.device)  # cuDNN / MIOpen where they take the case (TENSORLITE_DNN)
+        if dnn is not None and dnn.supports_conv(self.dtype, layout, out.numel):
+            wk, wl = kernel._contiguous(kernel_layout)  # filter descriptors have no strides
+            if _dnn_run(dnn, "conv2d", dnn.conv2d, self, layout, wk, wl, params, out, (b, c_out, oh, ow)):
+                return out
         dev = self.device
         # im2col: cols (b, c*kh*kw, oh*ow); group g's rows are one contiguous block
         n_cols = b * c * kh * kw * oh * ow
@@ -535,6 +562,12 @@ class GpuStorage(BackendStorage):
         out = self._new(b * c_out * oh * ow)
         if out.numel == 0:
             return out
+        dnn = _dnn_for(self.device)  # the library's convolution backward-data, where it has one
+        if dnn is not None and dnn.supports_conv(self.dtype, layout, out.numel, transposed=True):
+            wk, wl = kernel._contiguous(kernel_layout)
+            if _dnn_run(dnn, "conv_transpose2d", dnn.conv_transpose2d, self, layout, wk, wl, params, out,
+                        (b, c_out, oh, ow)):
+                return out
         dev = self.device
         # cols[:, g] (o_g*kh*kw x h*w) = W_g^T (o_g*kh*kw x c_in/g) . x[:, g] (c_in/g x h*w)
         i_g, kdim, hw = c_in // g, o_g * kh * kw, h * w
@@ -573,13 +606,56 @@ class GpuStorage(BackendStorage):
                         ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)])
         return out
 
+    def _dnn_pool(self, kind, layout, params):
+        """The pooling through cuDNN / MIOpen, or None (the portable kernel runs)."""
+        if layout.ndim != 4:
+            return None
+        oh, ow = params.out_size(*layout.shape[2:])
+        n = layout.shape[0] * layout.shape[1] * oh * ow
+        if n <= 0:
+            return None
+        dnn = _dnn_for(self.device)
+        if dnn is None or not dnn.supports_pool(self.dtype, layout, params, kind, n):
+            return None
+        out = self._new(n)
+        ok = _dnn_run(dnn, f"{kind}_pool2d", dnn.pool2d, kind, self, layout, params, out, layout.shape[:2] + (oh, ow))
+        return out if ok else None
+
+    def batch_norm_fused(self, layout, weight, w_layout, bias, b_layout, mean, m_layout, var, v_layout,
+                         training: bool, momentum: float, eps: float):
+        """Spatial batch norm forward through cuDNN / MIOpen, updating the running stats in
+        place when training; None where the library does not take the case (F.batch_norm
+        then runs its composite). Not a contract op: an optional fast path F.batch_norm
+        looks for. weight/bias/mean/var: 1-d, unit stride, of bn_param_dtype(self.dtype)."""
+        if not 2 <= layout.ndim <= 4 or layout.numel() == 0:
+            return None
+        dnn = _dnn_for(self.device)
+        if dnn is None or not dnn.supports_batch_norm(self.dtype, layout):
+            return None
+        c, pdt = layout.shape[1], _bn_param_dtype(self.dtype)
+        ops = ((weight, w_layout), (bias, b_layout), (mean, m_layout), (var, v_layout))
+        if any(st.dtype is not pdt or tuple(lay.shape) != (c,) or (c > 1 and lay.strides[0] != 1) for st, lay in ops):
+            return None
+        out = self._new(layout.numel())
+        save = [self._new(c, pdt), self._new(c, pdt)]   # batch mean / inverse std (unused: the backward recomputes)
+        ok = _dnn_run(dnn, "batch_norm", dnn.batch_norm, self, layout, out,
+                      *[st._addr(lay.offset) for st, lay in ops], float(eps), bool(training), float(momentum),
+                      save[0].ptr, save[1].ptr)
+        return out if ok else None
+
     def avg_pool2d(self, layout, params: PoolParams):
+        out = self._dnn_pool("avg", layout, params)
+        if out is not None:
+            return out
         out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else (0, 0)
         return self._window_op("avg_pool2d", "avg_pool2d", layout, out_hw,
                                (*params.kernel, *params.stride, *params.padding, 1, 1),
                                (("int32", int(bool(params.count_include_pad))),))
 
     def max_pool2d(self, layout, params: PoolParams):
+        out = self._dnn_pool("max", layout, params)
+        if out is not None:
+            return out
         out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else (0, 0)
         return self._window_op("max_pool2d", "max_pool2d", layout, out_hw,
                                (*params.kernel, *params.stride, *params.padding, *params.dilation))

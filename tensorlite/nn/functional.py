@@ -192,6 +192,89 @@ def rms_norm_slow(x, normalized_shape, weight=None, eps=None):
     return (y if w is None else y * w).reshape(x.shape)
 
 
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5):
+    """torch.nn.functional.batch_norm over dim 1 of an (N, C, *) input, as a composite of
+    Tensor ops (autograd differentiates it). Training normalises with the batch's biased
+    variance and, when running stats are given, updates them in place with
+    `(1 - momentum) * running + momentum * batch` (the variance unbiased, as torch).
+    f16/bf16 inputs compute in f32 and round once."""
+    x = input
+    if x.ndim < 2:
+        raise ShapeError(f"{describe('batch_norm', input=x)}: expected an (N, C, ...) input with at least 2 dims")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{describe('batch_norm', input=x)}: expected a floating point input")
+    c = x.shape[1]
+    stats = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    for name, t in stats.items():
+        if t is None:
+            continue
+        if t._device is not x._device:
+            raise DeviceError(f"{describe('batch_norm', input=x, **{name: t})}: {name} must be on the input's device")
+        if t.shape != (c,):
+            raise ShapeError(f"{describe('batch_norm', input=x, **{name: t})}: {name} must have shape ({c},)")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    dims = (0,) + tuple(range(2, x.ndim))
+    bshape = (1, c) + (1,) * (x.ndim - 2)
+    cdt = _dt.float32 if x.dtype in (_dt.float16, _dt.bfloat16) else x.dtype
+    n = prod(x.shape) // c if c else 0
+    if training and n <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                         f"got input of shape {tuple(x.shape)}")
+    fused = getattr(x._storage, "batch_norm_fused", None)  # the GPU's DNN library, where it takes the case
+    if fused is not None and None not in (weight, bias, running_mean, running_var):
+        st = fused(x._layout, *_storage_args(weight), *_storage_args(bias), *_storage_args(running_mean),
+                   *_storage_args(running_var), training, momentum, eps)
+        if st is not None:
+            return _batch_norm_attach(_wrap(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
+                                      training, eps, dims, bshape, cdt)
+    xf = x._cast(cdt)
+    if training:
+        mean = xf.mean(dims)
+        xc = xf - mean.reshape(bshape)
+        var = (xc * xc).mean(dims)
+        if running_mean is not None or running_var is not None:
+            from ..autograd import no_grad
+            with no_grad():
+                m = float(momentum)
+                if running_mean is not None:
+                    running_mean.copy_(running_mean._cast(cdt) * (1.0 - m) + mean.detach() * m)
+                if running_var is not None:
+                    running_var.copy_(running_var._cast(cdt) * (1.0 - m) + var.detach() * (m * n / (n - 1)))
+    else:
+        mean, var = running_mean._cast(cdt), running_var._cast(cdt)
+        xc = xf - mean.reshape(bshape)
+    y = xc * (var + eps).pow(-0.5).reshape(bshape)
+    if weight is not None:
+        y = y * weight._cast(cdt).reshape(bshape)
+    if bias is not None:
+        y = y + bias._cast(cdt).reshape(bshape)
+    return y._cast(x.dtype)
+
+
+def _batch_norm_attach(y, x, running_mean, running_var, weight, bias, training, eps, dims, bshape, cdt):
+    """The backward of a fused batch norm forward, in Tensor ops (statistics recomputed
+    from x: the batch's when training, else the running ones)."""
+    def grad(g):
+        xf, gf = x._cast(cdt), g._cast(cdt)
+        if training:
+            mean = xf.mean(dims, keepdim=True)
+            xc = xf - mean
+            rstd = ((xc * xc).mean(dims, keepdim=True) + eps).pow(-0.5)
+        else:
+            xc = xf - running_mean._cast(cdt).reshape(bshape)
+            rstd = (running_var._cast(cdt) + eps).pow(-0.5).reshape(bshape)
+        xhat = xc * rstd
+        gw = gf * weight._cast(cdt).reshape(bshape)
+        if training:
+            gx = rstd * (gw - gw.mean(dims, keepdim=True) - xhat * (gw * xhat).mean(dims, keepdim=True))
+        else:
+            gx = gw * rstd
+        return gx._cast(x.dtype), (gf * xhat).sum(dims)._cast(weight.dtype), gf.sum(dims)._cast(bias.dtype)
+    return _attach(y, (x, weight, bias), grad, "batch_norm")
+
+
 def normalize(x, p: float = 2.0, dim: int = -1, eps: float = 1e-12):
     """x / max(||x||_p, eps) along dim (torch.nn.functional.normalize)."""
     norm = (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)

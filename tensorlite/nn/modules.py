@@ -358,6 +358,53 @@ class RMSNorm(_Norm):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
+class _BatchNorm(Module):
+    """torch.nn.BatchNorm*d: weight ones, bias zeros, buffers running_mean (zeros),
+    running_var (ones) and num_batches_tracked; momentum=None is a cumulative average."""
+    dims: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Parameter(ones(num_features, **_factory(device, dtype))) if affine else None
+        self.bias = Parameter(zeros(num_features, **_factory(device, dtype))) if affine else None
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, **_factory(device, dtype)))
+            self.register_buffer("running_var", ones(num_features, **_factory(device, dtype)))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=_dt.int64, device=device))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def forward(self, x):
+        if x.ndim not in self.dims:
+            raise ShapeError(f"{type(self).__name__}: expected a {' or '.join(f'{d}-D' for d in self.dims)} input, "
+                             f"got shape {tuple(x.shape)}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / int(self.num_batches_tracked)
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None, self.running_var if track else None,
+                            self.weight, self.bias, use_batch, factor, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    dims = (4,)
+
+
 class Dropout(Module):
     def __init__(self, p: float = 0.5):
         super().__init__()
