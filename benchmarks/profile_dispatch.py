@@ -1,11 +1,19 @@
 """Host-side cost of tiny ops through Tensor -> GpuStorage -> GpuDevice, without a GPU.
 
-    python benchmarks/profile_dispatch.py [--iters 20000] [--profile]
+    python benchmarks/profile_dispatch.py [--iters 20000] [--profile] [--no-stub]
 
-A null platform stands in for HIP/CUDA: allocation hands out fake addresses, copies and
-launches do nothing, kernels are not compiled. What remains is exactly the Python work
-that every GPU op pays before the driver call, so it can be measured and profiled on any
-machine. (On a GPU, add the driver's launch cost: benchmarks/smoke_gpu.py measures it.)
+A null platform stands in for HIP/CUDA: allocation hands out fake addresses, copies do
+nothing, kernels are not compiled. Launches go through a real cffi ABI-mode call into a
+C function with cuLaunchKernel's signature that returns at once (built with `cc` into a
+temporary library; without a compiler, or with --no-stub, a Python no-op stands in). What
+remains is the Python work every GPU op pays, plus cffi's own share of the driver call,
+measured on any machine. On a GPU add the driver's launch cost (benchmarks/smoke_gpu.py
+prints it as "bare driver call").
+
+Besides the per-op table, `a + b` is split into stages by timing each layer on its own:
+Tensor layer (op - storage), storage (binary_impl - launch: kernel lookup, output
+allocation, layout packing, grid), launch (GpuDevice.launch - bare call: argument
+packing, checks) and the bare cffi call.
 """
 from __future__ import annotations
 
@@ -14,14 +22,41 @@ import cProfile
 import itertools
 import os
 import pstats
+import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
 
-def null_device():
+_STUB_SIG = """
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUstream_st* CUstream;
+int cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                   unsigned int by, unsigned int bz, unsigned int shared_mem, CUstream stream,
+                   void** params, void** extra)"""
+_STUB_DECL = _STUB_SIG + ";\n"
+
+
+def _build_stub(workdir):
+    """A shared library whose cuLaunchKernel returns 0 at once; None without a C compiler."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None
+    src, lib = os.path.join(workdir, "stub.c"), os.path.join(workdir, "libstub.so")
+    with open(src, "w") as f:
+        f.write(_STUB_SIG + " { return 0; }\n")
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return lib
+
+
+def null_device(stub_lib=None):
     from tensorlite.backends.rocm import PlatformBase
     from tensorlite.backends.rocm.device import GpuDevice
 
@@ -30,8 +65,9 @@ def null_device():
         CALLS = {"launch": "null"}
 
         def __init__(self):
-            super().__init__()
+            super().__init__(_STUB_DECL)
             self._addresses = itertools.count(1 << 20, 1 << 20)
+            self._stub = self.ffi.dlopen(stub_lib) if stub_lib else None
 
         def init(self):
             return 1
@@ -55,7 +91,7 @@ def null_device():
         dtoh_async = dtod_async = memset_d8_async = event_record = event_synchronize = htod_async
 
         def stream_create(self):
-            return None
+            return self.ffi.cast("CUstream", 0)
 
         stream_synchronize = event_destroy = free
 
@@ -66,10 +102,10 @@ def null_device():
             return None
 
         def module_get_function(self, module, name):
-            return name
+            return self.ffi.cast("CUfunction", 1 << 12)
 
         def launch_function(self):
-            return lambda *args: 0
+            return self._stub.cuLaunchKernel if self._stub is not None else (lambda *args: 0)
 
         def rtc_version(self):
             return "null 0"
@@ -89,21 +125,74 @@ def null_device():
     return GpuDevice(NullPlatform(), 0)
 
 
+def _us_per_call(fn, iters, sync=None, chunk=250):
+    """(median, min, median with syncs) us per call over 5 runs of iters/5 calls, after a
+    warm-up. With a real device (`sync` given) the calls run in chunks of `chunk` with the
+    device synchronized between them and only the host's submission timed, so that a full
+    launch queue never makes the host wait for the GPU; the third value includes the
+    syncs (above the first when the GPU, not the host, sets the pace)."""
+    for _ in range(200):
+        fn()
+    per_run = max(iters // 5, 1)
+    host, wall = [], []
+    for _ in range(5):
+        if sync is None:
+            t0 = time.perf_counter()
+            for _ in range(per_run):
+                fn()
+            host.append((time.perf_counter() - t0) / per_run * 1e6)
+            wall.append(host[-1])
+            continue
+        sync()
+        total, done, w0 = 0.0, 0, time.perf_counter()
+        while done < per_run:
+            k = min(chunk, per_run - done)
+            t0 = time.perf_counter()
+            for _ in range(k):
+                fn()
+            total += time.perf_counter() - t0
+            sync()
+            done += k
+        host.append(total / per_run * 1e6)
+        wall.append((time.perf_counter() - w0) / per_run * 1e6)
+    return sorted(host)[2], min(host), sorted(wall)[2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--profile", action="store_true", help="print the top functions of a cProfile run")
+    ap.add_argument("--no-stub", action="store_true", help="launch through a Python no-op, not a cffi call")
+    ap.add_argument("--device", default=None,
+                    help="time on a real GPU device instead ('cuda', 'rocm'): host submission cost per stage")
     args = ap.parse_args()
-    os.environ.setdefault("TENSORLITE_CACHE_DIR", tempfile.mkdtemp(prefix="tl-null-cache-"))
+    workdir = tempfile.mkdtemp(prefix="tl-null-")
+    if args.device is None:
+        os.environ.setdefault("TENSORLITE_CACHE_DIR", os.path.join(workdir, "cache"))
+    import gc
     import tensorlite as tl
     from tensorlite import backend
+    from tensorlite.backends.rocm import storage as gpu_storage
 
-    dev = null_device()
-    backend.register("null", lambda ordinal: dev)
+    if args.device is None:
+        stub = None if args.no_stub else _build_stub(workdir)
+        dev = null_device(stub)
+        backend.register("null", lambda ordinal: dev)
+        where, sync = "null", None
+        launch = "a cffi call into a no-op C cuLaunchKernel" if stub else \
+            "a Python no-op (no C compiler or --no-stub)"
+        print(f"host-side us per op (null runtime, launches through {launch}; {args.iters} iterations, "
+              f"median and min of 5 runs):")
+    else:
+        dev = backend.get_device(args.device)
+        dev.warmup()
+        where, sync = args.device, dev.synchronize
+        print(f"host-side us per op on {dev!r} (submission only, synchronized every 250 calls; "
+              f"{args.iters} iterations, median and min of 5 runs; last column: median including the syncs):")
     rng = np.random.default_rng(0)
-    a = tl.tensor(rng.standard_normal((64, 1024), dtype=np.float32)).to("null")
-    b = tl.tensor(rng.standard_normal((64, 1024), dtype=np.float32)).to("null")
-    w = tl.tensor(rng.standard_normal((1024, 64), dtype=np.float32)).to("null")
+    a = tl.tensor(rng.standard_normal((64, 1024), dtype=np.float32)).to(where)
+    b = tl.tensor(rng.standard_normal((64, 1024), dtype=np.float32)).to(where)
+    w = tl.tensor(rng.standard_normal((1024, 64), dtype=np.float32)).to(where)
     cases = {
         "add 64x1024": lambda: a + b,
         "mul by scalar": lambda: a * 2.0,
@@ -113,24 +202,49 @@ def main():
         "transpose view + add": lambda: a.T + w,
         "matmul 64x1024 @ 1024x64": lambda: a @ w,
     }
-    print(f"host-side us per op (null runtime, {args.iters} iterations, median of 5):")
+
+    def show(name, t):
+        print(f"  {name:40s} {t[0]:7.2f} {t[1]:7.2f}" + (f" {t[2]:7.2f}" if sync is not None else ""))
+
+    # objects from imports and setup to the permanent generation: the full collections
+    # they would cost land at random in the timed runs and only add noise
+    gc.collect()
+    gc.freeze()
     with tl.no_grad():
         for name, fn in cases.items():
-            for _ in range(200):
-                fn()
-            runs = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                for _ in range(args.iters // 5):
-                    fn()
-                runs.append((time.perf_counter() - t0) / (args.iters // 5) * 1e6)
-            print(f"  {name:28s} {sorted(runs)[2]:7.2f}")
+            show(name, _us_per_call(fn, args.iters, sync))
+
+        # stages of `a + b`: each layer timed on its own, the differences are its share
+        sa, sb, la, lb = a._storage, b._storage, a._layout, b._layout
+        n = la.numel()
+        out = sa.binary_impl("add", sb, la, lb)
+        kernel = dev.function("binary.hip", "badd_f32")
+        pa, pb = gpu_storage._pack_strided(la, lb)
+        grid = gpu_storage._grid(dev, n)
+        launch_args = [("int64", n), ("bytes", pa), ("bytes", pb), ("ptr", sa.buffer.ptr),
+                       ("ptr", sb.buffer.ptr), ("ptr", out.buffer.ptr)]
+        dev.launch(kernel, grid, 256, launch_args)
+        fn_raw, params = dev._launch_fn, kernel.layouts[threading.get_ident()].params
+        stream, null, handle = dev.stream, dev._null, kernel.handle
+        layers = [
+            ("Tensor layer", lambda: a + b),
+            ("storage (lookup, alloc, layouts, grid)", lambda: sa.binary_impl("add", sb, la, lb)),
+            ("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
+            ("bare launch call (cffi + driver)", lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, null)),
+        ]
+        totals = [_us_per_call(fn, args.iters, sync) for _, fn in layers] + [(0.0, 0.0, 0.0)]
+        print("stages of `add 64x1024` (each layer timed alone; its share is the difference to the next):")
+        show("whole op", totals[0])
+        for i, (stage, _) in enumerate(layers):
+            show(stage, tuple(x - y for x, y in zip(totals[i], totals[i + 1])))
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(args.iters // 4):
                 a + b
             prof.disable()
+            if sync is not None:
+                sync()
             pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     return 0
 

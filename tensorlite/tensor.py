@@ -43,9 +43,23 @@ def manual_seed(seed: int) -> None:
         _SEEDED.add(id(dev))
 
 
+_CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layouts are never mutated)
+
+
+def _contiguous_layout(shape) -> Layout:
+    if type(shape) is not tuple:
+        return Layout.contiguous(shape)
+    lay = _CONTIG_LAYOUTS.get(shape)
+    if lay is None:
+        if len(_CONTIG_LAYOUTS) > 4096:
+            _CONTIG_LAYOUTS.clear()
+        lay = _CONTIG_LAYOUTS[shape] = Layout.contiguous(tuple([int(n) for n in shape]))
+    return lay
+
+
 def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
     t = Tensor.__new__(Tensor)
-    t._storage, t._layout = storage, Layout.contiguous(shape)
+    t._storage, t._layout = storage, _contiguous_layout(shape)
     t.dtype = dtype if dtype is not None else storage.dtype
     t._device = storage.device
     t.requires_grad, t.grad, t._node = False, None, None
@@ -635,21 +649,29 @@ _AFFINE = {"add": lambda s, scalar_first: (1.0, s), "mul": lambda s, scalar_firs
 
 
 def _binary(op, a, b, name=None):
-    name = name or op
-    # float tensor with a Python scalar: one affine launch instead of a 0-d tensor + binary op
-    if op in _AFFINE:
-        if type(a) is Tensor and type(b) in (int, float) and a.dtype.is_floating_point:
-            return affine(a, *_AFFINE[op](b, False))
-        if type(b) is Tensor and type(a) in (int, float) and b.dtype.is_floating_point:
-            return affine(b, *_AFFINE[op](a, True))
-    if not (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype and a._device is b._device):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype and a._device is b._device \
+            and (a.dtype.is_floating_point or op != "div"):
+        # the hot path (what _coerce would return unchanged): skip coercion, and the
+        # broadcast layouts when the shapes already agree
+        la, lb = a._layout, b._layout
+        shape = la.shape
+        if shape != lb.shape:
+            shape, la, lb = _broadcast_pair(name or op, a, b)
+    else:
+        name = name or op
+        # float tensor with a Python scalar: one affine launch instead of a 0-d tensor + binary op
+        if op in _AFFINE:
+            if type(a) is Tensor and type(b) in (int, float) and a.dtype.is_floating_point:
+                return affine(a, *_AFFINE[op](b, False))
+            if type(b) is Tensor and type(a) in (int, float) and b.dtype.is_floating_point:
+                return affine(b, *_AFFINE[op](a, True))
         a, b = _coerce(name, a, b)
-    if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
-        a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
-    shape, la, lb = _broadcast_pair(name, a, b)
+        if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
+            a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
+        shape, la, lb = _broadcast_pair(name, a, b)
     out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
-    if not a.dtype.is_floating_point:
-        return out
+    if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
+        return out  # what _attach would return: nothing to record
     grad = _BINARY_GRADS[op]
     return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(grad(g, a, b, out), (a, b))), op)
 

@@ -359,6 +359,102 @@ def test_kernel_argument_layout_follows_c_alignment():
     assert struct.unpack_from("<d", raw, 56)[0] == 0.25
 
 
+class _LaunchPlatform:
+    """What GpuDevice needs to launch, no GPU: the launch entry point reads the packed
+    arguments through the params array during the call, as the driver does."""
+    name, runtime_name = "fake", "no runtime"
+    CALLS = {"launch": "fakeLaunchKernel"}
+
+    def __init__(self, slot_sizes, status=0):
+        import cffi
+        self.ffi, self.slot_sizes, self.status = cffi.FFI(), slot_sizes, status
+        self.calls = []
+
+    def init(self):
+        return 1
+
+    def activate(self, ordinal):
+        pass
+
+    def device_properties(self, ordinal):
+        return {"name": "fake", "arch": "fake", "warp_size": 64, "multiprocessor_count": 4}
+
+    def stream_create(self):
+        return "stream"
+
+    def error_name(self, code):
+        return "fakeErrorLaunchFailed"
+
+    def launch_function(self):
+        def launch(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
+            slots = [bytes(self.ffi.buffer(params[i], n)) for i, n in enumerate(self.slot_sizes)]
+            self.calls.append((func, (gx, gy, gz), (bx, by, bz), shared_mem, stream, slots))
+            return self.status
+        return launch
+
+
+def _launch_device(slot_sizes, status=0):
+    from tensorlite.backends.rocm.device import GpuDevice, Kernel
+    dev = GpuDevice(_LaunchPlatform(slot_sizes, status), 0)
+    return dev, Kernel("handle", "k_f32", "k.hip")
+
+
+def test_launch_packs_each_launch_into_the_reused_buffer():
+    import threading
+    strided = bytes(range(144))
+    dev, k = _launch_device([8, 144, 4, 8, 8])
+    calls = dev.platform.calls
+    for n, scale in ((1000, 0.5), (2 ** 40 + 3, -2.25)):  # the second launch refills the first one's buffer
+        dev.launch(k, 7, 256, [("int64", n), ("bytes", strided), ("float", scale), ("ptr", 0xABC000),
+                               ("double", scale * 3)])
+        func, grid, block, shared_mem, stream, slots = calls[-1]
+        assert (func, grid, block, shared_mem, stream) == ("handle", (7, 1, 1), (256, 1, 1), 0, "stream")
+        assert struct.unpack("<q", slots[0])[0] == n and slots[1] == strided
+        assert struct.unpack("<f", slots[2])[0] == scale and struct.unpack("<Q", slots[3])[0] == 0xABC000
+        assert struct.unpack("<d", slots[4])[0] == scale * 3
+    # tuples are padded to three dims; another thread packs into a buffer of its own
+    worker = threading.Thread(target=dev.launch, args=(k, (3, 2), (32, 4, 1), [("int64", 5), ("bytes", strided),
+                                                                               ("float", 1.0), ("ptr", 1),
+                                                                               ("double", 2.0)], 64))
+    worker.start()
+    worker.join()
+    assert calls[-1][1:4] == ((3, 2, 1), (32, 4, 1), 64) and struct.unpack("<q", calls[-1][5][0])[0] == 5
+    assert len({id(plan.cbuf) for plan in k.layouts.values()}) == 2
+
+
+def test_launch_rejects_bad_geometry_values_and_signatures():
+    from tensorlite.errors import BackendError
+    dev, k = _launch_device([4])
+    for grid, block in ((0, 32), (1, 0), ((2, 0), 32), (1, (1, 1, 1, 1))):
+        with pytest.raises(BackendError, match="grid|block"):
+            dev.launch(k, grid, block, [("int32", 1)])
+    with pytest.raises(BackendError, match="k_f32: bad argument values"):
+        dev.launch(k, 1, 32, [("int32", 2 ** 31)])
+    with pytest.raises(BackendError, match="differ from an earlier launch"):
+        dev.launch(k, 1, 32, [("int32", 1), ("int32", 1)])
+    assert dev.platform.calls == []
+    dev.platform.status = 719
+    with pytest.raises(BackendError, match=r"fakeLaunchKernel\(k.hip:k_f32, grid=\(3, 1, 1\), block=\(64, 1, 1\), "
+                                           r"shared_mem=0\) failed: fakeErrorLaunchFailed \(719\)"):
+        dev.launch(k, 3, 64, [("int32", 1)])
+
+
+def test_contiguity_fast_check_matches_layout():
+    import itertools
+    from tensorlite.layout import Layout
+    from tensorlite.backends.rocm import storage as gpu_storage
+    layouts = [Layout(()), Layout((0, 3)), Layout((2, 0), (5, 7)), Layout((4, 1, 3), (3, 99, 1)),
+               Layout((4, 3)).transpose(0, 1), Layout((1, 6)).broadcast_as((4, 6)), Layout((5, 8)).narrow(1, 2, 6),
+               Layout((5, 8), None, 40).narrow(0, 1, 4)]
+    for lay in layouts:
+        assert gpu_storage._is_contiguous(lay) == lay.is_contiguous(), lay
+    for la, lb in itertools.product(layouts, repeat=2):
+        if la.shape == lb.shape:
+            packed = gpu_storage._pack_strided(la, lb)
+            # the kernels' contiguous flag (the third field of struct Strided)
+            assert [struct.unpack_from("<qii", p)[2] for p in packed] == [la.is_contiguous(), lb.is_contiguous()]
+
+
 def test_unknown_platform_is_unavailable():
     with pytest.raises(BackendUnavailable, match="unknown GPU platform"):
         get_platform("opencl")

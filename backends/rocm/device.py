@@ -47,8 +47,14 @@ class Buffer:
         alloc = self._allocator
         if alloc is not None:
             self._allocator = None
-            try:
-                alloc.release(self.ptr, self.size)
+            try:  # CachingAllocator.release, inlined: every op's temporaries come back here
+                size = self.size
+                alloc.allocated -= size
+                free = alloc._free.get(size)
+                if free is None:
+                    alloc._free[size] = [self.ptr]
+                else:
+                    free.append(self.ptr)
             except Exception:  # interpreter shutdown: the runtime reclaims the memory anyway
                 pass
 
@@ -72,7 +78,9 @@ class CachingAllocator:
     def alloc(self, nbytes: int) -> Buffer:
         if nbytes <= 0:
             return Buffer(0, 0, 0, None)
-        size = size_class(nbytes)
+        # size_class, inlined: this runs for every op's output
+        size = -(-nbytes // _SMALL_ROUND) * _SMALL_ROUND if nbytes <= _SMALL_LIMIT else \
+            -(-nbytes // _LARGE_ROUND) * _LARGE_ROUND
         cached = self._free.get(size)
         if cached:
             ptr = cached.pop()
@@ -108,6 +116,7 @@ class CachingAllocator:
         return ptr
 
     def release(self, ptr: int, size: int) -> None:
+        """Return a block to its free list (Buffer.__del__ does the same inline)."""
         self.allocated -= size
         self._free.setdefault(size, []).append(ptr)
 
@@ -132,8 +141,8 @@ class CachingAllocator:
 
 class Kernel:
     """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
-    fixed, so the argument packing plan is built on its first launch (one per thread,
-    since the launch API reads the packed arguments while the GIL is released)."""
+    fixed, so the argument packing plan is built on its first launch (one per thread; see
+    _ArgLayout for why a plan's buffer may be reused)."""
     __slots__ = ("handle", "name", "source", "layouts")
 
     def __init__(self, handle, name: str, source: str):
@@ -150,10 +159,16 @@ _SCALARS = {"int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "uint64": 
 
 
 class _ArgLayout:
-    """Packing plan for one signature: a struct format, and a reusable C buffer plus the
-    `void*[]` of slot addresses that the launch API takes (it copies the values during the
-    launch call, so the buffer can be refilled for the next launch)."""
-    __slots__ = ("signature", "nargs", "fmt", "buffer", "cbuf", "params")
+    """Packing plan for one signature: a precompiled struct, and a reusable C buffer plus
+    the `void*[]` of slot addresses that the launch API takes.
+
+    Reusing the buffer is safe because cuLaunchKernel / hipModuleLaunchKernel copy the
+    argument values into the launch (or the captured graph node) before they return, and
+    a plan belongs to one thread (Kernel.layouts is keyed by thread id): the next launch
+    can only refill it after the previous call has returned. Nothing may launch between
+    the refill and the call on the same thread (no Python code runs there but finalizers,
+    and none of ours launches)."""
+    __slots__ = ("signature", "nargs", "fmt", "pack_into", "buffer", "cbuf", "params")
 
     def __init__(self, ffi, signature):
         fmt, offsets, pos = "<", [], 0
@@ -173,6 +188,7 @@ class _ArgLayout:
             offsets.append(pos)
             pos += size
         self.signature, self.nargs, self.fmt = signature, len(signature), fmt
+        self.pack_into = struct.Struct(fmt).pack_into   # bound once: no format-cache lookup per launch
         self.cbuf = ffi.new("char[]", max(pos, 1))
         self.buffer = ffi.buffer(self.cbuf)
         self.params = ffi.new("void*[]", [self.cbuf + off for off in offsets]) if offsets else ffi.NULL
@@ -189,7 +205,8 @@ def _dim3(d, what: str) -> Tuple[int, int, int]:
     if isinstance(d, int):
         t = (d, 1, 1)
     else:
-        t = tuple(int(x) for x in d) + (1,) * (3 - len(d))
+        t = tuple(map(int, d))
+        t += (1, 1, 1)[len(t):]
         if len(t) != 3:
             raise BackendError(f"launch: {what} must be an int or a 1..3-tuple, got {d!r}")
     if min(t) <= 0:
@@ -240,10 +257,13 @@ class GpuDevice(BackendDevice):
         self.warp_size: int = self.props["warp_size"]
         self.stream = platform.stream_create()
         self.allocator = CachingAllocator(self)
+        self.alloc = self.allocator.alloc  # GpuDevice.alloc without the extra call, for every op's output
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}
         self._blas = None
+        # bound once: launch() runs for every op
         self._launch_fn, self._null = platform.launch_function(), platform.ffi.NULL
+        self._activate = platform.activate
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
 
@@ -254,7 +274,7 @@ class GpuDevice(BackendDevice):
         self.platform.activate(self.ordinal)
 
     # ---- memory -------------------------------------------------------------------
-    def alloc(self, nbytes: int) -> Buffer:
+    def alloc(self, nbytes: int) -> Buffer:  # shadowed per instance by allocator.alloc (see __init__)
         return self.allocator.alloc(nbytes)
 
     def htod(self, dst_ptr: int, array) -> None:
@@ -346,21 +366,30 @@ class GpuDevice(BackendDevice):
     def launch(self, func: Kernel, grid, block, args, shared_mem: int = 0) -> None:
         """Enqueue `func` on the stream. args: (ctype, value) pairs, ctype one of int32, uint32,
         int64, uint64, float, double, ptr, or ('bytes', b'...') for a by-value struct.
-        This is every op's hot path: plain ints for grid/block skip the normalisation, and
-        the packing plan comes from the kernel (built on its first launch in this thread)."""
-        grid3 = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
-        block3 = (block, 1, 1) if type(block) is int and block > 0 else _dim3(block, "block")
+
+        This is every op's hot path: the packing plan comes from the kernel (built on its
+        first launch in this thread), values go straight into its reusable C buffer, and
+        plain positive ints for grid and block skip the 3-tuple normalisation. Only the
+        argument count is checked against the plan per launch: a kernel has one C signature
+        (tests/test_kernels_gfx90a.py checks every storage launch against the compiled one)."""
         layout = func.layouts.get(get_ident())
         if layout is None or layout.nargs != len(args):
             layout = self._layout_for(func, args)
-        self.platform.activate(self.ordinal)
+        self._activate(self.ordinal)
         if args:
             try:
-                struct.pack_into(layout.fmt, layout.buffer, 0, *map(_second, args))
+                layout.pack_into(layout.buffer, 0, *map(_second, args))
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
-        err = self._launch_fn(func.handle, *grid3, *block3, shared_mem, self.stream, layout.params, self._null)
+        if type(grid) is int and type(block) is int and grid > 0 and block > 0:
+            err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
+                                  self._null)
+        else:
+            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+            err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params, self._null)
         if err:
+            grid3 = grid if type(grid) is tuple else (grid, 1, 1)
+            block3 = block if type(block) is tuple else (block, 1, 1)
             raise BackendError(f"{self.platform.CALLS['launch']}({func.source}:{func.name}, grid={grid3}, "
                                f"block={block3}, shared_mem={shared_mem}) failed: "
                                f"{self.platform.error_name(err)} ({int(err)})")
