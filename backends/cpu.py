@@ -25,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import BackendDevice, BackendStorage, ConvParams, PoolParams
+from tensorlite.backend import BackendDevice, BackendStorage, ConvParams, PoolParams, sdpa_mode
 from tensorlite.errors import DeviceError, DTypeError, IndexOutOfRange, ShapeError, describe
 from tensorlite.layout import Layout
 
@@ -462,14 +462,13 @@ class CpuStorage(BackendStorage):
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         return self._new(out)
 
-    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
-        q = self._float_read("sdpa", layout)
-        kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
+    def _sdpa_scores(self, q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        """(scaled, masked scores (b, hq, L, S) with -inf where dropped, GQA group size)."""
         hq, hk = q.shape[1], kk.shape[1]
         if hk == 0 or hq % hk:
             raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                          q=(self, layout), k=(k, k_layout), v=(v, v_layout))
-        kk, vv = np.repeat(kk, hq // hk, axis=1), np.repeat(vv, hq // hk, axis=1)  # GQA
+        kk = np.repeat(kk, hq // hk, axis=1)  # GQA
         if scale is None:
             scale = 1.0 / math.sqrt(q.shape[-1])
         scores = (q @ kk.swapaxes(-1, -2)) * scale
@@ -482,13 +481,56 @@ class CpuStorage(BackendStorage):
                 keep = keep & m
             else:
                 scores = scores + m
-        scores = np.where(keep, scores, -np.inf)
+        return np.where(keep, scores, -np.inf), hq // hk
+
+    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
+        mode = sdpa_mode()  # read (and validated) on every device, though the cpu has no kernels
+        q = self._float_read("sdpa", layout)
+        kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
+        scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
+                                           is_causal)
+        vv = np.repeat(vv, groups, axis=1)
         row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # initial: S may be 0
         dead = np.isneginf(row_max)  # every key masked: torch returns zeros for that row
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):
             p = np.exp(scores - np.where(dead, 0, row_max))
-            p = p / np.where(dead, 1, p.sum(axis=-1, keepdims=True))
-        return self._new(p @ vv)
+            total = p.sum(axis=-1, keepdims=True)
+            p = p / np.where(dead, 1, total)
+            lse = np.where(dead, -np.inf, row_max + np.log(np.where(dead, 1, total)))[..., 0]
+        out = self._new(p @ vv)
+        if not return_lse:
+            return out
+        if mode == "gemm":  # the switch forces the composite backward everywhere
+            return out, None
+        return out, self._new(lse, dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32)
+
+    def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
+                      mask_layout, scale, is_causal):
+        # float64 throughout: the reference the fused GPU backward is held to
+        q = self._float_read("sdpa_backward", layout).astype(np.float64)
+        kk, vv = (st._read(lay).astype(np.float64) for st, lay in ((k, k_layout), (v, v_layout)))
+        b, hq, L, d = q.shape
+        if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.data.size != b * hq * L \
+                or tuple(out_layout.shape) != (b, hq, L, vv.shape[-1]) or grad_layout.shape != out_layout.shape:
+            raise _error(ShapeError, "sdpa_backward", "out and grad must be (b, hq, L, dv) of q's dtype, "
+                         "lse (b, hq, L) as sdpa(return_lse=True) returned it",
+                         q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
+        scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
+                                           is_causal)
+        if scale is None:
+            scale = 1.0 / math.sqrt(d)
+        o, g = (st._read(lay).astype(np.float64) for st, lay in ((out, out_layout), (grad, grad_layout)))
+        row_lse = lse.data.astype(np.float64).reshape(b, hq, L, 1)
+        with np.errstate(invalid="ignore"):
+            p = np.where(np.isneginf(row_lse), 0.0, np.exp(scores - row_lse))  # dead rows: no gradient
+        kx, vx = np.repeat(kk, groups, axis=1), np.repeat(vv, groups, axis=1)
+        ds = p * (g @ vx.swapaxes(-1, -2) - (g * o).sum(-1, keepdims=True))  # through the softmax
+        dq = (ds @ kx) * scale
+        dkx, dvx = (ds.swapaxes(-1, -2) @ q) * scale, p.swapaxes(-1, -2) @ g
+
+        def per_kv_head(t):  # the query heads that share a kv head add their gradients
+            return t.reshape(b, hq // groups, groups, *t.shape[2:]).sum(2)
+        return self._new(dq), self._new(per_kv_head(dkx)), self._new(per_kv_head(dvx))
 
 
 # =====================================================================================

@@ -262,11 +262,41 @@ class BackendStorage(ABC):
     @abstractmethod
     def sdpa(self, layout: Layout, k: "BackendStorage", k_layout: Layout, v: "BackendStorage",
              v_layout: Layout, mask: Optional["BackendStorage"], mask_layout: Optional[Layout],
-             scale: float, is_causal: bool) -> "BackendStorage":
+             scale: float, is_causal: bool, return_lse: bool = False):
         """Attention for q (self) (b, hq, L, d), k/v (b, hk, S, d) with hq % hk == 0 (GQA:
         q head h uses kv head h // (hq // hk)). mask is None, bool (True = keep) or
         additive float of the query dtype, broadcast to (b, hq, L, S). is_causal aligns
-        top-left (query i sees keys j <= i), as torch does. Output (b, hq, L, dv)."""
+        top-left (query i sees keys j <= i), as torch does. Output (b, hq, L, dv).
+
+        return_lse: return (out, lse) where lse (b, hq, L), contiguous, float32 (float64
+        for float64 inputs), is the logsumexp of each row's kept scaled scores (-inf for a
+        row with no kept key), or None when this path cannot feed `sdpa_backward` (the
+        caller then differentiates the composite)."""
+
+    def sdpa_backward(self, layout: Layout, k: "BackendStorage", k_layout: Layout, v: "BackendStorage",
+                      v_layout: Layout, out: "BackendStorage", out_layout: Layout, grad: "BackendStorage",
+                      grad_layout: Layout, lse: "BackendStorage", mask: Optional["BackendStorage"],
+                      mask_layout: Optional[Layout], scale: float, is_causal: bool):
+        """Gradients (dq, dk, dv) of sdpa (same arguments as the forward) for the output
+        `out` and its incoming gradient `grad` (both (b, hq, L, dv) in q's dtype), from the
+        `lse` that sdpa(return_lse=True) returned: contiguous storages of q's, k's and v's
+        shapes in q's dtype (dk/dv summed over the query heads that share a kv head). An
+        additive mask gets no gradient here. Backends without it raise NotImplementedError
+        (and return lse None from sdpa)."""
+        raise NotImplementedError(f"sdpa_backward is not implemented by {type(self).__name__}")
+
+
+SDPA_MODES = ("auto", "flash", "gemm")
+
+
+def sdpa_mode() -> str:
+    """TENSORLITE_SDPA: 'flash' forces the fused flash-attention kernels (an error where they
+    do not cover the case), 'gemm' the scores-in-memory path (GEMM + masked softmax + GEMM,
+    differentiated as a composite), 'auto' (default) flash where covered, else gemm."""
+    mode = os.environ.get("TENSORLITE_SDPA", "auto").strip().lower() or "auto"
+    if mode not in SDPA_MODES:
+        raise ValueError(f"TENSORLITE_SDPA must be one of {', '.join(SDPA_MODES)}, got {mode!r}")
+    return mode
 
 
 # =====================================================================================

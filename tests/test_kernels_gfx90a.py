@@ -396,3 +396,35 @@ def test_fused_and_random_launches_match_gfx90a_signatures(dev, dt):
     gpu_storage.random_fill(x, "uniform", -1.0, 1.0, 1234, 8)
     gpu_storage.random_fill(x, "normal", 0.0, 2.0, 1234, 12)
     gpu_storage.random_fill(_storage(dev, 10, dtypes.int64), "uniform", 0.0, 9.0, 1, 0)
+
+
+@pytest.mark.parametrize("dt", dtypes.FLOATS, ids=[f"{ARCH}-{d.short}" for d in dtypes.FLOATS])
+def test_attention_launches_match_gfx90a_signatures(dev, dt, monkeypatch):
+    """Both TENSORLITE_SDPA paths, lse, the flash backward (every padded head dim) on
+    strided views; f64 is not a flash case (gemm in 'auto', an error in 'flash')."""
+    for d, dv in ((8, 6), (64, 64), (100, 128)):
+        b, hq, hk, L, S = 2, 4, 2, 5, 7
+        q, k = _storage(dev, b * hq * L * d, dt), _storage(dev, b * hk * S * d, dt)
+        v = _storage(dev, b * hk * S * dv, dt)
+        ql, kl = Layout((b, hq, L, d)), Layout((b, S, hk, d)).permute((0, 2, 1, 3))
+        vl, gl = Layout((b, hk, S, dv)), Layout((b, L, hq, dv)).permute((0, 2, 1, 3))
+        g = _storage(dev, b * hq * L * dv, dt)
+        masks = [(None, None), (_storage(dev, L * S, dtypes.bool_), Layout((L, S)).broadcast_as((b, hq, L, S))),
+                 (_storage(dev, L * S, dt), Layout((L, S)).broadcast_as((b, hq, L, S)))]
+        for mode in ("auto", "flash", "gemm"):
+            monkeypatch.setenv("TENSORLITE_SDPA", mode)
+            for (mask, mlay), causal in itertools.product(masks, (False, True)):
+                if mode == "flash" and dt is dtypes.float64:
+                    with pytest.raises(DTypeError, match="TENSORLITE_SDPA=flash"):
+                        q.sdpa(ql, k, kl, v, vl, mask, mlay, 0.3, causal)
+                    continue
+                out, lse = q.sdpa(ql, k, kl, v, vl, mask, mlay, None, causal, return_lse=True)
+                assert out.numel == b * hq * L * dv
+                if lse is None:
+                    assert mode == "gemm" or dt is dtypes.float64
+                    continue
+                dq, dk, dvs = q.sdpa_backward(ql, k, kl, v, vl, out, Layout((b, hq, L, dv)), g, gl, lse, mask, mlay,
+                                              0.3, causal)
+                assert (dq.numel, dk.numel, dvs.numel) == (b * hq * L * d, b * hk * S * d, b * hk * S * dv)
+                assert dq.dtype is dt and dk.dtype is dt and dvs.dtype is dt
+    assert any(c.startswith("flash_bwd") for c in dev.calls) == (dt is not dtypes.float64)

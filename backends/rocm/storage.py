@@ -22,6 +22,7 @@ integers accumulates exactly (mod 2^bits), sdpa gives zeros for fully masked row
 from __future__ import annotations
 
 import math
+import os
 import struct
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_OPS, BackendStorage, ConvParams,
-                                PoolParams)
+                                PoolParams, sdpa_mode)
 from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
 from tensorlite.layout import Layout, contiguous_strides
 
@@ -80,6 +81,9 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "random.hip": tuple(f"rand_{kind}_{t}" for kind in ("uniform", "normal") for t in FLOATS),
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
                                                "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+    "attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
+                           for t in ("f32", "f16", "bf16"))
+    + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16")),
 }
 _SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
 
@@ -776,7 +780,85 @@ class GpuStorage(BackendStorage):
                         ("ptr", out.buffer.ptr)])
         return out
 
-    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
+        # TENSORLITE_SDPA (tensorlite.backend.sdpa_mode): the flash kernel where it covers the
+        # case (f32/f16/bf16, head dims <= 128), else scores via GEMM + masked softmax + GEMM.
+        mode = sdpa_mode()
+        dp = _flash_dim(self, layout, v_layout)
+        if mode == "flash" and dp is None:
+            _flash_unsupported(self, layout, k, k_layout, v, v_layout)
+        if mode != "gemm" and dp is not None:
+            out, lse = self._sdpa_flash(dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal,
+                                        return_lse)
+            return (out, lse) if return_lse else out
+        out = self._sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
+        return (out, None) if return_lse else out  # no lse: the caller differentiates the composite
+
+    def _sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
+        b, hq, L, d = layout.shape
+        hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
+        _check_sdpa(self, layout, k, k_layout, v, v_layout)
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        dev = self.device
+        out = self._new(b * hq * L * dv)
+        lse = self._new(b * hq * L, dtypes.float32) if want_lse else None
+        if b * hq * L == 0:
+            return out, lse
+        if S == 0:  # no keys: zeros (as the cpu reference), lse = log(0)
+            dev.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
+            if lse is not None:
+                lse.const_set(float("-inf"), Layout((lse.numel,)))
+            return out, lse
+        shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
+        kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+        bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
+        dev.launch(kernel, b * hq * (-(-L // bm)), (16, 16),
+                   [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
+                    ("bytes", _view4(v_layout)), *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr),
+                    ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", 0 if lse is None else lse.buffer.ptr)])
+        return out, lse
+
+    def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
+                      mask_layout, scale, is_causal):
+        b, hq, L, d = layout.shape
+        hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
+        _check_sdpa(self, layout, k, k_layout, v, v_layout)
+        dp = _flash_dim(self, layout, v_layout)
+        if dp is None:
+            _flash_unsupported(self, layout, k, k_layout, v, v_layout, "sdpa_backward")
+        if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.dtype is not dtypes.float32 \
+                or lse.numel != b * hq * L:
+            raise _error(DTypeError, "sdpa_backward", "out and grad must have q's dtype, lse float32 (b, hq, L)",
+                         q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        dev = self.device
+        dq32 = self._new(b * hq * L * d, dtypes.float32)
+        dk, dvs = self._new(b * hk * S * d), self._new(b * hk * S * dv)
+        run = b * hq * L > 0 and S > 0
+        for st in ((dq32, dk, dvs) if not run else (dq32,)):  # dq: atomic sums; else empty L or S: zeros
+            if st.numel:
+                dev.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+        if run:
+            t = self.dtype.short
+            n_rows = b * hq * L
+            dr = self._new(n_rows, dtypes.float32)
+            dev.launch(_kernel(dev, f"flash_bwd_pre_{t}", "sdpa_backward", q=(self, layout)), -(-n_rows // 16),
+                       (16, 16), [("int64", n_rows), ("int64", hq), ("int64", L), ("int64", dv),
+                                  ("bytes", _view4(out_layout)), ("bytes", _view4(grad_layout)),
+                                  ("ptr", out.buffer.ptr), ("ptr", grad.buffer.ptr), ("ptr", dr.buffer.ptr)])
+            shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
+            bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
+            dev.launch(_kernel(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout)),
+                       b * hk * (-(-S // bn)), (16, 16),
+                       [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
+                        ("bytes", _view4(v_layout)), ("bytes", _view4(grad_layout)), *mask_args,
+                        ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
+                        ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr), ("ptr", dr.buffer.ptr),
+                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)])
+        dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
+        return dq, dk, dvs
+
+    def _sdpa_gemm(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
         b, hq, L, d = layout.shape
         hk, S = k_layout.shape[1], k_layout.shape[2]
         dv = v_layout.shape[3]
@@ -818,6 +900,44 @@ class GpuStorage(BackendStorage):
 # =====================================================================================
 # Helpers shared by matmul, conv and sdpa
 # =====================================================================================
+
+_ATTN_SHAPE = struct.Struct("<8qiif4x")          # struct AttnShape of attention.hip
+
+
+def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]:
+    """The head dim the flash kernels are instantiated for that fits q/v, or None when
+    they do not cover the case (f64, head dims over 128)."""
+    if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) or layout.ndim != 4 or v_layout.ndim != 4:
+        return None
+    widest = max(layout.shape[3], v_layout.shape[3])
+    return next((dp for dp in (32, 64, 128) if widest <= dp), None)
+
+
+def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):
+    cls = DTypeError if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) else ShapeError
+    raise _error(cls, op, "TENSORLITE_SDPA=flash: the flash kernels cover f32/f16/bf16 with head dims <= 128",
+                 q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+
+
+def _check_sdpa(q, layout, k, k_layout, v, v_layout):
+    hq, hk = layout.shape[1], k_layout.shape[1]
+    if hk == 0 or hq % hk:
+        raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+                     q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+    if k.dtype is not q.dtype or v.dtype is not q.dtype:
+        raise _dtype_error("sdpa", q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+
+
+def _flash_shape(q, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout):
+    """(packed AttnShape, mask arguments) for the flash kernels."""
+    kind, mview, mptr = 0, _VIEW4.pack(0, 0, 0, 0, 0), 0
+    if mask is not None:
+        if mask.dtype is not dtypes.bool_ and mask.dtype is not q.dtype:
+            mask, mask_layout = mask._contiguous(mask_layout, q.dtype)
+        kind, mview, mptr = (1 if mask.dtype is dtypes.bool_ else 2), _view4(mask_layout), mask.buffer.ptr
+    shape = _ATTN_SHAPE.pack(b, hq, hk, L, S, d, dv, 0, int(bool(is_causal)), kind, scale)
+    return shape, [("bytes", mview), ("ptr", mptr)]
+
 
 def _unsqueeze_h(layout: Layout) -> Layout:
     """(b, c, l) -> (b, c, 1, l): 1-d ops run as 2-d ops of height 1."""

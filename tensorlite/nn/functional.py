@@ -14,6 +14,8 @@ from math import prod
 
 from .. import dtype as _dt
 from ..errors import DeviceError, DTypeError, ShapeError, describe
+from ..autograd import is_grad_enabled
+from ..layout import Layout as _Layout
 from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
                       upsample_nearest2d, where)
@@ -450,16 +452,30 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
       query head h uses kv head h // (hq // hk). `enable_gqa` is accepted for torch
       compatibility and not needed.
     - Rows whose keys are all masked give zeros.
+    - On GPUs, TENSORLITE_SDPA picks the kernel: 'flash' (fused flash attention forward and
+      backward: f32/f16/bf16, head dims <= 128; an error elsewhere), 'gemm' (scores in memory,
+      composite backward), 'auto' (default: flash where it covers the case, else gemm).
     """
     if dropout_p > 0.0:  # the fused kernel has no dropout: take the composite path
         return sdpa_slow(query, key, value, attn_mask, dropout_p, is_causal, scale)
     q, k, v, groups, scale = _attention_operands("scaled_dot_product_attention", query, key, value, scale)
     mask, causal = _attention_mask("scaled_dot_product_attention", q, k, attn_mask, is_causal)
+    # The fused backward needs the forward's logsumexp; an additive mask that wants its own
+    # gradient (and backends or TENSORLITE_SDPA=gemm that give no lse) take the composite.
+    fused_grad = is_grad_enabled() and any(t.requires_grad for t in (q, k, v)) \
+        and not (mask is not None and mask.requires_grad)
     st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *_storage_args(mask),
-                         scale, causal)
+                         scale, causal, return_lse=fused_grad)
+    st, lse = st if fused_grad else (st, None)
     out = _wrap(st, q.shape[:3] + v.shape[3:], q.dtype)
 
     def grad(g):
+        if lse is not None:
+            g = g if g.dtype is q.dtype else g._cast(q.dtype)
+            grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, st,
+                                             _Layout.contiguous(q.shape[:3] + v.shape[3:]), g._storage, g._layout, lse,
+                                             *_storage_args(mask), scale, causal)
+            return (*(_wrap(gs, t.shape, q.dtype) for gs, t in zip(grads, (q, k, v))), None)
         kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
         p = _attention_probs(q, kx, mask, scale, causal)
         gp = g @ vx.mT

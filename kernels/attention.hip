@@ -1,0 +1,444 @@
+// Flash attention (the FlashAttention-2 scheme), forward and backward, f32/f16/bf16.
+//
+// Never materialises the L x S scores: a block owns a tile of query rows (forward) or of
+// keys (backward), streams the other side through shared memory tile by tile and keeps
+// the softmax online (running max and sum in f32). Everything accumulates in f32; tiles
+// are staged in shared memory in the storage type (exact) and widened when read.
+//
+// Entry points (DP = head dim the instantiation is padded to: 32, 64 or 128; the host
+// picks the smallest DP >= max(d, dv)):
+//   flash_fwd{DP}_<t>   out (b, hq, L, dv) contiguous, lse (b, hq, L) f32 (may be null)
+//   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
+//   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) contiguous in T; dq accumulated atomically
+//                       into a zeroed f32 (b, hq, L, d) buffer
+// Operands are (b, h, t, d) views passed by strides (View4), so transposed (b, t, h, d)
+// inputs need no copy. GQA: query head h reads kv head h / (hq / hk). Masking: causal
+// drops key j for query l when j > l + causal_shift (0: top-left); mask_kind 0 none,
+// 1 bool (true = keep), 2 additive in T, a (b, hq, L, S) view (stride 0 broadcasts).
+// A query row whose keys are all dropped gets zeros and lse = -inf (as the cpu reference).
+//
+// Blocks are 16 x 16 threads (threadIdx.y selects rows, threadIdx.x columns), so the 16
+// threads that share a query row sit in 16 consecutive lanes: row reductions are shuffles
+// of width 16, valid for 32- and 64-lane warps. Each product's register micro-tile is laid
+// out so its shared-memory operands are vector loads or broadcasts (see flash_fwd and
+// flash_bwd); padded tile rows keep lanes that read different rows off the same banks.
+// Tile sizes (FwdCfg/BwdCfg) are mirrored by the launch grids in backends/rocm/storage.py.
+#include "compat.h"
+
+struct View4 { i64 offset, s0, s1, s2, s3; };
+
+struct AttnShape {
+    i64 b, hq, hk, L, S, d, dv;
+    i64 causal_shift;
+    int causal, mask_kind;
+    float scale;
+};
+
+// Tile sizes per storage width and padded head dim, kept under the 48 KiB of static
+// shared memory that both vendors allow without opting in.
+template <typename T, int DP> struct FwdCfg {
+    static const int BM = (sizeof(T) == 4 && DP > 64) ? 32 : 64;  // query rows per block
+    static const int BN = 32;                                      // keys per tile
+};
+template <typename T, int DP> struct BwdCfg {
+    static const int BN = sizeof(T) == 4 ? (DP > 64 ? 16 : 32) : (DP > 64 ? 32 : 64);  // keys per block
+    static const int BM = (sizeof(T) == 4 && DP > 64) ? 16 : 32;                        // query rows per step
+};
+
+#define TL_ATT_THREADS 256
+
+TL_DEV float att_neg_inf() { return -tl_inf_f32(); }
+
+// Score of key j for query l (both in range) after scale, causal and mask; -inf = dropped.
+template <typename T>
+TL_DEV float att_score(float dot, const AttnShape& p, i64 bi, i64 h, i64 l, i64 j, const View4& mv,
+                       const void* mask) {
+    if (p.causal && j > l + p.causal_shift) return att_neg_inf();
+    float x = dot * p.scale;
+    if (p.mask_kind) {
+        const i64 mi = mv.offset + bi * mv.s0 + h * mv.s1 + l * mv.s2 + j * mv.s3;
+        if (p.mask_kind == 1) {
+            if (!((const tlbool*)mask)[mi].v) return att_neg_inf();
+        } else {
+            x += Tr<T>::load(((const T*)mask)[mi]);
+        }
+    }
+    return x;
+}
+
+// rows x DP tile of a (b, h, t, d) view into shared memory, dim-major: dst[c * ld + r].
+// Rows past n_rows and dims past d are zero (padding must not carry NaN into the sums).
+template <typename T, int ROWS, int DP>
+TL_DEV void att_load_t(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    const int tid = threadIdx.y * 16 + threadIdx.x;
+    const i64 base = v.offset + bi * v.s0 + h * v.s1;
+    for (int e = tid; e < ROWS * DP; e += TL_ATT_THREADS) {
+        const int r = e / DP, c = e % DP;
+        T x = Tr<T>::store(0.0f);
+        if (r0 + r < n_rows && c < d) x = src[base + (r0 + r) * v.s2 + c * v.s3];
+        dst[c * ld + r] = x;
+    }
+}
+
+// Same, row-major: dst[r * ld + c].
+template <typename T, int ROWS, int DP>
+TL_DEV void att_load_rows(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    const int tid = threadIdx.y * 16 + threadIdx.x;
+    const i64 base = v.offset + bi * v.s0 + h * v.s1;
+    for (int e = tid; e < ROWS * DP; e += TL_ATT_THREADS) {
+        const int r = e / DP, c = e % DP;
+        T x = Tr<T>::store(0.0f);
+        if (r0 + r < n_rows && c < d) x = src[base + (r0 + r) * v.s2 + c * v.s3];
+        dst[r * ld + c] = x;
+    }
+}
+
+// N consecutive shared-memory elements in one access (16-byte pieces at most); callers
+// keep the offsets multiples of N (or of 16 bytes).
+template <typename T, int N> struct alignas((N * sizeof(T)) < 16 ? N * sizeof(T) : 16) AttVec { T v[N]; };
+template <typename T, int N>
+TL_DEV void att_lds(float* dst, const T* src) {
+    const AttVec<T, N> x = *(const AttVec<T, N>*)src;
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = Tr<T>::load(x.v[i]);
+}
+
+// Forward: thread (tx, ty) owns query rows ty*TM .. +TM (their softmax state and output)
+// and, per key tile, keys tx*TN .. +TN of the scores and output dims tx*TD .. +TD, so
+// every inner-loop operand is one vector load. Q and K are staged dim-major (a dim's
+// rows or keys contiguous), P transposed (a key's rows contiguous), V row-major.
+template <typename T, int DP> struct FwdTile {
+    typedef FwdCfg<T, DP> C;
+    static const int BM = C::BM, BN = C::BN, TM = BM / 16, TN = BN / 16, TD = DP / 16;
+    static const int LDQ = BM + TM, LDK = BN + TN, LDP = BM + 4;  // padding against bank conflicts
+    static const int KV = DP * LDK > BN * DP ? DP * LDK : BN * DP;
+    struct Smem {
+        alignas(16) T q[DP * LDQ];
+        alignas(16) T kv[KV];  // K (dim-major), then V (row-major)
+        alignas(16) float pt[BN * LDP];
+    };
+};
+
+template <typename T, int DP>
+TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& mv,
+                      const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+    typedef FwdTile<T, DP> F;
+    const int BM = F::BM, BN = F::BN, TM = F::TM, TN = F::TN, TD = F::TD;
+    __shared__ typename F::Smem sm;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+
+    // Heaviest (latest, under a causal mask) query tiles first: the tail of the grid is short.
+    const i64 nbh = p.b * p.hq, nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
+    const i64 l0 = qt * BM;
+
+    att_load_t<T, BM, DP>(sm.q, F::LDQ, q, qv, bi, h, l0, p.L, p.d);
+
+    float m[TM], ls[TM], acc[TM][TD];
+#pragma unroll
+    for (int a = 0; a < TM; ++a) {
+        m[a] = att_neg_inf(); ls[a] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < TD; ++c) acc[a][c] = 0.0f;
+    }
+
+    i64 n_end = p.S;  // keys past the causal diagonal of the tile's last row are never seen
+    if (p.causal) {
+        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) - 1 + p.causal_shift + 1;
+        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
+    }
+    for (i64 j0 = 0; j0 < n_end; j0 += BN) {
+        __syncthreads();  // the previous tile's V and P are no longer read
+        att_load_t<T, BN, DP>(sm.kv, F::LDK, k, kv, bi, hk, j0, p.S, p.d);
+        __syncthreads();
+        float s[TM][TN];
+#pragma unroll
+        for (int a = 0; a < TM; ++a)
+#pragma unroll
+            for (int b = 0; b < TN; ++b) s[a][b] = 0.0f;
+#pragma unroll 8
+        for (int x = 0; x < DP; ++x) {
+            float qa[TM], kb[TN];
+            att_lds<T, TM>(qa, sm.q + x * F::LDQ + ty * TM);
+            att_lds<T, TN>(kb, sm.kv + x * F::LDK + tx * TN);
+#pragma unroll
+            for (int a = 0; a < TM; ++a)
+#pragma unroll
+                for (int b = 0; b < TN; ++b) s[a][b] = fmaf(qa[a], kb[b], s[a][b]);
+        }
+#pragma unroll
+        for (int a = 0; a < TM; ++a) {
+            const i64 l = l0 + ty * TM + a;
+            float mt = att_neg_inf();
+#pragma unroll
+            for (int b = 0; b < TN; ++b) {
+                const i64 j = j0 + tx * TN + b;
+                s[a][b] = (l < p.L && j < p.S) ? att_score<T>(s[a][b], p, bi, h, l, j, mv, mask) : att_neg_inf();
+                mt = fmaxf(mt, s[a][b]);
+            }
+            for (int o = 8; o > 0; o >>= 1) mt = fmaxf(mt, tl_shfl_xor(mt, o, 16));
+            const float mn = fmaxf(m[a], mt);
+            // Nothing kept yet in this row: keep the sums at 0 (exp(-inf - -inf) is NaN).
+            const float base = mn == att_neg_inf() ? 0.0f : mn;
+            const float alpha = expf(m[a] - base);
+            float rs = 0.0f;
+#pragma unroll
+            for (int b = 0; b < TN; ++b) { s[a][b] = expf(s[a][b] - base); rs += s[a][b]; }
+            ls[a] = ls[a] * alpha + rs;  // per-thread partial sums; reduced once at the end
+#pragma unroll
+            for (int c = 0; c < TD; ++c) acc[a][c] *= alpha;
+            m[a] = mn;
+        }
+        __syncthreads();  // every thread is done with K
+#pragma unroll
+        for (int b = 0; b < TN; ++b) {
+            AttVec<float, TM> col;
+#pragma unroll
+            for (int a = 0; a < TM; ++a) col.v[a] = s[a][b];
+            *(AttVec<float, TM>*)(sm.pt + (tx * TN + b) * F::LDP + ty * TM) = col;
+        }
+        att_load_rows<T, BN, DP>(sm.kv, DP, v, vv, bi, hk, j0, p.S, p.dv);
+        __syncthreads();
+#pragma unroll 4
+        for (int j = 0; j < BN; ++j) {
+            float pa[TM], vc[TD];
+            const AttVec<float, TM> pj = *(const AttVec<float, TM>*)(sm.pt + j * F::LDP + ty * TM);
+#pragma unroll
+            for (int a = 0; a < TM; ++a) pa[a] = pj.v[a];
+            att_lds<T, TD>(vc, sm.kv + j * DP + tx * TD);
+#pragma unroll
+            for (int a = 0; a < TM; ++a)
+#pragma unroll
+                for (int c = 0; c < TD; ++c) acc[a][c] = fmaf(pa[a], vc[c], acc[a][c]);
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < TM; ++a) {
+        float tot = ls[a];
+        for (int o = 8; o > 0; o >>= 1) tot += tl_shfl_xor(tot, o, 16);
+        const i64 l = l0 + ty * TM + a;
+        if (l >= p.L) continue;
+        const i64 row = (bi * p.hq + h) * p.L + l;
+        const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;  // fully masked row: zeros
+#pragma unroll
+        for (int c = 0; c < TD; ++c)
+            if (tx * TD + c < p.dv) out[row * p.dv + tx * TD + c] = Tr<T>::store(acc[a][c] * inv);
+        if (lse && tx == 0) lse[row] = tot > 0.0f ? m[a] + logf(tot) : att_neg_inf();
+    }
+}
+
+// Dr[row] = sum_c dout[row, c] * out[row, c]; blocks of 16 x 16, 16 lanes per row.
+template <typename T>
+TL_DEV void flash_bwd_pre(i64 n_rows, i64 hq, i64 L, i64 dv, const View4& ov, const View4& gv, const T* o,
+                          const T* g, float* Dr) {
+    const i64 row = (i64)blockIdx.x * 16 + threadIdx.y;
+    const bool valid = row < n_rows;
+    const i64 l = row % L, bh = row / L, bi = bh / hq, h = bh % hq;
+    float s = 0.0f;
+    if (valid) {
+        const i64 ob = ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2;
+        const i64 gb = gv.offset + bi * gv.s0 + h * gv.s1 + l * gv.s2;
+        for (i64 c = threadIdx.x; c < dv; c += 16) s += Tr<T>::load(o[ob + c * ov.s3]) * Tr<T>::load(g[gb + c * gv.s3]);
+    }
+    for (int m = 8; m > 0; m >>= 1) s += tl_shfl_xor(s, m, 16);
+    if (valid && threadIdx.x == 0) Dr[row] = s;
+}
+
+// Backward: a block owns BN keys of one kv head and walks the query tiles of every query
+// head that shares it. All four tiles are staged row-major (rows padded by 4 elements, so
+// 4-element vector loads stay aligned and lanes reading different rows hit different
+// banks). Ownership per product: S/dP and dQ take rows ty + 16*a with keys or dims
+// tx + 16*b (dQ's atomics then cover contiguous addresses); dK/dV take keys ty + 16*a and
+// dims tx*TD .. +TD (vector loads of the Q and dO rows).
+template <typename T, int DP> struct BwdTile {
+    typedef BwdCfg<T, DP> C;
+    static const int BN = C::BN, BM = C::BM, TNK = BN / 16, TMQ = BM / 16, TD = DP / 16;
+    static const int LD = DP + 4, VP = TD < 4 ? TD : 4;  // padded row; vector piece
+    struct Smem {
+        alignas(16) T k[BN * LD];
+        alignas(16) T v[BN * LD];
+        alignas(16) T q[BM * LD];
+        alignas(16) T g[BM * LD];
+        float p[BM * BN], ds[BM * BN], l[BM], dr[BM];
+    };
+};
+
+template <typename T, int DP>
+TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
+                      const View4& mv, const void* mask, const T* q, const T* k, const T* v, const T* g,
+                      const float* lse, const float* Dr, float* dq, T* dk, T* dv) {
+    typedef BwdTile<T, DP> B;
+    const int BN = B::BN, BM = B::BM, TNK = B::TNK, TMQ = B::TMQ, TD = B::TD, LD = B::LD, VP = B::VP;
+    __shared__ typename B::Smem sm;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+
+    // Key tiles near the start see the most queries under a causal mask: schedule them first.
+    const i64 nbh = p.b * p.hk;
+    const i64 kt = (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
+    const i64 j0 = kt * BN;
+    att_load_rows<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
+    att_load_rows<T, BN, DP>(sm.v, LD, v, vv, bi, hkv, j0, p.S, p.dv);
+
+    // dK[j][x] and dV[j][x] for keys j = ty + 16*a, dims x = tx*TD + c
+    float adk[TNK][TD], adv[TNK][TD];
+#pragma unroll
+    for (int a = 0; a < TNK; ++a)
+#pragma unroll
+        for (int c = 0; c < TD; ++c) adk[a][c] = adv[a][c] = 0.0f;
+
+    i64 i_begin = 0;  // queries before the tile's first key's diagonal see none of its keys
+    if (p.causal) {
+        const i64 first = j0 - p.causal_shift;
+        i_begin = first > 0 ? (first / BM) * BM : 0;
+    }
+    for (i64 hh = 0; hh < groups; ++hh) {
+        const i64 h = hkv * groups + hh;
+        const i64 row0 = (bi * p.hq + h) * p.L;
+        for (i64 i0 = i_begin; i0 < p.L; i0 += BM) {
+            __syncthreads();  // the previous step's tiles are no longer read
+            att_load_rows<T, BM, DP>(sm.q, LD, q, qv, bi, h, i0, p.L, p.d);
+            att_load_rows<T, BM, DP>(sm.g, LD, g, gv, bi, h, i0, p.L, p.dv);
+            if (tid < BM) {
+                const bool in = i0 + tid < p.L;
+                sm.l[tid] = in ? lse[row0 + i0 + tid] : att_neg_inf();
+                sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+            }
+            __syncthreads();
+            // S = Q K^T and dP = dO V^T for rows i = ty + 16*a, keys j = tx + 16*b
+            float s[TMQ][TNK], dp[TMQ][TNK];
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+                for (int b = 0; b < TNK; ++b) s[a][b] = dp[a][b] = 0.0f;
+#pragma unroll 2
+            for (int x = 0; x < DP; x += VP) {
+                float qa[TMQ][VP], ga[TMQ][VP], kb[TNK][VP], vb[TNK][VP];
+#pragma unroll
+                for (int a = 0; a < TMQ; ++a) {
+                    att_lds<T, VP>(qa[a], sm.q + (ty + 16 * a) * LD + x);
+                    att_lds<T, VP>(ga[a], sm.g + (ty + 16 * a) * LD + x);
+                }
+#pragma unroll
+                for (int b = 0; b < TNK; ++b) {
+                    att_lds<T, VP>(kb[b], sm.k + (tx + 16 * b) * LD + x);
+                    att_lds<T, VP>(vb[b], sm.v + (tx + 16 * b) * LD + x);
+                }
+#pragma unroll
+                for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+                    for (int b = 0; b < TNK; ++b)
+#pragma unroll
+                        for (int e = 0; e < VP; ++e) {
+                            s[a][b] = fmaf(qa[a][e], kb[b][e], s[a][b]);
+                            dp[a][b] = fmaf(ga[a][e], vb[b][e], dp[a][b]);
+                        }
+            }
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a) {
+                const int r = ty + 16 * a;
+                const i64 i = i0 + r;
+                const float li = sm.l[r], di = sm.dr[r];
+#pragma unroll
+                for (int b = 0; b < TNK; ++b) {
+                    const int cj = tx + 16 * b;
+                    const i64 j = j0 + cj;
+                    float pij = 0.0f;
+                    if (i < p.L && j < p.S && li != att_neg_inf()) {
+                        const float x = att_score<T>(s[a][b], p, bi, h, i, j, mv, mask);
+                        pij = expf(x - li);  // x = -inf (dropped) gives 0
+                    }
+                    sm.p[r * BN + cj] = pij;
+                    sm.ds[r * BN + cj] = pij * (dp[a][b] - di);
+                }
+            }
+            __syncthreads();
+            // dV += P^T dO, dK += dS^T Q over this step's rows
+#pragma unroll 2
+            for (int r = 0; r < BM; ++r) {
+                float pj[TNK], sj[TNK], gx[TD], qx[TD];
+#pragma unroll
+                for (int a = 0; a < TNK; ++a) {
+                    pj[a] = sm.p[r * BN + ty + 16 * a];
+                    sj[a] = sm.ds[r * BN + ty + 16 * a];
+                }
+#pragma unroll
+                for (int c = 0; c < TD; c += VP) {
+                    att_lds<T, VP>(gx + c, sm.g + r * LD + tx * TD + c);
+                    att_lds<T, VP>(qx + c, sm.q + r * LD + tx * TD + c);
+                }
+#pragma unroll
+                for (int a = 0; a < TNK; ++a)
+#pragma unroll
+                    for (int c = 0; c < TD; ++c) {
+                        adv[a][c] = fmaf(pj[a], gx[c], adv[a][c]);
+                        adk[a][c] = fmaf(sj[a], qx[c], adk[a][c]);
+                    }
+            }
+            // dQ[i][x] += scale * sum_j dS[i][j] K[j][x] for x = tx + 16*c, added atomically
+            // (other key tiles add to the same rows)
+            float aq[TMQ][TD];
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+                for (int c = 0; c < TD; ++c) aq[a][c] = 0.0f;
+#pragma unroll 2
+            for (int cj = 0; cj < BN; ++cj) {
+                float kx[TD], sv[TMQ];
+#pragma unroll
+                for (int c = 0; c < TD; ++c) kx[c] = Tr<T>::load(sm.k[cj * LD + tx + 16 * c]);
+#pragma unroll
+                for (int a = 0; a < TMQ; ++a) sv[a] = sm.ds[(ty + 16 * a) * BN + cj];
+#pragma unroll
+                for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+                    for (int c = 0; c < TD; ++c) aq[a][c] = fmaf(sv[a], kx[c], aq[a][c]);
+            }
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a) {
+                const i64 i = i0 + ty + 16 * a;
+                if (i < p.L)
+#pragma unroll
+                    for (int c = 0; c < TD; ++c)
+                        if (tx + 16 * c < p.d && aq[a][c] != 0.0f)
+                            tl_atomic_add(&dq[(row0 + i) * p.d + tx + 16 * c], aq[a][c] * p.scale);
+            }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < TNK; ++a) {
+        const i64 j = j0 + ty + 16 * a;
+        if (j >= p.S) continue;
+        const i64 row = (bi * p.hk + hkv) * p.S + j;
+#pragma unroll
+        for (int c = 0; c < TD; ++c) {
+            const int x = tx * TD + c;
+            if (x < p.d) dk[row * p.d + x] = Tr<T>::store(adk[a][c] * p.scale);
+            if (x < p.dv) dv[row * p.dv + x] = Tr<T>::store(adv[a][c]);
+        }
+    }
+}
+
+#define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
+    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_fwd##DP##_##sfx(            \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,         \
+        const T* k, const T* v, T* out, float* lse) {                                              \
+        flash_fwd<T, DP>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);                              \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_bwd##DP##_##sfx(            \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,         \
+        float* dq, T* dk, T* dv) {                                                                 \
+        flash_bwd<T, DP>(p, qv, kv, vv, gv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv);            \
+    }
+
+#define ATT_ENTRIES(T, sfx)                                                                         \
+    ATT_DIM_ENTRIES(T, sfx, 32) ATT_DIM_ENTRIES(T, sfx, 64) ATT_DIM_ENTRIES(T, sfx, 128)           \
+    extern "C" __global__ void flash_bwd_pre_##sfx(i64 n_rows, i64 hq, i64 L, i64 dv, View4 ov,    \
+        View4 gv, const T* o, const T* g, float* Dr) {                                             \
+        flash_bwd_pre<T>(n_rows, hq, L, dv, ov, gv, o, g, Dr);                                     \
+    }
+ATT_ENTRIES(float, f32)
+ATT_ENTRIES(f16, f16)
+ATT_ENTRIES(bf16, bf16)

@@ -1,0 +1,210 @@
+"""scaled_dot_product_attention forward and backward on every device against float64
+composite autograd on cpu (F.sdpa_slow), and the TENSORLITE_SDPA switch.
+
+On GPUs the default ('auto') path for f32/f16/bf16 and head dims <= 128 is the flash
+kernel pair (kernels/attention.hip); 'gemm' is the scores-in-memory path with the
+composite backward. On cpu, sdpa_backward is the float64 numpy reference the GPU
+backward is held to; here it is itself held to the composite autograd.
+"""
+import numpy as np
+import pytest
+
+import tensorlite as tl
+import tensorlite.nn.functional as F
+from conftest import random_array
+from tensorlite.layout import Layout
+
+HALF_AND_F32 = [tl.float32, tl.float16, tl.bfloat16]
+# max |got - ref| / max |ref| per dtype (outputs round to the dtype; sums run in f32)
+REL_TOL = {"float32": 2e-5, "float16": 6e-3, "bfloat16": 4e-2, "float64": 1e-10}
+
+# name -> (b, hq, hk, L, S, is_causal, mask kind, transposed (b, t, h, d) views, scale)
+CASES = {
+    "plain_multi_tile": (1, 2, 2, 70, 75, False, None, False, None),
+    "causal_gqa": (2, 4, 2, 67, 67, True, None, False, None),
+    "causal_L_gt_S": (1, 2, 1, 40, 23, True, None, False, 0.3),
+    "bottom_right_gqa": (1, 4, 1, 19, 83, "bottom_right", None, False, None),
+    "bool_mask_dead_rows": (2, 2, 1, 21, 37, False, "bool", False, None),
+    "additive_causal": (1, 2, 2, 33, 33, True, "additive", False, 0.2),
+    "transposed_views": (2, 4, 2, 17, 29, "bottom_right", "bool", True, None),
+}
+
+
+def _leaf(rng, b, h, t, d, dtype, device, transposed):
+    """(leaf tensor, the (b, h, t, d) operand built from it, its values as float64 (b, h, t, d))."""
+    shape = (b, t, h, d) if transposed else (b, h, t, d)
+    a = random_array(rng, shape, dtype)
+    leaf = tl.tensor(a, dtype=dtype, device=device, requires_grad=True)
+    a64 = a.astype(np.float64)
+    if transposed:
+        return leaf, leaf.transpose(1, 2), a64.transpose(0, 2, 1, 3)
+    return leaf, leaf, a64
+
+
+def _mask(rng, kind, b, hq, L, S, dtype, device):
+    """(mask for `device`, the same for the float64 reference) or (None, None)."""
+    if kind is None:
+        return None, None
+    if kind == "bool":
+        keep = rng.random((b, 1, L, S)) < 0.6
+        keep[:, :, 1] = False  # a row with no key: zeros, and no gradient
+        return tl.tensor(keep, device=device), tl.tensor(keep)
+    add = random_array(rng, (L, S), dtype)
+    add[2, :] = -np.inf  # an additive mask can drop a whole row too
+    return tl.tensor(add, dtype=dtype, device=device), tl.tensor(add.astype(np.float64))
+
+
+def _rel_err(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    assert got.shape == ref.shape
+    assert np.isfinite(got).all(), "non-finite values"
+    return np.abs(got - ref).max(initial=0) / max(np.abs(ref).max(initial=0), 1e-30)
+
+
+def _run(case, dtype, d, dv, device, rng):
+    """Forward + backward of F.scaled_dot_product_attention on `device` and of the float64
+    composite on cpu; returns [(what, got, ref)]."""
+    b, hq, hk, L, S, causal, mask_kind, transposed, scale = case
+    (ql, q, q64), (kl, k, k64), (vl, v, v64) = (_leaf(rng, b, h, t, e, dtype, device, transposed)
+                                                for h, t, e in ((hq, L, d), (hk, S, d), (hk, S, dv)))
+    mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)
+    w = rng.standard_normal((b, hq, L, dv))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+    (out * tl.tensor(w, dtype=dtype, device=device)).sum().backward()
+
+    refs = [tl.tensor(a, requires_grad=True) for a in (q64, k64, v64)]
+    ref = F.sdpa_slow(*refs, attn_mask=mask64, is_causal=causal, scale=scale)
+    (ref * tl.tensor(w)).sum().backward()
+
+    def grad_of(leaf):
+        g = leaf.grad.numpy().astype(np.float64)
+        return g.transpose(0, 2, 1, 3) if transposed else g
+    return [("out", out.numpy(), ref.numpy())] + [
+        (f"d{name}", grad_of(leaf), r.grad.numpy()) for name, leaf, r in zip("qkv", (ql, kl, vl), refs)]
+
+
+def _check(results, dtype):
+    for what, got, ref in results:
+        err = _rel_err(got, ref)
+        assert err < REL_TOL[dtype.name], f"{what}: relative error {err:.2e} ({dtype.name})"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", HALF_AND_F32, ids=lambda t: t.name)
+def test_sdpa_forward_backward_match_float64_composite(device, rng, dtype, d, name):
+    _check(_run(CASES[name], dtype, d, d, device, rng), dtype)
+
+
+@pytest.mark.parametrize("d,dv", [(8, 8), (40, 24), (96, 128)])
+def test_sdpa_other_head_dims(device, rng, d, dv):
+    """Head dims that the kernels pad (to 32, 64, 128), with dv != d."""
+    _check(_run(CASES["causal_gqa"], tl.float32, d, dv, device, rng), tl.float32)
+
+
+def _forbid(monkeypatch, cls, name):
+    def boom(*args, **kwargs):
+        raise AssertionError(f"{cls.__name__}.{name} called against TENSORLITE_SDPA")
+    monkeypatch.setattr(cls, name, boom)
+
+
+@pytest.mark.parametrize("mode", ["flash", "gemm", "auto"])
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16], ids=lambda t: t.name)
+def test_sdpa_switch_forces_the_path(device, rng, monkeypatch, mode, dtype):
+    monkeypatch.setenv("TENSORLITE_SDPA", mode)
+    cls = type(tl.zeros(1, device=device)._storage)
+    if hasattr(cls, "_sdpa_flash"):  # a GPU storage: the other path must not run
+        if mode == "flash":
+            _forbid(monkeypatch, cls, "_sdpa_gemm")
+        elif mode == "gemm":
+            _forbid(monkeypatch, cls, "_sdpa_flash")
+            _forbid(monkeypatch, cls, "sdpa_backward")
+    elif mode == "gemm":  # cpu: the switch turns its fused backward off too
+        _forbid(monkeypatch, cls, "sdpa_backward")
+    for name in ("causal_gqa", "transposed_views", "additive_causal"):
+        _check(_run(CASES[name], dtype, 64, 64, device, rng), dtype)
+
+
+def test_sdpa_switch_rejects_unknown_values(device, monkeypatch):
+    monkeypatch.setenv("TENSORLITE_SDPA", "fast")
+    q = tl.zeros(1, 1, 2, 4, device=device)
+    with pytest.raises(ValueError, match="TENSORLITE_SDPA"):
+        F.scaled_dot_product_attention(q, q, q)
+
+
+def test_forced_flash_outside_the_kernels_raises_on_gpus(device, rng, monkeypatch):
+    """f64 and head dims > 128 are not flash cases: 'flash' says so on GPUs; 'auto' falls
+    back to the GEMM path (and the cpu, which has no kernels, computes every case)."""
+    cases = [(tl.float64, 16, tl.DTypeError), (tl.float32, 160, tl.ShapeError)]
+    for dtype, d, error in cases:
+        q = tl.tensor(random_array(rng, (1, 2, 5, d), dtype), device=device)
+        monkeypatch.setenv("TENSORLITE_SDPA", "auto")
+        expected = F.scaled_dot_product_attention(q, q, q, is_causal=True).numpy().astype(np.float64)
+        ref = F.sdpa_slow(*(tl.tensor(q.numpy().astype(np.float64)),) * 3, is_causal=True).numpy()
+        assert _rel_err(expected, ref) < REL_TOL[dtype.name] * 10
+        monkeypatch.setenv("TENSORLITE_SDPA", "flash")
+        if device == "cpu":
+            np.testing.assert_array_equal(F.scaled_dot_product_attention(q, q, q, is_causal=True).numpy(), expected)
+        else:
+            with pytest.raises(error, match="TENSORLITE_SDPA=flash"):
+                F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+
+def test_additive_mask_that_requires_grad_takes_the_composite_backward(device, rng):
+    b, hq, L, S, d = 1, 2, 9, 11, 64
+    arrays = [random_array(rng, s, tl.float32) for s in ((b, hq, L, d), (b, 1, S, d), (b, 1, S, d), (L, S))]
+    grads = []
+    for dev, dt in ((device, tl.float32), ("cpu", tl.float64)):
+        ts = [tl.tensor(a, dtype=dt, device=dev, requires_grad=True) for a in arrays]
+        out = F.scaled_dot_product_attention(*ts[:3], attn_mask=ts[3], is_causal=True)
+        (out * out).sum().backward()
+        grads.append([t.grad.numpy() for t in ts])
+    for i, (got, ref) in enumerate(zip(*grads)):
+        assert _rel_err(got, ref) < 1e-4, f"gradient {i}"
+
+
+def test_lse_and_backward_contract(device, rng):
+    """Storage level: lse is the logsumexp of the kept scaled scores (-inf for a row with no
+    key); sdpa_backward gives q/k/v-shaped gradients (GQA summed) equal to cpu's."""
+    b, hq, hk, L, S, d = 1, 4, 2, 6, 9, 32
+    qa, ka, va = (random_array(rng, s, tl.float32) for s in ((b, hq, L, d), (b, hk, S, d), (b, hk, S, d)))
+    keep = rng.random((L, S)) < 0.7
+    keep[3] = False
+    results = {}
+    for dev in dict.fromkeys((device, "cpu")):
+        q, k, v = (tl.tensor(a, device=dev) for a in (qa, ka, va))
+        m = tl.tensor(keep, device=dev)
+        mlay = Layout((L, S)).broadcast_as((b, hq, L, S))
+        out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, m._storage, mlay,
+                                   0.25, False, return_lse=True)
+        assert lse is not None and lse.dtype is tl.float32
+        g = tl.tensor(random_array(np.random.default_rng(1), (b, hq, L, d), tl.float32), device=dev)
+        grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, out,
+                                         Layout((b, hq, L, d)), g._storage, g._layout, lse, m._storage, mlay,
+                                         0.25, False)
+        shapes = [(b, hq, L, d), (b, hk, S, d), (b, hk, S, d)]
+        results[dev] = [F._wrap(lse, (b, hq, L)).numpy()] + [F._wrap(s, sh).numpy() for s, sh in zip(grads, shapes)]
+    kx = np.repeat(ka, hq // hk, axis=1).astype(np.float64)
+    scores = np.where(keep, qa.astype(np.float64) @ kx.swapaxes(-1, -2) * 0.25, -np.inf)
+    with np.errstate(divide="ignore"):
+        expected_lse = np.log(np.exp(scores).sum(-1))
+    for dev, (lse, *grads) in results.items():
+        np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, err_msg=dev)
+        assert np.isneginf(lse[0, :, 3]).all()
+        np.testing.assert_array_equal(grads[0][0, :, 3], 0.0)  # the dead row: no gradient
+        for got, ref in zip(grads, results["cpu"][1:]):
+            assert _rel_err(got, ref) < 1e-5
+
+
+@pytest.mark.parametrize("L,S", [(0, 5), (4, 0)])
+def test_sdpa_empty_queries_or_keys(device, L, S):
+    q = tl.randn(1, 2, L, 64, device=device, requires_grad=True)
+    k = tl.randn(1, 2, S, 64, device=device, requires_grad=True)
+    v = tl.randn(1, 2, S, 64, device=device, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (1, 2, L, 64)
+    np.testing.assert_array_equal(out.numpy(), 0.0)
+    out.sum().backward()
+    for t in (q, k, v):
+        assert t.grad.shape == t.shape
+        np.testing.assert_array_equal(t.grad.numpy(), 0.0)
