@@ -8,6 +8,8 @@
 // Entry points (DP = head dim the instantiation is padded to: 32, 64 or 128; the host
 // picks the smallest DP >= max(d, dv)):
 //   flash_fwd{DP}_<t>   out (b, hq, L, dv) contiguous, lse (b, hq, L) f32 (may be null)
+//   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
+//                       device has them (compat.h TL_HAS_MMA; the host checks the arch)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) contiguous in T; dq accumulated atomically
 //                       into a zeroed f32 (b, hq, L, d) buffer
@@ -419,6 +421,205 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
         }
     }
 }
+
+// ---- tensor-core forward (f16/bf16, DP 64 or 128) --------------------------------------
+// Same contract as flash_fwd. A block is (warpSize, MMA_WARPS) threads; warp w owns query
+// rows l0 + 16*w .. +16 and keeps its Q fragments, the scores S = Q K^T of a key tile and
+// the output accumulator in tensor-core tiles (compat.h, Part 3). Softmax runs in f32 on
+// the accumulator elements, in the log2 domain (exp2); P is rounded to T as the A operand
+// of P V. K and V tiles are staged row-major in shared memory, rows padded by 8 elements
+// (16 bytes: fragment loads stay aligned and rows fall on different banks).
+#define MMA_WARPS 4
+template <typename T, int DP, int NW> struct MmaFwdTile {
+    static const int BM = 16 * NW, BN = 64, LD = DP + 8;
+    struct Smem { alignas(16) T kv[2 * BN * LD]; };  // K then V; Q is staged here first
+};
+
+// ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
+// Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
+// asynchronous copies: the tile is ready after tl_cp_async_wait_all() and a barrier.
+template <typename T, int ROWS, int DP>
+TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x, nt = blockDim.x * blockDim.y;
+    const T* base = src + v.offset + bi * v.s0 + h * v.s1 + r0 * v.s2;
+    const i64 rows = n_rows - r0;
+    const int CH = 16 / sizeof(T);  // elements per 16-byte chunk
+    if (d == DP && v.s3 == 1 && v.s2 % CH == 0 && ((u64)base & 15) == 0) {
+        for (int e = tid; e < ROWS * DP / CH; e += nt) {
+            const int r = e / (DP / CH), c = (e % (DP / CH)) * CH;
+            if (r < rows) {
+                tl_cp_async16(dst + r * ld + c, base + r * v.s2 + c);
+            } else {
+                const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
+                *(Vec4<u32>*)(dst + r * ld + c) = z;
+            }
+        }
+        tl_cp_async_commit();
+        return;
+    }
+    for (int e = tid; e < ROWS * DP; e += nt) {
+        const int r = e / DP, c = e % DP;
+        T x = Tr<T>::store(0.0f);
+        if (r < rows && c < d) x = base[r * v.s2 + c * v.s3];
+        dst[r * ld + c] = x;
+    }
+}
+
+template <typename T, int DP, int NW>
+TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& mv,
+                          const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+#if defined(TL_HAS_MMA)
+    typedef MmaFwdTile<T, DP, NW> F;
+    const int BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16;
+    __shared__ typename F::Smem sm;
+    T* sk = sm.kv;
+    T* sv = sm.kv + BN * LD;
+    const int w = threadIdx.y;
+    const float LOG2E = 1.4426950408889634f;
+
+    const i64 nbh = p.b * p.hq, nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
+    const i64 l0 = qt * BM, lw = l0 + 16 * w;  // the block's and this warp's first query row
+
+    mma_load_tile<T, BM, DP>(sm.kv, LD, q, qv, bi, h, l0, p.L, p.d);
+    tl_cp_async_wait_all();
+    __syncthreads();
+    TlFragA qf[KD];
+#pragma unroll
+    for (int c = 0; c < KD; ++c) tl_mma_load_a(qf[c], sm.kv + 16 * w * LD + 16 * c, LD);
+
+    float m[TL_MMA_ROW_SLOTS], ls[TL_MMA_ROW_SLOTS];  // running max (log2 units), per-lane partial sums
+#pragma unroll
+    for (int s = 0; s < TL_MMA_ROW_SLOTS; ++s) { m[s] = att_neg_inf(); ls[s] = 0.0f; }
+    TlAcc o[KD];
+#pragma unroll
+    for (int c = 0; c < KD; ++c) tl_mma_zero(o[c]);
+
+    i64 n_end = p.S, w_end = p.S;  // keys past the causal diagonal of the block's / warp's last row
+    if (p.causal) {
+        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) + p.causal_shift;
+        const i64 wlast = lw + 16 + p.causal_shift;
+        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
+        w_end = wlast < w_end ? (wlast > 0 ? wlast : 0) : w_end;
+    }
+    // One K and one V buffer, filled while the other is in use (the FlashAttention-2
+    // pipeline): V_j streams in during Q K_j^T and the softmax, K_{j+1} during P V_j.
+    __syncthreads();  // every warp holds its Q fragments: the staging area becomes K
+    if (n_end > 0) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, 0, p.S, p.d);
+    for (i64 j0 = 0; j0 < n_end; j0 += BN) {
+        tl_cp_async_wait_all();
+        __syncthreads();  // K_j is in; every warp is done with V_{j-1}
+        mma_load_tile<T, BN, DP>(sv, LD, v, vv, bi, hk, j0, p.S, p.dv);
+        const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
+        TlAcc s[NT];
+        float base[TL_MMA_ROW_SLOTS], rs[TL_MMA_ROW_SLOTS];
+        if (active) {
+#pragma unroll
+            for (int n = 0; n < NT; ++n) tl_mma_zero(s[n]);
+#pragma unroll
+            for (int c = 0; c < KD; ++c)  // dims outer: NT independent accumulations in flight
+#pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    TlFragB kb;
+                    tl_mma_load_b_nk(kb, sk + 16 * n * LD + 16 * c, LD);
+                    tl_mma_16x16x16<T>(s[n], qf[c], kb);
+                }
+            // Scores in log2 units; the per-element path only where something can be dropped.
+            const bool exact = p.mask_kind || j0 + BN > p.S || lw + 16 > p.L ||
+                               (p.causal && j0 + BN - 1 > lw + p.causal_shift);
+            const float sc = p.scale * LOG2E;
+            float mt[TL_MMA_ROW_SLOTS];
+#pragma unroll
+            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                    float x = s[n].x[i] * sc;
+                    if (exact) {
+                        const i64 l = lw + tl_mma_acc_row(i), j = j0 + 16 * n + tl_mma_acc_col(i);
+                        x = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
+                                                 : att_neg_inf();
+                    }
+                    s[n].x[i] = x;
+                    mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], x);
+                }
+#pragma unroll
+            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+                const float mn = fmaxf(m[r], tl_mma_row_max(mt[r]));
+                base[r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
+                const float alpha = exp2f(m[r] - base[r]);
+                ls[r] *= alpha;
+                m[r] = mn;
+                mt[r] = alpha;
+                rs[r] = 0.0f;
+            }
+#pragma unroll
+            for (int c = 0; c < KD; ++c)
+#pragma unroll
+                for (int i = 0; i < TL_MMA_ACC_N; ++i) o[c].x[i] *= mt[tl_mma_acc_slot(i)];
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                    const float e = exp2f(s[n].x[i] - base[tl_mma_acc_slot(i)]);
+                    s[n].x[i] = e;
+                    rs[tl_mma_acc_slot(i)] += e;
+                }
+        }
+        tl_cp_async_wait_all();
+        __syncthreads();  // V_j is in; every warp is done with K_j
+        if (j0 + BN < n_end) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        if (!active) continue;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            TlFragA pa;
+            tl_mma_acc_to_a<T>(pa, s[n]);
+#pragma unroll
+            for (int c = 0; c < KD; ++c) {
+                TlFragB vb;
+                tl_mma_load_b_kn(vb, sv + 16 * n * LD + 16 * c, LD);
+                tl_mma_16x16x16<T>(o[c], pa, vb);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) ls[r] += rs[r];
+    }
+    float inv[TL_MMA_ROW_SLOTS];
+#pragma unroll
+    for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+        ls[r] = tl_mma_row_sum(ls[r]);
+        inv[r] = ls[r] > 0.0f ? 1.0f / ls[r] : 0.0f;  // a row with no key kept: zeros
+    }
+#pragma unroll
+    for (int c = 0; c < KD; ++c)
+#pragma unroll
+        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+            const i64 l = lw + tl_mma_acc_row(i);
+            const int x = 16 * c + tl_mma_acc_col(i);
+            if (l < p.L && x < p.dv)
+                out[((bi * p.hq + h) * p.L + l) * p.dv + x] = Tr<T>::store(o[c].x[i] * inv[tl_mma_acc_slot(i)]);
+        }
+    if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
+#pragma unroll
+        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+            const i64 l = lw + tl_mma_slot_row(r);
+            if (l < p.L)
+                lse[(bi * p.hq + h) * p.L + l] = ls[r] > 0.0f ? (m[r] + log2f(ls[r])) / LOG2E : att_neg_inf();
+        }
+    }
+#endif
+}
+
+#define ATT_MMA_ENTRIES(T, sfx, DP)                                                                 \
+    extern "C" __global__ void __launch_bounds__(64 * MMA_WARPS) flash_fwd_mma##DP##_##sfx(       \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,         \
+        const T* k, const T* v, T* out, float* lse) {                                              \
+        flash_fwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);               \
+    }
+ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
+ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
     extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_fwd##DP##_##sfx(            \

@@ -377,3 +377,190 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_FOR_INTEGERS(M) M(u8, u8) M(u32, u32) M(i64, i64)
 #define TL_FOR_NONFLOATS(M) TL_FOR_INTEGERS(M) M(tlbool, bool)
 #define TL_FOR_ALL(M) TL_FOR_FLOATS(M) TL_FOR_NONFLOATS(M)
+
+// =====================================================================================
+// Part 3: warp-level tensor-core tiles (f16/bf16 in, f32 accumulate)
+// =====================================================================================
+// One warp (wavefront) computes a 16x16 f32 tile C += A (16x16) * B (16x16) per
+// tl_mma_16x16x16<T>. The register layouts differ per vendor and stay in here: callers
+// load fragments from shared memory with the helpers below and touch the accumulator
+// only through TL_MMA_ACC_N elements per lane whose (row, col) the helpers name.
+//   NVIDIA sm_80+: two mma.sync.m16n8k16 per tile (32 lanes, 8 floats per lane);
+//                  fragments come from ldmatrix (shared-memory rows 16-byte aligned).
+//   AMD gfx90a/gfx94x: one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes, 4 floats per lane).
+// TL_HAS_MMA is defined only where one of these exists; the host never launches an MMA
+// kernel elsewhere. Every lane of the warp must call each helper (they exchange registers);
+// the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
+#if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TL_HAS_MMA 1
+#define TL_MMA_ACC_N 8      // accumulator floats per lane
+#define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
+#define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
+struct TlFragA { u32 x[4]; };
+struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
+struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2
+
+TL_DEV int tl_lane() { return (int)(threadIdx.x & 31); }
+TL_DEV int tl_mma_acc_slot(int i) { return (i >> 1) & 1; }
+TL_DEV int tl_mma_slot_row(int s) { return (tl_lane() >> 2) + 8 * s; }
+TL_DEV int tl_mma_acc_col(int i) { return 8 * (i >> 2) + 2 * (tl_lane() & 3) + (i & 1); }
+
+TL_DEV u32 tl_smem_addr(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+TL_DEV void tl_ldmatrix_x4(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
+}
+TL_DEV void tl_ldmatrix_x4_trans(u32* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
+}
+// A[r][k] = p[r * ld + k] (16-bit storage, ld a multiple of 8)
+template <typename T> TL_DEV void tl_mma_load_a(TlFragA& f, const T* p, int ld) {
+    const int l = tl_lane();
+    tl_ldmatrix_x4(f.x, p + ((l & 7) + 8 * ((l >> 3) & 1)) * ld + 8 * (l >> 4));
+}
+// B[k][n] = p[n * ld + k] (B stored n-major, e.g. K for Q K^T)
+template <typename T> TL_DEV void tl_mma_load_b_nk(TlFragB& f, const T* p, int ld) {
+    const int l = tl_lane();
+    tl_ldmatrix_x4(f.x, p + ((l & 7) + 8 * (l >> 4)) * ld + 8 * ((l >> 3) & 1));
+}
+// B[k][n] = p[k * ld + n] (B stored k-major, e.g. V for P V)
+template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int ld) {
+    const int l = tl_lane();
+    tl_ldmatrix_x4_trans(f.x, p + ((l & 7) + 8 * ((l >> 3) & 1)) * ld + 8 * (l >> 4));
+}
+template <typename T> TL_DEV u32 tl_pack2(float lo, float hi);
+template <> TL_DEV u32 tl_pack2<bf16>(float lo, float hi) {
+    u32 r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+template <> TL_DEV u32 tl_pack2<f16>(float lo, float hi) {
+    u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+// An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
+// the m16n8 accumulator layout is the A layout, so this is a register repack.
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) f.x[r] = tl_pack2<T>(c.x[2 * r], c.x[2 * r + 1]);
+}
+#define TL_MMA_PTX(TY)                                                                          \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, "      \
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                       \
+                 : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]), "+f"(c.x[4 * h + 3]) \
+                 : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[2 * h]), "r"(b.x[2 * h + 1]))
+template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
+template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) TL_MMA_PTX("bf16");
+}
+template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) TL_MMA_PTX("f16");
+}
+#undef TL_MMA_PTX
+
+#elif defined(TL_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#define TL_HAS_MMA 1
+#define TL_MMA_ACC_N 4
+#define TL_MMA_ROW_SLOTS 4
+#define TL_MMA_ROW_LANES 16
+typedef short tl_short4 __attribute__((ext_vector_type(4)));
+typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
+typedef float tl_float4 __attribute__((ext_vector_type(4)));
+// lane l holds A[l % 16][4 * (l / 16) + i], B[4 * (l / 16) + i][l % 16], C[4 * (l / 16) + i][l % 16]
+struct TlFragA { tl_short4 x; };
+struct TlFragB { tl_short4 x; };
+struct TlAcc { float x[4]; };
+
+TL_DEV int tl_lane() { return (int)(threadIdx.x & 63); }
+TL_DEV int tl_mma_acc_slot(int i) { return i; }
+TL_DEV int tl_mma_slot_row(int s) { return 4 * (tl_lane() >> 4) + s; }
+TL_DEV int tl_mma_acc_col(int i) { return tl_lane() & 15; }
+
+template <typename T> TL_DEV void tl_mma_load_a(TlFragA& f, const T* p, int ld) {
+    const int l = tl_lane();
+    const u16* q = (const u16*)(p + (l & 15) * ld + 4 * (l >> 4));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i];
+}
+template <typename T> TL_DEV void tl_mma_load_b_nk(TlFragB& f, const T* p, int ld) {
+    const int l = tl_lane();
+    const u16* q = (const u16*)(p + (l & 15) * ld + 4 * (l >> 4));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i];
+}
+template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int ld) {
+    const int l = tl_lane();
+    const u16* q = (const u16*)(p + 4 * (l >> 4) * ld + (l & 15));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i * ld];
+}
+// The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
+// held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int src = 4 * (l >> 4) + i + 16 * ((l & 15) >> 2);
+        float v = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const float x = __shfl(c.x[r], src, 64);
+            if ((l & 3) == r) v = x;
+        }
+        f.x[i] = (short)Tr<T>::store(v).bits;
+    }
+}
+template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
+template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(tl_half4, a.x), __builtin_bit_cast(tl_half4, b.x),
+                                                acc, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
+}
+template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, acc, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
+}
+#endif
+
+#if defined(TL_HAS_MMA)
+TL_DEV void tl_mma_zero(TlAcc& c) {
+#pragma unroll
+    for (int i = 0; i < TL_MMA_ACC_N; ++i) c.x[i] = 0.0f;
+}
+// Row of accumulator element i (0..15); rows held by a lane are its TL_MMA_ROW_SLOTS slots.
+TL_DEV int tl_mma_acc_row(int i) { return tl_mma_slot_row(tl_mma_acc_slot(i)); }
+// Max / sum of a per-lane partial over the lanes that share the lane's rows.
+TL_DEV float tl_mma_row_max(float v) {
+#pragma unroll
+    for (int m = 1; m < TL_MMA_ROW_LANES; m <<= 1) v = fmaxf(v, tl_shfl_xor(v, m, TL_MMA_ROW_LANES));
+    return v;
+}
+TL_DEV float tl_mma_row_sum(float v) {
+#pragma unroll
+    for (int m = 1; m < TL_MMA_ROW_LANES; m <<= 1) v += tl_shfl_xor(v, m, TL_MMA_ROW_LANES);
+    return v;
+}
+#endif
+
+// 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
+// cp.async, waited for by tl_cp_async_wait_all; elsewhere a plain copy). `dst` and `src`
+// 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
+#if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+TL_DEV void tl_cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src));
+}
+TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+#else
+TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
+TL_DEV void tl_cp_async_commit() {}
+TL_DEV void tl_cp_async_wait_all() {}
+#endif

@@ -208,3 +208,63 @@ def test_sdpa_empty_queries_or_keys(device, L, S):
     for t in (q, k, v):
         assert t.grad.shape == t.shape
         np.testing.assert_array_equal(t.grad.numpy(), 0.0)
+
+
+def _mma_or_skip(device):
+    """The GPU storage module when `device` has the tensor-core forward, else skip."""
+    if device == "cpu":
+        pytest.skip("cpu has no flash kernels")
+    from tensorlite.backends.rocm import storage as gpu_storage
+    dev = tl.zeros(1, device=device)._storage.device
+    if not gpu_storage._flash_mma(dev, tl.bfloat16, 64):
+        pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+ or gfx90a/gfx94x)")
+    return gpu_storage
+
+
+@pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (40, 24, tl.bfloat16),
+                                        (96, 128, tl.float16)], ids=str)
+def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
+    """On devices with tensor cores the f16/bf16 forward with padded head dim 64/128 runs
+    flash_fwd_mma*; its output and lse match the scalar flash kernel (forced through the
+    selector) and the float64 reference, over several key tiles, causal skipping, GQA,
+    masks, dead rows and transposed views."""
+    gpu_storage = _mma_or_skip(device)
+    names = []
+    real_kernel = gpu_storage._kernel
+
+    def spy(dev, name, op, **operands):
+        names.append(name)
+        return real_kernel(dev, name, op, **operands)
+    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    dp = 64 if max(d, dv) <= 64 else 128
+    for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
+                                                           (1, 2, 1, 37, 200, False, "bool", True),
+                                                           (1, 2, 2, 70, 70, True, "additive", False)):
+        (_, q, q64), (_, k, k64), (_, v, v64) = (_leaf(rng, b, h, t, e, dtype, device, transposed)
+                                                 for h, t, e in ((hq, L, d), (hk, S, d), (hk, S, dv)))
+        mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)
+        mlay = None if mask is None else mask._layout.broadcast_as((b, hq, L, S))
+        runs = {}
+        for mma in (True, False):
+            monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            names.clear()
+            out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout,
+                                       None if mask is None else mask._storage, mlay, None, causal, return_lse=True)
+            expected = f"flash_fwd_mma{dp}_{dtype.short}" if mma else f"flash_fwd{dp}_{dtype.short}"
+            assert names == [expected]
+            runs[mma] = (F._wrap(out, (b, hq, L, dv)).numpy().astype(np.float64), F._wrap(lse, (b, hq, L)).numpy())
+        ref = F.sdpa_slow(tl.tensor(q64), tl.tensor(k64), tl.tensor(v64), attn_mask=mask64, is_causal=causal).numpy()
+        assert _rel_err(runs[True][0], ref) < REL_TOL[dtype.name]
+        assert _rel_err(runs[True][0], runs[False][0]) < REL_TOL[dtype.name]
+        dead = np.isneginf(runs[False][1])
+        np.testing.assert_array_equal(np.isneginf(runs[True][1]), dead)
+        np.testing.assert_allclose(runs[True][1][~dead], runs[False][1][~dead], rtol=2e-3, atol=2e-3)
+    # the default selector picks the MMA kernel for this case, and the scalar one for f32
+    monkeypatch.undo()
+    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    for dt, expected in ((dtype, f"flash_fwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_fwd{dp}_f32")):
+        x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
+        y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
+        names.clear()
+        F.scaled_dot_product_attention(x, x, y, is_causal=True)
+        assert names == [expected]
