@@ -25,7 +25,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import BackendDevice, BackendStorage, ConvParams, PoolParams, sdpa_mode
+from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
+                                adam_state_dtype, sdpa_mode)
 from tensorlite.errors import DeviceError, DTypeError, IndexOutOfRange, ShapeError, describe
 from tensorlite.layout import Layout
 
@@ -135,6 +136,19 @@ UNARY_INT = {
     "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype),  # also bool
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
     "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
+}
+
+def _gelu_tanh_derivative(x):
+    k, c = _SQRT_2_OVER_PI, 0.044715
+    t = np.tanh(k * (x + c * x * x * x))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x)
+
+
+# d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
+UNARY_DERIVATIVE = {
+    "gelu": _gelu_tanh_derivative,
+    "gelu_erf": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi),
+    "silu": lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x))),
 }
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
           "maximum": np.maximum, "minimum": np.minimum}
@@ -461,6 +475,138 @@ class CpuStorage(BackendStorage):
         else:
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         return self._new(out)
+
+    # ---- backward of the fused ops, fused cross-entropy, AdamW --------------------------
+    def _grad_read(self, op, layout, grad, grad_layout):
+        """(x, grad) in the compute dtype; grad must have self's dtype and layout's shape."""
+        x = self._float_read(op, layout)
+        if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
+            raise _error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+                         "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
+        return x, grad._read(grad_layout, compute=True)
+
+    def softmax_last_dim_backward(self, layout, grad, grad_layout):
+        y, g = self._grad_read("softmax_backward", layout, grad, grad_layout)
+        return self._new(y * (g - (g * y).sum(axis=-1, keepdims=True)))
+
+    def log_softmax_backward(self, layout, grad, grad_layout):
+        y, g = self._grad_read("log_softmax_backward", layout, grad, grad_layout)
+        return self._new(g - np.exp(y) * g.sum(axis=-1, keepdims=True))
+
+    def _norm_backward(self, op, layout, grad, grad_layout, weight, w_layout, eps, center, weight_grad, bias_grad):
+        x, g = self._grad_read(op, layout, grad, grad_layout)
+        n = x.shape[-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            xc = x - x.mean(axis=-1, keepdims=True) if center else x
+            rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+            xhat = xc * rstd
+            gw = g if weight is None else g * weight._read(w_layout, compute=True)
+            inner = gw - xhat * (gw * xhat).mean(axis=-1, keepdims=True)
+            if center:
+                inner = inner - gw.mean(axis=-1, keepdims=True)
+        dw = self._new((g * xhat).reshape(-1, n).sum(0)) if weight_grad else None
+        db = self._new(g.reshape(-1, n).sum(0)) if bias_grad else None
+        return self._new(rstd * inner), dw, db
+
+    def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        return self._norm_backward("layer_norm_backward", layout, grad, grad_layout, weight, w_layout, eps, True,
+                                   weight_grad, bias_grad)
+
+    def rms_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad):
+        return self._norm_backward("rms_norm_backward", layout, grad, grad_layout, weight, w_layout, eps, False,
+                                   weight_grad, False)[:2]
+
+    def rope_backward(self, layout, cos, cos_layout, sin, sin_layout, variant):
+        neg = self._new(-sin._read(sin_layout, compute=True), sin.dtype)  # rotate by -theta
+        return self.rope(layout, cos, cos_layout, neg, Layout.contiguous(sin_layout.shape), variant)
+
+    def _ce_operands(self, op, layout, target, target_layout):
+        """(x as (R, C) in the compute dtype, int64 targets (R,), the loss dtype)."""
+        x = self._float_read(op, layout)
+        if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
+            raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
+                         self=(self, layout), target=(target, target_layout))
+        if target.dtype is not dtypes.int64:
+            raise _error(DTypeError, op, "target must be int64 class ids", self=(self, layout),
+                         target=(target, target_layout))
+        t = target._read(target_layout).reshape(-1)
+        acc = dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
+        return x.reshape(-1, x.shape[-1]), t, acc
+
+    def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
+        x, t, acc = self._ce_operands("cross_entropy", layout, target, target_layout)
+        n_cls = x.shape[1]
+        ignored = t == ignore_index
+        bad = ~ignored & ((t < 0) | (t >= n_cls))
+        if bad.any():
+            raise _error(IndexOutOfRange, "cross_entropy", f"target {int(t[bad][0])} is out of range for "
+                         f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+        if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
+            raise _error(ShapeError, "cross_entropy", f"weight must be ({n_cls},) of the logits' dtype",
+                         self=(self, layout), weight=(weight, w_layout))
+        safe = np.where(ignored, 0, t)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            m = x.max(axis=1, initial=-np.inf)
+            lse = m + np.log(np.exp(x - m[:, None]).sum(axis=1))
+            wt = np.ones(len(t), x.dtype) if weight is None else weight._read(w_layout, compute=True)[safe]
+            wt = np.where(ignored, 0, wt).astype(x.dtype)
+            picked = x[np.arange(len(t)), safe] if n_cls else np.zeros(len(t), x.dtype)
+            loss = np.where(ignored, 0, wt * (lse - picked))
+        return self._new(loss, acc), self._new(lse, acc), self._new(wt, acc)
+
+    def cross_entropy_backward(self, layout, target, target_layout, lse, wt, grad, grad_layout):
+        x, t, acc = self._ce_operands("cross_entropy_backward", layout, target, target_layout)
+        if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc \
+                or grad_layout.numel() != len(t) or lse.data.size != len(t) or wt.data.size != len(t):
+            raise _error(DTypeError, "cross_entropy_backward", f"lse, wt and grad must be {acc.name} with one "
+                         "value per row, as cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
+        g = grad._read(grad_layout).reshape(-1)
+        w = wt.data
+        with np.errstate(invalid="ignore", over="ignore"):
+            p = np.exp(x - lse.data[:, None])
+            rows = np.nonzero(w != 0)[0]
+            p[rows, t[rows]] -= 1  # ignored rows (wt 0) keep no onehot: their targets may be anything
+            d = np.where((w != 0)[:, None], (g * w)[:, None] * p, 0)
+        return self._new(d.reshape(layout.shape))
+
+    def unary_backward(self, op, layout, grad, grad_layout):
+        if op not in UNARY_DERIVATIVE:
+            raise ValueError(f"unary_backward: op must be one of {sorted(UNARY_DERIVATIVE)}, got {op!r}")
+        x, g = self._grad_read(f"{op}_backward", layout, grad, grad_layout)
+        with np.errstate(all="ignore"):
+            return self._new(g * UNARY_DERIVATIVE[op](x))
+
+    def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
+                   weight_decay, step, decoupled=True, maximize=False):
+        p, g = self._grad_read("adamw_step", layout, grad, grad_layout)
+        sdt = adam_state_dtype(self.dtype)
+        n = layout.numel()
+        states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
+        if any(st.dtype is not sdt or st.data.size != n for st in states):
+            raise _error(DTypeError, "adamw_step", f"state buffers must be {sdt.name} with {n} elements",
+                         self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.data.size,))))
+        a = sdt.np.type  # scalars round to the state dtype, as the kernel does
+        p, g = p.astype(sdt.np), g.astype(sdt.np).reshape(-1)
+        p = p.reshape(-1)
+        b1, b2 = betas
+        step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+        w1 = a(1.0 - b1)
+        with np.errstate(all="ignore"):
+            if maximize:
+                g = -g
+            if decoupled:
+                p = p * a(1.0 - lr * weight_decay)
+            elif weight_decay:
+                g = g + a(weight_decay) * p
+            m = exp_avg.data
+            m = m + w1 * (g - m) if w1 < 0.5 else g - (g - m) * (a(1) - w1)  # torch's lerp
+            v = exp_avg_sq.data * a(b2) + a(1.0 - b2) * g * g
+            exp_avg.data[:], exp_avg_sq.data[:] = m, v
+            if max_exp_avg_sq is not None:
+                v = np.maximum(max_exp_avg_sq.data, v)
+                max_exp_avg_sq.data[:] = v
+            p = p - a(step_size) * (m / (np.sqrt(v) / a(bc2_sqrt) + a(eps)))
+        _strided(self.data, layout, writeable=True)[...] = _cast(p.reshape(layout.shape), self.dtype)
 
     def _sdpa_scores(self, q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
         """(scaled, masked scores (b, hq, L, S) with -inf where dropped, GQA group size)."""

@@ -78,9 +78,10 @@ struct View3 { i64 offset, s0, s1, s2; };
 // Rotary embedding, one thread per rotated pair. x has dims (n0, n1, n2, d): (b, h, t, d)
 // for rope/rope_i, (b, t, h, d) for rope_thd. cos/sin are (b, t, d/2) views.
 // Variant 0: pairs (i, i + d/2); 1: pairs (2i, 2i + 1); 2: like 0 with t as dim 1.
+// inverse: rotate by -theta (sin negated), the transpose: rope's backward.
 template <typename T, int Variant>
 TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const View3& cv, const View3& sv,
-                     const T* x, const T* cs, const T* sn, T* out) {
+                     const T* x, const T* cs, const T* sn, T* out, int inverse) {
     typedef typename Tr<T>::acc A;
     const i64 half = d / 2;
     TL_GRID_LOOP(e, n_pairs) {
@@ -94,7 +95,8 @@ TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const 
         const i64 ob = ((k0 * n1 + k1) * n2 + k2) * d;
         const A x0 = Tr<T>::load(x[xb + p0 * xv.s3]), x1 = Tr<T>::load(x[xb + p1 * xv.s3]);
         const A c = Tr<T>::load(cs[cv.offset + k0 * cv.s0 + pos * cv.s1 + i * cv.s2]);
-        const A s = Tr<T>::load(sn[sv.offset + k0 * sv.s0 + pos * sv.s1 + i * sv.s2]);
+        const A s0 = Tr<T>::load(sn[sv.offset + k0 * sv.s0 + pos * sv.s1 + i * sv.s2]);
+        const A s = inverse ? -s0 : s0;
         out[ob + p0] = Tr<T>::store(x0 * c - x1 * s);
         out[ob + p1] = Tr<T>::store(x0 * s + x1 * c);
     }
@@ -157,16 +159,16 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
         norm_rows<T, true>(n_rows, row_len, outer, inner_stride, in, w, w_stride, (const T*)0, 0, eps, out); \
     }                                                                                     \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out) {                           \
-        rope_map<T, 0>(n, n1, n2, d, xv, cv, sv, x, c, s, out);                           \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
+        rope_map<T, 0>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
     }                                                                                     \
     extern "C" __global__ void rope_i_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out) {                           \
-        rope_map<T, 1>(n, n1, n2, d, xv, cv, sv, x, c, s, out);                           \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
+        rope_map<T, 1>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
     }                                                                                     \
     extern "C" __global__ void rope_thd_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out) {                           \
-        rope_map<T, 2>(n, n1, n2, d, xv, cv, sv, x, c, s, out);                           \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
+        rope_map<T, 2>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
     }                                                                                     \
     extern "C" __global__ void attn_softmax_##sfx(i64 n_rows, i64 S, i64 L, i64 hq,       \
         int mask_kind, View4 mv, const void* mask, int causal, T* scores) {               \

@@ -17,6 +17,7 @@ Conventions every backend must follow (the Tensor layer guarantees the precondit
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -259,6 +260,71 @@ class BackendStorage(ABC):
         x (b,t,h,d)). cos/sin have shape (b, t, d/2) (the Tensor broadcasts a (t, d/2)
         table with batch stride 0)."""
 
+    # ---- backward of the fused ops, fused losses and optimizer steps ------------------------
+    # Inputs are read through their layouts; `grad` operands have the forward output's shape
+    # and dtype; outputs are fresh contiguous storages (adamw_step works in place).
+    @abstractmethod
+    def softmax_last_dim_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout) -> "BackendStorage":
+        """self is softmax_last_dim's OUTPUT y: returns y * (grad - sum(grad * y, -1))."""
+
+    @abstractmethod
+    def log_softmax_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout) -> "BackendStorage":
+        """self is log_softmax's OUTPUT y: returns grad - exp(y) * sum(grad, -1)."""
+
+    @abstractmethod
+    def layer_norm_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout,
+                            weight: Optional["BackendStorage"], w_layout: Optional[Layout], eps: float,
+                            weight_grad: bool, bias_grad: bool):
+        """self is layer_norm's input x. Returns (dx, dweight or None, dbias or None); mean and
+        1/std are recomputed from x in f32 (f64 for f64); dweight = sum over rows of
+        grad * x_hat, dbias = sum over rows of grad (1-d of the last dim, self's dtype)."""
+
+    @abstractmethod
+    def rms_norm_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout,
+                          weight: Optional["BackendStorage"], w_layout: Optional[Layout], eps: float,
+                          weight_grad: bool):
+        """self is rms_norm's input x. Returns (dx, dweight or None), as layer_norm_backward."""
+
+    @abstractmethod
+    def rope_backward(self, layout: Layout, cos: "BackendStorage", cos_layout: Layout, sin: "BackendStorage",
+                      sin_layout: Layout, variant: str) -> "BackendStorage":
+        """self is the gradient of rope's output: the inverse rotation (by -theta) of it,
+        i.e. the gradient with respect to x. Arguments as rope."""
+
+    @abstractmethod
+    def cross_entropy(self, layout: Layout, target: "BackendStorage", target_layout: Layout,
+                      weight: Optional["BackendStorage"], w_layout: Optional[Layout], ignore_index: int):
+        """self: logits with the classes on the LAST dim (R rows of C). target: int64 class ids
+        of shape layout.shape[:-1]; weight: 1-d (C,) of self's dtype or None. Returns
+        (loss, lse, wt), contiguous storages of R elements in float32 (float64 for float64
+        logits): lse = logsumexp of the row, wt = weight[t] (1 without weights, 0 where
+        t == ignore_index), loss = wt * (lse - x[t]). A target outside [0, C) that is not
+        ignore_index raises IndexOutOfRange."""
+
+    @abstractmethod
+    def cross_entropy_backward(self, layout: Layout, target: "BackendStorage", target_layout: Layout,
+                               lse: "BackendStorage", wt: "BackendStorage", grad: "BackendStorage",
+                               grad_layout: Layout) -> "BackendStorage":
+        """d loss / d logits for cross_entropy's (lse, wt) and the per-row loss gradient `grad`
+        (float32/float64 as the loss, R elements through grad_layout, which may broadcast):
+        grad[r] * wt[r] * (softmax(x[r]) - onehot(t[r])), self's shape and dtype."""
+
+    @abstractmethod
+    def unary_backward(self, op: str, layout: Layout, grad: "BackendStorage", grad_layout: Layout) -> "BackendStorage":
+        """op in UNARY_BACKWARD_OPS; self is the op's input x: grad * op'(x) in one pass."""
+
+    @abstractmethod
+    def adamw_step(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout, exp_avg: "BackendStorage",
+                   exp_avg_sq: "BackendStorage", max_exp_avg_sq: Optional["BackendStorage"], lr: float,
+                   betas: Tuple[float, float], eps: float, weight_decay: float, step: int,
+                   decoupled: bool = True, maximize: bool = False) -> None:
+        """In place: one torch.optim.AdamW (decoupled) / Adam (L2, decoupled=False) step of the
+        parameter self (read and written through `layout`, which must not address an element
+        twice) with `grad` (self's dtype and shape). exp_avg, exp_avg_sq and (amsgrad only)
+        max_exp_avg_sq are contiguous state storages of layout.numel() elements in
+        adam_state_dtype(self.dtype), updated in place; `step` counts this step (1 first).
+        f16/bf16 parameters compute in f32 and round once."""
+
     @abstractmethod
     def sdpa(self, layout: Layout, k: "BackendStorage", k_layout: Layout, v: "BackendStorage",
              v_layout: Layout, mask: Optional["BackendStorage"], mask_layout: Optional[Layout],
@@ -284,6 +350,21 @@ class BackendStorage(ABC):
         additive mask gets no gradient here. Backends without it raise NotImplementedError
         (and return lse None from sdpa)."""
         raise NotImplementedError(f"sdpa_backward is not implemented by {type(self).__name__}")
+
+
+UNARY_BACKWARD_OPS = ("gelu", "gelu_erf", "silu")
+
+
+def adam_state_dtype(dtype):
+    """Adam's moment buffers: float64 for float64 parameters, else float32."""
+    from . import dtype as dtypes
+    return dtypes.float64 if dtype is dtypes.float64 else dtypes.float32
+
+
+def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> Tuple[float, float]:
+    """(step_size, sqrt(bias_correction2)) of step `step` as torch computes them on the host."""
+    b1, b2 = betas
+    return lr / (1.0 - b1 ** step), math.sqrt(1.0 - b2 ** step)
 
 
 SDPA_MODES = ("auto", "flash", "gemm")

@@ -1,14 +1,17 @@
 """Optimizers (torch.optim names, defaults and update rules).
 
-Updates run under no_grad with Tensor ops on each parameter's device and swap the result
-into the parameter (`p.data = ...`), so modules and optimizers keep the same objects.
+Updates run under no_grad on each parameter's device. SGD composes Tensor ops and swaps
+the result into the parameter (`p.data = ...`); Adam/AdamW run one fused storage op per
+parameter (`adamw_step`: one kernel on a GPU) that updates the parameter and its moment
+buffers in place, as torch does. Either way modules and optimizers keep the same objects.
 Step counts and bias corrections are Python floats: a step never waits for the device.
 """
 from __future__ import annotations
 
 from .autograd import no_grad
+from .backend import adam_state_dtype
 from .errors import TensorliteError
-from .tensor import Tensor, maximum, zeros_like
+from .tensor import Tensor, zeros, zeros_like
 
 
 class Optimizer:
@@ -48,10 +51,13 @@ class Optimizer:
                 loss = closure()
         with no_grad():
             for group, p, grad, state in self._params_with_grad():
-                p.data = self._update(group, p, grad, state)
+                new = self._update(group, p, grad, state)
+                if new is not None:  # None: updated in place
+                    p.data = new
         return loss
 
     def _update(self, group, p, grad, state):
+        """The parameter's new value, or None after updating it in place."""
         raise NotImplementedError(f"{type(self).__name__} must define _update()")
 
     def state_dict(self):
@@ -67,7 +73,9 @@ class Optimizer:
                              f"in the state, {len(self.param_groups)} in the optimizer")
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             group.update(saved)
-        self.state = {flat[int(i)]: dict(s) for i, s in state_dict["state"].items()}
+        # copies: buffers are updated in place, and the saved state must not change with them
+        self.state = {flat[int(i)]: {k: v.clone() if isinstance(v, Tensor) else v for k, v in s.items()}
+                      for i, s in state_dict["state"].items()}
 
 
 class SGD(Optimizer):
@@ -98,8 +106,10 @@ class SGD(Optimizer):
 
 
 class AdamW(Optimizer):
-    """Adam with decoupled weight decay (Loshchilov & Hutter), torch's defaults:
-    p *= 1 - lr * wd;  m, v = EMAs of g and g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)."""
+    """Adam with decoupled weight decay (Loshchilov & Hutter), torch's defaults and update:
+    p *= 1 - lr * wd;  m, v = EMAs of g and g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    One fused `adamw_step` per parameter, in place; the moment buffers are float32 (float64
+    for float64 parameters), so f16/bf16 parameters keep full-precision state."""
     decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
@@ -111,24 +121,30 @@ class AdamW(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize))
 
     def _update(self, group, p, grad, state):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        # scalar factors go through affine (one kernel, no scalar tensor to fill)
-        g = grad.affine(-1.0, 0.0) if group["maximize"] else grad
-        if wd and self.decoupled:
-            p = p.affine(1.0 - lr * wd, 0.0)
-        elif wd:
-            g = g + p.affine(wd, 0.0)
+        if not p.dtype.is_floating_point:
+            raise TensorliteError(f"{type(self).__name__}: parameters must be floating point, got {p.dtype.name}")
+        if grad.dtype is not p.dtype:
+            grad = grad._cast(p.dtype)
+        if not p._layout.is_contiguous():  # the in-place kernel writes each element once
+            p.data = p.contiguous()
+        # moment buffers: f32 (f64 for f64 parameters), also for f16/bf16 parameters
+        sdt = adam_state_dtype(p.dtype)
+        names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+        for name in names:
+            buf = state.get(name)
+            if buf is None:
+                state[name] = zeros(p.shape, dtype=sdt, device=p._device)
+            elif buf.dtype is not sdt or buf._device is not p._device or not buf._layout.is_contiguous() \
+                    or buf._layout.offset:
+                state[name] = buf.to(p._device)._cast(sdt).clone()
         t = state.get("step", 0) + 1
-        m = g.affine(1.0 - b1, 0.0)
-        v = (g * g).affine(1.0 - b2, 0.0)
-        if t > 1:
-            m, v = m + state["exp_avg"].affine(b1, 0.0), v + state["exp_avg_sq"].affine(b2, 0.0)
-        state.update(step=t, exp_avg=m, exp_avg_sq=v)
-        if group["amsgrad"]:
-            v = v if t == 1 else maximum(state["max_exp_avg_sq"], v)
-            state["max_exp_avg_sq"] = v
-        denom = v.affine(1.0 / (1.0 - b2 ** t), 0.0).sqrt().affine(1.0, eps)
-        return p - (m / denom).affine(lr / (1.0 - b1 ** t), 0.0)
+        p._storage.adamw_step(p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
+                              state["exp_avg_sq"]._storage,
+                              state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, group["lr"],
+                              tuple(group["betas"]), group["eps"], group["weight_decay"], t, self.decoupled,
+                              group["maximize"])
+        state["step"] = t
+        return None
 
 
 class Adam(AdamW):

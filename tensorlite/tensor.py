@@ -688,7 +688,6 @@ def _sigmoid_grad(g, x, out):
     return g * out * (1 - out)
 
 
-_SQRT_2_OVER_PI = 0.7978845608028654
 _UNARY_GRADS = {
     "exp": lambda g, x, out: g * out,
     "log": lambda g, x, out: g / x,
@@ -702,20 +701,19 @@ _UNARY_GRADS = {
     "sqrt": lambda g, x, out: g / (out * 2),
     "relu": lambda g, x, out: g * (x > 0),
     "sigmoid": _sigmoid_grad,
-    "silu": lambda g, x, out: g * (x.sigmoid() * (1 + x * (1 - x.sigmoid()))),
+    "silu": lambda g, x, out: _fused_unary_grad("silu", g, x),
     "erf": lambda g, x, out: g * (-(x * x)).exp() * 1.1283791670955126,
-    "gelu_erf": lambda g, x, out: g * ((x * 0.7071067811865476).erf() * 0.5 + 0.5
-                                       + x * (-(x * x) * 0.5).exp() * 0.3989422804014327),
-    "gelu": lambda g, x, out: g * _gelu_tanh_grad(x),
+    "gelu_erf": lambda g, x, out: _fused_unary_grad("gelu_erf", g, x),
+    "gelu": lambda g, x, out: _fused_unary_grad("gelu", g, x),
     "floor": None, "ceil": None, "round": None, "sign": None,
 }
 _INT_UNARY = {"abs", "neg", "sqr", "sign", "relu", "floor", "ceil", "round"}
 
 
-def _gelu_tanh_grad(x):
-    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
-    t = inner.tanh()
-    return (t + 1) * 0.5 + x * 0.5 * (1 - t * t) * _SQRT_2_OVER_PI * (1 + x * x * 0.134145)
+def _fused_unary_grad(op, g, x):
+    """g * op'(x) in one kernel (storage unary_backward; composite forms in tests)."""
+    g = g if g.dtype is x.dtype else g._cast(x.dtype)
+    return _wrap(x._storage.unary_backward(op, x._layout, g._storage, g._layout), x.shape, x.dtype)
 
 
 def _unary(op, x):

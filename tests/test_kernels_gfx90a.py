@@ -428,3 +428,43 @@ def test_attention_launches_match_gfx90a_signatures(dev, dt, monkeypatch):
                 assert (dq.numel, dk.numel, dvs.numel) == (b * hq * L * d, b * hk * S * d, b * hk * S * dv)
                 assert dq.dtype is dt and dk.dtype is dt and dvs.dtype is dt
     assert any(c.startswith("flash_bwd") for c in dev.calls) == (dt is not dtypes.float64)
+
+
+@pytest.mark.parametrize("dt", dtypes.FLOATS, ids=[f"{ARCH}-{d.short}" for d in dtypes.FLOATS])
+def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
+    acc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+    x, g = _storage(dev, 2 * 3 * 5 * 8, dt), _storage(dev, 2 * 3 * 5 * 8 + 7, dt)
+    lay, glay = Layout((2, 3, 5, 8)), Layout((2, 3, 8, 5), None, 7).transpose(2, 3)
+    w = _storage(dev, 17, dt)
+    for lx, lg in ((lay, lay), (glay, lay), (lay, Layout((1, 3, 5, 8)).broadcast_as((2, 3, 5, 8)))):
+        x.softmax_last_dim_backward(lx, g, lg)
+        x.log_softmax_backward(lx, g, lg)
+        for want in ((True, True), (False, True), (True, False), (False, False)):
+            dx, dw, db = x.layer_norm_backward(lx, g, lg, w, Layout((8,), (2,), 1), 1e-5, *want)
+            assert dx.numel == 240 and (dw is not None) == want[0] and (db is not None) == want[1]
+            x.rms_norm_backward(lx, g, lg, None, None, 1e-5, want[0])
+        for op in ("gelu", "gelu_erf", "silu"):
+            assert x.unary_backward(op, lx, g, lg).numel == 240
+    big = _storage(dev, 3000 * 40, dt)  # many row chunks for the weight gradient
+    big.layer_norm_backward(Layout((3000, 40)), big, Layout((40, 3000)).transpose(0, 1), None, None, 1e-5, True, True)
+    cs = _storage(dev, 5 * 4, dt)
+    for variant in ("rope", "rope_i"):
+        g.rope_backward(glay, cs, Layout((5, 4)).broadcast_as((2, 5, 4)), cs, Layout((2, 5, 4), (0, 4, 1)), variant)
+    g.rope_backward(glay.permute((0, 2, 1, 3)), cs, Layout((2, 3, 4), (0, 4, 1)), cs, Layout((2, 3, 4), (0, 4, 1)),
+                    "rope_thd")
+    logits = _storage(dev, 6 * 5 * 4, dt)
+    tgt = _storage(dev, 6 * 4, dtypes.int64)
+    for xl, tl_ in ((Layout((24, 5)), Layout((24,))), (Layout((6, 5, 4)).permute((0, 2, 1)), Layout((6, 4)))):
+        for wgt in ((None, None), (w, Layout((5,), (3,), 1))):
+            loss, lse, wt = logits.cross_entropy(xl, tgt, tl_, *wgt, -100)
+            assert loss.dtype is acc and loss.numel == 24
+            for gl in (Layout(tl_.shape), Layout((1,) * len(tl_.shape)).broadcast_as(tl_.shape)):
+                gr = _storage(dev, 24, acc)
+                assert logits.cross_entropy_backward(xl, tgt, tl_, lse, wt, gr, gl).numel == 120
+    p = _storage(dev, 40 + 3, dt)
+    st = [_storage(dev, 40, acc) for _ in range(3)]
+    for amsgrad in (False, True):
+        p.adamw_step(Layout((5, 8), None, 3), g, Layout((8, 5)).transpose(0, 1), st[0], st[1],
+                     st[2] if amsgrad else None, 1e-3, (0.9, 0.999), 1e-8, 0.01, 3, True, amsgrad)
+    assert {"softmax_bwd_" + dt.short, "norm_wgrad_" + dt.short, "norm_wgrad_finish_" + dt.short,
+            "cross_entropy_fwd_" + dt.short, "cross_entropy_bwd_" + dt.short, "adamw_" + dt.short} <= set(dev.calls)

@@ -378,6 +378,102 @@ def check_fused(ck: Checker):
                              terms=S)
 
 
+def _check_multi(ck: Checker, label, obj, method, *args, shapes, terms=1, inplace=()):
+    """Like Checker.check for methods that return several storages (None entries must
+    match) or write several in place (`inplace`: Pairs, compared after the call)."""
+    outs = {}
+    for side in ("c", "g"):
+        try:
+            outs[side] = (getattr(_pick(obj, side), method)(*[_pick(a, side) for a in args]), None)
+        except Exception as e:
+            outs[side] = (None, e)
+    (c_out, c_err), (g_out, g_err) = outs["c"], outs["g"]
+    if c_err is not None or g_err is not None:
+        if c_err is not None and g_err is not None and isinstance(g_err, type(c_err)):
+            ck.passed += 1
+            return
+        detail = "".join(traceback.format_exception_only(type(g_err), g_err)).strip() if g_err else "no error"
+        return ck._fail(label, f"cpu raised {type(c_err).__name__ if c_err else 'nothing'}, gpu: {detail}")
+    if inplace:
+        c_out, g_out = [p.c for p in inplace], [p.g for p in inplace]
+    for i, (c, g, shape) in enumerate(zip(c_out, g_out, shapes)):
+        if (c is None) != (g is None):
+            return ck._fail(f"{label} [{i}]", f"cpu returned {c!r}, gpu {g!r}")
+        if c is not None:
+            lay = Layout.contiguous(shape)
+            ck.compare(f"{label} [{i}]", g.to_cpu(lay), c.to_cpu(lay), c.dtype, terms)
+
+
+def check_fused_grad(ck: Checker):
+    """Backward of the fused ops, fused cross-entropy, gelu/silu derivatives, AdamW step."""
+    for dt in dtypes.FLOATS:
+        acc = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
+        for shape in ((2, 3, 7), (4, 1500), (300, 40)):
+            n = math.prod(shape)
+            x, g = ck.data(2 * n, dt, -3, 3), ck.data(2 * n, dt)
+            lays = {"contig": Layout.contiguous(shape),
+                    "last-strided": Layout.contiguous(shape[:-1] + (2 * shape[-1],)).narrow(-1 % len(shape), 1,
+                                                                                            shape[-1], 2),
+                    "permuted": Layout.contiguous(shape[::-1]).permute(tuple(range(len(shape)))[::-1])}
+            rows = n // shape[-1]
+            w = ck.data(2 * shape[-1], dt, 0.5, 1.5)
+            wl = Layout((shape[-1],), (2,), 1)
+            for (xn, xl), (gn, gl) in ((("contig", lays["contig"]), ("permuted", lays["permuted"])),
+                                       (("last-strided", lays["last-strided"]), ("contig", lays["contig"])),
+                                       (("permuted", lays["permuted"]), ("last-strided", lays["last-strided"]))):
+                tag = f"{dt.short} {shape} x={xn} g={gn}"
+                y = ck.data(n, dt, 0, 1)  # softmax outputs: any values exercise the formula
+                ck.check(f"softmax_backward {tag}", y, "softmax_last_dim_backward", Layout.contiguous(shape), g, gl,
+                         shape=shape, terms=shape[-1])
+                ck.check(f"log_softmax_backward {tag}", y, "log_softmax_backward", Layout.contiguous(shape), g, gl,
+                         shape=shape, terms=shape[-1])
+                for want in ((True, True), (False, True), (True, False)):
+                    _check_multi(ck, f"layer_norm_backward {tag} want={want}", x, "layer_norm_backward", xl, g, gl,
+                                 w, wl, 1e-5, *want, shapes=(shape, (shape[-1],), (shape[-1],)), terms=4 * rows)
+                    _check_multi(ck, f"rms_norm_backward {tag} want_w={want[0]}", x, "rms_norm_backward", xl, g, gl,
+                                 None if want[1] else w, None if want[1] else wl, 1e-6, want[0],
+                                 shapes=(shape, (shape[-1],)), terms=4 * rows)
+                for op in ("gelu", "gelu_erf", "silu"):
+                    ck.check(f"{op}_backward {tag}", x, "unary_backward", op, xl, g, gl, shape=shape, terms=2)
+                if len(shape) == 2:  # cross entropy: rows x classes
+                    tgt = ck.ids(rows, shape[-1], dtypes.int64)
+                    tgt.array[::7] = -100
+                    tgt = Pair(ck.cpu.from_cpu(tgt.array), ck.gpu.from_cpu(tgt.array), tgt.array)
+                    tl_ = Layout.contiguous((rows,))
+                    for wn, wgt in (("none", (None, None)), ("weighted", (w, wl))):
+                        _check_multi(ck, f"cross_entropy {tag} w={wn}", x, "cross_entropy", xl, tgt, tl_, *wgt, -100,
+                                     shapes=((rows,),) * 3, terms=shape[-1])
+                        loss_c, lse_c, wt_c = x.c.cross_entropy(xl, tgt.c, tl_, _pick(wgt[0], "c"), wgt[1], -100)
+                        loss_g, lse_g, wt_g = x.g.cross_entropy(xl, tgt.g, tl_, _pick(wgt[0], "g"), wgt[1], -100)
+                        gr = ck.data(rows, acc)
+                        for grn, grl in (("rows", tl_), ("scalar", Layout.contiguous((1,)).broadcast_as((rows,)))):
+                            ck.check(f"cross_entropy_backward {tag} w={wn} grad={grn}", x, "cross_entropy_backward",
+                                     xl, tgt, tl_, Pair(lse_c, lse_g, None), Pair(wt_c, wt_g, None), gr, grl,
+                                     shape=shape, terms=4)
+                    bad = ck.ids(rows, shape[-1], dtypes.int64, bad=True)
+                    _check_multi(ck, f"cross_entropy bad target {tag}", x, "cross_entropy", xl, bad, tl_, None, None,
+                                 -100, shapes=((rows,),) * 3)
+        b, h, t, d = 2, 3, 5, 8
+        g = ck.data(b * h * t * d, dt)
+        cs, sn = ck.data(b * t * d // 2, dt), ck.data(b * t * d // 2, dt)
+        for variant in ("rope", "rope_i", "rope_thd"):
+            shape = (b, t, h, d) if variant == "rope_thd" else (b, h, t, d)
+            lay = Layout.contiguous((shape[0], shape[2], shape[1], d)).permute((0, 2, 1, 3))
+            cl = Layout.contiguous((t, d // 2)).unsqueeze(0).broadcast_as((b, t, d // 2))
+            ck.check(f"{variant}_backward {dt.short}", g, "rope_backward", lay, cs, cl, sn, cl, variant, shape=shape)
+        for amsgrad, decoupled, maximize in ((False, True, False), (True, True, True), (False, False, False)):
+            n = 5000
+            p, gr = ck.data(n + 3, dt), ck.data(2 * n, dt)
+            states = [ck.data(n, acc, 0, 1) for _ in range(3)]
+            states[1] = ck.data(n, acc, 0, 0.01)  # second moments are non-negative
+            states[2] = ck.data(n, acc, 0, 0.01)
+            _check_multi(ck, f"adamw_step {dt.short} amsgrad={amsgrad} decoupled={decoupled} maximize={maximize}", p,
+                         "adamw_step", Layout.contiguous((n,), offset=3), gr, Layout((n,), (2,), 1), states[0],
+                         states[1], states[2] if amsgrad else None, 1e-2, (0.9, 0.999), 1e-8, 0.1, 3, decoupled,
+                         maximize, shapes=((n + 3,), (n,), (n,), (n,)), terms=4,
+                         inplace=(p, states[0], states[1], states[2]))
+
+
 def check_random(ck: Checker):
     gpu = ck.gpu
     for dt in dtypes.FLOATS + (dtypes.int64,):
@@ -413,7 +509,7 @@ def check_random(ck: Checker):
 
 SECTIONS = {"elementwise": check_elementwise, "reductions": check_reductions, "indexing": check_indexing,
             "copies": check_copies, "matmul": check_matmul, "conv_pool": check_conv_pool, "fused": check_fused,
-            "random": check_random}
+            "fused_grad": check_fused_grad, "random": check_random}
 
 
 def precompile(device_name: str, processes: int = 16) -> None:

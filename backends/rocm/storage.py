@@ -29,8 +29,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_OPS, BackendStorage, ConvParams,
-                                PoolParams, sdpa_mode)
+from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_BACKWARD_OPS, UNARY_OPS, BackendStorage,
+                                ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, sdpa_mode)
 from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
 from tensorlite.layout import Layout, contiguous_strides
 
@@ -81,9 +81,14 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "random.hip": tuple(f"rand_{kind}_{t}" for kind in ("uniform", "normal") for t in FLOATS),
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
                                                "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+    "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
+                                                    "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
+                                                    "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
+                                                    "adamw") for t in FLOATS),
     "attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
                            for t in ("f32", "f16", "bf16"))
-    + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16")),
+    + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16"))
+    + tuple(f"flash_fwd_mma{dp}_{t}" for dp in (64, 128) for t in ("f16", "bf16")),
 }
 _SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
 
@@ -760,7 +765,7 @@ class GpuStorage(BackendStorage):
         args = self._affine_operand("rms_norm", "weight", weight, w_layout, layout)
         return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
 
-    def rope(self, layout, cos, cos_layout, sin, sin_layout, variant):
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
         if variant not in ("rope", "rope_i", "rope_thd"):
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
@@ -777,8 +782,188 @@ class GpuStorage(BackendStorage):
                         ("bytes", _VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
                         ("bytes", _VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
                         ("ptr", self.buffer.ptr), ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr),
-                        ("ptr", out.buffer.ptr)])
+                        ("ptr", out.buffer.ptr), ("int32", int(bool(_inverse)))])
         return out
+
+    def rope_backward(self, layout, cos, cos_layout, sin, sin_layout, variant):
+        # the rope kernel with sin negated (a rotation's transpose); self is the gradient
+        return self.rope(layout, cos, cos_layout, sin, sin_layout, variant, _inverse=True)
+
+    # ---- backward of the fused ops, fused cross-entropy, AdamW (kernels/fused_grad.hip) ------
+    def _check_grad(self, op, layout, grad, grad_layout):
+        if not self.dtype.is_floating_point:
+            raise _dtype_error(op, self=(self, layout))
+        if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
+            raise _error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+                         "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
+
+    def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None):
+        """Row kernels `name(n_rows, row_len, xo, xi, go, gi, x, g, *extra, [stats,] out)`."""
+        self._check_grad(op, layout, grad, grad_layout)
+        dev = self.device
+        kernel = _kernel(dev, f"{name}_{self.dtype.short}", op, self=(self, layout), grad=(grad, grad_layout))
+        n_rows, row_len, xo, xi = _rows_of(layout)
+        _, _, go, gi = _rows_of(grad_layout)
+        out = self._new(n_rows * row_len)
+        if out.numel:
+            tail = [] if stats is False else [("ptr", 0 if stats is None else stats.buffer.ptr)]
+            _launch_rows(dev, kernel, n_rows, row_len,
+                         [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                          ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                          ("ptr", grad.buffer.ptr), *extra, *tail, ("ptr", out.buffer.ptr)])
+        return out
+
+    def softmax_last_dim_backward(self, layout, grad, grad_layout):
+        return self._rows_bwd("softmax_bwd", "softmax_backward", layout, grad, grad_layout, stats=False)
+
+    def log_softmax_backward(self, layout, grad, grad_layout):
+        return self._rows_bwd("log_softmax_bwd", "log_softmax_backward", layout, grad, grad_layout, stats=False)
+
+    def _acc_dtype(self):
+        return dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
+
+    def _norm_backward(self, name, op, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
+        n_rows, row_len = _rows_of(layout)[:2]
+        # per-row (mean, rstd) for the weight gradient; the bias gradient needs none
+        stats = self._new(2 * n_rows, self._acc_dtype()) if weight_grad and n_rows * row_len else None
+        dx = self._rows_bwd(name, op, layout, grad, grad_layout, (*wargs, ("double", float(eps))), stats)
+        dw = self._new(row_len) if weight_grad else None
+        db = self._new(row_len) if bias_grad else None
+        if dw is None and db is None:
+            return dx, dw, db
+        if n_rows * row_len == 0:  # empty sums
+            for st in (dw, db):
+                if st is not None and st.numel:
+                    self.device.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+            return dx, dw, db
+        self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
+        return dx, dw, db
+
+    def _norm_wgrad(self, layout, grad, grad_layout, stats, dw, db):
+        """dweight/dbias as column sums: per (row chunk, column) partials, then one sum per
+        column (deterministic, no atomics)."""
+        dev = self.device
+        t, acc = self.dtype.short, self._acc_dtype()
+        n_rows, row_len, xo, xi = _rows_of(layout)
+        _, _, go, gi = _rows_of(grad_layout)
+        bx = 32
+        while bx < row_len and bx < 256:
+            bx *= 2
+        by = 256 // bx
+        tiles = -(-row_len // bx)
+        sms = int(dev.props.get("multiprocessor_count") or 80)
+        n_chunks = max(1, min(-(-4 * sms // tiles), -(-n_rows // by), 65535))
+        rows_per_chunk = -(-n_rows // n_chunks)
+        n_chunks = -(-n_rows // rows_per_chunk)
+        pw = self._new(n_chunks * row_len, acc) if dw is not None else None
+        pb = self._new(n_chunks * row_len, acc) if db is not None else None
+        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
+        dev.launch(_kernel(dev, f"norm_wgrad_{t}", "norm_backward", self=(self, layout)), (tiles, n_chunks), (bx, by),
+                   [("int64", n_rows), ("int64", row_len), ("int64", rows_per_chunk), ("bytes", _pack_strided(xo)[0]),
+                    ("int64", xi), ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                    ("ptr", grad.buffer.ptr), ("ptr", ptr(stats)), ("ptr", ptr(pw)), ("ptr", ptr(pb))])
+        dev.launch(_kernel(dev, f"norm_wgrad_finish_{t}", "norm_backward", self=(self, layout)),
+                   _grid(dev, row_len), _BLOCK, [("int64", n_chunks), ("int64", row_len), ("ptr", ptr(pw)),
+                                                 ("ptr", ptr(pb)), ("ptr", ptr(dw)), ("ptr", ptr(db))])
+
+    def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        return self._norm_backward("layer_norm_bwd", "layer_norm_backward", layout, grad, grad_layout, weight,
+                                   w_layout, eps, weight_grad, bias_grad)
+
+    def rms_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad):
+        return self._norm_backward("rms_norm_bwd", "rms_norm_backward", layout, grad, grad_layout, weight,
+                                   w_layout, eps, weight_grad, False)[:2]
+
+    def _ce_check(self, op, layout, target, target_layout):
+        if not self.dtype.is_floating_point:
+            raise _dtype_error(op, self=(self, layout))
+        if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
+            raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
+                         self=(self, layout), target=(target, target_layout))
+        if target.dtype is not dtypes.int64:
+            raise _error(DTypeError, op, "target must be int64 class ids", self=(self, layout),
+                         target=(target, target_layout))
+
+    def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
+        op = "cross_entropy"
+        self._ce_check(op, layout, target, target_layout)
+        n_rows, n_cls, xo, xi = _rows_of(layout)
+        if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
+            raise _error(ShapeError, op, f"weight must be ({n_cls},) of the logits' dtype",
+                         self=(self, layout), weight=(weight, w_layout))
+        acc = self._acc_dtype()
+        loss, lse, wt = (self._new(n_rows, acc) for _ in range(3))
+        if n_rows == 0:
+            return loss, lse, wt
+        dev = self.device
+        kernel = _kernel(dev, f"cross_entropy_fwd_{self.dtype.short}", op, self=(self, layout))
+        flag = _error_flag(dev)
+        dev.memset(flag.ptr, 0, 4)
+        wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight._addr(w_layout.offset)),
+                                                                    ("int64", w_layout.strides[0])]
+        _launch_rows(dev, kernel, n_rows, n_cls,
+                     [("int64", n_rows), ("int64", n_cls), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                      ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
+                      ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
+                      ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)])
+        host = np.zeros(1, np.int32)
+        dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
+        if host[0]:
+            t = target.to_cpu(target_layout).reshape(-1)
+            bad = t[(t != ignore_index) & ((t < 0) | (t >= n_cls))]
+            raise _error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
+                         f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+        return loss, lse, wt
+
+    def cross_entropy_backward(self, layout, target, target_layout, lse, wt, grad, grad_layout):
+        op = "cross_entropy_backward"
+        self._ce_check(op, layout, target, target_layout)
+        n_rows, n_cls, xo, xi = _rows_of(layout)
+        acc = self._acc_dtype()
+        if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc or grad_layout.numel() != n_rows \
+                or lse.numel != n_rows or wt.numel != n_rows:
+            raise _error(DTypeError, op, f"lse, wt and grad must be {acc.name} with one value per row, as "
+                         "cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
+        out = self._new(n_rows * n_cls)
+        if out.numel == 0:
+            return out
+        dev = self.device
+        dev.launch(_kernel(dev, f"cross_entropy_bwd_{self.dtype.short}", op, self=(self, layout)),
+                   _grid(dev, out.numel), _BLOCK,
+                   [("int64", n_rows), ("int64", n_cls), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                    ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr),
+                    ("bytes", _pack_strided(grad_layout)[0]), ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr),
+                    ("ptr", wt.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def unary_backward(self, op, layout, grad, grad_layout):
+        if op not in UNARY_BACKWARD_OPS:
+            raise ValueError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
+        self._check_grad(f"{op}_backward", layout, grad, grad_layout)
+        return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)
+
+    def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
+                   weight_decay, step, decoupled=True, maximize=False):
+        op = "adamw_step"
+        self._check_grad(op, layout, grad, grad_layout)
+        n, sdt = layout.numel(), adam_state_dtype(self.dtype)
+        states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
+        if any(st.dtype is not sdt or st.numel != n for st in states):
+            raise _error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
+                         self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
+        if n == 0:
+            return
+        dev = self.device
+        step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+        flags = int(bool(decoupled)) | 2 * int(bool(maximize)) | 4 * int(max_exp_avg_sq is not None)
+        lp, lg = _pack_strided(layout, grad_layout)
+        dev.launch(_kernel(dev, f"adamw_{self.dtype.short}", op, self=(self, layout)), _grid(dev, n), _BLOCK,
+                   [("int64", n), ("bytes", lp), ("bytes", lg), ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr),
+                    ("ptr", exp_avg.buffer.ptr), ("ptr", exp_avg_sq.buffer.ptr),
+                    ("ptr", 0 if max_exp_avg_sq is None else max_exp_avg_sq.buffer.ptr), ("double", float(lr)),
+                    ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
+                    ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt), ("int32", flags)])
 
     def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
         # TENSORLITE_SDPA (tensorlite.backend.sdpa_mode): the flash kernel where it covers the
@@ -810,9 +995,14 @@ class GpuStorage(BackendStorage):
                 lse.const_set(float("-inf"), Layout((lse.numel,)))
             return out, lse
         shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
-        kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
-        bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
-        dev.launch(kernel, b * hq * (-(-L // bm)), (16, 16),
+        if _flash_mma(dev, self.dtype, dp):  # tensor cores: blocks of MMA_WARPS warps, 16 rows each
+            kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+        else:
+            kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
+            block = (16, 16)
+        dev.launch(kernel, b * hq * (-(-L // bm)), block,
                    [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
                     ("bytes", _view4(v_layout)), *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr),
                     ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", 0 if lse is None else lse.buffer.ptr)])
@@ -911,6 +1101,21 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
         return None
     widest = max(layout.shape[3], v_layout.shape[3])
     return next((dp for dp in (32, 64, 128) if widest <= dp), None)
+
+
+_MMA_WARPS = 4                                   # MMA_WARPS in attention.hip
+_MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
+
+
+def _flash_mma(dev, dtype, dp: int) -> bool:
+    """Whether the tensor-core forward (flash_fwd_mma*) covers the case on `dev`: f16/bf16,
+    padded head dim 64 or 128, NVIDIA sm_80+ or CDNA2/3 (compat.h TL_HAS_MMA)."""
+    if dtype not in (dtypes.float16, dtypes.bfloat16) or dp not in (64, 128):
+        return False
+    arch = dev.arch
+    if arch.startswith("sm_"):
+        return int("".join(ch for ch in arch[3:] if ch.isdigit()) or 0) >= 80
+    return arch in _MMA_ARCHS
 
 
 def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):

@@ -1,10 +1,11 @@
 """Functional nn ops with PyTorch names and signatures.
 
 The fused ops (softmax, log_softmax, layer_norm, rms_norm, rope, rope_i, rope_thd,
-scaled_dot_product_attention) follow candle's CustomOp pattern: the forward is one
-storage-level op of the device's backend, the backward is written with Tensor ops, and a
-`*_slow` composite built from primitive Tensor ops is the reference the tests hold the
-fused op to (forward and gradients). Every other op here is a composite of Tensor ops,
+scaled_dot_product_attention, cross_entropy) follow candle's CustomOp pattern: the forward
+is one storage-level op of the device's backend, so is the backward (`*_backward` storage
+ops: one row kernel for dx, column sums for the norms' parameters), and a `*_slow`
+composite built from primitive Tensor ops is the reference the tests hold the fused op to
+(forward and gradients). Every other op here is a composite of Tensor ops,
 so autograd differentiates it without a rule of its own.
 """
 from __future__ import annotations
@@ -92,15 +93,27 @@ def _over_last_dim(fn, x, dim, op):
     return fn(x.transpose(d, -1)).transpose(d, -1)
 
 
+def _like(g, x):
+    """The incoming gradient in x's dtype (the fused backward kernels take one dtype)."""
+    return g if g.dtype is x.dtype else g._cast(x.dtype)
+
+
 def _softmax_last(x):
     y = _wrap(x._storage.softmax_last_dim(x._layout), x.shape, x.dtype)
-    # d softmax: y * (g - <g, y>) along the row
-    return _attach(y, (x,), lambda g: (y * (g - (g * y).sum(-1, keepdim=True)),), "softmax")
+
+    def grad(g):  # one kernel: y * (g - <g, y>) along the row
+        g = _like(g, y)
+        return (_wrap(y._storage.softmax_last_dim_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
+    return _attach(y, (x,), grad, "softmax")
 
 
 def _log_softmax_last(x):
     y = _wrap(x._storage.log_softmax(x._layout), x.shape, x.dtype)
-    return _attach(y, (x,), lambda g: (g - y.exp() * g.sum(-1, keepdim=True),), "log_softmax")
+
+    def grad(g):  # one kernel: g - exp(y) * sum(g) along the row
+        g = _like(g, y)
+        return (_wrap(y._storage.log_softmax_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
+    return _attach(y, (x,), grad, "log_softmax")
 
 
 def softmax(x, dim: int = -1, dtype=None):
@@ -149,27 +162,25 @@ def _normalize_rows(x, eps, center: bool):
     return xc * rstd, rstd
 
 
-def _norm_backward(g, x2, w, eps, center):
-    """d/dx of x_hat(x) * w: rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)),
-    without the mean(gw) term for rms_norm (which does not centre)."""
-    xhat, rstd = _normalize_rows(x2, eps, center)
-    gw = g if w is None else g * w
-    inner = gw - xhat * (gw * xhat).mean(-1, keepdim=True)
-    if center:
-        inner = inner - gw.mean(-1, keepdim=True)
+def _fused_norm_grads(op, g, x2, w, b, eps):
+    """(dx, dweight, dbias) of layer_norm / rms_norm from the storage's fused backward: dx
+    in one row kernel, the parameter gradients as column sums (only those wanted)."""
+    g = _like(g, x2)
+    want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
+    if op == "layer_norm":
+        gs = x2._storage.layer_norm_backward(x2._layout, g._storage, g._layout, *_storage_args(w), eps, want_w, want_b)
+    else:
+        gs = x2._storage.rms_norm_backward(x2._layout, g._storage, g._layout, *_storage_args(w), eps, want_w) + (None,)
     n = x2.shape[-1]
-    gweight = None if w is None else (g * xhat).reshape(-1, n).sum(0)
-    return rstd * inner, gweight
+    return (_wrap(gs[0], x2.shape, x2.dtype),) + tuple(None if st is None else _wrap(st, (n,), x2.dtype)
+                                                       for st in gs[1:])
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     y = _wrap(x2._storage.layer_norm(x2._layout, *_storage_args(w), *_storage_args(b), eps), x2.shape, x2.dtype)
-
-    def grad(g):
-        gx, gw = _norm_backward(g, x2, w, eps, center=True)
-        return gx, gw, None if b is None else g.reshape(-1, n).sum(0)
-    return _attach(y, (x2, w, b), grad, "layer_norm").reshape(x.shape)
+    return _attach(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
+                   "layer_norm").reshape(x.shape)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -177,7 +188,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     y = _wrap(x2._storage.rms_norm(x2._layout, *_storage_args(w), eps), x2.shape, x2.dtype)
-    return _attach(y, (x2, w), lambda g: _norm_backward(g, x2, w, eps, center=False), "rms_norm").reshape(x.shape)
+    return _attach(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
+                   "rms_norm").reshape(x.shape)
 
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -318,7 +330,9 @@ def _rope(variant, x, cos, sin):
     y = _wrap(x._storage.rope(x._layout, c._storage, c._layout, s._storage, s._layout, variant), x.shape, x.dtype)
 
     def grad(g):
-        gx = _rope(variant, g, c, -s)  # a rotation's transpose is the rotation by -theta
+        g = _like(g, x)  # a rotation's transpose is the rotation by -theta: the same kernel, sin negated
+        gx = _wrap(g._storage.rope_backward(g._layout, c._storage, c._layout, s._storage, s._layout, variant),
+                   x.shape, x.dtype)
         if not (c.requires_grad or s.requires_grad):
             return gx, None, None
         (x1, x2), (g1, g2) = _rope_pairs(variant, x), _rope_pairs(variant, g)
@@ -578,7 +592,52 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
                   label_smoothing: float = 0.0):
     """torch.nn.functional.cross_entropy: input logits (N, C) / (N, C, d1, ...) / (C,), target
     class ids (int) or class probabilities (float, input's shape). 'mean' over class ids
-    divides by the (weighted) count of targets that are not ignore_index."""
+    divides by the (weighted) count of targets that are not ignore_index. Class ids without
+    label smoothing take the fused op (storage cross_entropy / cross_entropy_backward);
+    the rest, the composite `cross_entropy_slow`."""
+    if not isinstance(target, Tensor):
+        target = tensor(target, device=input._device)
+    if not label_smoothing and not target.dtype.is_floating_point:
+        logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
+        loss = _cross_entropy_fused(_classes_last(logits), tgt, weight, ignore_index, reduction)
+        if loss is not None:
+            return loss.squeeze(0) if input.ndim == 1 and reduction == "none" else loss
+    return cross_entropy_slow(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
+    """Log-softmax + NLL of logits x (classes on the last dim) at integer class ids `tgt` as
+    the storage's fused cross_entropy (per-row loss, logsumexp and target weight in f32,
+    f64 for f64) with its one-kernel backward (softmax - onehot, scaled); the reduction
+    sums in that dtype and rounds once to x's dtype. None where it does not take the case
+    (the caller runs the composite): float targets, a weight that needs a gradient or has
+    another dtype, shapes the composite will reject."""
+    if reduction not in ("none", "sum", "mean") or not x.dtype.is_floating_point or tgt.dtype.is_floating_point \
+            or tgt._device is not x._device or tuple(tgt.shape) != tuple(x.shape[:-1]):
+        return None
+    if weight is not None and (weight.requires_grad or weight.dtype is not x.dtype or weight._device is not x._device
+                               or tuple(weight.shape) != (x.shape[-1],)):
+        return None
+    t = tgt if tgt.dtype is _dt.int64 else tgt._cast(_dt.int64)
+    loss, lse, wt = x._storage.cross_entropy(x._layout, t._storage, t._layout, *_storage_args(weight), ignore_index)
+    acc = loss.dtype
+
+    def grad(g):
+        g = g if g.dtype is acc else g._cast(acc)
+        gx = x._storage.cross_entropy_backward(x._layout, t._storage, t._layout, lse, wt, g._storage, g._layout)
+        return (_wrap(gx, x.shape, x.dtype),)
+    rows = _attach(_wrap(loss, t.shape, acc), (x,), grad, "cross_entropy")
+    if reduction == "sum":
+        rows = rows.sum()
+    elif reduction == "mean":  # over the (weighted) count of targets that are not ignore_index
+        rows = rows.sum() / _wrap(wt, t.shape, acc).sum()
+    return rows._cast(x.dtype)
+
+
+def cross_entropy_slow(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                       label_smoothing: float = 0.0):
+    """Composite reference of cross_entropy (log_softmax + gather + reductions as Tensor
+    ops); cross_entropy itself takes this path for the cases the fused op does not cover."""
     if not isinstance(target, Tensor):
         target = tensor(target, device=input._device)
     logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
