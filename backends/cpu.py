@@ -217,6 +217,17 @@ def _as_2d_params(p: ConvParams) -> ConvParams:
 # Storage
 # =====================================================================================
 
+def _check_cross_entropy(op, logits, layout, target, target_layout):
+    """The operand rules of cross_entropy(_backward), shared with the GPU backend:
+    logits (..., C) and int64 class ids of the leading shape."""
+    if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
+        raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
+                     self=(logits, layout), target=(target, target_layout))
+    if target.dtype is not dtypes.int64:
+        raise _error(DTypeError, op, "target must be int64 class ids", self=(logits, layout),
+                     target=(target, target_layout))
+
+
 class CpuStorage(BackendStorage):
     __slots__ = ("data", "dtype", "device")
 
@@ -523,12 +534,7 @@ class CpuStorage(BackendStorage):
     def _ce_operands(self, op, layout, target, target_layout):
         """(x as (R, C) in the compute dtype, int64 targets (R,), the loss dtype)."""
         x = self._float_read(op, layout)
-        if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
-            raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
-                         self=(self, layout), target=(target, target_layout))
-        if target.dtype is not dtypes.int64:
-            raise _error(DTypeError, op, "target must be int64 class ids", self=(self, layout),
-                         target=(target, target_layout))
+        _check_cross_entropy(op, self, layout, target, target_layout)
         t = target._read(target_layout).reshape(-1)
         acc = dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
         return x.reshape(-1, x.shape[-1]), t, acc

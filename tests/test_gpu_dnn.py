@@ -142,19 +142,30 @@ def gpu(request):
     return request.param
 
 
-@pytest.fixture(params=["0", "1"], ids=["portable", "dnn"])
-def path(request, gpu, monkeypatch):
-    """Force one path; yields (device name, the Dnn or None). The library path is skipped
+def _force(gpu, monkeypatch, value):
+    """TENSORLITE_DNN=value; (device name, the Dnn or None). The library path is skipped
     with the library's own reason where it cannot load."""
-    monkeypatch.setenv("TENSORLITE_DNN", request.param)
+    monkeypatch.setenv("TENSORLITE_DNN", value)
     dev = tl.zeros(1, device=gpu)._storage.device
-    if request.param == "1":
+    if value == "1":
         ok, why = dnn_mod.library_status(dev.platform)
         if not ok:
             pytest.skip(f"DNN library of {gpu} unavailable: {why}")
         return gpu, dnn_mod.dnn_for(dev)
     assert dnn_mod.dnn_for(dev) is None
     return gpu, None
+
+
+@pytest.fixture(params=["0", "1"], ids=["portable", "dnn"])
+def path(request, gpu, monkeypatch):
+    """Each path forced in turn: (device name, the Dnn or None)."""
+    return _force(gpu, monkeypatch, request.param)
+
+
+@pytest.fixture
+def library(gpu, monkeypatch):
+    """The library path only: (device name, the Dnn)."""
+    return _force(gpu, monkeypatch, "1")
 
 
 def _ran(dnn, op, fn):
@@ -250,11 +261,9 @@ def test_pool_with_dilation_stays_portable(path, rng):
 
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("shape", [(4, 3, 5, 6), (8, 5)])
-def test_dnn_batch_norm_matches_functional(path, rng, training, shape):
+def test_dnn_batch_norm_matches_functional(library, rng, training, shape):
     """Dnn.batch_norm called directly, against F.batch_norm's composite on cpu."""
-    device, dnn = path
-    if dnn is None:
-        pytest.skip("Dnn.batch_norm exists only on the library path")
+    device, dnn = library
     c = shape[1]
     xa = random_array(rng, shape, tl.float32)
     wa, ba = random_array(rng, (c,), tl.float32), random_array(rng, (c,), tl.float32)

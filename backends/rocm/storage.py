@@ -36,7 +36,7 @@ from tensorlite.layout import Layout, contiguous_strides
 
 # The reference backend's rules for host-side scalars and error messages are reused so
 # both backends agree on them exactly.
-from ..cpu import _as_2d_params, _cast, _dtype_error, _error
+from ..cpu import _as_2d_params, _cast, _check_cross_entropy, _dtype_error, _error
 from .dnn import bn_param_dtype as _bn_param_dtype, dnn_for as _dnn_for, run as _dnn_run
 
 # =====================================================================================
@@ -878,12 +878,7 @@ class GpuStorage(BackendStorage):
     def _ce_check(self, op, layout, target, target_layout):
         if not self.dtype.is_floating_point:
             raise _dtype_error(op, self=(self, layout))
-        if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
-            raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
-                         self=(self, layout), target=(target, target_layout))
-        if target.dtype is not dtypes.int64:
-            raise _error(DTypeError, op, "target must be int64 class ids", self=(self, layout),
-                         target=(target, target_layout))
+        _check_cross_entropy(op, self, layout, target, target_layout)
 
     def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
         op = "cross_entropy"
