@@ -104,6 +104,9 @@ def null_device(stub_lib=None):
         def module_get_function(self, module, name):
             return self.ffi.cast("CUfunction", 1 << 12)
 
+        def function_max_threads(self, function):
+            return 1024
+
         def launch_function(self):
             return self._stub.cuLaunchKernel if self._stub is not None else (lambda *args: 0)
 

@@ -7,40 +7,135 @@
 // at tl_row_allreduce in compat.h; outputs are contiguous.
 #include "compat.h"
 
-// This thread's elements of one row (j = threadIdx.x + k * blockDim.x). Rows of up to
-// blockDim.x * TL_ROW_REGS elements are read from memory once, into registers, and every
-// later pass reads the registers: the slot loop is unrolled, so each slot index is a
-// constant and the array never spills to memory. Longer rows are re-read on each pass.
-// 16-bit types keep one slot: caching them measured slower on the H100 (bf16 softmax and
-// norms at 4096 columns lost 25-30%), so they read as before.
-template <typename T, int TL_ROW_REGS = (sizeof(T) >= 4 ? 32 : 1)>
+template <typename T> TL_DEV bool tl_aligned16(const T* p) { return ((u64)p & 15) == 0; }
+
+// R consecutive elements of T (R * sizeof(T) <= 16 bytes, a power of two), one access.
+template <typename T, int R> struct alignas(R * sizeof(T)) Run { T v[R]; };
+// dst[r] = p[r * s]: one load when s == 1 and p is aligned to the run.
+template <typename T, int R>
+TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
+    if (s == 1 && ((u64)p & (R * sizeof(T) - 1)) == 0) {
+        const Run<T, R> q = *(const Run<T, R>*)p;
+#pragma unroll
+        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(q.v[r]);
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(p[r * s]);
+    }
+}
+// p[r] = src[r] (p contiguous): one store when p is aligned to the run.
+template <typename T, int R>
+TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
+    Run<T, R> q;
+#pragma unroll
+    for (int r = 0; r < R; ++r) q.v[r] = Tr<T>::store(src[r]);
+    if (((u64)p & (R * sizeof(T) - 1)) == 0) {
+        *(Run<T, R>*)p = q;
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) p[r] = q.v[r];
+    }
+}
+
+// This thread's elements of one row, for kernels that pass over a row several times.
+// A row that is contiguous, 16-byte aligned and a whole number of 16-byte vectors goes
+// by vectors (vector k = threadIdx.x + i * blockDim.x, so neighbouring threads still touch
+// neighbouring memory); other rows element by element (j = threadIdx.x + i * blockDim.x).
+// Up to VECTORS vectors (or SCALARS elements) per thread are read from memory once, in the
+// constructor, and kept in registers in the storage type (packed: a bf16 vector costs 4
+// registers, not 8), so that more rows fit on a multiprocessor; every later pass widens
+// them again. The slot loops are unrolled, so each slot index is a constant and the arrays
+// never spill to memory. Longer rows are re-read on each pass. The host picks threads
+// per row so that a row fits (storage.py, _launch_rows).
+#define TL_ROW_VECTORS 8
+template <typename T>
 struct RowCache {
     typedef typename Tr<T>::acc A;
-    A v[TL_ROW_REGS];
+    enum { N = 16 / sizeof(T), VECTORS = TL_ROW_VECTORS, SCALARS = 32 };  // N: values per vector
+    Run<T, N> raw[VECTORS];
+    T sraw[SCALARS];
     const T* x;
     i64 n, stride;
-    bool cached;
+    bool vec, cached;
     TL_DEV RowCache(const T* x_, i64 n_, i64 stride_)
-        : x(x_), n(n_), stride(stride_), cached(n_ <= (i64)blockDim.x * TL_ROW_REGS) {
+        : x(x_), n(n_), stride(stride_), vec(stride_ == 1 && n_ % N == 0 && tl_aligned16(x_)),
+          cached(n_ <= (i64)blockDim.x * (vec ? VECTORS * N : SCALARS)) {
         if (!cached) return;
+        if (vec) {
 #pragma unroll
-        for (int c = 0; c < TL_ROW_REGS; ++c) {
-            const i64 j = threadIdx.x + (i64)c * blockDim.x;
-            v[c] = j < n ? Tr<T>::load(x[j * stride]) : A(0);
-        }
-    }
-    template <typename F>  // f(j, x[j]) for each of this thread's elements
-    TL_DEV void each(F f) const {
-        const i64 step = blockDim.x;
-        for (i64 j0 = threadIdx.x; j0 < n; j0 += step * TL_ROW_REGS) {
+            for (int c = 0; c < VECTORS; ++c) {
+                const i64 k = threadIdx.x + (i64)c * blockDim.x;
+                if (k * N < n) raw[c] = ((const Run<T, N>*)x)[k];
+            }
+        } else {
 #pragma unroll
-            for (int c = 0; c < TL_ROW_REGS; ++c) {
-                const i64 j = j0 + c * step;
-                if (j < n) f(j, cached ? v[c] : Tr<T>::load(x[j * stride]));
+            for (int c = 0; c < SCALARS; ++c) {
+                const i64 j = threadIdx.x + (i64)c * blockDim.x;
+                if (j < n) sraw[c] = x[j * stride];
             }
         }
     }
+    // each(f): f(j, x[j]) for each of this thread's elements. each_vec(g, f): on the vector
+    // path g(k, values of vector k), f(j, x[j]) per element otherwise.
+    template <typename F>
+    TL_DEV void each(F f) const {
+        each_vec([&](i64 k, const A* vals) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) f(k * N + e, vals[e]);
+        }, f);
+    }
+    template <typename G, typename F>
+    TL_DEV void each_vec(G g, F f) const {
+        const i64 step = blockDim.x;
+        if (vec) {
+            for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * VECTORS) {
+#pragma unroll
+                for (int c = 0; c < VECTORS; ++c) {
+                    const i64 k = k0 + c * step;
+                    if (k * N >= n) break;
+                    const Run<T, N> q = cached ? raw[c] : ((const Run<T, N>*)x)[k];
+                    A t[N];
+#pragma unroll
+                    for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q.v[e]);
+                    g(k, t);
+                }
+            }
+            return;
+        }
+        for (i64 j0 = threadIdx.x; j0 < n; j0 += step * SCALARS) {
+#pragma unroll
+            for (int c = 0; c < SCALARS; ++c) {
+                const i64 j = j0 + c * step;
+                if (j < n) f(j, Tr<T>::load(cached ? sraw[c] : x[j * stride]));
+            }
+        }
+    }
+    // y[j] = h(j, x[j]) for this thread's elements of a contiguous output row y, by whole
+    // vectors where the row goes by vectors. store_vec: hv(k, vals) maps the N values of
+    // vector k in place on that path (so that it can read its own operands by vectors).
+    template <typename H>
+    TL_DEV void store(T* y, H h) const {
+        store_vec(y, [&](i64 k, A* vals) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) vals[e] = h(k * N + e, vals[e]);
+        }, h);
+    }
+    template <typename HV, typename H>
+    TL_DEV void store_vec(T* y, HV hv, H h) const {
+        each_vec([&](i64 k, const A* vals) {
+            A t[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) t[e] = vals[e];
+            hv(k, t);
+            store_run<T, N>(y + k * N, t);
+        }, [&](i64 j, A v) { y[j] = Tr<T>::store(h(j, v)); });
+    }
 };
+
+// exp inside the row kernels: a 16-bit result cannot see __expf's few-ulp f32 error, and
+// the accurate expf costs enough instructions to bound bf16/f16 softmax.
+template <typename T, typename A>
+TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)__expf((float)x) : tl_exp(x); }
 
 template <typename T, bool Log>
 TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride,
@@ -56,12 +151,12 @@ TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         r.each([&](i64, A v) { m = MaxOp<A>::combine(m, v); });
         m = tl_row_allreduce<MaxOp<A> >(m, smem);
         A s = A(0);
-        r.each([&](i64, A v) { s += tl_exp(v - m); });
+        r.each([&](i64, A v) { s += row_exp<T>(v - m); });
         s = tl_row_allreduce<SumOp<A> >(s, smem);
         if (!valid) continue;
         T* y = out + row * row_len;
         const A log_s = Log ? tl_log(s) : A(0), inv_s = A(1) / s;
-        r.each([&](i64 j, A v) { y[j] = Tr<T>::store(Log ? v - m - log_s : tl_exp(v - m) * inv_s); });
+        r.store(y, [&](i64, A v) { return Log ? v - m - log_s : row_exp<T>(v - m) * inv_s; });
     }
 }
 
@@ -88,11 +183,19 @@ TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
         if (!valid) continue;
         const A inv = A(1) / tl_sqrt(sq / (A)row_len + (A)eps);
         T* y = out + row * row_len;
-        r.each([&](i64 j, A v) {
+        typedef RowCache<T> Row;
+        r.store_vec(y, [&](i64 k, A* vals) {  // weight and bias by vectors too
+            A wv[Row::N], bv[Row::N];
+            if (w) load_run<T, Row::N>(w + k * Row::N * w_stride, w_stride, wv);
+            if (b) load_run<T, Row::N>(b + k * Row::N * b_stride, b_stride, bv);
+#pragma unroll
+            for (int e = 0; e < Row::N; ++e)
+                vals[e] = (vals[e] - mean) * inv * (w ? wv[e] : A(1)) + (b ? bv[e] : A(0));
+        }, [&](i64 j, A v) {
             v = (v - mean) * inv;
             if (w) v *= Tr<T>::load(w[j * w_stride]);
             if (b) v += Tr<T>::load(b[j * b_stride]);
-            y[j] = Tr<T>::store(v);
+            return v;
         });
     }
 }
@@ -100,30 +203,73 @@ TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
 struct View4 { i64 offset, s0, s1, s2, s3; };
 struct View3 { i64 offset, s0, s1, s2; };
 
-// Rotary embedding, one thread per rotated pair. x has dims (n0, n1, n2, d): (b, h, t, d)
-// for rope/rope_i, (b, t, h, d) for rope_thd. cos/sin are (b, t, d/2) views.
-// Variant 0: pairs (i, i + d/2); 1: pairs (2i, 2i + 1); 2: like 0 with t as dim 1.
-// inverse: rotate by -theta (sin negated), the transpose: rope's backward.
+// Rotary embedding. x has dims (n0, n1, n2, d): (b, h, t, d) for rope/rope_i, (b, t, h, d)
+// for rope_thd. cos/sin are (b, t, d/2) views. Variant 0: pairs (i, i + d/2); 1: pairs
+// (2i, 2i + 1); 2: like 0 with t as dim 1. inverse: rotate by -theta (sin negated), the
+// transpose: rope's backward.
+// A thread rotates G consecutive pairs, so that each operand is one run (16 bytes of x
+// where the views are contiguous); I is the index type of the position arithmetic (32-bit
+// division is several times cheaper than 64-bit, and the kernel is bound by it otherwise).
+template <typename T, int Variant, int G, typename I>
+TL_DEV void rope_groups(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const View3& cv, const View3& sv,
+                        const T* x, const T* cs, const T* sn, T* out, int inverse) {
+    typedef typename Tr<T>::acc A;
+    const i64 half = d / 2;
+    const I gpr = (I)(half / G), m1 = (I)n1, m2 = (I)n2;  // groups per row
+    TL_GRID_LOOP(e, n_pairs / G) {
+        I t = (I)e;
+        const i64 i = (i64)(t % gpr) * G; t /= gpr;
+        const i64 k2 = t % m2; t /= m2;
+        const i64 k1 = t % m1, k0 = t / m1;
+        const i64 pos = Variant == 2 ? k1 : k2;
+        const i64 xb = xv.offset + k0 * xv.s0 + k1 * xv.s1 + k2 * xv.s2;
+        const i64 ob = ((k0 * n1 + k1) * n2 + k2) * d;
+        A c[G], s[G], x0[G], x1[G];
+        load_run<T, G>(cs + cv.offset + k0 * cv.s0 + pos * cv.s1 + i * cv.s2, cv.s2, c);
+        load_run<T, G>(sn + sv.offset + k0 * sv.s0 + pos * sv.s1 + i * sv.s2, sv.s2, s);
+        if (Variant == 1) {
+            A xx[2 * G];
+            load_run<T, 2 * G>(x + xb + 2 * i * xv.s3, xv.s3, xx);
+#pragma unroll
+            for (int g = 0; g < G; ++g) { x0[g] = xx[2 * g]; x1[g] = xx[2 * g + 1]; }
+        } else {
+            load_run<T, G>(x + xb + i * xv.s3, xv.s3, x0);
+            load_run<T, G>(x + xb + (i + half) * xv.s3, xv.s3, x1);
+        }
+        A y0[G], y1[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const A sg = inverse ? -s[g] : s[g];
+            y0[g] = x0[g] * c[g] - x1[g] * sg;
+            y1[g] = x0[g] * sg + x1[g] * c[g];
+        }
+        if (Variant == 1) {
+            A yy[2 * G];
+#pragma unroll
+            for (int g = 0; g < G; ++g) { yy[2 * g] = y0[g]; yy[2 * g + 1] = y1[g]; }
+            store_run<T, 2 * G>(out + ob + 2 * i, yy);
+        } else {
+            store_run<T, G>(out + ob + i, y0);
+            store_run<T, G>(out + ob + half + i, y1);
+        }
+    }
+}
+
+// Pairs per thread: 16 bytes of x per run (variant 1 reads both halves of its pairs in one
+// run). The host sizes the grid with the same rule (storage.py rope).
+template <typename T, int Variant> struct RopeGroup { enum { G = (Variant == 1 ? 8 : 16) / (int)sizeof(T) }; };
+
 template <typename T, int Variant>
 TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const View3& cv, const View3& sv,
                      const T* x, const T* cs, const T* sn, T* out, int inverse) {
-    typedef typename Tr<T>::acc A;
-    const i64 half = d / 2;
-    TL_GRID_LOOP(e, n_pairs) {
-        i64 t = e;
-        const i64 i = t % half; t /= half;
-        const i64 k2 = t % n2; t /= n2;
-        const i64 k1 = t % n1, k0 = t / n1;
-        const i64 pos = Variant == 2 ? k1 : k2;
-        const i64 p0 = Variant == 1 ? 2 * i : i, p1 = Variant == 1 ? 2 * i + 1 : i + half;
-        const i64 xb = xv.offset + k0 * xv.s0 + k1 * xv.s1 + k2 * xv.s2;
-        const i64 ob = ((k0 * n1 + k1) * n2 + k2) * d;
-        const A x0 = Tr<T>::load(x[xb + p0 * xv.s3]), x1 = Tr<T>::load(x[xb + p1 * xv.s3]);
-        const A c = Tr<T>::load(cs[cv.offset + k0 * cv.s0 + pos * cv.s1 + i * cv.s2]);
-        const A s0 = Tr<T>::load(sn[sv.offset + k0 * sv.s0 + pos * sv.s1 + i * sv.s2]);
-        const A s = inverse ? -s0 : s0;
-        out[ob + p0] = Tr<T>::store(x0 * c - x1 * s);
-        out[ob + p1] = Tr<T>::store(x0 * s + x1 * c);
+    const int G = RopeGroup<T, Variant>::G;
+    const bool narrow = n_pairs < ((i64)1 << 31);
+    if ((d / 2) % G == 0) {
+        if (narrow) rope_groups<T, Variant, G, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
+        else rope_groups<T, Variant, G, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
+    } else {
+        if (narrow) rope_groups<T, Variant, 1, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
+        else rope_groups<T, Variant, 1, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
     }
 }
 

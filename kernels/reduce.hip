@@ -130,16 +130,73 @@ TL_DEV void reduce_rows_chunked(i64 n_rows, i64 row_len, const Strided& outer, c
     }
 }
 
+// Reductions whose elements are farther apart than the outputs (a sum over dim 0: a bias
+// gradient). Thread x of a block owns output row group*blockDim.x + x, so a warp reads
+// neighbouring addresses; the block's y threads and n_chunks blocks per row group split
+// the reduced range. States combine in a fixed order (y, then chunk), so the result does
+// not depend on timing. With n_chunks > 1, blocks leave partials per (row, chunk) and
+// count themselves in done[group] as reduce_rows_chunked does; the last one finishes.
+#define TL_COL_THREADS 256
+template <typename T, typename R>
+TL_DEV void reduce_cols(i64 n_rows, i64 row_len, const Strided& outer, const Strided& inner,
+                        const T* in, typename R::Out* out, i64 n_chunks,
+                        typename R::State* partials, u32* done) {
+    __shared__ typename R::State smem[TL_COL_THREADS];
+    __shared__ bool finishes_group;
+    const i64 n_groups = (n_rows + blockDim.x - 1) / blockDim.x;
+    const i64 chunk_len = (row_len + n_chunks - 1) / n_chunks;
+    const int t = threadIdx.y * blockDim.x + threadIdx.x;
+    for (i64 task = blockIdx.x; task < n_groups * n_chunks; task += gridDim.x) {
+        const i64 group = task / n_chunks, c = task % n_chunks;
+        const i64 row = group * blockDim.x + threadIdx.x;
+        const i64 j0 = c * chunk_len, j1 = j0 + chunk_len < row_len ? j0 + chunk_len : row_len;
+        typename R::State s = R::init();
+        if (row < n_rows) {
+            const T* p = in + tl_index(outer, row);
+            for (i64 j = j0 + threadIdx.y; j < j1; j += blockDim.y)
+                s = R::combine(s, R::make(Tr<T>::load(p[tl_index(inner, j)]), j));
+        }
+        smem[t] = s;
+        __syncthreads();
+        if (threadIdx.y == 0) {
+            for (int y = 1; y < (int)blockDim.y; ++y) s = R::combine(s, smem[y * blockDim.x + threadIdx.x]);
+            if (row < n_rows) {
+                if (n_chunks == 1) out[row] = R::finish(s);
+                else partials[row * n_chunks + c] = s;
+            }
+        }
+        if (n_chunks > 1) {
+            __threadfence();  // the partials are visible before the count says so
+            __syncthreads();
+            if (t == 0) finishes_group = atomicAdd(done + group, 1u) == (u32)(n_chunks - 1);
+            __syncthreads();
+            if (finishes_group && threadIdx.y == 0 && row < n_rows) {  // uniform but for the row bound
+                __threadfence();
+                s = R::init();
+                for (i64 k = 0; k < n_chunks; ++k) s = R::combine(s, partials[row * n_chunks + k]);
+                out[row] = R::finish(s);
+            }
+        }
+        __syncthreads();  // smem and finishes_group are rewritten by the next task
+    }
+}
+
 template <typename T> using RArgMin = RArg<T, false>;
 template <typename T> using RArgMax = RArg<T, true>;
 
-// n_chunks == 1: one (sub-)block per row; otherwise reduce_rows_chunked with `partials`
-// (n_rows * n_chunks states, at most 16 bytes each) and `done` (n_rows zeroed counters).
+// columns: reduce_cols (blocks (x, y), x * y <= TL_COL_THREADS; `done` has one zeroed counter
+// per group of blockDim.x rows). Otherwise n_chunks == 1: one (sub-)block per row;
+// n_chunks > 1: reduce_rows_chunked, `done` one zeroed counter per row. `partials` holds
+// n_rows * n_chunks states (at most 16 bytes each).
 #define REDUCE_ENTRY(op, R, T, O, sfx)                                                    \
     extern "C" __global__ void reduce_##op##_##sfx(i64 n_rows, i64 row_len, Strided outer, \
                                                    Strided inner, const T* in, O* out,    \
+                                                   int columns,                           \
                                                    i64 n_chunks, void* partials, u32* done) { \
-        if (n_chunks > 1)                                                                 \
+        if (columns)                                                                      \
+            reduce_cols<T, R<T> >(n_rows, row_len, outer, inner, in, out, n_chunks,       \
+                                  (R<T>::State*)partials, done);                          \
+        else if (n_chunks > 1)                                                            \
             reduce_rows_chunked<T, R<T> >(n_rows, row_len, outer, inner, in, out, n_chunks, \
                                           (R<T>::State*)partials, done);                  \
         else                                                                              \

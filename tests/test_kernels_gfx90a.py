@@ -27,6 +27,7 @@ from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import compiler, get_platform
 from tensorlite.backends.rocm import storage as gpu_storage
+from tensorlite.backends.rocm.device import Kernel
 
 ARCH = "gfx90a"
 SOURCES = sorted(gpu_storage.KERNELS)
@@ -227,10 +228,10 @@ class RecordingDevice:
         if source not in self._sigs:
             self._sigs[source] = kernel_signatures(code_object(source))
         assert name in self._sigs[source], f"{name} is not a kernel of {source}"
-        return (source, name)
+        return Kernel(None, name, source)  # max_threads: 1024, gfx90a's block limit
 
     def launch(self, func, grid, block, args, shared_mem=0):
-        source, name = func
+        source, name = func.source, func.name
         grid = (grid,) if isinstance(grid, int) else tuple(grid)
         block = (block,) if isinstance(block, int) else tuple(block)
         assert min(grid) >= 1 and min(block) >= 1 and np.prod(block) <= 1024, (name, grid, block)

@@ -96,6 +96,24 @@ def test_rms_norm(device, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows, cols, start", [(5, 1000, 0), (5, 1000, 1), (2, 40000, 0), (3, 4096, 0)],
+                         ids=["vectors", "misaligned", "longer-than-registers", "hidden-4096"])
+def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, start):
+    # The GPU row kernels read aligned contiguous rows by 16-byte vectors and keep rows that
+    # fit in registers; a view starting one element in, and rows too long to keep, take
+    # the element-wise and the re-reading paths.
+    x, a = make_tensor(rng, (rows, cols + start), dtype, device, -4, 4)
+    x, a = x[:, start:], as_f64(a)[:, start:]
+    w, wa = make_tensor(rng, (cols,), dtype, device)
+    b, ba = make_tensor(rng, (cols,), dtype, device)
+    ref = np_softmax(a, -1)
+    assert_close(F.softmax(x, -1), ref, dtype, terms=8)
+    assert_close(F.log_softmax(x, -1), np.log(ref), dtype, terms=8)
+    assert_close(F.layer_norm(x, cols, w, b), np_layer_norm(a, 1, as_f64(wa), as_f64(ba)), dtype, terms=8)
+    assert_close(F.rms_norm(x, cols, w, eps=1e-6), np_rms_norm(a, 1, as_f64(wa)), dtype, terms=8)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_activations(device, rng, dtype):
     x, a = make_tensor(rng, (4, 7), dtype, device, -4, 4)
     a = as_f64(a)
@@ -112,9 +130,18 @@ def test_activations(device, rng, dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 @pytest.mark.parametrize("per_batch", [False, True])
-def test_rope_variants(device, rng, dtype, variant, per_batch):
-    b, h, t, d = 2, 3, 5, 8
-    x, a = make_tensor(rng, (b, t, h, d) if variant == "rope_thd" else (b, h, t, d), dtype, device)
+@pytest.mark.parametrize("d, transposed", [(8, False), (32, False), (32, True)],
+                         ids=["d8", "d32", "d32-transposed-view"])
+def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed):
+    # d 32: the GPU kernel rotates runs of pairs with vector loads; a transposed view of x
+    # (the other of (b, h, t, d) / (b, t, h, d)) takes the strided path.
+    b, h, t = 2, 3, 5
+    shape = (b, t, h, d) if variant == "rope_thd" else (b, h, t, d)
+    if transposed:
+        x, a = make_tensor(rng, (shape[0], shape[2], shape[1], d), dtype, device)
+        x, a = x.transpose(1, 2), a.transpose(0, 2, 1, 3)
+    else:
+        x, a = make_tensor(rng, shape, dtype, device)
     theta = rng.uniform(0, 2 * np.pi, (b, t, d // 2) if per_batch else (t, d // 2))
     cos, sin = (tl.tensor(f(theta), dtype=dtype, device=device) for f in (np.cos, np.sin))
     c64, s64 = (np.broadcast_to(as_f64(t_.numpy()), (b, t, d // 2)) for t_ in (cos, sin))

@@ -201,3 +201,25 @@ def test_large_reduction_accumulates_accurately(device, rng):
     np.testing.assert_allclose(got.numpy().astype(np.float64), as_f64(a).sum(1), rtol=2e-3)
     got = tl.tensor(a, device=device).to(tl.float32).mean()
     np.testing.assert_allclose(got.item(), as_f64(a).mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape, dims, cut", [((3000, 70), 0, None), ((100, 500), 0, None),
+                                              ((40, 30, 96), (0, 1), None), ((700, 3, 90), (0, 1), 2)],
+                         ids=["chunked", "one-chunk", "merged-dims", "unmergeable-dims"])
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16], ids=lambda d: d.name)
+def test_reductions_over_outer_dims(device, rng, shape, dims, cut, dtype):
+    # Reductions over non-innermost dims (a bias gradient: sum over the batch) take the GPU's
+    # column kernel: warps across the kept columns, the reduced range split over blocks.
+    # cut: keep the first `cut` of dim 1, so the reduced dims cannot merge into one.
+    a = random_array(rng, shape, dtype, -2, 2)
+    a[5, ...] = a[9, ...]  # ties: argmax/argmin must pick the first occurrence
+    x, ref = tl.tensor(a, device=device), as_f64(a)
+    if cut:
+        x, ref = x[:, :cut], ref[:, :cut]
+    axis = dims if isinstance(dims, int) else tuple(dims)
+    assert_close(x.sum(dims), ref.sum(axis), dtype, terms=_terms(ref.shape, dims))
+    assert_close(x.amax(dims), ref.max(axis), dtype)
+    assert_close(x.amin(dims), ref.min(axis), dtype)
+    if isinstance(dims, int):
+        np.testing.assert_array_equal(x.argmax(dims).numpy(), ref.argmax(axis))
+        np.testing.assert_array_equal(x.argmin(dims).numpy(), ref.argmin(axis))

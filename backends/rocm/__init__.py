@@ -237,6 +237,11 @@ class PlatformBase:
         return self.out("module_get_function", "function", module, name.encode(),
                         what=f"{self.CALLS['module_get_function']}({name!r})")
 
+    def function_max_threads(self, function) -> int:
+        """The most threads a block of `function` may have (its registers can lower the
+        device's limit); attribute 0 is MAX_THREADS_PER_BLOCK for both vendors."""
+        return int(self.out("func_get_attribute", "int", 0, function))
+
     def launch_function(self):
         """The raw, unchecked launch entry point (the hot path; GpuDevice.launch checks the
         status): f(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra)."""

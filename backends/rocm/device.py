@@ -143,11 +143,12 @@ class Kernel:
     """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
     fixed, so the argument packing plan is built on its first launch (one per thread; see
     _ArgLayout for why a plan's buffer may be reused)."""
-    __slots__ = ("handle", "name", "source", "layouts")
+    __slots__ = ("handle", "name", "source", "layouts", "max_threads")
 
-    def __init__(self, handle, name: str, source: str):
+    def __init__(self, handle, name: str, source: str, max_threads: int = 1024):
         self.handle, self.name, self.source = handle, name, source
         self.layouts: Dict[int, "_ArgLayout"] = {}  # thread id -> plan
+        self.max_threads = max_threads  # per block: the kernel's registers may allow fewer than the device
 
     def __repr__(self):
         return f"Kernel({self.source}:{self.name})"
@@ -360,7 +361,8 @@ class GpuDevice(BackendDevice):
                 handle = self.platform.module_get_function(module, name)
             except BackendError as e:
                 raise BackendError(f"kernel {name!r} not found in {source} ({e})") from None
-            kernel = self._functions[(source, name)] = Kernel(handle, name, source)
+            kernel = self._functions[(source, name)] = Kernel(handle, name, source,
+                                                              self.platform.function_max_threads(handle))
             return kernel
 
     def launch(self, func: Kernel, grid, block, args, shared_mem: int = 0) -> None:

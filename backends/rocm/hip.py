@@ -32,6 +32,7 @@ typedef void* hipDeviceptr_t;
 typedef struct ihipStream_t* hipStream_t;
 typedef struct ihipModule_t* hipModule_t;
 typedef struct ihipModuleSymbol_t* hipFunction_t;
+typedef enum hipFunction_attribute { HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0 } hipFunction_attribute;
 typedef struct ihipEvent_t* hipEvent_t;
 
 typedef struct {
@@ -140,6 +141,7 @@ hipError_t hipEventDestroy(hipEvent_t event);
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image);
 hipError_t hipModuleUnload(hipModule_t module);
 hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* kname);
+hipError_t hipFuncGetAttribute(int* value, hipFunction_attribute attrib, hipFunction_t hfunc);
 hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
                                  unsigned int gridDimZ, unsigned int blockDimX,
                                  unsigned int blockDimY, unsigned int blockDimZ,
@@ -229,6 +231,7 @@ class HipPlatform(PlatformBase):
         event_record="hipEventRecord", event_synchronize="hipEventSynchronize",
         event_elapsed="hipEventElapsedTime", event_destroy="hipEventDestroy",
         module_load="hipModuleLoadData", module_get_function="hipModuleGetFunction",
+        func_get_attribute="hipFuncGetAttribute",
         launch="hipModuleLaunchKernel")
     HANDLES = dict(devptr="void*", stream="hipStream_t", event="hipEvent_t", module="hipModule_t",
                    function="hipFunction_t")

@@ -118,15 +118,23 @@ _MAX_REDUCE_STATE = 16                           # bytes of the largest partial 
 _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
 _CONTIG_PACKS: Dict[int, bytes] = {}
 _CONTIG_STRIDES: Dict[tuple, tuple] = {}         # shape -> its row-major strides
-_GRID_CAP: Dict[int, int] = {}
-_SMS: Dict[int, int] = {}                        # id(device) -> multiprocessors
+_ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
+_COL_BLOCK = (32, 8)                             # reduce_cols: 32 neighbouring rows x 8 (TL_COL_THREADS)
+
+
+def _sm_count(dev) -> int:
+    """Multiprocessors (CUs) of `dev`, cached on the device object itself: a cache keyed by
+    id(dev) would hand a freed device's value to a new one that reuses the id."""
+    try:
+        return dev._tl_sm_count
+    except AttributeError:
+        n = dev._tl_sm_count = int(dev.props.get("multiprocessor_count") or 80)
+        return n
 
 
 def _grid(dev, work_items: int, per_block: int = _BLOCK) -> int:
     """Blocks for a grid-stride loop: enough to fill the GPU, never 0."""
-    cap = _GRID_CAP.get(id(dev))
-    if cap is None:
-        cap = _GRID_CAP[id(dev)] = int(dev.props.get("multiprocessor_count") or 80) * 16
+    cap = 16 * _sm_count(dev)
     blocks = -(-work_items // per_block)
     return blocks if 0 < blocks <= cap else (cap if blocks > 0 else 1)
 
@@ -206,27 +214,35 @@ def _view4(layout: Layout) -> bytes:
     return _VIEW4.pack(layout.offset, *layout.strides)
 
 
-def _row_block(dev, n_rows: int, row_len: int, columns: bool = False) -> Tuple[int, int]:
+def _row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024) -> Tuple[int, int]:
     """(threads per row, rows per block) for the row kernels (see compat.h,
-    tl_row_allreduce). `columns`: one thread per row, so that neighbouring threads read
-    neighbouring rows (reductions over a non-innermost dim)."""
-    if columns:
-        return 1, _BLOCK
-    sms = _SMS.get(id(dev))
-    if sms is None:
-        sms = _SMS[id(dev)] = int(dev.props.get("multiprocessor_count") or 80)
-    cap = 1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128)
+    tl_row_allreduce), at most `max_threads` per block."""
+    sms = _sm_count(dev)
+    cap = min(1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128), max_threads)
     tpr = 1
-    while tpr < row_len and tpr < cap:
+    while tpr < row_len and 2 * tpr <= cap:
         tpr *= 2
     if tpr > dev.warp_size:
         return tpr, 1
-    return tpr, max(1, _BLOCK // tpr)
+    return tpr, max(1, min(_BLOCK, max_threads) // tpr)
 
 
-def _launch_rows(dev, kernel, n_rows: int, row_len: int, args):
-    tpr, rpb = _row_block(dev, n_rows, row_len)
-    dev.launch(kernel, _grid(dev, n_rows, rpb), (tpr, rpb), args)
+def _row_vector(dtype, row_len: int, inner_stride: int) -> int:
+    """Elements per 16-byte vector where RowCache can read rows by vectors, else 1."""
+    n = 16 // dtype.itemsize
+    return n if inner_stride == 1 and row_len % n == 0 else 1
+
+
+def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1):
+    """`vector` > 1: the kernel reads the rows by vectors of that many elements and keeps
+    _ROW_VECTORS of them per thread (fused.hip RowCache), so a row gets just enough threads
+    to hold it: fewer threads per row leave room for more rows in flight. Blocks stay
+    within the kernel's own limit (its registers can lower the device's)."""
+    units = -(-row_len // (vector * _ROW_VECTORS)) if vector > 1 else row_len
+    tpr, rpb = _row_block(dev, n_rows, units, kernel.max_threads)
+    # small blocks: enough of them to fill each multiprocessor's 2048 threads
+    grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
+    dev.launch(kernel, grid, (tpr, rpb), args)
 
 
 def _rows_of(layout: Layout) -> Tuple[int, int, Layout, int]:
@@ -359,24 +375,36 @@ class GpuStorage(BackendStorage):
         if n_rows == 0:
             return out
         # Rows whose elements are farther apart than the rows themselves (e.g. a sum over
-        # dim 0) are reduced one per thread, so that a warp reads neighbouring addresses.
+        # dim 0) go to reduce_cols: a warp's threads take neighbouring rows, so that it
+        # reads neighbouring addresses, and blocks split the reduced range.
         inner_step = min((s for n, s in zip(inner.shape, inner.strides) if n > 1), default=1)
         outer_step = min((s for n, s in zip(outer.shape, outer.strides) if n > 1), default=0)
         columns = n_rows >= 64 and inner_step > 1 and outer_step < inner_step
-        tpr, rpb = _row_block(dev, n_rows, row_len, columns)
+        inner = inner.reshape((row_len,)) or inner  # one dim where the reduced dims merge: no div/mod per element
+        sms = _sm_count(dev)
+        if columns:
+            block = (_COL_BLOCK[0], _COL_BLOCK[1])
+            n_groups = -(-n_rows // block[0])
+            n_chunks = max(1, min(-(-4 * sms // n_groups), row_len // (block[1] * 8)))
+            n_counters, n_tasks = n_groups, n_groups * n_chunks
+        else:
+            block = _row_block(dev, n_rows, row_len)
+            # Few long rows would leave most of the GPU idle: split each row over blocks.
+            n_chunks = max(1, min(-(-2 * sms // n_rows), row_len // (block[0] * 8)))
+            n_counters, n_tasks = n_rows, n_rows * n_chunks
+            if n_chunks > 1:
+                block = (block[0], 1)
         args = [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
-                ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)]
-        # Few long rows would leave most of the GPU idle: split each row over blocks.
-        sms = int(dev.props.get("multiprocessor_count") or 80)
-        n_chunks = 1 if columns else min(-(-2 * sms // n_rows), row_len // (tpr * 8))
+                ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr),
+                ("int32", int(columns)), ("int64", n_chunks)]
         if n_chunks > 1:
             partials = dev.alloc(n_rows * n_chunks * _MAX_REDUCE_STATE)
-            done = dev.alloc(n_rows * 4)
-            dev.memset(done.ptr, 0, n_rows * 4)
-            dev.launch(kernel, _grid(dev, n_rows * n_chunks, 1), (tpr, 1),
-                       args + [("int64", n_chunks), ("ptr", partials.ptr), ("ptr", done.ptr)])
+            done = dev.alloc(n_counters * 4)
+            dev.memset(done.ptr, 0, n_counters * 4)
+            dev.launch(kernel, _grid(dev, n_tasks, 1), block, args + [("ptr", partials.ptr), ("ptr", done.ptr)])
         else:
-            dev.launch(kernel, _grid(dev, n_rows, rpb), (tpr, rpb), args + [("int64", 1), ("ptr", 0), ("ptr", 0)])
+            dev.launch(kernel, _grid(dev, -(-n_tasks // (1 if columns else block[1])), 1), block,
+                       args + [("ptr", 0), ("ptr", 0)])
         return out
 
     # ---- indexing -------------------------------------------------------------------
@@ -739,7 +767,8 @@ class GpuStorage(BackendStorage):
             _launch_rows(dev, kernel, n_rows, row_len,
                          [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
                           ("int64", inner_stride), ("ptr", self.buffer.ptr), *extra_in, *extra_out,
-                          ("ptr", out.buffer.ptr)])
+                          ("ptr", out.buffer.ptr)],
+                         vector=_row_vector(self.dtype, row_len, inner_stride))
         return out
 
     def softmax_last_dim(self, layout):
@@ -777,7 +806,10 @@ class GpuStorage(BackendStorage):
         n_pairs = n0 * n1 * n2 * (d // 2)
         out = self._new(layout.numel())
         if n_pairs:
-            dev.launch(kernel, _grid(dev, n_pairs), _BLOCK,
+            # a thread rotates `group` pairs where d/2 allows (fused.hip RopeGroup)
+            group = (8 if variant == "rope_i" else 16) // self.dtype.itemsize
+            group = group if (d // 2) % group == 0 else 1
+            dev.launch(kernel, _grid(dev, n_pairs // group), _BLOCK,
                        [("int64", n_pairs), ("int64", n1), ("int64", n2), ("int64", d), ("bytes", _view4(layout)),
                         ("bytes", _VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
                         ("bytes", _VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
@@ -852,7 +884,7 @@ class GpuStorage(BackendStorage):
             bx *= 2
         by = 256 // bx
         tiles = -(-row_len // bx)
-        sms = int(dev.props.get("multiprocessor_count") or 80)
+        sms = _sm_count(dev)
         n_chunks = max(1, min(-(-4 * sms // tiles), -(-n_rows // by), 65535))
         rows_per_chunk = -(-n_rows // n_chunks)
         n_chunks = -(-n_rows // rows_per_chunk)
