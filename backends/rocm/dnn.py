@@ -8,9 +8,12 @@ that name a vendor's functions.
 
 Covered: conv2d forward (conv1d runs as a conv2d of height 1), conv_transpose2d as the
 library's convolution backward-data (cuDNN only), max/avg pooling without dilation, and
-batch norm forward (inference and training, spatial mode). Every op has the portable
-kernels as fallback; `storage.py` asks `dnn_for(device)` and uses the library only where
-`Dnn.supports(...)` says so.
+batch norm forward (inference and training, spatial mode). Optional ops a library may
+lack (`DnnLib.provides`): layer_norm, rms_norm and rope_i forward, which MIOpen's beta API
+has in some builds (miopenLayerNormForward, miopenT5LayerNormForward, miopenRoPEForward;
+each symbol probed) and cuDNN has not. Every op has the portable kernels as fallback;
+`storage.py` asks `dnn_for(device)` and uses the library only where `Dnn.supports_*`
+says so.
 
 Switch: env TENSORLITE_DNN (read at every call, so tests can flip it)
   auto (default) use the library when it loads and supports the case; if it rejects a
@@ -33,6 +36,7 @@ from typing import Dict, Optional, Tuple
 
 from tensorlite import dtype as dtypes
 from tensorlite.errors import BackendError, BackendUnavailable
+from tensorlite.layout import Layout
 
 MODES = ("auto", "0", "1")
 _INT32_MAX = 2 ** 31 - 1
@@ -92,6 +96,23 @@ class DnnLib:
     def bn_fwd_inference(self, handle, dt, xd, x, yd, y, pd, scale, bias, mean, var, eps) -> None: ...
     def bn_fwd_training(self, handle, dt, xd, x, yd, y, pd, scale, bias, factor, run_mean, run_var, eps,
                         save_mean, save_invstd) -> None: ...
+
+    # optional ops (argument order after MIOpen's; cuDNN has none of them)
+    NORM_DTYPES: Tuple[str, ...] = ()       # dtypes layer_norm / rms_norm / rope_i take
+
+    def provides(self, op: str) -> bool:
+        """Whether this build has the optional op 'layer_norm', 'rms_norm' or 'rope_i'."""
+        return False
+
+    def layer_norm_forward(self, handle, affine, xd, x, wd, w, bd, b, eps, normalized_dim, yd, y, md, mean,
+                           rd, rstd) -> None:
+        raise DnnError(f"{self.name}: layer_norm is not wired", unsupported=True)
+
+    def rms_norm_forward(self, handle, affine, xd, x, wd, w, eps, yd, y, rd, rstd) -> None:
+        raise DnnError(f"{self.name}: rms_norm is not wired", unsupported=True)
+
+    def rope_forward(self, handle, xd, x, cd, cos, sd, sin, yd, y) -> None:
+        raise DnnError(f"{self.name}: rope is not wired", unsupported=True)
 
 
 # ---- the per-device seam --------------------------------------------------------------
@@ -166,6 +187,32 @@ class Dnn:
 
     def supports_batch_norm(self, dtype, layout) -> bool:
         return dtype.short in self.lib.BN_DTYPES and 2 <= layout.ndim <= 4 and _dims_strides(layout) is not None
+
+    def _norm_case(self, op, dtype, layout) -> bool:
+        """A contiguous, non-empty x the library can address, in a dtype it takes."""
+        return (self.lib.provides(op) and dtype.short in self.lib.NORM_DTYPES and layout.ndim >= 1
+                and 0 < layout.numel() <= _INT32_MAX and layout.is_contiguous())
+
+    def supports_layer_norm(self, dtype, layout, weight, bias) -> bool:
+        """weight/bias: (storage or None, layout). Both given or both None (the library's
+        two modes); each 1-d, unit stride, x's dtype."""
+        if not self._norm_case("layer_norm", dtype, layout) or (weight[0] is None) != (bias[0] is None):
+            return False
+        return all(_param_ok(st, lay, dtype, layout.shape[-1]) for st, lay in (weight, bias))
+
+    def supports_rms_norm(self, dtype, layout, weight) -> bool:
+        return self._norm_case("rms_norm", dtype, layout) and _param_ok(*weight, dtype, layout.shape[-1])
+
+    def supports_rope(self, dtype, variant, layout, cos, cos_layout, sin, sin_layout) -> bool:
+        """rope_i only (MIOpen rotates interleaved pairs) on a contiguous (b, h, t, d) x, with
+        cos/sin (b, t, d/2) of x's dtype shared by the batch (broadcast or b == 1): the
+        library's tables cover x's trailing dims, not its batch."""
+        if variant != "rope_i" or not self._norm_case("rope_i", dtype, layout) or layout.ndim != 4:
+            return False
+        b, _, t, d = layout.shape
+        tables = ((cos, cos_layout), (sin, sin_layout))
+        return d % 2 == 0 and all(st.dtype is dtype and tuple(lay.shape) == (b, t, d // 2)
+                                  and (b == 1 or lay.strides[0] == 0) for st, lay in tables)
 
     # ---- ops -------------------------------------------------------------------------
     def conv2d(self, x, x_layout, w, w_layout, params, out, out_shape) -> None:
@@ -253,6 +300,79 @@ class Dnn:
             self.lib.bn_fwd_inference(self.handle, dt, xd, xp, yd, out.ptr, pd, scale, bias, mean, var, eps)
         self._count("batch_norm_training" if training else "batch_norm")
 
+    def _stats(self, rows):
+        """Per-row mean/rstd outputs the API requires: f32-sized, which also holds them in
+        x's dtype (builds differ in which they write)."""
+        return self._workspace(2 * rows * 4)
+
+    def layer_norm(self, x, layout, weight, w_layout, bias, b_layout, eps, out) -> None:
+        """out (contiguous) = layer_norm over x's last dim; weight and bias both given or both None."""
+        dt = x.dtype.short
+        n = layout.shape[-1]
+        rows, affine = layout.numel() // n, weight is not None
+        key = ("layer_norm", dt, rows, n, affine)
+
+        def build():
+            lib = self.lib
+            # normalized_dim=1: dims 1.. are normalised. Without weight/bias x goes in as
+            # (rows, 1, n): the rank-2 composable-kernel solver reads gamma/beta whatever the mode
+            xdims = (rows, n) if affine else (rows, 1, n)
+            return (lib.tensor(dt, xdims, _packed(xdims)), lib.tensor(dt, xdims[1:], _packed(xdims[1:])),
+                    lib.tensor(dt, (rows,), (1,)))
+        xd, wd, sd = self._plan(key, build)
+        stats, sp = self._stats(rows)
+        w = weight._addr(w_layout.offset) if affine else 0
+        b = bias._addr(b_layout.offset) if affine else 0
+        self.device.activate()
+        self.lib.layer_norm_forward(self.handle, affine, xd, x._addr(layout.offset), wd, w, wd, b, float(eps), 1,
+                                    xd, out.ptr, sd, sp, sd, sp + rows * 4)
+        self._count("layer_norm")
+
+    def rms_norm(self, x, layout, weight, w_layout, eps, out) -> None:
+        """out (contiguous) = rms_norm over x's last dim (MIOpen's T5LayerNorm); weight may be None."""
+        dt = x.dtype.short
+        n = layout.shape[-1]
+        rows, affine = layout.numel() // n, weight is not None
+        key = ("rms_norm", dt, rows, n)
+
+        def build():
+            lib = self.lib
+            return lib.tensor(dt, (rows, n), (n, 1)), lib.tensor(dt, (n,), (1,)), lib.tensor(dt, (rows,), (1,))
+        xd, wd, rd = self._plan(key, build)
+        stats, sp = self._stats(rows)
+        w = weight._addr(w_layout.offset) if affine else 0
+        self.device.activate()
+        self.lib.rms_norm_forward(self.handle, affine, xd, x._addr(layout.offset), wd, w, float(eps), xd, out.ptr,
+                                  rd, sp)
+        self._count("rms_norm")
+
+    def rope(self, x, layout, cos, cos_layout, sin, sin_layout, out) -> None:
+        """out (contiguous) = rope_i(x) for a contiguous (b, h, t, d) x. The library takes x as
+        (b*h, 1, t, d) and one value per element of the trailing (1, t, d): each (t, d/2)
+        table is expanded once per call (t*d elements, a copy 1/(b*h) the size of x)."""
+        dt = x.dtype.short
+        b, h, t, d = layout.shape
+        key = ("rope_i", dt, b * h, t, d)
+
+        def build():
+            lib = self.lib
+            xdims = (b * h, 1, t, d)
+            return lib.tensor(dt, xdims, _packed(xdims)), lib.tensor(dt, (1, t, d), (t * d, d, 1))
+        xd, cd = self._plan(key, build)
+
+        def full(st, lay):   # value k of a row at 2k and 2k+1 (a stride-0 pair axis)
+            return st._contiguous(Layout((t, d // 2, 2), (lay.strides[1], lay.strides[2], 0), lay.offset))[0]
+        c, s = full(cos, cos_layout), full(sin, sin_layout)
+        self.device.activate()
+        self.lib.rope_forward(self.handle, xd, x._addr(layout.offset), cd, c.ptr, cd, s.ptr, xd, out.ptr)
+        self._count("rope_i")
+
+
+def _param_ok(st, lay, dtype, n) -> bool:
+    """An absent weight/bias, or a 1-d one of n elements, unit stride, x's dtype."""
+    return st is None or (st.dtype is dtype and lay.ndim == 1 and lay.shape[0] == n
+                          and (n == 1 or lay.strides[0] == 1))
+
 
 def _packed(shape):
     strides, acc = [], 1
@@ -285,12 +405,19 @@ def library_status(platform) -> Tuple[bool, str]:
     return True, f"{lib.name} {lib.version()} ({lib.path})"
 
 
-def dnn_for(device) -> Optional[Dnn]:
+def dnn_for(device, optional_op: Optional[str] = None) -> Optional[Dnn]:
     """The device's Dnn when TENSORLITE_DNN allows it and the library loads, else None.
-    Mode '1' raises BackendUnavailable with the loader's reason instead of None."""
+    Mode '1' raises BackendUnavailable with the loader's reason instead of None.
+    optional_op (layer_norm, rms_norm, rope_i): None at once, loading nothing, where the
+    platform's library has no optional ops at all (cuDNN), so a model without convolutions
+    never loads cuDNN for them."""
     mode = dnn_mode()
     if mode == "0":
         return None
+    if optional_op is not None:
+        platform = getattr(device, "platform", None)
+        if not hasattr(platform, "dnn_lib") or type(platform.dnn_lib()).provides is DnnLib.provides:
+            return None
     key = device
     if key not in _DNNS:
         with _LOCK:

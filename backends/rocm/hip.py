@@ -378,7 +378,21 @@ class HipPlatform(PlatformBase):
 # enums are passed as int. miopenConvAlgoPerf_t's leading member is a union of three
 # int-sized algorithm enums, declared here as its first member (same layout).
 # miopenLayerNormForward, miopenT5LayerNormForward (RMSNorm) and miopenRoPEForward are
-# MIOPEN_BETA_API additions: declared, but only probed (MiopenLib.features), never assumed.
+# MIOPEN_BETA_API additions that not every build exports: each is probed (MiopenLib.provides)
+# and used only when present. Their semantics were read in ROCm/MIOpen's sources, not run on
+# AMD hardware here (checked against them and by tests/test_gpu_dnn.py's fake library only):
+# - miopenNormMode_t (include/miopen/miopen.h; the T5 values in its newer revisions, e.g.
+#   ROCm/rocm-libraries projects/miopen/include/miopen/miopen.h): MIOPEN_ELEMENTWISE_AFFINE=0
+#   (weight 1, bias 0: neither is read), MIOPEN_WEIGHT_BIAS=1, MIOPEN_ELEMENTWISE_AFFINE_T5=4,
+#   MIOPEN_WEIGHT_BIAS_T5=5. The three signatures below match src/{layernorm,t5layernorm,rope}_api.cpp.
+# - LayerNorm (src/layernorm_api.cpp, src/solver/layernorm/forward_layernorm*.cpp): every
+#   descriptor is dereferenced (none may be NULL) and must be packed; dims from normalized_dim
+#   on are normalised; weight/bias are x.dims[normalized_dim:], mean/rstd x.dims[:normalized_dim].
+# - T5LayerNorm (src/solver/layernorm/forward_t5layernorm.cpp, src/kernels/MIOpenT5LayerNorm.cpp):
+#   y = x * rsqrt(mean(x^2) + eps) * weight over the last dim; rstd per row; all packed.
+# - RoPE (src/kernels/MIOpenRoPE.cpp, src/solver/rope/forward_rope.cpp, test/gtest/rope.hpp):
+#   all contiguous, x 4-d, cos/sin x.dims[1:] with one value per element, interleaved pairs:
+#   y[2k] = x[2k] cos[2k] - x[2k+1] sin[2k], y[2k+1] = x[2k+1] cos[2k+1] + x[2k] sin[2k+1].
 MIOPEN_CDEFS = """
 typedef int miopenStatus_t;
 typedef struct miopenHandle* miopenHandle_t;
@@ -448,7 +462,9 @@ _MIOPEN_CONVOLUTION = 0                                      # miopenConvolution
 _MIOPEN_POOL = {"max": 0, "avg_exclude": 1, "avg_include": 2}  # miopenPoolingMode_t
 _MIOPEN_BN_SPATIAL = 1                                       # miopenBatchNormMode_t
 _MIOPEN_UNSUPPORTED = (2, 3, 6)    # miopenStatusInvalidValue, BadParm, NotImplemented
-_MIOPEN_PROBED = ("miopenLayerNormForward", "miopenT5LayerNormForward", "miopenRoPEForward")
+_MIOPEN_PROBED = {"layer_norm": "miopenLayerNormForward", "rms_norm": "miopenT5LayerNormForward",
+                  "rope_i": "miopenRoPEForward"}                # optional op -> its beta-API symbol
+_MIOPEN_NORM_MODE = {"layer_norm": (0, 1), "rms_norm": (4, 5)}  # miopenNormMode_t (no weight, weight)
 _MIOPEN_FIND_COUNT = 4
 
 
@@ -460,11 +476,13 @@ class MiopenLib(DnnLib):
     name = "MIOpen"
     DTYPES = ("f32", "f16")
     BN_DTYPES = ("f32", "f16")
+    NORM_DTYPES = ("f32", "f16")
 
     def __init__(self, platform):
         super().__init__(platform)
         self.ffi = None
         self._error = None
+        self._probed = {}   # symbol -> exported
 
     def load(self):
         if self.lib is not None:
@@ -489,15 +507,24 @@ class MiopenLib(DnnLib):
         return ".".join(str(int(p[0])) for p in v)
 
     def features(self):
-        """Which optional (beta) entry points this build exports."""
+        """The ops this build runs (the optional ones: whether it exports their symbol)."""
         out = {"conv2d": True, "conv_transpose2d": False, "pool2d": True, "batch_norm": True}
-        for sym in _MIOPEN_PROBED:
-            try:
-                getattr(self.lib, sym)
-                out[sym] = True
-            except AttributeError:
-                out[sym] = False
+        out.update((op, self.provides(op)) for op in _MIOPEN_PROBED)
         return out
+
+    def provides(self, op):
+        sym = _MIOPEN_PROBED.get(op)
+        if sym is None or self.lib is None:
+            return False
+        found = self._probed.get(sym)
+        if found is None:
+            try:
+                getattr(self.lib, sym)   # cffi: AttributeError when the build does not export it
+                found = True
+            except AttributeError:
+                found = False
+            self._probed[sym] = found
+        return found
 
     def _check(self, call, code):
         if code:
@@ -597,3 +624,22 @@ class MiopenLib(DnnLib):
         self._check("miopenBatchNormalizationForwardTraining", self.lib.miopenBatchNormalizationForwardTraining(
             handle, _MIOPEN_BN_SPATIAL, alpha, beta, xd, vp(x), yd, vp(y), pd, vp(scale), vp(bias), float(factor),
             vp(run_mean), vp(run_var), float(eps), vp(save_mean), vp(save_invstd)))
+
+    # addresses of 0 (an absent weight/bias) go in as NULL: the no-weight modes never read them
+    def layer_norm_forward(self, handle, affine, xd, x, wd, w, bd, b, eps, normalized_dim, yd, y, md, mean,
+                           rd, rstd):
+        vp = self._vp
+        self._check("miopenLayerNormForward", self.lib.miopenLayerNormForward(
+            handle, _MIOPEN_NORM_MODE["layer_norm"][bool(affine)], xd, vp(x), wd, vp(w), bd, vp(b), float(eps),
+            int(normalized_dim), yd, vp(y), md, vp(mean), rd, vp(rstd)))
+
+    def rms_norm_forward(self, handle, affine, xd, x, wd, w, eps, yd, y, rd, rstd):
+        vp = self._vp
+        self._check("miopenT5LayerNormForward", self.lib.miopenT5LayerNormForward(
+            handle, _MIOPEN_NORM_MODE["rms_norm"][bool(affine)], xd, vp(x), wd, vp(w), float(eps), yd, vp(y),
+            rd, vp(rstd)))
+
+    def rope_forward(self, handle, xd, x, cd, cos, sd, sin, yd, y):
+        vp = self._vp
+        self._check("miopenRoPEForward", self.lib.miopenRoPEForward(
+            handle, xd, vp(x), cd, vp(cos), sd, vp(sin), yd, vp(y)))

@@ -786,15 +786,30 @@ class GpuStorage(BackendStorage):
         return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
 
     def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
+        dnn = _dnn_for(self.device, "layer_norm")  # MIOpen's LayerNorm where it takes the case (TENSORLITE_DNN)
+        if dnn is not None and dnn.supports_layer_norm(self.dtype, layout, (weight, w_layout), (bias, b_layout)):
+            out = self._new(layout.numel())
+            if _dnn_run(dnn, "layer_norm", dnn.layer_norm, self, layout, weight, w_layout, bias, b_layout, eps, out):
+                return out
         args = (self._affine_operand("layer_norm", "weight", weight, w_layout, layout)
                 + self._affine_operand("layer_norm", "bias", bias, b_layout, layout))
         return self._rows_op("layer_norm", "layer_norm", layout, args, (("double", float(eps)),))
 
     def rms_norm(self, layout, weight, w_layout, eps):
+        dnn = _dnn_for(self.device, "rms_norm")  # MIOpen's T5LayerNorm (= RMSNorm), as layer_norm
+        if dnn is not None and dnn.supports_rms_norm(self.dtype, layout, (weight, w_layout)):
+            out = self._new(layout.numel())
+            if _dnn_run(dnn, "rms_norm", dnn.rms_norm, self, layout, weight, w_layout, eps, out):
+                return out
         args = self._affine_operand("rms_norm", "weight", weight, w_layout, layout)
         return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
+        dnn = None if _inverse else _dnn_for(self.device, "rope_i")  # MIOpen's RoPE forward: rope_i only
+        if dnn is not None and dnn.supports_rope(self.dtype, variant, layout, cos, cos_layout, sin, sin_layout):
+            out = self._new(layout.numel())
+            if _dnn_run(dnn, "rope_i", dnn.rope, self, layout, cos, cos_layout, sin, sin_layout, out):
+                return out
         if variant not in ("rope", "rope_i", "rope_thd"):
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
