@@ -10,6 +10,7 @@
 //   flash_fwd{DP}_<t>   out (b, hq, L, dv) contiguous, lse (b, hq, L) f32 (may be null)
 //   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
 //                       device has them (compat.h TL_HAS_MMA; the host checks the arch)
+//   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) contiguous in T; dq accumulated atomically
 //                       into a zeroed f32 (b, hq, L, d) buffer
@@ -129,9 +130,10 @@ TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     __shared__ typename F::Smem sm;
     const int tx = threadIdx.x, ty = threadIdx.y;
 
-    // Heaviest (latest, under a causal mask) query tiles first: the tail of the grid is short.
-    const i64 nbh = p.b * p.hq, nq = (p.L + BM - 1) / BM;
-    const i64 qt = nq - 1 - (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    // Consecutive blocks share a head (K and V stay in L2), heaviest (latest, under a
+    // causal mask) query tiles first within it.
+    const i64 nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x % nq, bh = (i64)blockIdx.x / nq;
     const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
     const i64 l0 = qt * BM;
 
@@ -275,9 +277,10 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     __shared__ typename B::Smem sm;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
 
-    // Key tiles near the start see the most queries under a causal mask: schedule them first.
-    const i64 nbh = p.b * p.hk;
-    const i64 kt = (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    // Consecutive blocks share a kv head (Q, dO and dq stay in L2); key tiles near the
+    // start see the most queries under a causal mask: first within it.
+    const i64 nk = (p.S + BN - 1) / BN;
+    const i64 kt = (i64)blockIdx.x % nk, bh = (i64)blockIdx.x / nk;
     const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
     const i64 j0 = kt * BN;
     att_load_rows<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
@@ -423,13 +426,14 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 }
 
 // ---- tensor-core forward (f16/bf16, DP 64 or 128) --------------------------------------
-// Same contract as flash_fwd. A block is (warpSize, MMA_WARPS) threads; warp w owns query
+// Same contract as flash_fwd. A block is (warpSize, MMA_FWD_WARPS) threads; warp w owns query
 // rows l0 + 16*w .. +16 and keeps its Q fragments, the scores S = Q K^T of a key tile and
 // the output accumulator in tensor-core tiles (compat.h, Part 3). Softmax runs in f32 on
 // the accumulator elements, in the log2 domain (exp2); P is rounded to T as the A operand
 // of P V. K and V tiles are staged row-major in shared memory, rows padded by 8 elements
 // (16 bytes: fragment loads stay aligned and rows fall on different banks).
-#define MMA_WARPS 4
+#define MMA_FWD_WARPS 4  // forward (8, 128 rows per block, measured no faster on an H100)
+#define MMA_WARPS 4      // backward: 16 keys per warp (shared memory holds 64 keys at DP 128)
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int BM = 16 * NW, BN = 64, LD = DP + 8;
     struct Smem { alignas(16) T kv[2 * BN * LD]; };  // K then V; Q is staged here first
@@ -477,8 +481,10 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int w = threadIdx.y;
     const float LOG2E = 1.4426950408889634f;
 
-    const i64 nbh = p.b * p.hq, nq = (p.L + BM - 1) / BM;
-    const i64 qt = nq - 1 - (i64)blockIdx.x / nbh, bh = (i64)blockIdx.x % nbh;
+    // Consecutive blocks share a head (its K and V stay in L2 while they run), heaviest
+    // (latest, under a causal mask) query tiles first within it.
+    const i64 nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x % nq, bh = (i64)blockIdx.x / nq;
     const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
     const i64 l0 = qt * BM, lw = l0 + 16 * w;  // the block's and this warp's first query row
 
@@ -612,11 +618,205 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #endif
 }
 
+// ---- tensor-core backward (f16/bf16, DP 64 or 128) -------------------------------------
+// Same contract as flash_bwd. A block is (warpSize, NW) threads and owns BN = 16 * NW keys
+// of one kv head; warp w owns keys j0 + 16*w .. +16: its V fragments (registers), its rows of
+// S^T = K Q^T, dP^T = V dO^T and of the dK / dV accumulators. P^T and dS^T are formed on the
+// accumulator elements and reused as the A operand of dV += P^T dO and dK += dS^T Q. dS^T is
+// also stored (as T) to shared memory, where every warp reads it back transposed for its
+// share of dQ = dS K, added atomically to the f32 dq (other key tiles add to the same rows).
+// The next step's Q and dO stream in (cp.async) while dQ is computed.
+template <typename T, int DP, int NW> struct MmaBwdTile {
+    static const int BN = 16 * NW;            // keys per block
+    static const int BM = DP > 64 ? 32 : 64;  // query rows per step (48 KiB of static shared memory)
+    static const int LD = DP + 8, LDS = BM + 8;
+    // dQ (BM x DP) as 16x16 tiles: warp w takes row tile w % RT and every QW-th dim tile
+    static const int RT = BM / 16, QW = NW / RT, CPW = DP / 16 / QW;
+    struct Smem {
+        alignas(16) T k[BN * LD];
+        alignas(16) T qg[2 * BM * LD];  // Q then dO of the step; V is staged here first
+        alignas(16) T ds[BN * LDS];     // dS^T of the step: keys x rows
+        float lse2[BM], dr[BM];         // lse in log2 units (+inf: row contributes nothing), Dr
+    };
+};
+
+template <typename T, int DP, int NW>
+TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
+                          const View4& mv, const void* mask, const T* q, const T* k, const T* v, const T* g,
+                          const float* lse, const float* Dr, float* dq, T* dk, T* dv) {
+#if defined(TL_HAS_MMA)
+    typedef MmaBwdTile<T, DP, NW> B;
+    const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16;
+    const int RT = B::RT, QW = B::QW, CPW = B::CPW;
+    static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= 2 * BM, "tile split");
+    __shared__ typename B::Smem sm;
+    T* sq = sm.qg;
+    T* sg = sm.qg + BM * LD;
+    const int w = threadIdx.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
+
+    // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
+    // key tiles near the start see the most queries under a causal mask: first within it.
+    const i64 nk = (p.S + BN - 1) / BN;
+    const i64 kt = (i64)blockIdx.x % nk, bh = (i64)blockIdx.x / nk;
+    const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
+    const i64 j0 = kt * BN, jw = j0 + 16 * w;  // the block's and this warp's first key
+
+    mma_load_tile<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
+    mma_load_tile<T, BN, DP>(sm.qg, LD, v, vv, bi, hkv, j0, p.S, p.dv);
+    tl_cp_async_wait_all();
+    __syncthreads();
+    TlFragA vf[KD];
+#pragma unroll
+    for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg + 16 * w * LD + 16 * c, LD);
+    TlAcc adk[KD], adv[KD];
+#pragma unroll
+    for (int c = 0; c < KD; ++c) { tl_mma_zero(adk[c]); tl_mma_zero(adv[c]); }
+
+    i64 i_begin = 0;  // query tiles wholly above the diagonal of the block's first key see none of its keys
+    if (p.causal) {
+        const i64 first = j0 - p.causal_shift;
+        i_begin = first > 0 ? (first / BM) * BM : 0;
+    }
+    // Steps walk (query head of the group, query tile); each stages its Q, dO, lse and Dr.
+    i64 hh = 0, i0 = i_begin;
+    __syncthreads();  // every warp holds its V fragments: the staging area becomes Q and dO
+    if (i0 < p.L) {
+        const i64 h = hkv * groups, row0 = (bi * p.hq + h) * p.L;
+        mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, i0, p.L, p.d);
+        mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, h, i0, p.L, p.dv);
+        if (tid < BM) {
+            const bool in = i0 + tid < p.L;
+            const float x = in ? lse[row0 + i0 + tid] : att_neg_inf();
+            sm.lse2[tid] = x == att_neg_inf() ? -att_neg_inf() : x * LOG2E;
+            sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+        }
+    } else {
+        hh = groups;
+    }
+    while (hh < groups) {
+        const i64 h = hkv * groups + hh, row0 = (bi * p.hq + h) * p.L;
+        tl_cp_async_wait_all();
+        __syncthreads();  // the step's tiles are in; every warp is done with the previous dS
+        // Rows past the causal diagonal of all this warp's keys: P = dS = 0 here.
+        const bool active = jw < p.S && !(p.causal && jw > i0 + BM - 1 + p.causal_shift);
+        TlAcc s[MT], dpt[MT];
+#pragma unroll
+        for (int n = 0; n < MT; ++n) { tl_mma_zero(s[n]); tl_mma_zero(dpt[n]); }
+        if (active) {
+#pragma unroll
+            for (int c = 0; c < KD; ++c) {
+                TlFragA ka;
+                tl_mma_load_a(ka, sm.k + 16 * w * LD + 16 * c, LD);
+#pragma unroll
+                for (int n = 0; n < MT; ++n) {
+                    TlFragB qb, gb;
+                    tl_mma_load_b_nk(qb, sq + 16 * n * LD + 16 * c, LD);
+                    tl_mma_16x16x16<T>(s[n], ka, qb);
+                    tl_mma_load_b_nk(gb, sg + 16 * n * LD + 16 * c, LD);
+                    tl_mma_16x16x16<T>(dpt[n], vf[c], gb);
+                }
+            }
+            // The per-element path only where something can be dropped.
+            const bool exact = p.mask_kind || jw + 16 > p.S || i0 + BM > p.L ||
+                               (p.causal && jw + 15 > i0 + p.causal_shift);
+#pragma unroll
+            for (int n = 0; n < MT; ++n)
+#pragma unroll
+                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                    const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
+                    float x = s[n].x[i] * sc;
+                    if (exact) {
+                        const i64 l = i0 + r, j = jw + tl_mma_acc_row(i);
+                        x = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
+                                                 : att_neg_inf();
+                    }
+                    const float pij = exp2f(x - sm.lse2[r]);  // dropped (-inf) or dead row (+inf lse2): 0
+                    s[n].x[i] = pij;
+                    dpt[n].x[i] = pij * (dpt[n].x[i] - sm.dr[r]);
+                }
+            // dV += P^T dO, dK += dS^T Q
+#pragma unroll
+            for (int n = 0; n < MT; ++n) {
+                TlFragA pa, da;
+                tl_mma_acc_to_a<T>(pa, s[n]);
+                tl_mma_acc_to_a<T>(da, dpt[n]);
+#pragma unroll
+                for (int c = 0; c < KD; ++c) {
+                    TlFragB gb, qb;
+                    tl_mma_load_b_kn(gb, sg + 16 * n * LD + 16 * c, LD);
+                    tl_mma_16x16x16<T>(adv[c], pa, gb);
+                    tl_mma_load_b_kn(qb, sq + 16 * n * LD + 16 * c, LD);
+                    tl_mma_16x16x16<T>(adk[c], da, qb);
+                }
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < MT; ++n) tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
+        __syncthreads();  // dS^T is complete; every warp is done with Q, dO, lse and Dr
+        const i64 ci0 = i0;
+        i0 += BM;
+        if (i0 >= p.L) { i0 = i_begin; ++hh; }
+        // The next step's tiles stream in during dQ; its lse and Dr are read into registers
+        // now and stored after dQ (no wait on global memory before it).
+        const bool next = hh < groups, mine = next && tid < BM && i0 + tid < p.L;
+        float nl = att_neg_inf(), nd = 0.0f;
+        if (next) {
+            const i64 nh = hkv * groups + hh, nrow0 = (bi * p.hq + nh) * p.L;
+            mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, nh, i0, p.L, p.d);
+            mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, nh, i0, p.L, p.dv);
+            if (mine) { nl = lse[nrow0 + i0 + tid]; nd = Dr[nrow0 + i0 + tid]; }
+        }
+        // dQ[rows of tile rt][dims of tiles c] += scale * dS K over the block's keys
+        // (one output tile at a time: the dK / dV accumulators leave few registers)
+        const int rt = w % RT;
+        const i64 l = ci0 + 16 * rt;
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) {
+            const int x = 16 * (w / RT + QW * t);
+            TlAcc aq;
+            tl_mma_zero(aq);
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) {
+                TlFragA da;
+                TlFragB kb;
+                tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
+                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + x, LD);
+                tl_mma_16x16x16<T>(aq, da, kb);
+            }
+            tl_mma_atomic_add_acc(dq + (row0 + l) * p.d + x, p.d, aq, p.scale, (int)(p.L - l < 16 ? p.L - l : 16),
+                                  (int)(p.d - x < 16 ? p.d - x : 16));
+        }
+        if (next && tid < BM) {  // lse2 and dr are read again after the next barrier
+            sm.lse2[tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
+            sm.dr[tid] = nd;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < KD; ++c)
+#pragma unroll
+        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+            const i64 j = jw + tl_mma_acc_row(i);
+            const int x = 16 * c + tl_mma_acc_col(i);
+            if (j >= p.S) continue;
+            const i64 row = (bi * p.hk + hkv) * p.S + j;
+            if (x < p.d) dk[row * p.d + x] = Tr<T>::store(adk[c].x[i] * p.scale);
+            if (x < p.dv) dv[row * p.dv + x] = Tr<T>::store(adv[c].x[i]);
+        }
+#endif
+}
+
 #define ATT_MMA_ENTRIES(T, sfx, DP)                                                                 \
-    extern "C" __global__ void __launch_bounds__(64 * MMA_WARPS) flash_fwd_mma##DP##_##sfx(       \
+    extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_FWD_WARPS) flash_fwd_mma##DP##_##sfx(   \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,         \
         const T* k, const T* v, T* out, float* lse) {                                              \
-        flash_fwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);               \
+        flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);           \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,         \
+        float* dq, T* dk, T* dv) {                                                                 \
+        flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
 ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)

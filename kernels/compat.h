@@ -387,6 +387,9 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 // tl_mma_16x16x16<T>. The register layouts differ per vendor and stay in here: callers
 // load fragments from shared memory with the helpers below and touch the accumulator
 // only through TL_MMA_ACC_N elements per lane whose (row, col) the helpers name.
+// Loads: tl_mma_load_a (A row-major), tl_mma_load_a_t (A stored transposed), tl_mma_load_b_nk
+// / _kn (B stored n- / k-major); an accumulator becomes the next product's A operand
+// (tl_mma_acc_to_a) or a T tile in shared memory (tl_mma_store_acc).
 //   NVIDIA sm_80+: two mma.sync.m16n8k16 per tile (32 lanes, 8 floats per lane);
 //                  fragments come from ldmatrix (shared-memory rows 16-byte aligned).
 //   AMD gfx90a/gfx94x: one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes, 4 floats per lane).
@@ -398,6 +401,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_ACC_N 8      // accumulator floats per lane
 #define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
 #define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
+#define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
 struct TlFragA { u32 x[4]; };
 struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
 struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2
@@ -435,12 +439,46 @@ template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int l
     const int l = tl_lane();
     tl_ldmatrix_x4_trans(f.x, p + ((l & 7) + 8 * ((l >> 3) & 1)) * ld + 8 * (l >> 4));
 }
+// A[r][k] = p[k * ld + r] (A stored transposed, e.g. dS^T for dS K): the B_kn addressing
+// with the two 8x8 halves of k and r swapped.
+template <typename T> TL_DEV void tl_mma_load_a_t(TlFragA& f, const T* p, int ld) {
+    const int l = tl_lane();
+    tl_ldmatrix_x4_trans(f.x, p + ((l & 7) + 8 * (l >> 4)) * ld + 8 * ((l >> 3) & 1));
+}
 template <typename T> TL_DEV u32 tl_pack2(float lo, float hi);
 template <> TL_DEV u32 tl_pack2<bf16>(float lo, float hi) {
     u32 r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
 template <> TL_DEV u32 tl_pack2<f16>(float lo, float hi) {
     u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+// An accumulator rounded to T into p[row * ld + col] (ld even): column pairs as one word.
+template <typename T> TL_DEV void tl_mma_store_acc(T* p, int ld, const TlAcc& c) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 8; i += 2)
+        *(u32*)(p + ((l >> 2) + 8 * ((i >> 1) & 1)) * ld + 8 * (i >> 2) + 2 * (l & 3)) = tl_pack2<T>(c.x[i], c.x[i + 1]);
+}
+// p[row * ld + col] += scale * c[row][col] for row < rows, col < cols, atomically (f32
+// partial sums from several blocks); zeros are skipped. Column pairs as one vector
+// reduction where the hardware has it (sm_90) and the pair is complete and aligned.
+TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale, int rows, int cols) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        const int r = (l >> 2) + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l & 3);
+        if (r >= rows) continue;
+        float* q = p + r * ld + col;
+        const float a = c.x[i] * scale, b = c.x[i + 1] * scale;
+#if __CUDA_ARCH__ >= 900
+        if (col + 1 < cols && ((u64)q & 7) == 0) {
+            if (a != 0.0f || b != 0.0f) asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(a), "f"(b) : "memory");
+            continue;
+        }
+#endif
+        if (col < cols && a != 0.0f) atomicAdd(q, a);
+        if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
+    }
 }
 // An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
 // the m16n8 accumulator layout is the A layout, so this is a register repack.
@@ -469,6 +507,7 @@ template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const T
 #define TL_MMA_ACC_N 4
 #define TL_MMA_ROW_SLOTS 4
 #define TL_MMA_ROW_LANES 16
+#define TL_MMA_LANES 64
 typedef short tl_short4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
 typedef float tl_float4 __attribute__((ext_vector_type(4)));
@@ -499,6 +538,26 @@ template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int l
     const u16* q = (const u16*)(p + 4 * (l >> 4) * ld + (l & 15));
 #pragma unroll
     for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i * ld];
+}
+template <typename T> TL_DEV void tl_mma_load_a_t(TlFragA& f, const T* p, int ld) {
+    const int l = tl_lane();
+    const u16* q = (const u16*)(p + 4 * (l >> 4) * ld + (l & 15));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i * ld];
+}
+template <typename T> TL_DEV void tl_mma_store_acc(T* p, int ld, const TlAcc& c) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[(4 * (l >> 4) + i) * ld + (l & 15)] = Tr<T>::store(c.x[i]);
+}
+TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale, int rows, int cols) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int r = 4 * (l >> 4) + i, col = l & 15;
+        const float a = c.x[i] * scale;
+        if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
+    }
 }
 // The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
 // held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
@@ -532,6 +591,9 @@ template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const 
 }
 #endif
 
+#ifndef TL_MMA_LANES
+#define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
+#endif
 #if defined(TL_HAS_MMA)
 TL_DEV void tl_mma_zero(TlAcc& c) {
 #pragma unroll

@@ -268,3 +268,49 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
         names.clear()
         F.scaled_dot_product_attention(x, x, y, is_causal=True)
         assert names == [expected]
+
+
+@pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (80, 80, tl.bfloat16),
+                                        (40, 24, tl.float16), (96, 128, tl.bfloat16)], ids=str)
+def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
+    """On devices with tensor cores the f16/bf16 backward with padded head dim 64/128 runs
+    flash_bwd_mma*; its gradients match the scalar flash_bwd (forced through the selector)
+    and the float64 composite, over several key and query tiles, causal skipping with
+    L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
+    gpu_storage = _mma_or_skip(device)
+    names = []
+    real_kernel = gpu_storage._kernel
+
+    def spy(dev, name, op, **operands):
+        names.append(name)
+        return real_kernel(dev, name, op, **operands)
+    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    dp = 64 if max(d, dv) <= 64 else 128
+    cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
+             (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views
+             (1, 2, 2, 45, 170, True, "bool", False, None),     # causal L < S + bool mask, dead row
+             (1, 4, 1, 37, 200, False, "bool", True, None),     # bool mask, dead row, GQA 4:1
+             (1, 2, 2, 70, 70, True, "additive", False, 0.2)]   # additive mask with a -inf row
+    for case in cases:
+        seed = int(rng.integers(1 << 31))
+        runs = {}
+        for mma in (True, False):
+            monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            names.clear()
+            runs[mma] = _run(case, dtype, d, dv, device, np.random.default_rng(seed))
+            bwd = [n for n in names if n.startswith("flash_bwd") and not n.startswith("flash_bwd_pre")]
+            assert bwd == [f"flash_bwd_mma{dp}_{dtype.short}" if mma else f"flash_bwd{dp}_{dtype.short}"], names
+        _check(runs[True], dtype)
+        for (what, got, _), (_, scalar, ref) in zip(runs[True], runs[False]):
+            err = np.abs(got.astype(np.float64) - scalar).max() / max(np.abs(ref).max(), 1e-30)
+            assert err < REL_TOL[dtype.name], f"{what}: mma vs scalar {err:.2e} in case {case}"
+    # the default selector picks the MMA backward for this case, and the scalar one for f32
+    monkeypatch.undo()
+    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    for dt, expected in ((dtype, f"flash_bwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_bwd{dp}_f32")):
+        x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
+        y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
+        names.clear()
+        F.scaled_dot_product_attention(x, x, y, is_causal=True).sum().backward()
+        assert expected in names and not any(n.startswith("flash_bwd") and n != expected
+                                              and not n.startswith("flash_bwd_pre") for n in names), names

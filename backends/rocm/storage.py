@@ -88,7 +88,7 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
                            for t in ("f32", "f16", "bf16"))
     + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16"))
-    + tuple(f"flash_fwd_mma{dp}_{t}" for dp in (64, 128) for t in ("f16", "bf16")),
+    + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16")),
 }
 _SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
 
@@ -1039,7 +1039,7 @@ class GpuStorage(BackendStorage):
         shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
         if _flash_mma(dev, self.dtype, dp):  # tensor cores: blocks of MMA_WARPS warps, 16 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
-            bm, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+            bm, block = 16 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
@@ -1079,9 +1079,14 @@ class GpuStorage(BackendStorage):
                                   ("bytes", _view4(out_layout)), ("bytes", _view4(grad_layout)),
                                   ("ptr", out.buffer.ptr), ("ptr", grad.buffer.ptr), ("ptr", dr.buffer.ptr)])
             shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
-            bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
-            dev.launch(_kernel(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout)),
-                       b * hk * (-(-S // bn)), (16, 16),
+            if _flash_mma(dev, self.dtype, dp):  # tensor cores: MMA_WARPS warps, 16 keys each
+                kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
+                bn, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+            else:
+                kernel = _kernel(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
+                bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
+                block = (16, 16)
+            dev.launch(kernel, b * hk * (-(-S // bn)), block,
                        [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
                         ("bytes", _view4(v_layout)), ("bytes", _view4(grad_layout)), *mask_args,
                         ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
@@ -1145,12 +1150,13 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
     return next((dp for dp in (32, 64, 128) if widest <= dp), None)
 
 
-_MMA_WARPS = 4                                   # MMA_WARPS in attention.hip
+_MMA_WARPS = 4                                   # MMA_WARPS in attention.hip (backward)
+_MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
 
 
 def _flash_mma(dev, dtype, dp: int) -> bool:
-    """Whether the tensor-core forward (flash_fwd_mma*) covers the case on `dev`: f16/bf16,
+    """Whether the tensor-core kernels (flash_{fwd,bwd}_mma*) cover the case on `dev`: f16/bf16,
     padded head dim 64 or 128, NVIDIA sm_80+ or CDNA2/3 (compat.h TL_HAS_MMA)."""
     if dtype not in (dtypes.float16, dtypes.bfloat16) or dp not in (64, 128):
         return False
