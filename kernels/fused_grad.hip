@@ -9,6 +9,7 @@
 // cross_entropy_fwd_<t>, _bwd_<t>          log-softmax + NLL per row, softmax - onehot
 // gelu_bwd_<t>, gelu_erf_bwd_<t>, silu_bwd_<t>   dy * f'(x)
 // adamw_<t>                                one in-place AdamW/Adam step per parameter
+// adamw_many_<t>                           the same for up to 24 contiguous parameters at once
 //
 // Row kernels use fused.hip's conventions: `outer` addresses each row's first element,
 // `inner` steps along the row, blocks are (tpr, rows_per_block) (tl_row_allreduce).
@@ -246,19 +247,17 @@ TL_DEV void act_bwd_map(i64 n, const Strided& Lx, const Strided& Lg, const T* x,
 // with step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) from the host. The
 // parameter is read and written through its layout; the states (m, v, vmax: A-typed,
 // contiguous) by element index. flags: 1 decoupled, 2 maximize, 4 amsgrad.
-template <typename T>
-TL_DEV void adamw_map(i64 n, const Strided& Lp, const Strided& Lg, T* p, const T* g, typename Tr<T>::acc* m,
-                      typename Tr<T>::acc* v, typename Tr<T>::acc* vmax, double lr, double b1, double b2,
-                      double eps, double wd, double step_size, double bc2_sqrt, int flags) {
-    typedef typename Tr<T>::acc A;
-    const A decay = (A)(1.0 - lr * wd), w1 = (A)(1.0 - b1), beta2 = (A)b2, w2 = (A)(1.0 - b2);
-    const A awd = (A)wd, aeps = (A)eps, ss = (A)step_size, bc2 = (A)bc2_sqrt;
-    TL_GRID_LOOP(i, n) {
-        const i64 pi = tl_index(Lp, i);
-        A pv = Tr<T>::load(p[pi]), gv = Tr<T>::load(g[tl_index(Lg, i)]);
+template <typename A> struct AdamStep {
+    A decay, w1, beta2, w2, wd, eps, step_size, bc2;
+    int flags;
+    TL_DEV AdamStep(double lr, double b1, double b2, double eps_, double wd_, double ss, double bc2_sqrt, int f)
+        : decay((A)(1.0 - lr * wd_)), w1((A)(1.0 - b1)), beta2((A)b2), w2((A)(1.0 - b2)), wd((A)wd_),
+          eps((A)eps_), step_size((A)ss), bc2((A)bc2_sqrt), flags(f) {}
+    // element i: parameter value pv and gradient gv in, the new parameter value out
+    TL_DEV A operator()(A pv, A gv, A* m, A* v, A* vmax, i64 i) const {
         if (flags & 2) gv = -gv;
         if (flags & 1) pv *= decay;
-        else if (wd != 0.0) gv += awd * pv;
+        else if (wd != A(0)) gv += wd * pv;
         A mv = m[i];
         mv = w1 < A(0.5) ? mv + w1 * (gv - mv) : gv - (gv - mv) * (A(1) - w1);  // torch's lerp
         A vv = v[i] * beta2 + w2 * gv * gv;
@@ -268,8 +267,51 @@ TL_DEV void adamw_map(i64 n, const Strided& Lp, const Strided& Lg, T* p, const T
             vv = prev > vv ? prev : vv;
             vmax[i] = vv;
         }
-        pv -= ss * (mv / (tl_sqrt(vv) / bc2 + aeps));
-        p[pi] = Tr<T>::store(pv);
+        return pv - step_size * (mv / (tl_sqrt(vv) / bc2 + eps));
+    }
+};
+
+template <typename T>
+TL_DEV void adamw_map(i64 n, const Strided& Lp, const Strided& Lg, T* p, const T* g, typename Tr<T>::acc* m,
+                      typename Tr<T>::acc* v, typename Tr<T>::acc* vmax, double lr, double b1, double b2,
+                      double eps, double wd, double step_size, double bc2_sqrt, int flags) {
+    const AdamStep<typename Tr<T>::acc> step(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);
+    TL_GRID_LOOP(i, n) {
+        const i64 pi = tl_index(Lp, i);
+        p[pi] = Tr<T>::store(step(Tr<T>::load(p[pi]), Tr<T>::load(g[tl_index(Lg, i)]), m, v, vmax, i));
+    }
+}
+
+// adamw_many_<t>: the same step for up to TL_ADAM_TENSORS contiguous parameters of one
+// dtype in one launch (an optimizer step is otherwise one launch per parameter, and a
+// model has a hundred small ones). Block b works on TL_ADAM_CHUNK elements of tensor t,
+// first_block[t] <= b < first_block[t + 1]. No amsgrad (the host keeps that per tensor).
+#define TL_ADAM_TENSORS 24
+#define TL_ADAM_CHUNK 2048
+template <typename T> struct AdamTable {
+    i64 n[TL_ADAM_TENSORS];
+    i64 first_block[TL_ADAM_TENSORS + 1];
+    T* p[TL_ADAM_TENSORS];
+    const T* g[TL_ADAM_TENSORS];
+    typename Tr<T>::acc* m[TL_ADAM_TENSORS];
+    typename Tr<T>::acc* v[TL_ADAM_TENSORS];
+    int count;
+};
+
+template <typename T>
+TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double b2, double eps, double wd,
+                           double step_size, double bc2_sqrt, int flags) {
+    const AdamStep<typename Tr<T>::acc> step(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);
+    const i64 n_blocks = tb.first_block[tb.count];
+    for (i64 b = blockIdx.x; b < n_blocks; b += gridDim.x) {
+        int t = 0;
+        while (b >= tb.first_block[t + 1]) ++t;
+        const i64 i0 = (b - tb.first_block[t]) * TL_ADAM_CHUNK;
+        const i64 i1 = i0 + TL_ADAM_CHUNK < tb.n[t] ? i0 + TL_ADAM_CHUNK : tb.n[t];
+        T* p = tb.p[t];
+        const T* g = tb.g[t];
+        for (i64 i = i0 + threadIdx.x; i < i1; i += blockDim.x)
+            p[i] = Tr<T>::store(step(Tr<T>::load(p[i]), Tr<T>::load(g[i]), tb.m[t], tb.v[t], 0, i));
     }
 }
 
@@ -326,5 +368,9 @@ TL_DEV void adamw_map(i64 n, const Strided& Lp, const Strided& Lg, T* p, const T
         Tr<T>::acc* m, Tr<T>::acc* v, Tr<T>::acc* vmax, double lr, double b1, double b2,      \
         double eps, double wd, double step_size, double bc2_sqrt, int flags) {                \
         adamw_map<T>(n, Lp, Lg, p, g, m, v, vmax, lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags); \
+    }                                                                                         \
+    extern "C" __global__ void adamw_many_##sfx(AdamTable<T> tb, double lr, double b1, double b2, \
+        double eps, double wd, double step_size, double bc2_sqrt, int flags) {                \
+        adamw_many_map<T>(tb, lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);               \
     }
 TL_FOR_FLOATS(FUSED_GRAD_ENTRIES)

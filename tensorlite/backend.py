@@ -325,6 +325,17 @@ class BackendStorage(ABC):
         adam_state_dtype(self.dtype), updated in place; `step` counts this step (1 first).
         f16/bf16 parameters compute in f32 and round once."""
 
+    @classmethod
+    def adamw_steps(cls, steps, lr: float, betas: Tuple[float, float], eps: float, weight_decay: float,
+                    decoupled: bool = True, maximize: bool = False) -> None:
+        """Several adamw_step calls that share their hyper-parameters, one optimizer step's
+        worth: steps = [(param, layout, grad, grad_layout, exp_avg, exp_avg_sq,
+        max_exp_avg_sq or None, step), ...], every param a storage of this class. Runs them
+        one by one; a backend may batch them (the GPU backend: one launch per few dozen)."""
+        for p, layout, grad, grad_layout, m, v, vmax, step in steps:
+            p.adamw_step(layout, grad, grad_layout, m, v, vmax, lr, betas, eps, weight_decay, step, decoupled,
+                         maximize)
+
     @abstractmethod
     def sdpa(self, layout: Layout, k: "BackendStorage", k_layout: Layout, v: "BackendStorage",
              v_layout: Layout, mask: Optional["BackendStorage"], mask_layout: Optional[Layout],

@@ -1,9 +1,9 @@
 """Optimizers (torch.optim names, defaults and update rules).
 
 Updates run under no_grad on each parameter's device. SGD composes Tensor ops and swaps
-the result into the parameter (`p.data = ...`); Adam/AdamW run one fused storage op per
-parameter (`adamw_step`: one kernel on a GPU) that updates the parameter and its moment
-buffers in place, as torch does. Either way modules and optimizers keep the same objects.
+the result into the parameter (`p.data = ...`); Adam/AdamW update each parameter and its
+moment buffers in place with one fused step (`adamw_step`; `adamw_steps` hands a group's
+parameters to the backend at once, a few kernel launches on a GPU), as torch does. Either way modules and optimizers keep the same objects.
 Step counts and bias corrections are Python floats: a step never waits for the device.
 """
 from __future__ import annotations
@@ -44,17 +44,21 @@ class Optimizer:
                     yield group, p, p.grad, self.state.setdefault(p, {})
 
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            from .autograd import enable_grad
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         with no_grad():
             for group, p, grad, state in self._params_with_grad():
                 new = self._update(group, p, grad, state)
                 if new is not None:  # None: updated in place
                     p.data = new
         return loss
+
+    @staticmethod
+    def _closure_loss(closure):
+        if closure is None:
+            return None
+        from .autograd import enable_grad
+        with enable_grad():
+            return closure()
 
     def _update(self, group, p, grad, state):
         """The parameter's new value, or None after updating it in place."""
@@ -108,7 +112,7 @@ class SGD(Optimizer):
 class AdamW(Optimizer):
     """Adam with decoupled weight decay (Loshchilov & Hutter), torch's defaults and update:
     p *= 1 - lr * wd;  m, v = EMAs of g and g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-    One fused `adamw_step` per parameter, in place; the moment buffers are float32 (float64
+    One fused step per parameter, in place (batched per group, `adamw_steps`); the moment buffers are float32 (float64
     for float64 parameters), so f16/bf16 parameters keep full-precision state."""
     decoupled = True
 
@@ -120,7 +124,22 @@ class AdamW(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 
-    def _update(self, group, p, grad, state):
+    def step(self, closure=None):
+        # One adamw_steps call per (group, storage class): a GPU runs a whole group's
+        # parameters in a few launches instead of one each.
+        loss = self._closure_loss(closure)
+        with no_grad():
+            batches = {}
+            for group, p, grad, state in self._params_with_grad():
+                item = self._prepare(group, p, grad, state)
+                batches.setdefault((id(group), type(p._storage)), (group, []))[1].append(item)
+            for (_, storage_class), (group, items) in batches.items():
+                storage_class.adamw_steps(items, group["lr"], tuple(group["betas"]), group["eps"],
+                                          group["weight_decay"], self.decoupled, group["maximize"])
+        return loss
+
+    def _prepare(self, group, p, grad, state):
+        """Checks p, makes its state buffers and counts the step: the adamw_steps item."""
         if not p.dtype.is_floating_point:
             raise TensorliteError(f"{type(self).__name__}: parameters must be floating point, got {p.dtype.name}")
         if grad.dtype is not p.dtype:
@@ -137,14 +156,9 @@ class AdamW(Optimizer):
             elif buf.dtype is not sdt or buf._device is not p._device or not buf._layout.is_contiguous() \
                     or buf._layout.offset:
                 state[name] = buf.to(p._device)._cast(sdt).clone()
-        t = state.get("step", 0) + 1
-        p._storage.adamw_step(p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
-                              state["exp_avg_sq"]._storage,
-                              state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, group["lr"],
-                              tuple(group["betas"]), group["eps"], group["weight_decay"], t, self.decoupled,
-                              group["maximize"])
-        state["step"] = t
-        return None
+        t = state["step"] = state.get("step", 0) + 1
+        return (p._storage, p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
+                state["exp_avg_sq"]._storage, state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, t)
 
 
 class Adam(AdamW):

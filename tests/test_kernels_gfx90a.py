@@ -467,5 +467,9 @@ def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
     for amsgrad in (False, True):
         p.adamw_step(Layout((5, 8), None, 3), g, Layout((8, 5)).transpose(0, 1), st[0], st[1],
                      st[2] if amsgrad else None, 1e-3, (0.9, 0.999), 1e-8, 0.01, 3, True, amsgrad)
+    items = [(_storage(dev, n, dt), Layout((n,)), _storage(dev, n, dt), Layout((n,)), _storage(dev, n, acc),
+              _storage(dev, n, acc), None, 2) for n in (5000, 3, 7)]
+    type(p).adamw_steps(items, 1e-3, (0.9, 0.999), 1e-8, 0.01)
     assert {"softmax_bwd_" + dt.short, "norm_wgrad_" + dt.short, "norm_wgrad_finish_" + dt.short,
-            "cross_entropy_fwd_" + dt.short, "cross_entropy_bwd_" + dt.short, "adamw_" + dt.short} <= set(dev.calls)
+            "cross_entropy_fwd_" + dt.short, "cross_entropy_bwd_" + dt.short, "adamw_" + dt.short,
+            "adamw_many_" + dt.short} <= set(dev.calls)

@@ -394,6 +394,28 @@ def test_adamw_step_matches_reference(device, rng, dtype, cfg):
         np.testing.assert_allclose(as_f64(p.numpy()), ref, rtol=rtol, atol=rtol)
 
 
+def test_adamw_many_parameters_in_one_step(device, rng):
+    # adamw_steps batches a group's contiguous parameters (a GPU: up to 24 per launch, in
+    # 2048-element chunks); mixed dtypes, sizes across chunk edges, an empty parameter and
+    # a strided gradient (the one-by-one path) all in one group.
+    shapes = [(5000,), (3, 7), (0,), (2048,), (1,)] + [(i + 1, 3) for i in range(25)]
+    dtypes_ = [tl.float32 if i % 3 else tl.bfloat16 for i in range(len(shapes))]
+    p0 = [rng.standard_normal(s).astype(dt.np) for s, dt in zip(shapes, dtypes_)]
+    params = [nn.Parameter(tl.tensor(a, dtype=dt, device=device)) for a, dt in zip(p0, dtypes_)]
+    opt = optim.AdamW(params, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    grads = [[rng.standard_normal(s) for s in shapes] for _ in range(2)]
+    for step in grads:
+        for i, (p, g, dt) in enumerate(zip(params, step, dtypes_)):
+            p.grad = view_of(g, "strided" if i == 1 else "contiguous", dt, device)
+        opt.step()
+    for i, (p, a, dt) in enumerate(zip(params, p0, dtypes_)):
+        gs = [values(step[i], "strided" if i == 1 else "contiguous", dt) for step in grads]
+        ref = np_adam(as_f64(a), gs, 0.01, (0.8, 0.95), 1e-6, 0.1, True)
+        rtol = 1e-5 if dt is tl.float32 else 4 * tolerance(dt)[0]
+        np.testing.assert_allclose(as_f64(p.numpy()), ref, rtol=rtol, atol=rtol, err_msg=f"parameter {i}")
+        assert opt.state[p]["step"] == 2
+
+
 def test_adamw_updates_in_place(device, rng):
     p = nn.Parameter(tl.tensor(rng.standard_normal(6), device=device))
     view, storage = p.detach(), p._storage

@@ -84,7 +84,7 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
                                                     "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
                                                     "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
-                                                    "adamw") for t in FLOATS),
+                                                    "adamw", "adamw_many") for t in FLOATS),
     "attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
                            for t in ("f32", "f16", "bf16"))
     + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16"))
@@ -118,6 +118,9 @@ _MAX_REDUCE_STATE = 16                           # bytes of the largest partial 
 _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
 _CONTIG_PACKS: Dict[int, bytes] = {}
 _CONTIG_STRIDES: Dict[tuple, tuple] = {}         # shape -> its row-major strides
+_ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
+# struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
+_ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
 _COL_BLOCK = (32, 8)                             # reduce_cols: 32 neighbouring rows x 8 (TL_COL_THREADS)
 
@@ -985,8 +988,7 @@ class GpuStorage(BackendStorage):
         self._check_grad(f"{op}_backward", layout, grad, grad_layout)
         return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)
 
-    def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
-                   weight_decay, step, decoupled=True, maximize=False):
+    def _check_adamw(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq) -> int:
         op = "adamw_step"
         self._check_grad(op, layout, grad, grad_layout)
         n, sdt = layout.numel(), adam_state_dtype(self.dtype)
@@ -994,6 +996,12 @@ class GpuStorage(BackendStorage):
         if any(st.dtype is not sdt or st.numel != n for st in states):
             raise _error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
                          self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
+        return n
+
+    def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
+                   weight_decay, step, decoupled=True, maximize=False):
+        op = "adamw_step"
+        n = self._check_adamw(layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq)
         if n == 0:
             return
         dev = self.device
@@ -1006,6 +1014,41 @@ class GpuStorage(BackendStorage):
                     ("ptr", 0 if max_exp_avg_sq is None else max_exp_avg_sq.buffer.ptr), ("double", float(lr)),
                     ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
                     ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt), ("int32", flags)])
+
+    @classmethod
+    def adamw_steps(cls, steps, lr, betas, eps, weight_decay, decoupled=True, maximize=False):
+        # contiguous, non-empty parameters without amsgrad go by adamw_many (TL_ADAM_TENSORS
+        # per launch), grouped by device, dtype and step count; the rest one by one
+        batches, single = {}, []
+        for item in steps:
+            p, layout, grad, grad_layout, m, v, vmax, step = item
+            if vmax is None and layout.is_contiguous() and grad_layout.is_contiguous():
+                n = p._check_adamw(layout, grad, grad_layout, m, v, vmax)
+                if n:
+                    batches.setdefault((p.device, p.dtype, step), []).append((p, layout, grad, grad_layout, m, v, n))
+            else:
+                single.append(item)
+        super().adamw_steps(single, lr, betas, eps, weight_decay, decoupled, maximize)
+        flags = int(bool(decoupled)) | 2 * int(bool(maximize))
+        for (dev, dtype, step), items in batches.items():
+            kernel = _kernel(dev, f"adamw_many_{dtype.short}", "adamw_step", self=(items[0][0], items[0][1]))
+            step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+            hyper = [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
+                     ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
+                     ("double", bc2_sqrt), ("int32", flags)]
+            for i in range(0, len(items), _ADAM_TENSORS):
+                chunk = items[i:i + _ADAM_TENSORS]
+                pad = [0] * (_ADAM_TENSORS - len(chunk))
+                first = [0]
+                for *_, n in chunk:
+                    first.append(first[-1] + -(-n // _ADAM_CHUNK))
+                table = _ADAM_TABLE.pack(
+                    *[n for *_, n in chunk], *pad, *first, *pad,
+                    *[p._addr(lay.offset) for p, lay, *_ in chunk], *pad,
+                    *[g._addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
+                    *[m.buffer.ptr for *_, m, _, _ in chunk], *pad,
+                    *[v.buffer.ptr for *_, v, _ in chunk], *pad, len(chunk))
+                dev.launch(kernel, _grid(dev, first[-1], 1), _BLOCK, [("bytes", table), *hyper])
 
     def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
         # TENSORLITE_SDPA (tensorlite.backend.sdpa_mode): the flash kernel where it covers the
