@@ -427,17 +427,22 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 
 // ---- tensor-core forward (f16/bf16, DP 64 or 128) --------------------------------------
 // Same contract as flash_fwd. A block is (warpSize, MMA_FWD_WARPS) threads; warp w owns query
-// rows l0 + 16*w .. +16 and keeps its Q fragments, the scores S = Q K^T of a key tile and
-// the output accumulator in tensor-core tiles (compat.h, Part 3). Softmax runs in f32 on
-// the accumulator elements, in the log2 domain (exp2); P is rounded to T as the A operand
-// of P V. K and V tiles are staged row-major in shared memory, rows padded by 8 elements
-// (16 bytes: fragment loads stay aligned and rows fall on different banks).
-#define MMA_FWD_WARPS 4  // forward (8, 128 rows per block, measured no faster on an H100)
+// rows l0 + RT*16*w .. +RT*16 (RT 16-row tiles, so each K / V fragment read from shared memory
+// feeds RT products) and keeps the scores S = Q K^T of a key tile and the output accumulator
+// in tensor-core tiles (compat.h, Part 3); its Q fragments are re-read from shared memory
+// (too many registers otherwise). Softmax runs in f32 on the accumulator elements, in the
+// log2 domain (exp2); P is rounded to T as the A operand of P V. Q, K and V tiles are staged
+// row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of static
+// shared memory at DP 128: the host opts in), rows padded by 8 elements (16 bytes: fragment
+// loads stay aligned and rows fall on different banks).
+#define MMA_FWD_WARPS 4  // forward
 #define MMA_WARPS 4      // backward: 16 keys per warp (shared memory holds 64 keys at DP 128)
 template <typename T, int DP, int NW> struct MmaFwdTile {
-    static const int BM = 16 * NW, BN = 64, LD = DP + 8;
-    struct Smem { alignas(16) T kv[2 * BN * LD]; };  // K then V; Q is staged here first
+    static const int RT = 2;                                   // 16-row tiles per warp
+    static const int BM = 16 * RT * NW, BN = DP > 64 ? 32 : 64, LD = DP + 8;
+    static const int SMEM = (BM + 2 * BN) * LD * (int)sizeof(T);  // Q, K, V (52 KiB at DP 128)
 };
+extern __shared__ Vec4<u32> att_dyn_smem[];
 
 // ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
 // Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
@@ -474,10 +479,10 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                           const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
 #if defined(TL_HAS_MMA)
     typedef MmaFwdTile<T, DP, NW> F;
-    const int BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16;
-    __shared__ typename F::Smem sm;
-    T* sk = sm.kv;
-    T* sv = sm.kv + BN * LD;
+    const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
+    T* sq = (T*)att_dyn_smem;
+    T* sk = sq + BM * LD;
+    T* sv = sk + BN * LD;
     const int w = threadIdx.y;
     const float LOG2E = 1.4426950408889634f;
 
@@ -486,93 +491,111 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const i64 nq = (p.L + BM - 1) / BM;
     const i64 qt = nq - 1 - (i64)blockIdx.x % nq, bh = (i64)blockIdx.x / nq;
     const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
-    const i64 l0 = qt * BM, lw = l0 + 16 * w;  // the block's and this warp's first query row
+    const i64 l0 = qt * BM, lw = l0 + WR * w;  // the block's and this warp's first query row
+    const T* sqw = sq + WR * w * LD;
 
-    mma_load_tile<T, BM, DP>(sm.kv, LD, q, qv, bi, h, l0, p.L, p.d);
-    tl_cp_async_wait_all();
-    __syncthreads();
-    TlFragA qf[KD];
+    float m[RT][TL_MMA_ROW_SLOTS], ls[RT][TL_MMA_ROW_SLOTS];  // running max (log2 units), per-lane partial sums
+    TlAcc o[RT][KD];
 #pragma unroll
-    for (int c = 0; c < KD; ++c) tl_mma_load_a(qf[c], sm.kv + 16 * w * LD + 16 * c, LD);
-
-    float m[TL_MMA_ROW_SLOTS], ls[TL_MMA_ROW_SLOTS];  // running max (log2 units), per-lane partial sums
+    for (int t = 0; t < RT; ++t) {
 #pragma unroll
-    for (int s = 0; s < TL_MMA_ROW_SLOTS; ++s) { m[s] = att_neg_inf(); ls[s] = 0.0f; }
-    TlAcc o[KD];
+        for (int s = 0; s < TL_MMA_ROW_SLOTS; ++s) { m[t][s] = att_neg_inf(); ls[t][s] = 0.0f; }
 #pragma unroll
-    for (int c = 0; c < KD; ++c) tl_mma_zero(o[c]);
+        for (int c = 0; c < KD; ++c) tl_mma_zero(o[t][c]);
+    }
 
     i64 n_end = p.S, w_end = p.S;  // keys past the causal diagonal of the block's / warp's last row
     if (p.causal) {
         const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) + p.causal_shift;
-        const i64 wlast = lw + 16 + p.causal_shift;
+        const i64 wlast = lw + WR + p.causal_shift;
         n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
         w_end = wlast < w_end ? (wlast > 0 ? wlast : 0) : w_end;
     }
-    // One K and one V buffer, filled while the other is in use (the FlashAttention-2
+    // Q stays; one K and one V buffer, filled while the other is in use (the FlashAttention-2
     // pipeline): V_j streams in during Q K_j^T and the softmax, K_{j+1} during P V_j.
-    __syncthreads();  // every warp holds its Q fragments: the staging area becomes K
+    mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, l0, p.L, p.d);
     if (n_end > 0) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, 0, p.S, p.d);
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
         tl_cp_async_wait_all();
-        __syncthreads();  // K_j is in; every warp is done with V_{j-1}
+        __syncthreads();  // K_j (and Q) are in; every warp is done with V_{j-1}
         mma_load_tile<T, BN, DP>(sv, LD, v, vv, bi, hk, j0, p.S, p.dv);
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
-        TlAcc s[NT];
-        float base[TL_MMA_ROW_SLOTS], rs[TL_MMA_ROW_SLOTS];
+        TlAcc s[RT][NT];
+        float rs[RT][TL_MMA_ROW_SLOTS];
         if (active) {
 #pragma unroll
-            for (int n = 0; n < NT; ++n) tl_mma_zero(s[n]);
+            for (int t = 0; t < RT; ++t)
 #pragma unroll
-            for (int c = 0; c < KD; ++c)  // dims outer: NT independent accumulations in flight
+                for (int n = 0; n < NT; ++n) tl_mma_zero(s[t][n]);
+#pragma unroll
+            for (int c = 0; c < KD; ++c) {  // dims outer: RT * NT independent accumulations in flight
+                TlFragA qa[RT];
+#pragma unroll
+                for (int t = 0; t < RT; ++t) tl_mma_load_a(qa[t], sqw + 16 * t * LD + 16 * c, LD);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
                     TlFragB kb;
                     tl_mma_load_b_nk(kb, sk + 16 * n * LD + 16 * c, LD);
-                    tl_mma_16x16x16<T>(s[n], qf[c], kb);
+#pragma unroll
+                    for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
                 }
-            // Scores in log2 units; the per-element path only where something can be dropped.
-            const bool exact = p.mask_kind || j0 + BN > p.S || lw + 16 > p.L ||
-                               (p.causal && j0 + BN - 1 > lw + p.causal_shift);
-            const float sc = p.scale * LOG2E;
-            float mt[TL_MMA_ROW_SLOTS];
+            }
+            // Scores in log2 units; the per-element path (its own loop, so that tiles inside the
+            // allowed region run none of it) only where something can be dropped.
+            if (p.mask_kind || j0 + BN > p.S || lw + WR > p.L || (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
 #pragma unroll
-            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
+                for (int t = 0; t < RT; ++t)
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
+                    for (int n = 0; n < NT; ++n)
 #pragma unroll
-                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                    float x = s[n].x[i] * sc;
-                    if (exact) {
-                        const i64 l = lw + tl_mma_acc_row(i), j = j0 + 16 * n + tl_mma_acc_col(i);
-                        x = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
-                                                 : att_neg_inf();
-                    }
-                    s[n].x[i] = x;
-                    mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], x);
-                }
+                        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                            const i64 l = lw + 16 * t + tl_mma_acc_row(i), j = j0 + 16 * n + tl_mma_acc_col(i);
+                            s[t][n].x[i] = (l < p.L && j < p.S)
+                                               ? att_score<T>(s[t][n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
+                                               : att_neg_inf();
+                        }
+            } else {
+                const float sc = p.scale * LOG2E;
 #pragma unroll
-            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-                const float mn = fmaxf(m[r], tl_mma_row_max(mt[r]));
-                base[r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
-                const float alpha = exp2f(m[r] - base[r]);
-                ls[r] *= alpha;
-                m[r] = mn;
-                mt[r] = alpha;
-                rs[r] = 0.0f;
+                for (int t = 0; t < RT; ++t)
+#pragma unroll
+                    for (int n = 0; n < NT; ++n)
+#pragma unroll
+                        for (int i = 0; i < TL_MMA_ACC_N; ++i) s[t][n].x[i] *= sc;
             }
 #pragma unroll
-            for (int c = 0; c < KD; ++c)
+            for (int t = 0; t < RT; ++t) {
+                float mt[TL_MMA_ROW_SLOTS], base[TL_MMA_ROW_SLOTS];
 #pragma unroll
-                for (int i = 0; i < TL_MMA_ACC_N; ++i) o[c].x[i] *= mt[tl_mma_acc_slot(i)];
+                for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
+                for (int n = 0; n < NT; ++n)
 #pragma unroll
-                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                    const float e = exp2f(s[n].x[i] - base[tl_mma_acc_slot(i)]);
-                    s[n].x[i] = e;
-                    rs[tl_mma_acc_slot(i)] += e;
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i)
+                        mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], s[t][n].x[i]);
+#pragma unroll
+                for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]));
+                    base[r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
+                    const float alpha = exp2f(m[t][r] - base[r]);
+                    ls[t][r] *= alpha;
+                    m[t][r] = mn;
+                    mt[r] = alpha;
+                    rs[t][r] = 0.0f;
                 }
+#pragma unroll
+                for (int c = 0; c < KD; ++c)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= mt[tl_mma_acc_slot(i)];
+#pragma unroll
+                for (int n = 0; n < NT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                        const float e = exp2f(s[t][n].x[i] - base[tl_mma_acc_slot(i)]);
+                        s[t][n].x[i] = e;
+                        rs[t][tl_mma_acc_slot(i)] += e;
+                    }
+            }
         }
         tl_cp_async_wait_all();
         __syncthreads();  // V_j is in; every warp is done with K_j
@@ -580,39 +603,47 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         if (!active) continue;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-            TlFragA pa;
-            tl_mma_acc_to_a<T>(pa, s[n]);
+            TlFragA pa[RT];
+#pragma unroll
+            for (int t = 0; t < RT; ++t) tl_mma_acc_to_a<T>(pa[t], s[t][n]);
 #pragma unroll
             for (int c = 0; c < KD; ++c) {
                 TlFragB vb;
                 tl_mma_load_b_kn(vb, sv + 16 * n * LD + 16 * c, LD);
-                tl_mma_16x16x16<T>(o[c], pa, vb);
+#pragma unroll
+                for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(o[t][c], pa[t], vb);
             }
         }
 #pragma unroll
-        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) ls[r] += rs[r];
-    }
-    float inv[TL_MMA_ROW_SLOTS];
+        for (int t = 0; t < RT; ++t)
 #pragma unroll
-    for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-        ls[r] = tl_mma_row_sum(ls[r]);
-        inv[r] = ls[r] > 0.0f ? 1.0f / ls[r] : 0.0f;  // a row with no key kept: zeros
+            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) ls[t][r] += rs[t][r];
     }
 #pragma unroll
-    for (int c = 0; c < KD; ++c)
-#pragma unroll
-        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-            const i64 l = lw + tl_mma_acc_row(i);
-            const int x = 16 * c + tl_mma_acc_col(i);
-            if (l < p.L && x < p.dv)
-                out[((bi * p.hq + h) * p.L + l) * p.dv + x] = Tr<T>::store(o[c].x[i] * inv[tl_mma_acc_slot(i)]);
-        }
-    if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
+    for (int t = 0; t < RT; ++t) {
+        const i64 lt = lw + 16 * t;
+        float inv[TL_MMA_ROW_SLOTS];
 #pragma unroll
         for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-            const i64 l = lw + tl_mma_slot_row(r);
-            if (l < p.L)
-                lse[(bi * p.hq + h) * p.L + l] = ls[r] > 0.0f ? (m[r] + log2f(ls[r])) / LOG2E : att_neg_inf();
+            ls[t][r] = tl_mma_row_sum(ls[t][r]);
+            inv[r] = ls[t][r] > 0.0f ? 1.0f / ls[t][r] : 0.0f;  // a row with no key kept: zeros
+        }
+#pragma unroll
+        for (int c = 0; c < KD; ++c)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                const i64 l = lt + tl_mma_acc_row(i);
+                const int x = 16 * c + tl_mma_acc_col(i);
+                if (l < p.L && x < p.dv)
+                    out[((bi * p.hq + h) * p.L + l) * p.dv + x] = Tr<T>::store(o[t][c].x[i] * inv[tl_mma_acc_slot(i)]);
+            }
+        if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
+#pragma unroll
+            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+                const i64 l = lt + tl_mma_slot_row(r);
+                if (l < p.L)
+                    lse[(bi * p.hq + h) * p.L + l] = ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / LOG2E : att_neg_inf();
+            }
         }
     }
 #endif
@@ -717,21 +748,29 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     tl_mma_16x16x16<T>(dpt[n], vf[c], gb);
                 }
             }
-            // The per-element path only where something can be dropped.
-            const bool exact = p.mask_kind || jw + 16 > p.S || i0 + BM > p.L ||
-                               (p.causal && jw + 15 > i0 + p.causal_shift);
+            // Scores in log2 units; the per-element path (its own loop, so that steps inside the
+            // allowed region run none of it) only where something can be dropped.
+            if (p.mask_kind || jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+#pragma unroll
+                for (int n = 0; n < MT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                        const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
+                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
+                                                         : att_neg_inf();
+                    }
+            } else {
+#pragma unroll
+                for (int n = 0; n < MT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) s[n].x[i] *= sc;
+            }
 #pragma unroll
             for (int n = 0; n < MT; ++n)
 #pragma unroll
                 for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                     const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
-                    float x = s[n].x[i] * sc;
-                    if (exact) {
-                        const i64 l = i0 + r, j = jw + tl_mma_acc_row(i);
-                        x = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
-                                                 : att_neg_inf();
-                    }
-                    const float pij = exp2f(x - sm.lse2[r]);  // dropped (-inf) or dead row (+inf lse2): 0
+                    const float pij = exp2f(s[n].x[i] - sm.lse2[r]);  // dropped (-inf) or dead row (+inf lse2): 0
                     s[n].x[i] = pij;
                     dpt[n].x[i] = pij * (dpt[n].x[i] - sm.dr[r]);
                 }

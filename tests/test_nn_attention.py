@@ -239,7 +239,8 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     dp = 64 if max(d, dv) <= 64 else 128
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
-                                                           (1, 2, 2, 70, 70, True, "additive", False)):
+                                                           (1, 2, 2, 70, 70, True, "additive", False),
+                                                           (1, 2, 1, 100, 230, True, None, False)):
         (_, q, q64), (_, k, k64), (_, v, v64) = (_leaf(rng, b, h, t, e, dtype, device, transposed)
                                                  for h, t, e in ((hq, L, d), (hk, S, d), (hk, S, dv)))
         mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)

@@ -242,6 +242,14 @@ class PlatformBase:
         device's limit); attribute 0 is MAX_THREADS_PER_BLOCK for both vendors."""
         return int(self.out("func_get_attribute", "int", 0, function))
 
+    def function_allow_shared(self, function, nbytes: int) -> None:
+        """Let `function` launch with `nbytes` of dynamic shared memory. CUDA caps it at 48 KiB
+        unless raised (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8, up to the device's
+        opt-in limit); AMD needs nothing (up to its 64 KiB of LDS), so platforms without the
+        call skip it."""
+        if "func_set_attribute" in self.CALLS:
+            self.call("func_set_attribute", function, 8, int(nbytes))
+
     def launch_function(self):
         """The raw, unchecked launch entry point (the hot path; GpuDevice.launch checks the
         status): f(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra)."""

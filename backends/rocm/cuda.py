@@ -59,6 +59,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent);
 CUresult cuModuleLoadData(CUmodule* module, const void* image);
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name);
 CUresult cuFuncGetAttribute(int* pi, int attrib, CUfunction hfunc);
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra);
@@ -119,7 +120,8 @@ class CudaPlatform(PlatformBase):
         event_record="cuEventRecord", event_synchronize="cuEventSynchronize",
         event_elapsed="cuEventElapsedTime", event_destroy="cuEventDestroy_v2",
         module_load="cuModuleLoadData", module_get_function="cuModuleGetFunction",
-        func_get_attribute="cuFuncGetAttribute", launch="cuLaunchKernel")
+        func_get_attribute="cuFuncGetAttribute", func_set_attribute="cuFuncSetAttribute",
+        launch="cuLaunchKernel")
     HANDLES = dict(devptr="CUdeviceptr", stream="CUstream", event="CUevent", module="CUmodule",
                    function="CUfunction")
     # CU_STREAM_NON_BLOCKING: our stream orders all of tensorlite's work by itself and need not

@@ -143,12 +143,13 @@ class Kernel:
     """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
     fixed, so the argument packing plan is built on its first launch (one per thread; see
     _ArgLayout for why a plan's buffer may be reused)."""
-    __slots__ = ("handle", "name", "source", "layouts", "max_threads")
+    __slots__ = ("handle", "name", "source", "layouts", "max_threads", "shared_allowed")
 
     def __init__(self, handle, name: str, source: str, max_threads: int = 1024):
         self.handle, self.name, self.source = handle, name, source
         self.layouts: Dict[int, "_ArgLayout"] = {}  # thread id -> plan
         self.max_threads = max_threads  # per block: the kernel's registers may allow fewer than the device
+        self.shared_allowed = 48 * 1024  # dynamic shared memory a launch may ask without opting in
 
     def __repr__(self):
         return f"Kernel({self.source}:{self.name})"
@@ -378,6 +379,8 @@ class GpuDevice(BackendDevice):
         if layout is None or layout.nargs != len(args):
             layout = self._layout_for(func, args)
         self._activate(self.ordinal)
+        if shared_mem > func.shared_allowed:
+            self._allow_shared(func, shared_mem)
         if args:
             try:
                 layout.pack_into(layout.buffer, 0, *map(_second, args))
@@ -395,6 +398,13 @@ class GpuDevice(BackendDevice):
             raise BackendError(f"{self.platform.CALLS['launch']}({func.source}:{func.name}, grid={grid3}, "
                                f"block={block3}, shared_mem={shared_mem}) failed: "
                                f"{self.platform.error_name(err)} ({int(err)})")
+
+    def _allow_shared(self, func: Kernel, nbytes: int) -> None:
+        """Opt `func` in to `nbytes` of dynamic shared memory (once per kernel and size)."""
+        with self._lock:
+            if nbytes > func.shared_allowed:
+                self.platform.function_allow_shared(func.handle, nbytes)
+                func.shared_allowed = nbytes
 
     def _layout_for(self, func: Kernel, args) -> _ArgLayout:
         signature = _ArgLayout.signature_of(args)

@@ -1080,9 +1080,11 @@ class GpuStorage(BackendStorage):
                 lse.const_set(float("-inf"), Layout((lse.numel,)))
             return out, lse
         shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
-        if _flash_mma(dev, self.dtype, dp):  # tensor cores: blocks of MMA_WARPS warps, 16 rows each
+        smem = 0
+        if _flash_mma(dev, self.dtype, dp):  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
-            bm, block = 16 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
+            bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
+            smem = (bm + 2 * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
@@ -1090,7 +1092,8 @@ class GpuStorage(BackendStorage):
         dev.launch(kernel, b * hq * (-(-L // bm)), block,
                    [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
                     ("bytes", _view4(v_layout)), *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr),
-                    ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", 0 if lse is None else lse.buffer.ptr)])
+                    ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", 0 if lse is None else lse.buffer.ptr)],
+                   shared_mem=smem)
         return out, lse
 
     def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
