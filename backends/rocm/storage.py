@@ -1313,15 +1313,16 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
 # Device-side helpers: the index ops' error flag, random numbers
 # =====================================================================================
 
-_ERROR_FLAGS: Dict[int, object] = {}
-
 
 def _error_flag(dev):
-    """A 4-byte device buffer (one per device) where index kernels flag bad ids."""
-    buf = _ERROR_FLAGS.get(id(dev))
-    if buf is None:
-        buf = _ERROR_FLAGS[id(dev)] = dev.alloc(4)
-    return buf
+    """A 4-byte device buffer (one per device, kept on the device object: a table keyed by
+    id(dev) handed a freed device's buffer to a new device reusing the id) where index
+    kernels flag bad ids."""
+    try:
+        return dev._tl_error_flag
+    except AttributeError:
+        buf = dev._tl_error_flag = dev.alloc(4)
+        return buf
 
 
 def random_fill(storage: GpuStorage, kind: str, a: float, b: float, seed: int, offset: int) -> None:
