@@ -147,3 +147,22 @@ def as_f64(a):
 def shares_storage(a, b) -> bool:
     """Whether two tensors read the same storage object (a view copies nothing)."""
     return a._storage is b._storage
+
+
+def numpy_adam(p, grads, lr, betas, eps, wd, decoupled=True, amsgrad=False, maximize=False):
+    """torch.optim.AdamW (decoupled) / Adam in float64 numpy: the parameter after each step."""
+    b1, b2 = betas
+    m = v = vmax = 0.0
+    trajectory = []
+    for t, g in enumerate(grads, start=1):
+        g = -g if maximize else g
+        if decoupled:
+            p = p * (1 - lr * wd)
+        else:
+            g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        vmax = np.maximum(vmax, v)
+        p = p - lr / (1 - b1 ** t) * m / (np.sqrt((vmax if amsgrad else v) / (1 - b2 ** t)) + eps)
+        trajectory.append(p)
+    return trajectory

@@ -210,15 +210,23 @@ def test_sdpa_empty_queries_or_keys(device, L, S):
         np.testing.assert_array_equal(t.grad.numpy(), 0.0)
 
 
-def _mma_or_skip(device):
-    """The GPU storage module when `device` has the tensor-core forward, else skip."""
+def _mma_or_skip(device, monkeypatch):
+    """(the GPU storage module, the kernel names it looks up from now on) when `device` has
+    the tensor-core kernels, else skip."""
     if device == "cpu":
         pytest.skip("cpu has no flash kernels")
     from tensorlite.backends.rocm import storage as gpu_storage
     dev = tl.zeros(1, device=device)._storage.device
     if not gpu_storage._flash_mma(dev, tl.bfloat16, 64):
         pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+ or gfx90a/gfx94x)")
-    return gpu_storage
+    names = []
+    real_kernel = gpu_storage._kernel
+
+    def spy(dev, name, op, **operands):
+        names.append(name)
+        return real_kernel(dev, name, op, **operands)
+    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    return gpu_storage, names
 
 
 @pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (40, 24, tl.bfloat16),
@@ -228,14 +236,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     flash_fwd_mma*; its output and lse match the scalar flash kernel (forced through the
     selector) and the float64 reference, over several key tiles, causal skipping, GQA,
     masks, dead rows and transposed views."""
-    gpu_storage = _mma_or_skip(device)
-    names = []
-    real_kernel = gpu_storage._kernel
-
-    def spy(dev, name, op, **operands):
-        names.append(name)
-        return real_kernel(dev, name, op, **operands)
-    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    gpu_storage, names = _mma_or_skip(device, monkeypatch)
     dp = 64 if max(d, dv) <= 64 else 128
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
@@ -278,14 +279,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     flash_bwd_mma*; its gradients match the scalar flash_bwd (forced through the selector)
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
-    gpu_storage = _mma_or_skip(device)
-    names = []
-    real_kernel = gpu_storage._kernel
-
-    def spy(dev, name, op, **operands):
-        names.append(name)
-        return real_kernel(dev, name, op, **operands)
-    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    gpu_storage, names = _mma_or_skip(device, monkeypatch)
     dp = 64 if max(d, dv) <= 64 else 128
     cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
              (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views

@@ -7,6 +7,7 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import nn, optim
 from tensorlite.nn.utils import clip_grad_norm_, clip_grad_value_
+from conftest import numpy_adam
 
 
 def run_steps(opt_factory, p0, grads, device="cpu"):
@@ -59,28 +60,12 @@ def test_sgd_maximize_and_validation(rng):
         optim.SGD([x * 2])
 
 
-def numpy_adam(p0, grads, lr, b1, b2, eps, wd, decoupled, amsgrad=False):
-    p, m, v, vmax, traj = p0.copy(), 0.0, 0.0, 0.0, []
-    for t, g in enumerate(grads, start=1):
-        if decoupled:
-            p = p * (1 - lr * wd)
-        else:
-            g = g + wd * p
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        vmax = np.maximum(vmax, v)
-        v_used = vmax if amsgrad else v
-        p = p - lr / (1 - b1 ** t) * m / (np.sqrt(v_used / (1 - b2 ** t)) + eps)
-        traj.append(p)
-    return traj
-
-
 @pytest.mark.parametrize("amsgrad", [False, True])
 def test_adamw_matches_hand_computed(device, rng, amsgrad):
     p0, gs = rng.standard_normal((3, 4)), grads_for(rng, 4, (3, 4))
     _, opt, traj = run_steps(lambda ps: optim.AdamW(ps, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1,
                                                     amsgrad=amsgrad), p0, gs, device)
-    for got, ref in zip(traj, numpy_adam(p0, gs, 0.01, 0.8, 0.95, 1e-6, 0.1, True, amsgrad)):
+    for got, ref in zip(traj, numpy_adam(p0, gs, 0.01, (0.8, 0.95), 1e-6, 0.1, True, amsgrad)):
         np.testing.assert_allclose(got, ref, rtol=1e-10)
     assert next(iter(opt.state.values()))["step"] == 4
 
@@ -94,7 +79,7 @@ def test_adamw_defaults_are_torchs():
 def test_adam_adds_l2_to_gradient(rng):
     p0, gs = rng.standard_normal(6), grads_for(rng, 3, 6)
     _, _, traj = run_steps(lambda ps: optim.Adam(ps, lr=0.02, weight_decay=0.05), p0, gs)
-    for got, ref in zip(traj, numpy_adam(p0, gs, 0.02, 0.9, 0.999, 1e-8, 0.05, False)):
+    for got, ref in zip(traj, numpy_adam(p0, gs, 0.02, (0.9, 0.999), 1e-8, 0.05, False)):
         np.testing.assert_allclose(got, ref, rtol=1e-10)
 
 

@@ -98,6 +98,7 @@ class DnnLib:
                         save_mean, save_invstd) -> None: ...
 
     # optional ops (argument order after MIOpen's; cuDNN has none of them)
+    OPTIONAL_OPS: Tuple[str, ...] = ()      # the optional ops this library can have at all
     NORM_DTYPES: Tuple[str, ...] = ()       # dtypes layer_norm / rms_norm / rope_i take
 
     def provides(self, op: str) -> bool:
@@ -411,13 +412,13 @@ def dnn_for(device, optional_op: Optional[str] = None) -> Optional[Dnn]:
     optional_op (layer_norm, rms_norm, rope_i): None at once, loading nothing, where the
     platform's library has no optional ops at all (cuDNN), so a model without convolutions
     never loads cuDNN for them."""
+    if optional_op is not None:  # a per-op hot path: answered by the library object, nothing loaded
+        platform = getattr(device, "platform", None)
+        if not hasattr(platform, "dnn_lib") or optional_op not in platform.dnn_lib().OPTIONAL_OPS:
+            return None
     mode = dnn_mode()
     if mode == "0":
         return None
-    if optional_op is not None:
-        platform = getattr(device, "platform", None)
-        if not hasattr(platform, "dnn_lib") or type(platform.dnn_lib()).provides is DnnLib.provides:
-            return None
     key = device
     if key not in _DNNS:
         with _LOCK:

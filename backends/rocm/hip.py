@@ -476,6 +476,7 @@ class MiopenLib(DnnLib):
     name = "MIOpen"
     DTYPES = ("f32", "f16")
     BN_DTYPES = ("f32", "f16")
+    OPTIONAL_OPS = tuple(_MIOPEN_PROBED)
     NORM_DTYPES = ("f32", "f16")
 
     def __init__(self, platform):

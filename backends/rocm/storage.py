@@ -386,7 +386,7 @@ class GpuStorage(BackendStorage):
         inner = inner.reshape((row_len,)) or inner  # one dim where the reduced dims merge: no div/mod per element
         sms = _sm_count(dev)
         if columns:
-            block = (_COL_BLOCK[0], _COL_BLOCK[1])
+            block = _COL_BLOCK
             n_groups = -(-n_rows // block[0])
             n_chunks = max(1, min(-(-4 * sms // n_groups), row_len // (block[1] * 8)))
             n_counters, n_tasks = n_groups, n_groups * n_chunks
