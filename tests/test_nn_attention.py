@@ -237,6 +237,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     selector) and the float64 reference, over several key tiles, causal skipping, GQA,
     masks, dead rows and transposed views."""
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
+    real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
@@ -262,8 +263,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
         np.testing.assert_array_equal(np.isneginf(runs[True][1]), dead)
         np.testing.assert_allclose(runs[True][1][~dead], runs[False][1][~dead], rtol=2e-3, atol=2e-3)
     # the default selector picks the MMA kernel for this case, and the scalar one for f32
-    monkeypatch.undo()
-    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
     for dt, expected in ((dtype, f"flash_fwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_fwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
@@ -280,6 +280,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
+    real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
     cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
              (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views
@@ -300,8 +301,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
             err = np.abs(got.astype(np.float64) - scalar).max() / max(np.abs(ref).max(), 1e-30)
             assert err < REL_TOL[dtype.name], f"{what}: mma vs scalar {err:.2e} in case {case}"
     # the default selector picks the MMA backward for this case, and the scalar one for f32
-    monkeypatch.undo()
-    monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
     for dt, expected in ((dtype, f"flash_bwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_bwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
