@@ -94,7 +94,10 @@ def _norm_dims(dim, ndim, op, x=None):
 def _shape_arg(shape):
     if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    for s in shape:  # the common case, plain ints, passes as it is
+        if type(s) is not int:
+            return tuple([int(s) for s in shape])
+    return shape
 
 
 def _same_device(op, **ts):
@@ -347,7 +350,9 @@ def permute(x: Tensor, *dims) -> Tensor:
     if sorted(_norm_dim(d, x.ndim, "permute", x) for d in dims) != list(range(x.ndim)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
     dims = tuple(d % builtins.max(x.ndim, 1) for d in dims)
-    inv = tuple(np.argsort(dims).tolist())
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
     return _attach(_view(x, x._layout.permute(dims)), (x,), lambda g: (g.permute(inv),), "permute")
 
 

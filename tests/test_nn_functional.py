@@ -233,6 +233,46 @@ def test_losses_linear_embedding(device, rng, dtype):
                  terms=4)
 
 
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16])
+@pytest.mark.parametrize("case", ["3d", "1d", "no_bias", "strided"])
+def test_linear_node_forward_and_grads(device, rng, dtype, case):
+    """F.linear is one autograd node (GEMMs on the folded rows, a column sum for the bias):
+    its output and all three gradients against numpy, also for operands that are views
+    (a transposed input the rows cannot be folded from, a transposed weight, a strided bias)."""
+    shape = {"3d": (2, 3, 4), "1d": (4,), "no_bias": (5, 4), "strided": (4, 3, 2)}[case]
+    x, xa = make_tensor(rng, shape, dtype, device)
+    w, wa = make_tensor(rng, (4, 5) if case == "strided" else (5, 4), dtype, device)
+    b, ba = make_tensor(rng, (10,) if case == "strided" else (5,), dtype, device)
+    if case == "strided":  # x (2, 3, 4) not foldable into rows by a view; w.T; every other bias element
+        x, xa, w, wa, b, ba = x.permute(2, 1, 0), xa.transpose(2, 1, 0), w.mT, wa.T, b[::2], ba[::2]
+    b = None if case == "no_bias" else b
+    for t in (x, w) + ((b,) if b is not None else ()):
+        t.requires_grad = True
+    g, ga = make_tensor(rng, shape[:-1] + (5,) if case != "strided" else (2, 3, 5), dtype, device)
+    y = F.linear(x, w, b)
+    assert y._node is not None and y._node.name == "linear"
+    x64, w64 = as_f64(xa), as_f64(wa)
+    expected = x64 @ w64.T + (0 if b is None else as_f64(ba))
+    assert_close(y, expected, dtype, terms=4)
+    y.backward(g)
+    g64 = as_f64(ga).reshape(-1, 5)
+    assert_close(x.grad, (g64 @ w64).reshape(x.shape), dtype, terms=5)
+    assert_close(w.grad, g64.T @ x64.reshape(-1, 4), dtype, terms=g64.shape[0])
+    if b is not None:
+        assert_close(b.grad, g64.sum(0), dtype, terms=g64.shape[0])
+
+
+def test_linear_errors_and_promotion(device):
+    x, w = tl.ones((2, 4), device=device), tl.ones((3, 5), device=device)
+    with pytest.raises(tl.ShapeError, match=r"linear.*\(2, 4\).*\(3, 5\)"):
+        F.linear(x, w)
+    with pytest.raises(tl.ShapeError, match="bias"):
+        F.linear(x, tl.ones((3, 4), device=device), tl.ones((4,), device=device))
+    # mixed dtypes take the composite path and promote, as x @ w.T + b does
+    y = F.linear(x.double(), tl.ones((3, 4), device=device), tl.ones((3,), device=device))
+    assert y.dtype is tl.float64 and np.allclose(y.numpy(), 5.0)
+
+
 def test_cross_entropy_errors(device):
     logits = tl.zeros(3, 4, device=device)
     with pytest.raises(tl.ShapeError, match=r"cross_entropy\(input: shape=\(3, 4\)"):

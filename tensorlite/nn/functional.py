@@ -515,15 +515,60 @@ def sdpa_slow(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_caus
 
 # ---- layers and losses ---------------------------------------------------------------
 
+def _rows(t):
+    """(storage, 2-D layout) of t with its leading dims folded into rows: a view where the
+    strides allow, else a contiguous copy."""
+    shape = (prod(t.shape[:-1]), t.shape[-1])
+    lay = t._layout if t.ndim == 2 else t._layout.reshape(shape)
+    if lay is None:
+        return t._storage.to_dtype(t._layout, t.dtype), _Layout.contiguous(shape)
+    return t._storage, lay
+
+
+def _batch1(lay, transpose=False):
+    """A 2-D layout as the (1, rows, cols) operand storage.matmul takes, optionally transposed."""
+    (r, c), (sr, sc) = lay.shape, lay.strides
+    return _Layout((1, c, r), (0, sc, sr), lay.offset) if transpose else _Layout((1, r, c), (0, sr, sc), lay.offset)
+
+
 def linear(x, weight, bias=None):
-    """x @ weight.T + bias. Leading dims are folded into one GEMM (one weight-gradient GEMM too)."""
-    if x.ndim > 2:
-        return linear(x.reshape(-1, x.shape[-1]), weight, bias).reshape(x.shape[:-1] + (weight.shape[0],))
-    if x.shape[-1] != weight.shape[-1]:
-        raise ShapeError(f"{describe('linear', input=x, weight=weight)}: input features {x.shape[-1]} != "
-                         f"weight in_features {weight.shape[-1]}")
-    y = x @ weight.mT
-    return y if bias is None else y + bias
+    """x @ weight.T + bias as ONE autograd node: the leading dims of x fold into one GEMM, and
+    the backward is one GEMM each for dx = g @ weight and dweight = g.T @ x (written
+    contiguous, as the optimizer wants it) plus a column sum for dbias. A training step runs
+    dozens of these, so the node saves the views, broadcasts and reshapes (and their
+    backward nodes) of the matmul + add composite, which is the fallback for operands that
+    need type promotion."""
+    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[-1] or \
+            (bias is not None and tuple(bias.shape) != (weight.shape[0],)):
+        raise ShapeError(f"{describe('linear', input=x, weight=weight, bias=bias)}: expected input (..., in_features), "
+                         f"weight (out_features, in_features) and bias (out_features,)")
+    dt = x.dtype
+    if not dt.is_floating_point or weight.dtype is not dt or (bias is not None and bias.dtype is not dt) or \
+            weight._device is not x._device or (bias is not None and bias._device is not x._device):
+        y = x @ weight.mT  # promotion / device errors as matmul and add report them
+        return y if bias is None else y + bias
+    (n, k), lead = weight.shape, x.shape[:-1]
+    xs, xl = _rows(x)
+    m = xl.shape[0]
+    ws, wl = weight._storage, weight._layout
+    out = xs.matmul(ws, (1, m, n, k), _batch1(xl), _batch1(wl, transpose=True))
+    if bias is not None:
+        bl = bias._layout
+        out = out.binary_impl("add", bias._storage, _Layout.contiguous((m, n)),
+                              _Layout((m, n), (0, bl.strides[0]), bl.offset))
+    y = _wrap(out, lead + (n,), dt)
+
+    def grad(g):
+        gs, gl = _rows(_like(g, x))
+        dx = dw = db = None
+        if x.requires_grad:
+            dx = _wrap(gs.matmul(ws, (1, m, k, n), _batch1(gl), _batch1(wl)), x.shape, dt)
+        if weight.requires_grad:
+            dw = _wrap(gs.matmul(xs, (1, n, k, m), _batch1(gl, transpose=True), _batch1(xl)), (n, k), dt)
+        if bias is not None and bias.requires_grad:
+            db = _wrap(gs.reduce_op("sum", gl, (0,)), (n,), dt)
+        return (dx, dw) if bias is None else (dx, dw, db)
+    return _attach(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear")
 
 
 def embedding(input, weight, padding_idx=None):
