@@ -34,13 +34,57 @@ template <typename Op> struct Compare {
     }
 };
 
+// One operand contiguous (c), the other periodic (p[i % P], tl_period: a bias broadcast
+// along leading dims, or a scalar); swap: the periodic one is the op's left operand. V
+// elements per step; j = i % P is advanced by the grid stride without a division, and the
+// periodic operand is read by vectors too when P keeps them aligned (else element by
+// element, wrapping), so an odd P still streams the contiguous operand and the output.
+template <int V, typename Op, typename T, typename O>
+TL_DEV void binary_periodic(i64 n, const T* c, const T* p, i64 P, bool swap, O* out) {
+    const i64 nv = n / V, stride = (i64)blockDim.x * gridDim.x;
+    i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    i64 j = (v * V) % P;
+    const i64 step = (stride * V) % P;
+    const bool pvec = P % V == 0 && tl_aligned<V>(p);
+    for (; v < nv; v += stride) {
+        const VecN<T, V> x = ((const VecN<T, V>*)c)[v];
+        VecN<T, V> y;
+        if (pvec) {
+            y = tl_loadv<V>(p + j);
+        } else {
+            i64 k = j;
+#pragma unroll
+            for (int e = 0; e < V; ++e) { y.v[e] = p[k]; k = k + 1 == P ? 0 : k + 1; }
+        }
+        VecN<O, V> r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = swap ? Op::apply(y.v[e], x.v[e]) : Op::apply(x.v[e], y.v[e]);
+        ((VecN<O, V>*)out)[v] = r;
+        j += step;
+        if (j >= P) j -= P;
+    }
+    if (V > 1)
+        for (i64 i = nv * V + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+            out[i] = swap ? Op::apply(p[i % P], c[i]) : Op::apply(c[i], p[i % P]);
+}
+
 template <typename Op, typename T, typename O>
 TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, const T* b, O* out) {
-    if (La.contiguous && Lb.contiguous) {
-        tl_map2_contig(n, a + La.offset, b + Lb.offset, out, [](T x, T y) { return Op::apply(x, y); });
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = Op::apply(a[tl_index(La, i)], b[tl_index(Lb, i)]);
+    if (La.contiguous != Lb.contiguous) {
+        const bool swap = !La.contiguous;
+        const Strided& Lc = swap ? Lb : La;
+        const Strided& Lp = swap ? La : Lb;
+        const i64 P = tl_period(Lp);
+        if (P > 0) {
+            const T* c = (swap ? b : a) + Lc.offset;
+            const T* p = (swap ? a : b) + Lp.offset;
+            const int V = TlWidth<(sizeof(T) > sizeof(O) ? sizeof(T) : sizeof(O))>::V;
+            if (tl_aligned<V>(c) && tl_aligned<V>(out)) binary_periodic<V, Op>(n, c, p, P, swap, out);
+            else binary_periodic<1, Op>(n, c, p, P, swap, out);
+            return;
+        }
     }
+    tl_map2(n, La, Lb, a, b, out, [](T x, T y) { return Op::apply(x, y); });
 }
 
 #define BINARY_ENTRY(name, Op, T, O, sfx)                                                 \

@@ -4,20 +4,12 @@
 
 template <typename S, typename D>
 TL_DEV void cast_map(i64 n, const Strided& L, const S* in, D* out) {
-    if (L.contiguous) {
-        tl_map1_contig(n, in + L.offset, out, [](S x) { return Cast<D, S>::cv(x); });
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = Cast<D, S>::cv(in[tl_index(L, i)]);
-    }
+    tl_map1(n, L, in, out, [](S x) { return Cast<D, S>::cv(x); });
 }
 // Same dtype: a plain copy, no conversion.
 template <typename T>
 TL_DEV void cast_map(i64 n, const Strided& L, const T* in, T* out) {
-    if (L.contiguous) {
-        tl_map1_contig(n, in + L.offset, out, [](T x) { return x; });
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = in[tl_index(L, i)];
-    }
+    tl_map1(n, L, in, out, [](T x) { return x; });
 }
 
 #define CAST_ENTRY(D, dsfx, S, ssfx)                                                       \

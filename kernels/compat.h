@@ -231,36 +231,162 @@ struct Strided {
     i64 strides[TL_MAX_DIMS];
 };
 
-// Element index (in elements) of the i-th element in row-major order. The outermost
-// dim needs no modulo (i is in range), so 1-D strided and stride-0 (broadcast scalar)
-// layouts cost one multiply. (Not unrolled on purpose: unrolling 8 dims of 64-bit
-// div/mod triples compile time and code size for a path that is rarely hot.)
-TL_DEV i64 tl_index(const Strided& L, i64 i) {
-    if (L.contiguous) return L.offset + i;
+// Element offset of the i-th element in row-major order; I is the type of the index
+// arithmetic: u32 where the launch has fewer than 2^31 elements (tl_narrow: 32-bit div/mod
+// is several times cheaper than 64-bit, and strided copies are bound by it), else i64.
+// Offsets are always 64-bit. The outermost dim needs no modulo (i is in range), so 1-D
+// strided and stride-0 (broadcast scalar) layouts cost one multiply. (Not unrolled on
+// purpose: unrolling 8 dims of div/mod triples compile time and code size.)
+template <typename I> TL_DEV i64 tl_index_n(const Strided& L, I i) {
+    if (L.contiguous) return L.offset + (i64)i;
     if (L.ndim == 0) return L.offset;
     i64 idx = L.offset;
     const int last = L.ndim - 1;
 #pragma unroll 1
     for (int d = 0; d < last; ++d) {
-        const i64 n = L.shape[d];
-        idx += (i % n) * L.strides[d];
-        i /= n;
+        const I n = (I)L.shape[d], q = i / n;
+        idx += (i64)(i - q * n) * L.strides[d];
+        i = q;
     }
-    return idx + i * L.strides[last];
+    return idx + (i64)i * L.strides[last];
 }
+TL_DEV i64 tl_index(const Strided& L, i64 i) { return tl_index_n<i64>(L, i); }
 
-// Grid-stride loop over [0, n) with 64-bit indices.
+// Below 2^31 elements a u32 index and the grid stride added to it cannot overflow.
+#define TL_NARROW ((i64)1 << 31)
+TL_DEV bool tl_narrow(i64 n) { return n < TL_NARROW; }
+
+// Grid-stride loop over [0, n) with 64-bit indices; TL_GRID_LOOP_T with index type I.
 #define TL_GRID_LOOP(i, n) \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (i64)(n); i += (i64)blockDim.x * gridDim.x)
+#define TL_GRID_LOOP_T(I, i, n) \
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (I)(n); i += (I)blockDim.x * (I)gridDim.x)
 
-// ---- contiguous fast paths: four elements per access ---------------------------------
-// When every pointer is aligned to four elements, each thread moves 4 consecutive
-// elements with one vector load/store per operand (16 bytes for f32), which is what
-// streams at full memory bandwidth; the remainder (and unaligned views) go one by one.
-// `f` maps the input storage values to the output storage value.
+// ---- vector access ---------------------------------------------------------------------
+// V consecutive elements moved by one load/store (16 bytes: what streams at full memory
+// bandwidth). alignas needs V * sizeof(T) to be a power of two, which all uses are.
+template <typename T, int V> struct alignas(V * sizeof(T)) VecN { T v[V]; };
 template <typename T> struct alignas(4 * sizeof(T)) Vec4 { T v[4]; };
 template <typename T> TL_DEV bool tl_aligned4(const T* p) { return ((u64)p & (4 * sizeof(T) - 1)) == 0; }
+template <int V, typename T> TL_DEV bool tl_aligned(const T* p) { return ((u64)p & (V * sizeof(T) - 1)) == 0; }
+// Elements per vector for a map whose widest operand is S bytes: 16 bytes, at most 8.
+template <int S> struct TlWidth { enum { V = S >= 8 ? 2 : (S == 4 ? 4 : 8) }; };
 
+// Whether `p` read through L can be read V elements at a time: for every i that is a
+// multiple of V, elements i..i+V-1 are consecutive and their first is V-aligned. True for
+// contiguous layouts at an aligned address, and for strided ones whose innermost dim is
+// contiguous with a length that V divides (a (b, t, h, d) view, a bias broadcast along
+// leading dims) when every other stride keeps the alignment. Once per thread, not per element.
+template <int V, typename T> TL_DEV bool tl_vec_ok(const Strided& L, const T* p) {
+    if (!tl_aligned<V>(p + L.offset)) return false;
+    if (L.contiguous || V == 1) return true;
+    if (L.ndim == 0 || L.strides[0] != 1 || L.shape[0] % V != 0) return false;
+    for (int d = 1; d < L.ndim; ++d)
+        if (L.strides[d] % V != 0) return false;
+    return true;
+}
+
+// > 0 when element i of L lives at offset + i % P: a contiguous block of P elements
+// repeated along the leading dims (a bias (C,) broadcast to (N, C)); P == 1 is a broadcast
+// scalar. 0 otherwise (also for contiguous layouts: the caller handles those).
+TL_DEV i64 tl_period(const Strided& L) {
+    if (L.contiguous) return 0;
+    if (L.ndim == 0) return 1;
+    const int d0 = L.strides[0] == 1 ? 1 : 0;
+    for (int d = d0; d < L.ndim; ++d)
+        if (L.strides[d] != 0) return 0;
+    return d0 ? L.shape[0] : 1;
+}
+
+// ---- elementwise maps over strided operands ---------------------------------------------
+// out[i] = f(a[i], ...) for i < n with a contiguous output. Each launch picks once (uniform
+// branches, not per element) the index type (u32 below 2^31 elements) and whether every
+// operand can be accessed V elements at a time (tl_vec_ok); contiguous operands index as
+// offset + i, strided ones with one tl_index_n per vector. `f` maps input storage values
+// to the output storage value.
+template <int V, typename T> TL_DEV VecN<T, V> tl_loadv(const T* p) { return *(const VecN<T, V>*)p; }
+
+template <int V, typename I, typename A, typename O, typename F>
+TL_DEV void tl_map1_run(I n, const Strided& La, const A* a, O* out, F f) {
+    const I nv = n / V;
+    TL_GRID_LOOP_T(I, v, nv) {
+        const VecN<A, V> x = tl_loadv<V>(a + tl_index_n<I>(La, v * V));
+        VecN<O, V> r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) r.v[j] = f(x.v[j]);
+        ((VecN<O, V>*)out)[v] = r;
+    }
+    if (V > 1)  // the last n % V elements of contiguous operands
+        for (I i = nv * V + (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)blockDim.x * (I)gridDim.x)
+            out[i] = f(a[tl_index_n<I>(La, i)]);
+}
+
+template <int V, typename I, typename A, typename B, typename O, typename F>
+TL_DEV void tl_map2_run(I n, const Strided& La, const Strided& Lb, const A* a, const B* b, O* out, F f) {
+    const I nv = n / V;
+    TL_GRID_LOOP_T(I, v, nv) {
+        const VecN<A, V> x = tl_loadv<V>(a + tl_index_n<I>(La, v * V));
+        const VecN<B, V> y = tl_loadv<V>(b + tl_index_n<I>(Lb, v * V));
+        VecN<O, V> r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) r.v[j] = f(x.v[j], y.v[j]);
+        ((VecN<O, V>*)out)[v] = r;
+    }
+    if (V > 1)
+        for (I i = nv * V + (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)blockDim.x * (I)gridDim.x)
+            out[i] = f(a[tl_index_n<I>(La, i)], b[tl_index_n<I>(Lb, i)]);
+}
+
+template <int V, typename I, typename A, typename B, typename C, typename O, typename F>
+TL_DEV void tl_map3_run(I n, const Strided& La, const Strided& Lb, const Strided& Lc, const A* a, const B* b,
+                        const C* c, O* out, F f) {
+    const I nv = n / V;
+    TL_GRID_LOOP_T(I, v, nv) {
+        const VecN<A, V> x = tl_loadv<V>(a + tl_index_n<I>(La, v * V));
+        const VecN<B, V> y = tl_loadv<V>(b + tl_index_n<I>(Lb, v * V));
+        const VecN<C, V> z = tl_loadv<V>(c + tl_index_n<I>(Lc, v * V));
+        VecN<O, V> r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) r.v[j] = f(x.v[j], y.v[j], z.v[j]);
+        ((VecN<O, V>*)out)[v] = r;
+    }
+    if (V > 1)
+        for (I i = nv * V + (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)blockDim.x * (I)gridDim.x)
+            out[i] = f(a[tl_index_n<I>(La, i)], b[tl_index_n<I>(Lb, i)], c[tl_index_n<I>(Lc, i)]);
+}
+
+// The dispatch: (vectors or single elements) x (u32 or i64 index).
+#define TL_MAP_DISPATCH(V, vec, n, RUN, ...)                                        \
+    if (!tl_narrow(n)) RUN<1, i64>((i64)(n), __VA_ARGS__);                          \
+    else if (vec) RUN<V, u32>((u32)(n), __VA_ARGS__);                                 \
+    else RUN<1, u32>((u32)(n), __VA_ARGS__);
+
+template <typename A, typename O, typename F>
+TL_DEV void tl_map1(i64 n, const Strided& La, const A* a, O* out, F f) {
+    const int V = TlWidth<(sizeof(A) > sizeof(O) ? sizeof(A) : sizeof(O))>::V;
+    const bool vec = tl_vec_ok<V>(La, a) && tl_aligned<V>(out);
+    TL_MAP_DISPATCH(V, vec, n, tl_map1_run, La, a, out, f)
+}
+template <typename A, typename B, typename O, typename F>
+TL_DEV void tl_map2(i64 n, const Strided& La, const Strided& Lb, const A* a, const B* b, O* out, F f) {
+    const int S = sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B);
+    const int V = TlWidth<(S > (int)sizeof(O) ? S : (int)sizeof(O))>::V;
+    const bool vec = tl_vec_ok<V>(La, a) && tl_vec_ok<V>(Lb, b) && tl_aligned<V>(out);
+    TL_MAP_DISPATCH(V, vec, n, tl_map2_run, La, Lb, a, b, out, f)
+}
+template <typename A, typename B, typename C, typename O, typename F>
+TL_DEV void tl_map3(i64 n, const Strided& La, const Strided& Lb, const Strided& Lc, const A* a, const B* b,
+                    const C* c, O* out, F f) {
+    const int S = sizeof(B) > sizeof(C) ? sizeof(B) : sizeof(C);
+    const int V = TlWidth<(S > (int)sizeof(O) ? S : (int)sizeof(O))>::V;
+    const bool vec = tl_vec_ok<V>(La, a) && tl_vec_ok<V>(Lb, b) && tl_vec_ok<V>(Lc, c) && tl_aligned<V>(out);
+    TL_MAP_DISPATCH(V, vec, n, tl_map3_run, La, Lb, Lc, a, b, c, out, f)
+}
+
+// ---- contiguous fast paths: four elements per access ---------------------------------
+// (Kept for callers whose operands are known contiguous, e.g. fused_grad.hip.) When every
+// pointer is aligned to four elements, each thread moves 4 consecutive elements with one
+// vector load/store per operand; the remainder (and unaligned views) go one by one.
 template <typename A, typename O, typename F>
 TL_DEV void tl_map1_contig(i64 n, const A* a, O* out, F f) {
     if (tl_aligned4(a) && tl_aligned4(out)) {

@@ -60,11 +60,7 @@ template <typename Op> struct Stateless {
 
 template <typename T, typename F>
 TL_DEV void unary_map(i64 n, const Strided& L, const T* in, T* out, F f) {
-    if (L.contiguous) {
-        tl_map1_contig(n, in + L.offset, out, [&](T x) { return Tr<T>::store(f(Tr<T>::load(x))); });
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = Tr<T>::store(f(Tr<T>::load(in[tl_index(L, i)])));
-    }
+    tl_map1(n, L, in, out, [&](T x) { return Tr<T>::store(f(Tr<T>::load(x))); });
 }
 
 #define UNARY_ENTRY(op, Op, T, sfx)                                                        \
@@ -103,10 +99,10 @@ template <typename T> struct AffineImpl<T, false> {
     static TL_DEV void run(i64 n, const Strided& L, const T* in, T* out, double mul, double add) {
         const bool exact = (double)(i64)mul == mul && (double)(i64)add == add;
         const u64 imul = (u64)(i64)mul, iadd = (u64)(i64)add;
-        TL_GRID_LOOP(i, n) {
-            const i64 x = tl_to_i64(in[tl_index(L, i)]);
-            out[i] = exact ? FromI64<T>::cv((i64)((u64)x * imul + iadd)) : FromF64<T>::cv((double)x * mul + add);
-        }
+        tl_map1(n, L, in, out, [&](T v) {
+            const i64 x = tl_to_i64(v);
+            return exact ? FromI64<T>::cv((i64)((u64)x * imul + iadd)) : FromF64<T>::cv((double)x * mul + add);
+        });
     }
 };
 

@@ -5,12 +5,7 @@
 template <typename T>
 TL_DEV void where_map(i64 n, const Strided& Lc, const Strided& Lt, const Strided& Lf,
                       const tlbool* c, const T* t, const T* f, T* out) {
-    if (Lc.contiguous && Lt.contiguous && Lf.contiguous) {
-        c += Lc.offset; t += Lt.offset; f += Lf.offset;
-        TL_GRID_LOOP(i, n) out[i] = c[i].v ? t[i] : f[i];
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = c[tl_index(Lc, i)].v ? t[tl_index(Lt, i)] : f[tl_index(Lf, i)];
-    }
+    tl_map3(n, Lc, Lt, Lf, c, t, f, out, [](tlbool k, T x, T y) { return k.v ? x : y; });
 }
 
 #define WHERE_ENTRY(T, sfx)                                                               \
