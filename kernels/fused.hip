@@ -5,37 +5,7 @@
 // Row ops see the input as n_rows rows of row_len elements: `outer` addresses each row's
 // first element, `inner_stride` steps along the row. Blocks are (tpr, rows_per_block) as
 // at tl_row_allreduce in compat.h; outputs are contiguous.
-#include "compat.h"
-
-template <typename T> TL_DEV bool tl_aligned16(const T* p) { return ((u64)p & 15) == 0; }
-
-// R consecutive elements of T (R * sizeof(T) <= 16 bytes, a power of two), one access.
-template <typename T, int R> struct alignas(R * sizeof(T)) Run { T v[R]; };
-// dst[r] = p[r * s]: one load when s == 1 and p is aligned to the run.
-template <typename T, int R>
-TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
-    if (s == 1 && ((u64)p & (R * sizeof(T) - 1)) == 0) {
-        const Run<T, R> q = *(const Run<T, R>*)p;
-#pragma unroll
-        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(q.v[r]);
-    } else {
-#pragma unroll
-        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(p[r * s]);
-    }
-}
-// p[r] = src[r] (p contiguous): one store when p is aligned to the run.
-template <typename T, int R>
-TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
-    Run<T, R> q;
-#pragma unroll
-    for (int r = 0; r < R; ++r) q.v[r] = Tr<T>::store(src[r]);
-    if (((u64)p & (R * sizeof(T) - 1)) == 0) {
-        *(Run<T, R>*)p = q;
-    } else {
-#pragma unroll
-        for (int r = 0; r < R; ++r) p[r] = q.v[r];
-    }
-}
+#include "rows.h"  // Run, load_run, store_run, row_exp
 
 // This thread's elements of one row, for kernels that pass over a row several times.
 // A row that is contiguous, 16-byte aligned and a whole number of 16-byte vectors goes
@@ -131,11 +101,6 @@ struct RowCache {
         }, [&](i64 j, A v) { y[j] = Tr<T>::store(h(j, v)); });
     }
 };
-
-// exp inside the row kernels: a 16-bit result cannot see __expf's few-ulp f32 error, and
-// the accurate expf costs enough instructions to bound bf16/f16 softmax.
-template <typename T, typename A>
-TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)__expf((float)x) : tl_exp(x); }
 
 template <typename T, bool Log>
 TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride,

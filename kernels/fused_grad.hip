@@ -3,9 +3,12 @@
 // (A = Tr<T>::acc: f32, or f64 for f64).
 //
 // softmax_bwd_<t>, log_softmax_bwd_<t>     grad in over the last dim, from y and dy
-// layer_norm_bwd_<t>, rms_norm_bwd_<t>     dx (one row kernel) + per-row (mean, rstd)
-// norm_wgrad_<t>, norm_wgrad_finish_<t>    dweight/dbias: partial column sums per row
-//                                          chunk, then one sum per column (no atomics)
+// layer_norm_bwd_<t>, rms_norm_bwd_<t>     dx (one row kernel) + the dweight/dbias partial
+//                                          column sums per block (rows that fit a block),
+//                                          else per-row (mean, rstd) for norm_wgrad
+// norm_wgrad_<t>, norm_wgrad_finish_<t>    dweight/dbias of longer rows: partial column sums
+//                                          per row chunk; the finish sums the partials of
+//                                          either path, one per column (no atomics)
 // cross_entropy_fwd_<t>, _bwd_<t>          log-softmax + NLL per row, softmax - onehot
 // gelu_bwd_<t>, gelu_erf_bwd_<t>, silu_bwd_<t>   dy * f'(x)
 // adamw_<t>                                one in-place AdamW/Adam step per parameter
@@ -13,7 +16,7 @@
 //
 // Row kernels use fused.hip's conventions: `outer` addresses each row's first element,
 // `inner` steps along the row, blocks are (tpr, rows_per_block) (tl_row_allreduce).
-#include "compat.h"
+#include "rows.h"  // RowTile, Run, load_part, store_part, row_exp
 
 // ---- softmax / log_softmax backward ----------------------------------------------------
 // softmax: dx = y * (dy - sum(dy * y));  log_softmax: dx = dy - exp(y) * sum(dy).
@@ -42,57 +45,109 @@ TL_DEV void softmax_bwd_rows(i64 n_rows, i64 row_len, const Strided& yo, i64 yi,
     }
 }
 
-// ---- layer_norm / rms_norm backward: dx ---------------------------------------------------
+// ---- layer_norm / rms_norm backward: dx (+ the weight/bias gradients' partial sums) ---------
 // xhat = (x - mean) * rstd (mean = 0 for rms), gw = dy * w:
 // dx = rstd * (gw - xhat * mean(gw * xhat) - mean(gw))   (no mean(gw) term for rms).
-// mean/rstd are recomputed from x as the forward does; `stats` (nullable) receives them
-// for the weight-gradient kernel.
+// mean/rstd are recomputed from x as the forward does. Rows go by RowTile with
+// TL_NORM_COLS columns per thread. When the host sized the block so that every row fits
+// (tpr * TL_NORM_COLS >= row_len), x and dy are read once and kept in registers, and
+// pw/pb (nullable) receive this block's column sums of dy * xhat and dy: one partial per
+// (block, column), summed by norm_wgrad_finish (fixed order: deterministic, no atomics).
+// Blocks with several rows (tpr <= warpSize) have at most TL_NORM_RED_THREADS threads.
+// Longer rows are re-read per pass; `stats` (nullable) then receives (mean, rstd) for
+// norm_wgrad.
+#define TL_NORM_COLS 16
+#define TL_NORM_RED_THREADS 256
+template <typename T> struct NormTile {
+    enum { N = 16 / sizeof(T), V = TL_NORM_COLS / (16 / sizeof(T)) };
+    typedef RowTile<T, V, true> Tile;
+};
+
 template <typename T, bool Rms>
 TL_DEV void norm_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& go, i64 gi,
                           const T* x, const T* g, const T* w, i64 w_stride, double eps,
-                          typename Tr<T>::acc* stats, T* out) {
+                          typename Tr<T>::acc* stats, typename Tr<T>::acc* pw, typename Tr<T>::acc* pb, T* out) {
     typedef typename Tr<T>::acc A;
+    typedef typename NormTile<T>::Tile Tile;
+    enum { N = Tile::N, S = TL_NORM_COLS };
     __shared__ A smem[TL_MAX_WARPS];
     __shared__ Pair<A> psmem[TL_MAX_WARPS];
+    const bool part = pw || pb;
+    A aw[S], ab[S];  // this thread's column partials, slot c * N + e
+#pragma unroll
+    for (int q = 0; q < S; ++q) { aw[q] = A(0); ab[q] = A(0); }
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
-        const T* xr = x + (valid ? tl_index(xo, row) : 0);
-        const T* gr = g + (valid ? tl_index(go, row) : 0);
+        const i64 len = valid ? row_len : 0;
+        const Tile xr(x + (valid ? tl_index(xo, row) : 0), len, xi);
+        const Tile gr(g + (valid ? tl_index(go, row) : 0), len, gi);
         A mean = A(0);
         if (!Rms) {
-            if (valid)
-                for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) mean += Tr<T>::load(xr[j * xi]);
+            xr.each([&](int, i64, const A* v, int cnt) {
+#pragma unroll
+                for (int e = 0; e < N; ++e) if (e < cnt) mean += v[e];
+            });
             mean = tl_row_allreduce<SumOp<A> >(mean, smem) / (A)row_len;
         }
         A sq = A(0);
-        if (valid)
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) {
-                const A d = Tr<T>::load(xr[j * xi]) - mean;
-                sq += d * d;
-            }
+        xr.each([&](int, i64, const A* v, int cnt) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) if (e < cnt) sq += (v[e] - mean) * (v[e] - mean);
+        });
         sq = tl_row_allreduce<SumOp<A> >(sq, smem);
         const A rstd = A(1) / tl_sqrt(sq / (A)row_len + (A)eps);
         Pair<A> sums; sums.a = A(0); sums.b = A(0);  // sum(gw), sum(gw * xhat)
-        if (valid)
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) {
-                A gw = Tr<T>::load(gr[j * gi]);
-                if (w) gw *= Tr<T>::load(w[j * w_stride]);
+        each2(xr, gr, [&](int, i64 k, const A* xv, const A* gv, int cnt) {
+            A wv[N];
+            if (w) load_part<T, N>(w + k * N * w_stride, w_stride, cnt, wv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                if (e >= cnt) break;
+                const A gw = w ? gv[e] * wv[e] : gv[e];
                 sums.a += gw;
-                sums.b += gw * (Tr<T>::load(xr[j * xi]) - mean) * rstd;
+                sums.b += gw * (xv[e] - mean) * rstd;
             }
+        });
         sums = tl_row_allreduce<PairSumOp<A> >(sums, psmem);
         if (!valid) continue;
         if (stats && threadIdx.x == 0) { stats[2 * row] = mean; stats[2 * row + 1] = rstd; }
         const A inv_n = A(1) / (A)row_len;
         const A mean_gw = Rms ? A(0) : sums.a * inv_n, mean_gwx = sums.b * inv_n;
         T* o = out + row * row_len;
-        for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) {
-            A gw = Tr<T>::load(gr[j * gi]);
-            if (w) gw *= Tr<T>::load(w[j * w_stride]);
-            const A xhat = (Tr<T>::load(xr[j * xi]) - mean) * rstd;
-            o[j] = Tr<T>::store(rstd * (gw - xhat * mean_gwx - mean_gw));
+        each2(xr, gr, [&](int c, i64 k, const A* xv, const A* gv, int cnt) {
+            A wv[N], d[N];
+            if (w) load_part<T, N>(w + k * N * w_stride, w_stride, cnt, wv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                const A xhat = (xv[e] - mean) * rstd;
+                d[e] = rstd * ((w ? gv[e] * wv[e] : gv[e]) - xhat * mean_gwx - mean_gw);
+                if (part && e < cnt) { aw[c * N + e] += gv[e] * xhat; ab[c * N + e] += gv[e]; }
+            }
+            store_part<T, N>(o + k * N, d, cnt);
+        });
+    }
+    if (!part) return;
+    // the block's rows meet in shared memory, one slot at a time, in row order
+    __shared__ A red[2 * TL_NORM_RED_THREADS];
+    const int tpr = blockDim.x, nt = tpr * blockDim.y, t = threadIdx.y * tpr + threadIdx.x;
+    A* const pwb = pw + (pw ? (i64)blockIdx.x * row_len : 0);
+    A* const pbb = pb + (pb ? (i64)blockIdx.x * row_len : 0);
+#pragma unroll
+    for (int q = 0; q < S; ++q) {
+        const i64 col = ((i64)threadIdx.x + (i64)(q / N) * tpr) * N + q % N;
+        A sw = aw[q], sb = ab[q];
+        if (blockDim.y > 1) {
+            __syncthreads();
+            red[t] = sw; red[nt + t] = sb;
+            __syncthreads();
+            if (threadIdx.y != 0) continue;
+            for (int y = 1; y < (int)blockDim.y; ++y) { sw += red[y * tpr + threadIdx.x]; sb += red[nt + y * tpr + threadIdx.x]; }
+        }
+        if (col < row_len) {
+            if (pw) pwb[col] = sw;
+            if (pb) pbb[col] = sb;
         }
     }
 }
@@ -129,16 +184,30 @@ TL_DEV void norm_wgrad_map(i64 n_rows, i64 row_len, i64 rows_per_chunk, const St
     if (pb) pb[chunk * row_len + c] = ab;
 }
 
+// Block (32, by), by * 32 <= TL_FINISH_THREADS: thread (tx, ty) sums column c's chunks
+// ty, ty + by, ...; the by partials meet in shared memory in a fixed order.
+#define TL_FINISH_THREADS 512
 template <typename T>
 TL_DEV void norm_wgrad_finish_map(i64 n_chunks, i64 row_len, const typename Tr<T>::acc* pw,
                                   const typename Tr<T>::acc* pb, T* dw, T* db) {
     typedef typename Tr<T>::acc A;
-    TL_GRID_LOOP(c, row_len) {
+    __shared__ A sw[TL_FINISH_THREADS], sb[TL_FINISH_THREADS];
+    const int bx = blockDim.x, t = threadIdx.y * bx + threadIdx.x;
+    for (i64 c0 = (i64)blockIdx.x * bx; c0 < row_len; c0 += (i64)gridDim.x * bx) {
+        const i64 c = c0 + threadIdx.x;
         A aw = A(0), ab = A(0);
-        for (i64 k = 0; k < n_chunks; ++k) {
-            if (pw) aw += pw[k * row_len + c];
-            if (pb) ab += pb[k * row_len + c];
+        if (c < row_len) {
+#pragma unroll 4
+            for (i64 k = threadIdx.y; k < n_chunks; k += blockDim.y) {
+                if (pw) aw += pw[k * row_len + c];
+                if (pb) ab += pb[k * row_len + c];
+            }
         }
+        __syncthreads();  // the previous column tile's sums are read
+        sw[t] = aw; sb[t] = ab;
+        __syncthreads();
+        if (threadIdx.y != 0 || c >= row_len) continue;
+        for (int y = 1; y < (int)blockDim.y; ++y) { aw += sw[y * bx + threadIdx.x]; ab += sb[y * bx + threadIdx.x]; }
         if (dw) dw[c] = Tr<T>::store(aw);
         if (db) db[c] = Tr<T>::store(ab);
     }
@@ -148,29 +217,53 @@ TL_DEV void norm_wgrad_finish_map(i64 n_chunks, i64 row_len, const typename Tr<T
 // Per row r with target t = tgt[r]: lse = logsumexp(x[r]); wt = w[t] (1 without weights,
 // 0 when t == ignore_index); loss = wt * (lse - x[r, t]). Outputs are A-typed, one per
 // row. A target outside [0, C) that is not ignore_index sets *err (the host raises) and
-// counts as ignored.
+// counts as ignored. The logits are read once: each thread keeps a running (max, sum of
+// exp(x - max)), rescaled when the max grows, and the row's threads merge theirs.
+#define TL_CE_VECTORS 4  // 16-byte vectors in flight per thread
+template <typename A> struct LseState { A m, s; };
+template <typename A> struct LseOp {
+    typedef LseState<A> State;
+    static TL_DEV State combine(State a, State b) {
+        State r;
+        r.m = MaxOp<A>::combine(a.m, b.m);
+        r.s = r.m == tl_lowest<A>() ? A(0) : a.s * tl_exp(a.m - r.m) + b.s * tl_exp(b.m - r.m);
+        return r;
+    }
+    static TL_DEV State shfl(State v, int m, int w) {
+        State r; r.m = tl_shfl_xor(v.m, m, w); r.s = tl_shfl_xor(v.s, m, w); return r;
+    }
+};
+
 template <typename T>
 TL_DEV void cross_entropy_fwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& tl,
                                    const i64* tgt, const T* w, i64 w_stride, i64 ignore_index, const T* x,
                                    typename Tr<T>::acc* loss, typename Tr<T>::acc* lse_out,
                                    typename Tr<T>::acc* wt_out, int* err) {
     typedef typename Tr<T>::acc A;
-    __shared__ A smem[TL_MAX_WARPS];
+    typedef RowTile<T, TL_CE_VECTORS, false> Tile;
+    enum { N = Tile::N };
+    __shared__ LseState<A> smem[TL_MAX_WARPS];
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
         const T* xr = x + (valid ? tl_index(xo, row) : 0);
-        A m = tl_lowest<A>();
-        if (valid)
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) m = MaxOp<A>::combine(m, Tr<T>::load(xr[j * xi]));
-        m = tl_row_allreduce<MaxOp<A> >(m, smem);
-        A s = A(0);
-        if (valid)
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) s += tl_exp(Tr<T>::load(xr[j * xi]) - m);
-        s = tl_row_allreduce<SumOp<A> >(s, smem);
+        LseState<A> st; st.m = tl_lowest<A>(); st.s = A(0);
+        Tile(xr, valid ? row_len : 0, xi).each([&](int, i64, const A* v, int cnt) {
+            A vm = tl_lowest<A>();
+#pragma unroll
+            for (int e = 0; e < N; ++e) if (e < cnt) vm = MaxOp<A>::combine(vm, v[e]);
+            const A mn = MaxOp<A>::combine(st.m, vm);
+            if (mn == tl_lowest<A>()) return;  // nothing but -inf so far
+            A acc = A(0);
+#pragma unroll
+            for (int e = 0; e < N; ++e) if (e < cnt) acc += tl_exp(v[e] - mn);
+            st.s = (st.m == mn ? st.s : st.s * tl_exp(st.m - mn)) + acc;
+            st.m = mn;
+        });
+        st = tl_row_allreduce<LseOp<A> >(st, smem);
         if (!valid || threadIdx.x != 0) continue;
-        const A lse = m + tl_log(s);
+        const A lse = st.m + tl_log(st.s);
         const i64 t = tgt[tl_index(tl, row)];
         A wt = A(0), l = A(0);
         if (t != ignore_index) {
@@ -186,23 +279,44 @@ TL_DEV void cross_entropy_fwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
 }
 
 // dx[r, c] = dloss[r] * wt[r] * (exp(x[r, c] - lse[r]) - (c == t[r])); rows with wt 0
-// (ignored) get 0. dloss is read through its Strided layout (a broadcast scalar for the
-// 'mean' and 'sum' reductions).
+// (ignored) get 0 without reading x. dloss is read through its Strided layout (a
+// broadcast scalar for the 'mean' and 'sum' reductions). Row kernel (blocks as the
+// forward's): the per-row values are read once per row, the logits by vectors.
 template <typename T>
-TL_DEV void cross_entropy_bwd_map(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& tl,
-                                  const i64* tgt, const Strided& gl, const typename Tr<T>::acc* gloss,
-                                  const typename Tr<T>::acc* lse, const typename Tr<T>::acc* wt, const T* x,
-                                  T* out) {
+TL_DEV void cross_entropy_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& tl,
+                                   const i64* tgt, const Strided& gl, const typename Tr<T>::acc* gloss,
+                                   const typename Tr<T>::acc* lse, const typename Tr<T>::acc* wt, const T* x,
+                                   T* out) {
     typedef typename Tr<T>::acc A;
-    TL_GRID_LOOP(e, n_rows * row_len) {
-        const i64 r = e / row_len, c = e - r * row_len;
-        const A wr = wt[r];
-        A d = A(0);
-        if (wr != A(0)) {
-            const A p = tl_exp(Tr<T>::load(x[tl_index(xo, r) + c * xi]) - lse[r]);
-            d = gloss[tl_index(gl, r)] * wr * (c == tgt[tl_index(tl, r)] ? p - A(1) : p);
+    typedef RowTile<T, TL_CE_VECTORS, false> Tile;
+    enum { N = Tile::N };
+    const i64 rpb = blockDim.y;
+    for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
+        const i64 row = base + threadIdx.y;
+        if (row >= n_rows) continue;  // no block-wide steps here
+        T* o = out + row * row_len;
+        const A wr = wt[row];
+        if (wr == A(0)) {
+            A z[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) z[e] = A(0);
+            for (i64 k = threadIdx.x; k * N < row_len; k += blockDim.x) {
+                const i64 left = row_len - k * N;
+                store_part<T, N>(o + k * N, z, left < N ? (int)left : (int)N);
+            }
+            continue;
         }
-        out[e] = Tr<T>::store(d);
+        const A scale = gloss[tl_index(gl, row)] * wr, l = lse[row];
+        const i64 t = tgt[tl_index(tl, row)];
+        Tile(x + tl_index(xo, row), row_len, xi).each([&](int, i64 k, const A* v, int cnt) {
+            A d[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                const A p = row_exp<T>(v[e] - l);
+                d[e] = scale * (k * N + e == t ? p - A(1) : p);
+            }
+            store_part<T, N>(o + k * N, d, cnt);
+        });
     }
 }
 
@@ -326,13 +440,13 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     }                                                                                         \
     extern "C" __global__ void layer_norm_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, \
         Strided go, i64 gi, const T* x, const T* g, const T* w, i64 w_stride, double eps,      \
-        Tr<T>::acc* stats, T* out) {                                                          \
-        norm_bwd_rows<T, false>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, out); \
+        Tr<T>::acc* stats, Tr<T>::acc* pw, Tr<T>::acc* pb, T* out) {                          \
+        norm_bwd_rows<T, false>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, pw, pb, out); \
     }                                                                                         \
     extern "C" __global__ void rms_norm_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, \
         Strided go, i64 gi, const T* x, const T* g, const T* w, i64 w_stride, double eps,      \
-        Tr<T>::acc* stats, T* out) {                                                          \
-        norm_bwd_rows<T, true>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, out); \
+        Tr<T>::acc* stats, Tr<T>::acc* pw, T* out) {                                          \
+        norm_bwd_rows<T, true>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, pw, 0, out); \
     }                                                                                         \
     extern "C" __global__ void norm_wgrad_##sfx(i64 n_rows, i64 row_len, i64 rows_per_chunk,  \
         Strided xo, i64 xi, Strided go, i64 gi, const T* x, const T* g, const Tr<T>::acc* stats, \
@@ -352,7 +466,7 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     extern "C" __global__ void cross_entropy_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, \
         Strided tl, const i64* tgt, Strided gl, const Tr<T>::acc* gloss, const Tr<T>::acc* lse, \
         const Tr<T>::acc* wt, const T* x, T* out) {                                           \
-        cross_entropy_bwd_map<T>(n_rows, row_len, xo, xi, tl, tgt, gl, gloss, lse, wt, x, out); \
+        cross_entropy_bwd_rows<T>(n_rows, row_len, xo, xi, tl, tgt, gl, gloss, lse, wt, x, out); \
     }                                                                                         \
     extern "C" __global__ void gelu_bwd_##sfx(i64 n, Strided Lx, Strided Lg, const T* x, const T* g, T* out) { \
         act_bwd_map<DGelu, T>(n, Lx, Lg, x, g, out);                                          \

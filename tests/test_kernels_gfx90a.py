@@ -448,6 +448,8 @@ def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
             assert x.unary_backward(op, lx, g, lg).numel == 240
     big = _storage(dev, 3000 * 40, dt)  # many row chunks for the weight gradient
     big.layer_norm_backward(Layout((3000, 40)), big, Layout((40, 3000)).transpose(0, 1), None, None, 1e-5, True, True)
+    # rows longer than a block keeps in registers (1024 x 16): per-row stats, then norm_wgrad
+    big.layer_norm_backward(Layout((2, 20000)), big, Layout((2, 20000)), None, None, 1e-5, True, True)
     cs = _storage(dev, 5 * 4, dt)
     for variant in ("rope", "rope_i"):
         g.rope_backward(glay, cs, Layout((5, 4)).broadcast_as((2, 5, 4)), cs, Layout((2, 5, 4), (0, 4, 1)), variant)

@@ -122,6 +122,7 @@ _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHU
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
+_NORM_COLS = 16                                  # TL_NORM_COLS in fused_grad.hip: columns per thread
 _COL_BLOCK = (32, 8)                             # reduce_cols: 32 neighbouring rows x 8 (TL_COL_THREADS)
 
 
@@ -246,6 +247,12 @@ def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1):
     # small blocks: enough of them to fill each multiprocessor's 2048 threads
     grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
     dev.launch(kernel, grid, (tpr, rpb), args)
+
+
+def _ce_vector(dtype, inner_stride: int) -> int:
+    """Row geometry of the cross-entropy kernels (fused_grad.hip, RowTile): contiguous
+    rows go by 16-byte vectors (any length or alignment: the rest element by element)."""
+    return 16 // dtype.itemsize if inner_stride == 1 else 1
 
 
 def _rows_of(layout: Layout) -> Tuple[int, int, Layout, int]:
@@ -873,26 +880,67 @@ class GpuStorage(BackendStorage):
         return dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
 
     def _norm_backward(self, name, op, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        """dx in one row kernel (fused_grad.hip norm_bwd_rows). Rows of at most
+        1024 * _NORM_COLS elements: one block per row group keeps its rows in registers and
+        writes its column partials of dweight/dbias in the same pass, and one finish
+        kernel sums them (two launches). Longer rows: per-row stats, then norm_wgrad."""
+        self._check_grad(op, layout, grad, grad_layout)
         wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
-        n_rows, row_len = _rows_of(layout)[:2]
-        # per-row (mean, rstd) for the weight gradient; the bias gradient needs none
-        stats = self._new(2 * n_rows, self._acc_dtype()) if weight_grad and n_rows * row_len else None
-        dx = self._rows_bwd(name, op, layout, grad, grad_layout, (*wargs, ("double", float(eps))), stats)
+        dev, t, acc = self.device, self.dtype.short, self._acc_dtype()
+        kernel = _kernel(dev, f"{name}_{t}", op, self=(self, layout), grad=(grad, grad_layout))
+        n_rows, row_len, xo, xi = _rows_of(layout)
+        _, _, go, gi = _rows_of(grad_layout)
+        dx = self._new(n_rows * row_len)
         dw = self._new(row_len) if weight_grad else None
         db = self._new(row_len) if bias_grad else None
-        if dw is None and db is None:
-            return dx, dw, db
-        if n_rows * row_len == 0:  # empty sums
+        if dx.numel == 0:  # empty sums
             for st in (dw, db):
                 if st is not None and st.numel:
-                    self.device.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+                    dev.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
             return dx, dw, db
-        self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
+        cap = min(1024, kernel.max_threads)
+        tpr = 1
+        while tpr * _NORM_COLS < row_len and 2 * tpr <= cap:
+            tpr *= 2
+        fused = tpr * _NORM_COLS >= row_len
+        if fused:  # several rows per block only inside a warp, at most 256 threads (TL_NORM_RED_THREADS)
+            rpb = 1 if tpr > dev.warp_size else max(1, min(_BLOCK, cap) // tpr)
+            grid = min(-(-n_rows // rpb), _sm_count(dev) * max(1, 1024 // (tpr * rpb)))
+        else:
+            tpr, rpb = _row_block(dev, n_rows, -(-row_len // _NORM_COLS), cap)
+            grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
+        pw = self._new(grid * row_len, acc) if fused and dw is not None else None
+        pb = self._new(grid * row_len, acc) if fused and db is not None else None
+        stats = self._new(2 * n_rows, acc) if not fused and dw is not None else None
+        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
+        parts = [("ptr", ptr(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", ptr(pb))])
+        dev.launch(kernel, grid, (tpr, rpb),
+                   [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                    ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), ("ptr", ptr(stats)), *parts,
+                    ("ptr", dx.buffer.ptr)])
+        if dw is None and db is None:
+            return dx, dw, db
+        if fused:
+            self._norm_wgrad_finish(grid, row_len, pw, pb, dw, db)
+        else:
+            self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
         return dx, dw, db
 
+    def _norm_wgrad_finish(self, n_chunks, row_len, pw, pb, dw, db):
+        """dw/db = column sums of the (n_chunks, row_len) partials (fused_grad.hip
+        norm_wgrad_finish: 32 columns x up to 16 chunk lanes per block, fixed order)."""
+        dev = self.device
+        kernel = _kernel(dev, f"norm_wgrad_finish_{self.dtype.short}", "norm_backward")
+        by = max(1, min(16, n_chunks, kernel.max_threads // 32))  # TL_FINISH_THREADS: 32 * 16
+        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
+        dev.launch(kernel, _grid(dev, row_len, 32), (32, by),
+                   [("int64", n_chunks), ("int64", row_len), ("ptr", ptr(pw)), ("ptr", ptr(pb)),
+                    ("ptr", ptr(dw)), ("ptr", ptr(db))])
+
     def _norm_wgrad(self, layout, grad, grad_layout, stats, dw, db):
-        """dweight/dbias as column sums: per (row chunk, column) partials, then one sum per
-        column (deterministic, no atomics)."""
+        """dweight/dbias of rows too long for the fused pass, as column sums: per (row
+        chunk, column) partials, then one sum per column (deterministic, no atomics)."""
         dev = self.device
         t, acc = self.dtype.short, self._acc_dtype()
         n_rows, row_len, xo, xi = _rows_of(layout)
@@ -913,9 +961,7 @@ class GpuStorage(BackendStorage):
                    [("int64", n_rows), ("int64", row_len), ("int64", rows_per_chunk), ("bytes", _pack_strided(xo)[0]),
                     ("int64", xi), ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
                     ("ptr", grad.buffer.ptr), ("ptr", ptr(stats)), ("ptr", ptr(pw)), ("ptr", ptr(pb))])
-        dev.launch(_kernel(dev, f"norm_wgrad_finish_{t}", "norm_backward", self=(self, layout)),
-                   _grid(dev, row_len), _BLOCK, [("int64", n_chunks), ("int64", row_len), ("ptr", ptr(pw)),
-                                                 ("ptr", ptr(pb)), ("ptr", ptr(dw)), ("ptr", ptr(db))])
+        self._norm_wgrad_finish(n_chunks, row_len, pw, pb, dw, db)
 
     def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
         return self._norm_backward("layer_norm_bwd", "layer_norm_backward", layout, grad, grad_layout, weight,
@@ -951,7 +997,8 @@ class GpuStorage(BackendStorage):
                      [("int64", n_rows), ("int64", n_cls), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
                       ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
                       ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
-                      ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)])
+                      ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
+                     vector=_ce_vector(self.dtype, xi))
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
         if host[0]:
@@ -974,12 +1021,13 @@ class GpuStorage(BackendStorage):
         if out.numel == 0:
             return out
         dev = self.device
-        dev.launch(_kernel(dev, f"cross_entropy_bwd_{self.dtype.short}", op, self=(self, layout)),
-                   _grid(dev, out.numel), _BLOCK,
-                   [("int64", n_rows), ("int64", n_cls), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
-                    ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr),
-                    ("bytes", _pack_strided(grad_layout)[0]), ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr),
-                    ("ptr", wt.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)])
+        _launch_rows(dev, _kernel(dev, f"cross_entropy_bwd_{self.dtype.short}", op, self=(self, layout)),
+                     n_rows, n_cls,
+                     [("int64", n_rows), ("int64", n_cls), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                      ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr),
+                      ("bytes", _pack_strided(grad_layout)[0]), ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr),
+                      ("ptr", wt.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)],
+                     vector=_ce_vector(self.dtype, xi))
         return out
 
     def unary_backward(self, op, layout, grad, grad_layout):

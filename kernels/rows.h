@@ -1,0 +1,146 @@
+// Row helpers shared by fused.hip and fused_grad.hip: runs of elements moved in one
+// access, and RowTile (a thread's fixed share of a row, by 16-byte vectors).
+#pragma once
+#include "compat.h"
+
+template <typename T> TL_DEV bool tl_aligned16(const T* p) { return ((u64)p & 15) == 0; }
+
+// R consecutive elements of T (R * sizeof(T) <= 16 bytes, a power of two), one access.
+template <typename T, int R> struct alignas(R * sizeof(T)) Run { T v[R]; };
+// dst[r] = p[r * s]: one load when s == 1 and p is aligned to the run.
+template <typename T, int R>
+TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
+    if (s == 1 && ((u64)p & (R * sizeof(T) - 1)) == 0) {
+        const Run<T, R> q = *(const Run<T, R>*)p;
+#pragma unroll
+        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(q.v[r]);
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(p[r * s]);
+    }
+}
+// p[r] = src[r] (p contiguous): one store when p is aligned to the run.
+template <typename T, int R>
+TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
+    Run<T, R> q;
+#pragma unroll
+    for (int r = 0; r < R; ++r) q.v[r] = Tr<T>::store(src[r]);
+    if (((u64)p & (R * sizeof(T) - 1)) == 0) {
+        *(Run<T, R>*)p = q;
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) p[r] = q.v[r];
+    }
+}
+
+// exp inside the row kernels: a 16-bit result cannot see __expf's few-ulp f32 error, and
+// the accurate expf costs enough instructions to bound bf16/f16 softmax.
+template <typename T, typename A>
+TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)__expf((float)x) : tl_exp(x); }
+
+// A thread's share of one row of n elements (stride `stride`): the 16-byte vectors
+// k = threadIdx.x + c * blockDim.x (elements k*N .. k*N+N-1). The share depends only on
+// the thread and n, never on the row's alignment: a kernel that sums per column across
+// rows (layer norm's weight gradient) keeps its partials in registers indexed by slot.
+// Whole vectors of a contiguous, 16-byte aligned row are one load; other rows (strided,
+// misaligned views, the partial last vector) go element by element into the same slots.
+// Cache: the row's slots are read once, in the constructor, and kept in registers
+// (packed storage type) when the row fits in V slots per thread; otherwise (or without
+// Cache) each pass reads V vectors per step, all issued before any is used.
+template <typename T, int V, bool Cache>
+struct RowTile {
+    typedef typename Tr<T>::acc A;
+    enum { N = 16 / sizeof(T) };
+    Run<T, N> raw[Cache ? V : 1];
+    const T* x;
+    i64 n, stride;
+    bool vec, cached;
+    TL_DEV RowTile(const T* x_, i64 n_, i64 stride_)
+        : x(x_), n(n_), stride(stride_), vec(stride_ == 1 && tl_aligned16(x_)),
+          cached(Cache && n_ <= (i64)blockDim.x * V * N) {
+        if (!Cache || !cached) return;
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            const i64 k = threadIdx.x + (i64)c * blockDim.x;
+            if (k * N < n) raw[Cache ? c : 0] = fetch(k);
+        }
+    }
+    TL_DEV Run<T, N> fetch(i64 k) const {
+        const i64 j = k * N;
+        if (vec && j + N <= n) return ((const Run<T, N>*)x)[k];
+        Run<T, N> q;
+#pragma unroll
+        for (int e = 0; e < N; ++e) q.v[e] = j + e < n ? x[(j + e) * stride] : Tr<T>::store(typename Tr<T>::acc(0));
+        return q;
+    }
+    // slot c's vector k: from registers when cached
+    TL_DEV Run<T, N> slot(int c, i64 k) const { return Cache && cached ? raw[Cache ? c : 0] : fetch(k); }
+    // f(c, k, vals, cnt) for each of this thread's vectors: slot c (a constant after
+    // unrolling), vector k, its values widened, cnt (<= N) of them inside the row.
+    template <typename F>
+    TL_DEV void each(F f) const {
+        const i64 step = blockDim.x;
+        for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * V) {
+            Run<T, N> q[V];
+#pragma unroll
+            for (int c = 0; c < V; ++c)
+                if ((k0 + c * step) * N < n) q[c] = slot(c, k0 + c * step);
+#pragma unroll
+            for (int c = 0; c < V; ++c) {
+                const i64 k = k0 + c * step;
+                if (k * N >= n) break;
+                A t[N];
+#pragma unroll
+                for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q[c].v[e]);
+                const i64 left = n - k * N;
+                f(c, k, (const A*)t, left < N ? (int)left : (int)N);
+            }
+        }
+    }
+};
+
+// Two tiles of rows of one length (the same slots), walked together: f(c, k, a, b, cnt).
+template <typename T, int V, bool Cache, typename F>
+TL_DEV void each2(const RowTile<T, V, Cache>& ra, const RowTile<T, V, Cache>& rb, F f) {
+    typedef typename Tr<T>::acc A;
+    const int N = RowTile<T, V, Cache>::N;
+    const i64 step = blockDim.x, n = ra.n;
+    for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * V) {
+        Run<T, N> qa[V], qb[V];
+#pragma unroll
+        for (int c = 0; c < V; ++c)
+            if ((k0 + c * step) * N < n) { qa[c] = ra.slot(c, k0 + c * step); qb[c] = rb.slot(c, k0 + c * step); }
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            const i64 k = k0 + c * step;
+            if (k * N >= n) break;
+            A a[N], b[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) { a[e] = Tr<T>::load(qa[c].v[e]); b[e] = Tr<T>::load(qb[c].v[e]); }
+            const i64 left = n - k * N;
+            f(c, k, (const A*)a, (const A*)b, left < N ? (int)left : (int)N);
+        }
+    }
+}
+
+// p[0 .. cnt) = src (p contiguous): one store for a whole vector.
+template <typename T, int N>
+TL_DEV void store_part(T* p, const typename Tr<T>::acc* src, int cnt) {
+    if (cnt == N) {
+        store_run<T, N>(p, src);
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e)
+            if (e < cnt) p[e] = Tr<T>::store(src[e]);
+    }
+}
+// dst[e] = p[e * s] for e < cnt (the rest 0): one load for a whole aligned run.
+template <typename T, int N>
+TL_DEV void load_part(const T* p, i64 s, int cnt, typename Tr<T>::acc* dst) {
+    if (cnt == N) {
+        load_run<T, N>(p, s, dst);
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e) dst[e] = e < cnt ? Tr<T>::load(p[e * s]) : typename Tr<T>::acc(0);
+    }
+}
