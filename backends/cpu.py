@@ -26,7 +26,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
-                                adam_state_dtype, sdpa_mode)
+                                adam_state_dtype, sdpa_layout, sdpa_mode)
 from tensorlite.errors import DeviceError, DTypeError, IndexOutOfRange, ShapeError, describe
 from tensorlite.layout import Layout
 
@@ -248,6 +248,11 @@ class CpuStorage(BackendStorage):
         dtype = self.dtype if dtype is None else dtype
         return CpuStorage(np.ascontiguousarray(_cast(np.asarray(arr), dtype)).reshape(-1),
                           dtype, self.device)
+
+    def _new_in(self, arr: np.ndarray, layout: Layout) -> "CpuStorage":
+        """Wrap a result of layout.shape stored as the dense (non-contiguous) `layout` says."""
+        order = sorted(range(arr.ndim), key=lambda i: -layout.strides[i])  # outermost first
+        return self._new(np.transpose(arr, order))
 
     def _ids(self, op, ids: "CpuStorage", ids_layout: Layout, size: int, layout: Layout) -> np.ndarray:
         """Index operand as int64, bounds-checked against `size`."""
@@ -649,7 +654,7 @@ class CpuStorage(BackendStorage):
             total = p.sum(axis=-1, keepdims=True)
             p = p / np.where(dead, 1, total)
             lse = np.where(dead, -np.inf, row_max + np.log(np.where(dead, 1, total)))[..., 0]
-        out = self._new(p @ vv)
+        out = self._new_in(p @ vv, sdpa_layout(layout, vv.shape[-1]))
         if not return_lse:
             return out
         if mode == "gemm":  # the switch forces the composite backward everywhere
@@ -682,7 +687,8 @@ class CpuStorage(BackendStorage):
 
         def per_kv_head(t):  # the query heads that share a kv head add their gradients
             return t.reshape(b, hq // groups, groups, *t.shape[2:]).sum(2)
-        return self._new(dq), self._new(per_kv_head(dkx)), self._new(per_kv_head(dvx))
+        return (self._new_in(dq, sdpa_layout(layout)), self._new_in(per_kv_head(dkx), sdpa_layout(k_layout)),
+                self._new_in(per_kv_head(dvx), sdpa_layout(v_layout)))
 
 
 # =====================================================================================

@@ -7,15 +7,17 @@
 //
 // Entry points (DP = head dim the instantiation is padded to: 32, 64 or 128; the host
 // picks the smallest DP >= max(d, dv)):
-//   flash_fwd{DP}_<t>   out (b, hq, L, dv) contiguous, lse (b, hq, L) f32 (may be null)
+//   flash_fwd{DP}_<t>   out (b, hq, L, dv) through its view ov, lse (b, hq, L) f32 contiguous (may be null)
 //   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
 //                       device has them (compat.h TL_HAS_MMA; the host checks the arch)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
-//   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) contiguous in T; dq accumulated atomically
-//                       into a zeroed f32 (b, hq, L, d) buffer
+//   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) in T through their views dkv, dvv; dq accumulated
+//                       atomically into a zeroed f32 (b, hq, L, d) buffer through its view dqv
 // Operands are (b, h, t, d) views passed by strides (View4), so transposed (b, t, h, d)
-// inputs need no copy. GQA: query head h reads kv head h / (hq / hk). Masking: causal
+// inputs need no copy; results are written through views too (the host lays them out in
+// the operands' memory order, tensorlite.backend.sdpa_layout), whose rows must be
+// contiguous (their s3 is not read). GQA: query head h reads kv head h / (hq / hk). Masking: causal
 // drops key j for query l when j > l + causal_shift (0: top-left); mask_kind 0 none,
 // 1 bool (true = keep), 2 additive in T, a (b, hq, L, S) view (stride 0 broadcasts).
 // A query row whose keys are all dropped gets zeros and lse = -inf (as the cpu reference).
@@ -123,8 +125,8 @@ template <typename T, int DP> struct FwdTile {
 };
 
 template <typename T, int DP>
-TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& mv,
-                      const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
+                      const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
     typedef FwdTile<T, DP> F;
     const int BM = F::BM, BN = F::BN, TM = F::TM, TN = F::TN, TD = F::TD;
     __shared__ typename F::Smem sm;
@@ -223,11 +225,11 @@ TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, cons
         for (int o = 8; o > 0; o >>= 1) tot += tl_shfl_xor(tot, o, 16);
         const i64 l = l0 + ty * TM + a;
         if (l >= p.L) continue;
-        const i64 row = (bi * p.hq + h) * p.L + l;
+        const i64 row = (bi * p.hq + h) * p.L + l, ob = ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2;
         const float inv = tot > 0.0f ? 1.0f / tot : 0.0f;  // fully masked row: zeros
 #pragma unroll
         for (int c = 0; c < TD; ++c)
-            if (tx * TD + c < p.dv) out[row * p.dv + tx * TD + c] = Tr<T>::store(acc[a][c] * inv);
+            if (tx * TD + c < p.dv) out[ob + tx * TD + c] = Tr<T>::store(acc[a][c] * inv);
         if (lse && tx == 0) lse[row] = tot > 0.0f ? m[a] + logf(tot) : att_neg_inf();
     }
 }
@@ -270,8 +272,9 @@ template <typename T, int DP> struct BwdTile {
 
 template <typename T, int DP>
 TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
-                      const View4& mv, const void* mask, const T* q, const T* k, const T* v, const T* g,
-                      const float* lse, const float* Dr, float* dq, T* dk, T* dv) {
+                      const View4& dqv, const View4& dkv, const View4& dvv, const View4& mv, const void* mask,
+                      const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr, float* dq,
+                      T* dk, T* dv) {
     typedef BwdTile<T, DP> B;
     const int BN = B::BN, BM = B::BM, TNK = B::TNK, TMQ = B::TMQ, TD = B::TD, LD = B::LD, VP = B::VP;
     __shared__ typename B::Smem sm;
@@ -402,12 +405,12 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
             }
 #pragma unroll
             for (int a = 0; a < TMQ; ++a) {
-                const i64 i = i0 + ty + 16 * a;
+                const i64 i = i0 + ty + 16 * a, qb = dqv.offset + bi * dqv.s0 + h * dqv.s1 + i * dqv.s2;
                 if (i < p.L)
 #pragma unroll
                     for (int c = 0; c < TD; ++c)
                         if (tx + 16 * c < p.d && aq[a][c] != 0.0f)
-                            tl_atomic_add(&dq[(row0 + i) * p.d + tx + 16 * c], aq[a][c] * p.scale);
+                            tl_atomic_add(&dq[qb + tx + 16 * c], aq[a][c] * p.scale);
             }
         }
     }
@@ -415,12 +418,13 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     for (int a = 0; a < TNK; ++a) {
         const i64 j = j0 + ty + 16 * a;
         if (j >= p.S) continue;
-        const i64 row = (bi * p.hk + hkv) * p.S + j;
+        const i64 kb = dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2;
+        const i64 vb = dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2;
 #pragma unroll
         for (int c = 0; c < TD; ++c) {
             const int x = tx * TD + c;
-            if (x < p.d) dk[row * p.d + x] = Tr<T>::store(adk[a][c] * p.scale);
-            if (x < p.dv) dv[row * p.dv + x] = Tr<T>::store(adv[a][c]);
+            if (x < p.d) dk[kb + x] = Tr<T>::store(adk[a][c] * p.scale);
+            if (x < p.dv) dv[vb + x] = Tr<T>::store(adv[a][c]);
         }
     }
 }
@@ -475,8 +479,9 @@ TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, 
 }
 
 template <typename T, int DP, int NW>
-TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& mv,
-                          const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
+                          const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out,
+                          float* lse) {
 #if defined(TL_HAS_MMA)
     typedef MmaFwdTile<T, DP, NW> F;
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
@@ -635,7 +640,8 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 const i64 l = lt + tl_mma_acc_row(i);
                 const int x = 16 * c + tl_mma_acc_col(i);
                 if (l < p.L && x < p.dv)
-                    out[((bi * p.hq + h) * p.L + l) * p.dv + x] = Tr<T>::store(o[t][c].x[i] * inv[tl_mma_acc_slot(i)]);
+                    out[ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2 + x] =
+                        Tr<T>::store(o[t][c].x[i] * inv[tl_mma_acc_slot(i)]);
             }
         if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
 #pragma unroll
@@ -673,8 +679,9 @@ template <typename T, int DP, int NW> struct MmaBwdTile {
 
 template <typename T, int DP, int NW>
 TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
-                          const View4& mv, const void* mask, const T* q, const T* k, const T* v, const T* g,
-                          const float* lse, const float* Dr, float* dq, T* dk, T* dv) {
+                          const View4& dqv, const View4& dkv, const View4& dvv, const View4& mv, const void* mask,
+                          const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,
+                          float* dq, T* dk, T* dv) {
 #if defined(TL_HAS_MMA)
     typedef MmaBwdTile<T, DP, NW> B;
     const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16;
@@ -726,7 +733,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         hh = groups;
     }
     while (hh < groups) {
-        const i64 h = hkv * groups + hh, row0 = (bi * p.hq + h) * p.L;
+        const i64 h = hkv * groups + hh;
         tl_cp_async_wait_all();
         __syncthreads();  // the step's tiles are in; every warp is done with the previous dS
         // Rows past the causal diagonal of all this warp's keys: P = dS = 0 here.
@@ -823,7 +830,8 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + x, LD);
                 tl_mma_16x16x16<T>(aq, da, kb);
             }
-            tl_mma_atomic_add_acc(dq + (row0 + l) * p.d + x, p.d, aq, p.scale, (int)(p.L - l < 16 ? p.L - l : 16),
+            tl_mma_atomic_add_acc(dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2 + x, dqv.s2, aq, p.scale,
+                                  (int)(p.L - l < 16 ? p.L - l : 16),
                                   (int)(p.d - x < 16 ? p.d - x : 16));
         }
         if (next && tid < BM) {  // lse2 and dr are read again after the next barrier
@@ -838,39 +846,39 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             const i64 j = jw + tl_mma_acc_row(i);
             const int x = 16 * c + tl_mma_acc_col(i);
             if (j >= p.S) continue;
-            const i64 row = (bi * p.hk + hkv) * p.S + j;
-            if (x < p.d) dk[row * p.d + x] = Tr<T>::store(adk[c].x[i] * p.scale);
-            if (x < p.dv) dv[row * p.dv + x] = Tr<T>::store(adv[c].x[i]);
+            if (x < p.d) dk[dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2 + x] = Tr<T>::store(adk[c].x[i] * p.scale);
+            if (x < p.dv) dv[dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2 + x] = Tr<T>::store(adv[c].x[i]);
         }
 #endif
 }
 
 #define ATT_MMA_ENTRIES(T, sfx, DP)                                                                 \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_FWD_WARPS) flash_fwd_mma##DP##_##sfx(   \
-        AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,         \
-        const T* k, const T* v, T* out, float* lse) {                                              \
-        flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);           \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
+        flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);       \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
-        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 mv, const void* mask,           \
-        const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,         \
-        float* dq, T* dk, T* dv) {                                                                 \
-        flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
+        View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
+        const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
+        flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
+                                        dq, dk, dv);                                               \
     }
 ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
     extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_fwd##DP##_##sfx(            \
-        AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,         \
-        const T* k, const T* v, T* out, float* lse) {                                              \
-        flash_fwd<T, DP>(p, qv, kv, vv, mv, mask, q, k, v, out, lse);                              \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
+        flash_fwd<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                          \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_bwd##DP##_##sfx(            \
-        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 mv, const void* mask,           \
-        const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,         \
-        float* dq, T* dk, T* dv) {                                                                 \
-        flash_bwd<T, DP>(p, qv, kv, vv, gv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv);            \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
+        View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
+        const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
+        flash_bwd<T, DP>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
 
 #define ATT_ENTRIES(T, sfx)                                                                         \

@@ -343,7 +343,9 @@ class BackendStorage(ABC):
         """Attention for q (self) (b, hq, L, d), k/v (b, hk, S, d) with hq % hk == 0 (GQA:
         q head h uses kv head h // (hq // hk)). mask is None, bool (True = keep) or
         additive float of the query dtype, broadcast to (b, hq, L, S). is_causal aligns
-        top-left (query i sees keys j <= i), as torch does. Output (b, hq, L, dv).
+        top-left (query i sees keys j <= i), as torch does. Output (b, hq, L, dv) in the
+        layout `sdpa_layout(layout, dv)` (q's memory order: heads-inner q gives a heads-inner
+        output, so the usual out.transpose(1, 2).reshape(b, L, hq * dv) is a view).
 
         return_lse: return (out, lse) where lse (b, hq, L), contiguous, float32 (float64
         for float64 inputs), is the logsumexp of each row's kept scaled scores (-inf for a
@@ -356,8 +358,9 @@ class BackendStorage(ABC):
                       mask_layout: Optional[Layout], scale: float, is_causal: bool):
         """Gradients (dq, dk, dv) of sdpa (same arguments as the forward) for the output
         `out` and its incoming gradient `grad` (both (b, hq, L, dv) in q's dtype), from the
-        `lse` that sdpa(return_lse=True) returned: contiguous storages of q's, k's and v's
-        shapes in q's dtype (dk/dv summed over the query heads that share a kv head). An
+        `lse` that sdpa(return_lse=True) returned: storages of q's, k's and v's shapes in
+        q's dtype, in the layouts sdpa_layout(layout), sdpa_layout(k_layout) and
+        sdpa_layout(v_layout) (dk/dv summed over the query heads that share a kv head). An
         additive mask gets no gradient here. Backends without it raise NotImplementedError
         (and return lse None from sdpa)."""
         raise NotImplementedError(f"sdpa_backward is not implemented by {type(self).__name__}")
@@ -379,6 +382,18 @@ def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> T
 
 
 SDPA_MODES = ("auto", "flash", "gemm")
+
+
+def sdpa_layout(layout: Layout, last: Optional[int] = None) -> Layout:
+    """Layout of a fresh sdpa result (output, gradients) shaped like the (b, h, t, d) operand
+    `layout` (last dim `last` if given): (b, t, h, d) in memory when the operand is such a
+    buffer's transposed view (t stride > h stride), as a transformer's
+    x.reshape(b, t, h, d).transpose(1, 2) is, so that the inverse transpose + reshape of the
+    result is a view and no copy; else contiguous."""
+    b, h, t, d = layout.shape[:3] + (layout.shape[3] if last is None else last,)
+    if h > 1 and t > 1 and layout.strides[2] > layout.strides[1]:
+        return Layout((b, h, t, d), (t * h * d, d, h * d, 1))
+    return Layout.contiguous((b, h, t, d))
 
 
 def sdpa_mode() -> str:

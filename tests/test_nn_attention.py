@@ -13,6 +13,7 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from conftest import random_array
 from tensorlite.layout import Layout
+from tensorlite.backend import sdpa_layout
 
 HALF_AND_F32 = [tl.float32, tl.float16, tl.bfloat16]
 # max |got - ref| / max |ref| per dtype (outputs round to the dtype; sums run in f32)
@@ -255,7 +256,8 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
                                        None if mask is None else mask._storage, mlay, None, causal, return_lse=True)
             expected = f"flash_fwd_mma{dp}_{dtype.short}" if mma else f"flash_fwd{dp}_{dtype.short}"
             assert names == [expected]
-            runs[mma] = (F._wrap(out, (b, hq, L, dv)).numpy().astype(np.float64), F._wrap(lse, (b, hq, L)).numpy())
+            runs[mma] = (F._wrap_as(out, sdpa_layout(q._layout, dv), dtype).numpy().astype(np.float64),
+                             F._wrap(lse, (b, hq, L)).numpy())  # out in q's memory order
         ref = F.sdpa_slow(tl.tensor(q64), tl.tensor(k64), tl.tensor(v64), attn_mask=mask64, is_causal=causal).numpy()
         assert _rel_err(runs[True][0], ref) < REL_TOL[dtype.name]
         assert _rel_err(runs[True][0], runs[False][0]) < REL_TOL[dtype.name]
@@ -309,3 +311,85 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
         F.scaled_dot_product_attention(x, x, y, is_causal=True).sum().backward()
         assert expected in names and not any(n.startswith("flash_bwd") and n != expected
                                               and not n.startswith("flash_bwd_pre") for n in names), names
+
+
+def _copy_spy(device, monkeypatch):
+    """A list that records every same-dtype copy the GPU storage makes from now on (strided
+    copy kernels and contiguous device copies); None on cpu."""
+    if device == "cpu":
+        return None
+    from tensorlite.backends.rocm import storage as gpu_storage
+    cls, copies = gpu_storage.GpuStorage, []
+    real_to_dtype, real_copy = cls.to_dtype, cls.copy_strided_src
+
+    def to_dtype(self, layout, dtype):
+        if tl.dtype.get(dtype) is self.dtype:
+            copies.append(("to_dtype", layout))
+        return real_to_dtype(self, layout, dtype)
+
+    def copy_strided_src(self, dst, dst_offset, src_layout):
+        if dst.dtype is self.dtype:
+            copies.append(("copy_strided_src", src_layout))
+        return real_copy(self, dst, dst_offset, src_layout)
+    monkeypatch.setattr(cls, "to_dtype", to_dtype)
+    monkeypatch.setattr(cls, "copy_strided_src", copy_strided_src)
+    return copies
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_F32, ids=lambda t: t.name)
+@pytest.mark.parametrize("hk", [4, 2], ids=["mha", "gqa"])
+def test_sdpa_on_head_views_copies_nothing(device, rng, monkeypatch, dtype, hk):
+    """A transformer's heads, x.reshape(b, t, h, d).transpose(1, 2), go into the kernels as
+    views; the output is laid out (b, t, h, d) so that out.transpose(1, 2).reshape(b, t, h*d)
+    is a view, and the backward's dO (a view of that) and dq/dk/dv (in the same order, so the
+    heads' reshape gradients are views) need no copy either: no same-dtype copy anywhere in
+    forward + backward. Values against the float64 composite."""
+    b, hq, t, d = 2, 4, 70, 64
+    leaves = [tl.tensor(random_array(rng, (b, t, h * d), dtype), dtype=dtype, device=device, requires_grad=True)
+              for h in (hq, hk, hk)]
+    w = tl.tensor(random_array(rng, (b, t, hq * d), dtype), dtype=dtype, device=device)
+    copies = _copy_spy(device, monkeypatch)
+    q, k, v = (x.reshape(b, t, x.shape[2] // d, d).transpose(1, 2) for x in leaves)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = out.transpose(1, 2).reshape(b, t, hq * d)
+    assert y._storage is out._storage and y._layout.is_contiguous(), out._layout
+    (y * w).sum().backward()
+    if copies is not None:
+        assert copies == [], copies
+    for x in leaves:
+        assert x.grad._layout.is_contiguous()
+
+    refs = [tl.tensor(x.numpy().astype(np.float64).reshape(b, t, -1, d).transpose(0, 2, 1, 3), requires_grad=True)
+            for x in leaves]
+    ref = F.sdpa_slow(*refs, is_causal=True)
+    (ref.transpose(1, 2).reshape(b, t, hq * d) * tl.tensor(w.numpy().astype(np.float64))).sum().backward()
+    results = [("out", y.numpy(), ref.transpose(1, 2).reshape(b, t, hq * d).numpy())]
+    results += [(f"d{n}", x.grad.numpy(), r.grad.numpy().transpose(0, 2, 1, 3).reshape(x.shape))
+                for n, x, r in zip("qkv", leaves, refs)]
+    _check(results, dtype)
+
+
+@pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16], ids=lambda t: t.name)
+def test_sdpa_on_unaligned_head_views(device, rng, dtype):
+    """Head views at an odd element offset (rows off 16 bytes: the tensor-core kernels read
+    a contiguous copy, the host decides) and with an odd row stride give the same values."""
+    b, hq, hk, t, d = 1, 4, 2, 45, 64
+    results = []
+    for h, extra in ((hq, 1), (hk, 3), (hk, 1)):
+        base = tl.tensor(random_array(rng, (b, t, h * d + extra), dtype), dtype=dtype, device=device)
+        leaf = base[:, :, extra:].detach()
+        leaf.requires_grad = True
+        results.append(leaf)
+    ql, kl, vl = results
+    q, k, v = (x.reshape(b, t, x.shape[2] // d, d).transpose(1, 2) for x in results)
+    assert q._layout.offset % 2 == 1
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    w = random_array(rng, (b, hq, t, d), dtype)
+    (out * tl.tensor(w, dtype=dtype, device=device)).sum().backward()
+    refs = [tl.tensor(x.numpy().astype(np.float64).reshape(b, t, -1, d).transpose(0, 2, 1, 3), requires_grad=True)
+            for x in (ql, kl, vl)]
+    ref = F.sdpa_slow(*refs, is_causal=True)
+    (ref * tl.tensor(w.astype(np.float64))).sum().backward()
+    _check([("out", out.numpy(), ref.numpy())] + [
+        (f"d{n}", x.grad.numpy(), r.grad.numpy().transpose(0, 2, 1, 3).reshape(x.shape))
+        for n, x, r in zip("qkv", (ql, kl, vl), refs)], dtype)

@@ -30,7 +30,8 @@ import numpy as np
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_BACKWARD_OPS, UNARY_OPS, BackendStorage,
-                                ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, sdpa_mode)
+                                ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, sdpa_layout,
+                                sdpa_mode)
 from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
 from tensorlite.layout import Layout, contiguous_strides
 
@@ -1110,6 +1111,7 @@ class GpuStorage(BackendStorage):
                                         return_lse)
             return (out, lse) if return_lse else out
         out = self._sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
+        out = _in_sdpa_layout(out, sdpa_layout(layout, v_layout.shape[3]))
         return (out, None) if return_lse else out  # no lse: the caller differentiates the composite
 
     def _sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
@@ -1118,6 +1120,7 @@ class GpuStorage(BackendStorage):
         _check_sdpa(self, layout, k, k_layout, v, v_layout)
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         dev = self.device
+        out_layout = sdpa_layout(layout, dv)  # q's memory order (the contract)
         out = self._new(b * hq * L * dv)
         lse = self._new(b * hq * L, dtypes.float32) if want_lse else None
         if b * hq * L == 0:
@@ -1129,7 +1132,11 @@ class GpuStorage(BackendStorage):
             return out, lse
         shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
         smem = 0
-        if _flash_mma(dev, self.dtype, dp):  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
+        mma = _flash_mma(dev, self.dtype, dp)
+        q, layout = _flash_operand(self, layout, dp, mma)
+        k, k_layout = _flash_operand(k, k_layout, dp, mma)
+        v, v_layout = _flash_operand(v, v_layout, dp, mma)
+        if mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
             smem = (bm + 2 * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
@@ -1139,8 +1146,9 @@ class GpuStorage(BackendStorage):
             block = (16, 16)
         dev.launch(kernel, b * hq * (-(-L // bm)), block,
                    [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
-                    ("bytes", _view4(v_layout)), *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr),
-                    ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr), ("ptr", 0 if lse is None else lse.buffer.ptr)],
+                    ("bytes", _view4(v_layout)), ("bytes", _view4(out_layout)), *mask_args, ("ptr", q.buffer.ptr),
+                    ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr),
+                    ("ptr", 0 if lse is None else lse.buffer.ptr)],
                    shared_mem=smem)
         return out, lse
 
@@ -1158,6 +1166,8 @@ class GpuStorage(BackendStorage):
                          q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         dev = self.device
+        # results in the operands' memory order (the contract); dq32's flat cast below keeps it
+        dq_layout, dk_layout, dv_layout = sdpa_layout(layout), sdpa_layout(k_layout), sdpa_layout(v_layout)
         dq32 = self._new(b * hq * L * d, dtypes.float32)
         dk, dvs = self._new(b * hk * S * d), self._new(b * hk * S * dv)
         run = b * hq * L > 0 and S > 0
@@ -1173,7 +1183,12 @@ class GpuStorage(BackendStorage):
                                   ("bytes", _view4(out_layout)), ("bytes", _view4(grad_layout)),
                                   ("ptr", out.buffer.ptr), ("ptr", grad.buffer.ptr), ("ptr", dr.buffer.ptr)])
             shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
-            if _flash_mma(dev, self.dtype, dp):  # tensor cores: MMA_WARPS warps, 16 keys each
+            mma = _flash_mma(dev, self.dtype, dp)
+            q, layout = _flash_operand(self, layout, dp, mma)
+            k, k_layout = _flash_operand(k, k_layout, dp, mma)
+            v, v_layout = _flash_operand(v, v_layout, dp, mma)
+            grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
+            if mma:  # tensor cores: MMA_WARPS warps, 16 keys each
                 kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
             else:
@@ -1182,8 +1197,9 @@ class GpuStorage(BackendStorage):
                 block = (16, 16)
             dev.launch(kernel, b * hk * (-(-S // bn)), block,
                        [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
-                        ("bytes", _view4(v_layout)), ("bytes", _view4(grad_layout)), *mask_args,
-                        ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
+                        ("bytes", _view4(v_layout)), ("bytes", _view4(grad_layout)), ("bytes", _view4(dq_layout)),
+                        ("bytes", _view4(dk_layout)), ("bytes", _view4(dv_layout)), *mask_args,
+                        ("ptr", q.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
                         ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr), ("ptr", dr.buffer.ptr),
                         ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)])
         dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
@@ -1258,6 +1274,33 @@ def _flash_mma(dev, dtype, dp: int) -> bool:
     if arch.startswith("sm_"):
         return int("".join(ch for ch in arch[3:] if ch.isdigit()) or 0) >= 80
     return arch in _MMA_ARCHS
+
+
+def _flash_operand(st: GpuStorage, layout: Layout, dp: int, mma: bool) -> Tuple[GpuStorage, Layout]:
+    """(storage, layout) a flash kernel reads for a (b, h, t, d) operand: the view itself
+    (any strides: transposed (b, t, h, d) views need no copy), or a contiguous copy where the
+    tensor-core kernels' 16-byte tile loads (mma_load_tile, d == dp) could not take its rows:
+    rows not contiguous, or a row/head/batch stride or offset off 16 bytes. The kernel
+    checks the same per tile and falls back to element loads; deciding here keeps every
+    tile of a large operand on the fast path for the price of one copy."""
+    if not mma:
+        return st, layout
+    n, s = layout.shape, layout.strides
+    ch = 16 // st.dtype.itemsize
+    rows = n[3] <= 1 or s[3] == 1
+    aligned = (layout.offset % ch == 0 and st.buffer.ptr % 16 == 0
+               and all(m <= 1 or x % ch == 0 for m, x in zip(n[:3], s[:3])))
+    if rows and (aligned or n[3] != dp):  # d < dp: element loads whatever the layout
+        return st, layout
+    return st._contiguous(layout)
+
+
+def _in_sdpa_layout(out: GpuStorage, layout: Layout) -> GpuStorage:
+    """A contiguous (b, h, t, d) result re-laid as the dense `layout` (sdpa_layout)."""
+    if layout.is_contiguous():
+        return out
+    order = sorted(range(4), key=lambda i: -layout.strides[i])  # outermost first
+    return out.to_dtype(Layout.contiguous(layout.shape).permute(order), out.dtype)
 
 
 def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):

@@ -16,6 +16,7 @@ from math import prod
 from .. import dtype as _dt
 from ..errors import DeviceError, DTypeError, ShapeError, describe
 from ..autograd import is_grad_enabled
+from ..backend import sdpa_layout
 from ..layout import Layout as _Layout
 from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
@@ -453,6 +454,13 @@ def _attention_operands(op, query, key, value, scale):
     return q, k, v, hq // hk, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
 
+def _wrap_as(storage, layout, dtype):
+    """A tensor over a fresh result stored as the dense (maybe non-contiguous) `layout`."""
+    t = _wrap(storage, layout.shape, dtype)
+    t._layout = layout
+    return t
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal=False,
                                  scale=None, enable_gqa: bool = True):
     """PyTorch's SDPA: softmax(q k^T * scale + mask) v for q (b, hq, L, d), k/v (b, hk, S, d).
@@ -481,15 +489,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *_storage_args(mask),
                          scale, causal, return_lse=fused_grad)
     st, lse = st if fused_grad else (st, None)
-    out = _wrap(st, q.shape[:3] + v.shape[3:], q.dtype)
+    out_layout = sdpa_layout(q._layout, v.shape[3])  # q's memory order: see backend.sdpa_layout
+    out = _wrap_as(st, out_layout, q.dtype)
 
     def grad(g):
         if lse is not None:
             g = g if g.dtype is q.dtype else g._cast(q.dtype)
             grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, st,
-                                             _Layout.contiguous(q.shape[:3] + v.shape[3:]), g._storage, g._layout, lse,
-                                             *_storage_args(mask), scale, causal)
-            return (*(_wrap(gs, t.shape, q.dtype) for gs, t in zip(grads, (q, k, v))), None)
+                                             out_layout, g._storage, g._layout, lse, *_storage_args(mask), scale,
+                                             causal)
+            return (*(_wrap_as(gs, sdpa_layout(t._layout), q.dtype) for gs, t in zip(grads, (q, k, v))), None)
         kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
         p = _attention_probs(q, kx, mask, scale, causal)
         gp = g @ vx.mT
