@@ -238,6 +238,8 @@ class Tensor:
     # ---- conversion -----------------------------------------------------------------
     def to(self, *args, dtype=None, device=None) -> "Tensor":
         """to(device), to(dtype), to(device, dtype) or keyword forms."""
+        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
+            return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
         for a in args:
             if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt._BY_NAME):
                 dtype = a
