@@ -127,10 +127,9 @@ class AdditionProblems:
 
 # ---- model -------------------------------------------------------------------------
 
-def linear(layer: nn.Linear, x: tl.Tensor) -> tl.Tensor:
-    """layer(x) in x's dtype: under bf16 the f32 master weights are cast per call."""
-    bias = None if layer.bias is None else layer.bias.to(x.dtype)
-    return F.linear(x, layer.weight.to(x.dtype), bias)
+def linear(layer: nn.Linear, x: tl.Tensor, cast) -> tl.Tensor:
+    """layer(x) with the layer's weights in the compute dtype (`cast`: see GPT.compute_weights)."""
+    return F.linear(x, cast(layer.weight), cast(layer.bias))
 
 
 class Block(nn.Module):
@@ -148,16 +147,16 @@ class Block(nn.Module):
         self.fc = nn.Linear(d_model, 4 * d_model)
         self.out = nn.Linear(4 * d_model, d_model)
 
-    def forward(self, x: tl.Tensor, compute_dtype) -> tl.Tensor:
+    def forward(self, x: tl.Tensor, compute_dtype, cast) -> tl.Tensor:
         b, t, d = x.shape
         h = self.ln1(x).to(compute_dtype)
 
         def heads(layer):  # (b, t, d) -> (b, heads, t, d/heads), a view
-            return linear(layer, h).reshape(b, t, self.n_head, d // self.n_head).transpose(1, 2)
+            return linear(layer, h, cast).reshape(b, t, self.n_head, d // self.n_head).transpose(1, 2)
         att = F.scaled_dot_product_attention(heads(self.q), heads(self.k), heads(self.v), is_causal=True)
-        x = x + linear(self.proj, att.transpose(1, 2).reshape(b, t, d)).to(x.dtype)
-        h = F.gelu(linear(self.fc, self.ln2(x).to(compute_dtype)), approximate="tanh")
-        return x + linear(self.out, h).to(x.dtype)
+        x = x + linear(self.proj, att.transpose(1, 2).reshape(b, t, d), cast).to(x.dtype)
+        h = F.gelu(linear(self.fc, self.ln2(x).to(compute_dtype), cast), approximate="tanh")
+        return x + linear(self.out, h, cast).to(x.dtype)
 
 
 class GPT(nn.Module):
@@ -193,16 +192,29 @@ class GPT(nn.Module):
         x = self.tok(ids) + self.pos(tl.arange(t, device=ids.device))
         if self.place is not None:
             x = x + self.place(self.place_ids[:t])
+        cast = self.compute_weights()
         for block in self.blocks:
-            x = block(x, self.compute_dtype)
+            x = block(x, self.compute_dtype, cast)
         if last is not None:
             x = x[:, t - last:]
         h = self.ln_f(x).to(self.compute_dtype)
         if self.head is None:
-            logits = F.linear(h, self.tok.weight.to(h.dtype))
+            logits = F.linear(h, cast(self.tok.weight))
         else:
-            logits = linear(self.head, h)
+            logits = linear(self.head, h, cast)
         return logits.float()
+
+    def compute_weights(self):
+        """For one forward: a function from a matmul weight (or None) to its copy in
+        compute_dtype. Under bf16 the f32 master weights are cast all at once, one
+        multi-tensor op whose backward casts their gradients back at once too (two casts per
+        weight per step otherwise: host time that bounds a small model's step)."""
+        layers = [m for block in self.blocks for m in (block.q, block.k, block.v, block.proj, block.fc, block.out)]
+        weights = [p for m in layers + [self.head] if m is not None for p in (m.weight, m.bias) if p is not None]
+        if self.head is None:
+            weights.append(self.tok.weight)
+        copies = dict(zip(map(id, weights), tl.foreach_to(weights, self.compute_dtype)))
+        return lambda p: None if p is None else copies[id(p)]
 
 
 # ---- training and evaluation ---------------------------------------------------------

@@ -15,8 +15,8 @@ from .errors import (BackendError, BackendUnavailable, CompileError, DTypeError,
                      IndexOutOfRange, OutOfMemoryError, ShapeError, TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
-                     flatten, from_numpy, full, full_like, gather, index_add, index_select, linspace, logsumexp,
-                     manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
+                     flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,
+                     logsumexp, manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
                      ones, ones_like, permute, rand, randint, randn, reshape, scatter_add, split, squeeze, stack,
                      std, sum, synchronize, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
                      zeros_like)

@@ -60,6 +60,40 @@ def attach(out, inputs, backward_fn, name="op"):
     return out
 
 
+class _SlotGrads(dict):
+    """A multi-output op's output gradients by output index; adding two merges them."""
+    __slots__ = ()
+
+    def __add__(self, other):
+        merged = _SlotGrads(self)
+        for i, g in other.items():
+            merged[i] = g if i not in merged else merged[i] + g
+        return merged
+
+
+class _Outputs:
+    """The hidden input that ties a multi-output op's outputs to its one Node (attach_many):
+    each output's node hands its gradient here under its index; the walk reaches this after
+    every output (it is their common input) and runs the op's backward once, with all."""
+    __slots__ = ("requires_grad", "_node")
+
+    def __init__(self, node):
+        self.requires_grad, self._node = True, node
+
+
+def attach_many(outs, inputs, backward_fn, name="op"):
+    """Record `outs = op(*inputs)` (a list of tensors) as one node if any input needs a
+    gradient. backward_fn(grads) gets one gradient per output (None where an output got
+    none) and returns one per input."""
+    if is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
+        n = len(outs)
+        hub = _Outputs(Node(tuple(inputs), lambda slots: backward_fn([slots.get(i) for i in range(n)]), name))
+        for i, out in enumerate(outs):
+            out.requires_grad = True
+            out._node = Node((hub,), lambda g, i=i: (_SlotGrads({i: g}),), name)
+    return outs
+
+
 def _topo_order(root):
     order, seen, stack = [], set(), [(root, False)]
     while stack:

@@ -156,6 +156,14 @@ class BackendStorage(ABC):
         """Cast. float->int truncates toward zero; ->bool is x != 0; f32->f16/bf16 rounds
         to nearest even."""
 
+    @classmethod
+    def to_dtype_many(cls, items, dtype) -> list:
+        """to_dtype of several tensors, items = [(storage, layout), ...], every storage of
+        this class: one new contiguous storage per item, in order. Runs them one by one; a
+        backend may batch them (the GPU backend: one launch for a few dozen contiguous
+        float tensors, mixed precision's per-step weight casts)."""
+        return [st.to_dtype(layout, dtype) for st, layout in items]
+
     @abstractmethod
     def reduce_op(self, op: str, layout: Layout, dims: Tuple[int, ...]) -> "BackendStorage":
         """op in REDUCE_OPS over `dims` (sorted, non-empty), kept as size-1 dims.

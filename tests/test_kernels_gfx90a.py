@@ -506,6 +506,11 @@ def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
     items = [(_storage(dev, n, dt), Layout((n,)), _storage(dev, n, dt), Layout((n,)), _storage(dev, n, acc),
               _storage(dev, n, acc), None, 2) for n in (5000, 3, 7)]
     type(p).adamw_steps(items, 1e-3, (0.9, 0.999), 1e-8, 0.01)
+    # mixed precision's batched casts, both ways; 30 tensors = two launches each way
+    casts = [(_storage(dev, n + 1, dt), Layout((n,), None, 1)) for n in range(1, 31)]
+    back = type(p).to_dtype_many(casts, dtypes.bfloat16 if dt is not dtypes.bfloat16 else dtypes.float32)
+    assert [st.numel for st in back] == list(range(1, 31))
+    assert dev.calls[-2:] == [f"cast_many_{dt.short}_{back[0].dtype.short}"] * 2
     assert {"softmax_bwd_" + dt.short, "norm_wgrad_" + dt.short, "norm_wgrad_finish_" + dt.short,
             "cross_entropy_fwd_" + dt.short, "cross_entropy_bwd_" + dt.short, "adamw_" + dt.short,
             "adamw_many_" + dt.short} <= set(dev.calls)

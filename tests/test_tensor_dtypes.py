@@ -177,3 +177,56 @@ def test_cast_helpers_and_empty(device):
     assert x.double().dtype is f64 and x.half().dtype is f16 and x.bfloat16().dtype is bf16
     assert x.float() is x or x.float().dtype is f32
     assert tl.zeros((0, 2), device=device).to(i64).shape == (0, 2)
+
+
+def _foreach_sources(device, rng):
+    """f32 tensors that take every path of foreach_to: sizes around the GPU kernel's chunk
+    (4096) and vector width, a misaligned contiguous view (odd offset), a transposed view,
+    an empty tensor, more than one launch's worth (24), plus one already bf16 and an int."""
+    sizes = [1, 3, 4096, 4099, 10000] + [7 + i for i in range(22)]
+    xs = [tl.tensor(random_array(rng, (n,), f32), device=device) for n in sizes]
+    base = tl.tensor(random_array(rng, (2, 301), f32), device=device)
+    xs += [base[:, 1:], base[:, 1:].mT, tl.zeros((0, 3), device=device)]
+    return xs + [tl.tensor(random_array(rng, (5,), bf16), dtype=bf16, device=device),
+                 tl.tensor(np.arange(6), device=device)]
+
+
+@pytest.mark.parametrize("dst", [bf16, f16, f64], ids=lambda d: d.short)
+def test_foreach_to_equals_one_cast_each(device, rng, dst):
+    xs = _foreach_sources(device, rng)
+    outs = tl.foreach_to(xs, dst)
+    assert len(outs) == len(xs)
+    for x, y in zip(xs, outs):
+        want = x.to(dst)
+        assert (y is x) == (x.dtype is dst) and y.dtype is dst and y.shape == x.shape
+        np.testing.assert_array_equal(y.numpy(), want.numpy())  # bit-equal to the single cast
+
+
+def test_foreach_to_backward_is_one_node_with_each_cast_back(device, rng):
+    """Gradients come back in each input's dtype as the per-tensor casts give them; an
+    output left out of the loss gives its input no gradient; a tensor listed twice sums."""
+    leaves = [tl.tensor(random_array(rng, s, f32), device=device, requires_grad=True) for s in ((4099,), (3, 5), (7,))]
+    half = tl.tensor(random_array(rng, (6,), f16), dtype=f16, device=device, requires_grad=True)
+    ws = [tl.tensor(random_array(rng, s, f32), device=device) for s in ((4099,), (3, 5), (7,), (3, 5), (6,))]
+    inputs = [leaves[0], leaves[1], leaves[2], leaves[1], half]
+    outs = tl.foreach_to(inputs, bf16)
+    assert all(o.requires_grad for o in outs) and len({id(o._node) for o in outs}) == len(outs)
+    loss = sum((o.float() * w).sum() for i, (o, w) in enumerate(zip(outs, ws)) if i != 2)
+    loss.backward()
+    ref_leaves = [tl.tensor(x.numpy(), dtype=x.dtype, device=device, requires_grad=True) for x in leaves + [half]]
+    ref_inputs = [ref_leaves[0], ref_leaves[1], ref_leaves[2], ref_leaves[1], ref_leaves[3]]
+    sum((x.to(bf16).float() * w).sum() for i, (x, w) in enumerate(zip(ref_inputs, ws)) if i != 2).backward()
+    for got, want in ((leaves[0], ref_leaves[0]), (leaves[1], ref_leaves[1]), (half, ref_leaves[3])):
+        assert got.grad.dtype is got.dtype
+        np.testing.assert_array_equal(got.grad.numpy(), want.grad.numpy())
+    assert leaves[2].grad is None
+
+
+def test_foreach_to_errors_and_no_grad(device):
+    x = tl.ones(3, device=device, requires_grad=True)
+    with pytest.raises(TypeError, match="foreach_to: element 1 is a list"):
+        tl.foreach_to([x, [1.0]], bf16)
+    with tl.no_grad():
+        (y,) = tl.foreach_to([x], bf16)
+    assert not y.requires_grad
+    assert tl.foreach_to([], bf16) == []

@@ -71,7 +71,8 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "binary.hip": tuple(f"b{op}_{t}" for t in ALL for op in _binary_ops(t))
     + tuple(f"{op}_{t}" for op in CMP_OPS for t in ALL),
     "where.hip": tuple(f"where_{t}" for t in ALL),
-    "cast.hip": tuple(f"cast_{s}_{d}" for s in ALL for d in ALL),
+    "cast.hip": tuple(f"cast_{s}_{d}" for s in ALL for d in ALL)
+    + tuple(f"cast_many_{s}_{d}" for s in FLOATS for d in FLOATS),
     "reduce.hip": tuple(f"reduce_{op}_{t}" for op in REDUCE_OPS for t in ALL),
     "index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
                        for i in IDS for t in ALL),
@@ -120,6 +121,8 @@ _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
 _CONTIG_PACKS: Dict[int, bytes] = {}
 _CONTIG_STRIDES: Dict[tuple, tuple] = {}         # shape -> its row-major strides
 _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
+_CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
+_CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
@@ -367,6 +370,35 @@ class GpuStorage(BackendStorage):
             self.device.dtod(out.buffer.ptr, self._addr(layout.offset), n * dtype.itemsize)
             return out
         return self._map(f"cast_{self.dtype.short}_{dtype.short}", "to_dtype", layout, out_dtype=dtype)
+
+    @classmethod
+    def to_dtype_many(cls, items, dtype):
+        # contiguous, non-empty float tensors of one device and source dtype go by cast_many
+        # (_CAST_TENSORS per launch); the rest one by one
+        dtype = dtypes.get(dtype)
+        out, batches = [None] * len(items), {}
+        for i, (st, layout) in enumerate(items):
+            if dtype.is_floating_point and st.dtype.is_floating_point and layout.numel() and layout.is_contiguous():
+                batches.setdefault((st.device, st.dtype), []).append(i)
+            else:
+                out[i] = st.to_dtype(layout, dtype)
+        for (dev, src), indices in batches.items():
+            kernel = _kernel(dev, f"cast_many_{src.short}_{dtype.short}", "to_dtype")
+            for j in range(0, len(indices), _CAST_TENSORS):
+                chunk = indices[j:j + _CAST_TENSORS]
+                pad = [0] * (_CAST_TENSORS - len(chunk))
+                sizes, first, srcs, dsts = [], [0], [], []
+                for i in chunk:
+                    st, layout = items[i]
+                    n = layout.numel()
+                    res = out[i] = st._new(n, dtype)
+                    sizes.append(n)
+                    first.append(first[-1] + -(-n // _CAST_CHUNK))
+                    srcs.append(st._addr(layout.offset))
+                    dsts.append(res.buffer.ptr)
+                table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *srcs, *pad, *dsts, *pad, len(chunk))
+                dev.launch(kernel, _grid(dev, first[-1], 1), _BLOCK, [("bytes", table)])
+        return out
 
     # ---- reductions -----------------------------------------------------------------
     def reduce_op(self, op, layout, dims):
