@@ -27,8 +27,9 @@ groups too, after its own). Groups:
          place embeddings) vs a torch module of identical structure in eager mode (nn.Linear,
          nn.LayerNorm, F.scaled_dot_product_attention, GELU tanh, torch.optim.AdamW with its
          default foreach path), same initial weights. f32, and bf16 mixed precision: tensorlite's
-         compute_dtype=bf16 (f32 master weights cast per matmul, norms / residual / loss in
-         f32) against torch.autocast(bfloat16), which makes the same split. tokens/s from host
+         compute_dtype=bf16 (f32 master weights cast to bf16 once per forward, by foreach_to;
+         norms / residual / loss in f32) against torch.autocast(bfloat16), which makes the same
+         split (its weight casts are one per weight). tokens/s from host
          timers (the host is part of a training step). Target: >= 1.0x torch eager.
 """
 from __future__ import annotations
