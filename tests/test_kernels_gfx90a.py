@@ -337,9 +337,25 @@ def test_reduce_index_copy_launches_match_gfx90a_signatures(dev, dt):
     long_rows = _storage(dev, 3 * 100000, dt)  # few long rows: split over blocks
     for op in ("sum", "max", "argmin"):
         long_rows.reduce_op(op, Layout((3, 100000)), (1,))
+    cols = _storage(dev, 3000 * 72, dt)  # column reductions: vectors or elements, chunked or not
+    for lay in (Layout((3000, 72)), Layout((3000, 72)).narrow(1, 1, 69), Layout((6, 72)),
+                Layout((30, 24, 100)).transpose(1, 2)):
+        for op in ("sum", "max", "argmin"):
+            cols.reduce_op(op, lay, (0,))
     x = _storage(dev, 100, dt)
     x.copy2d(_storage(dev, 100, dt), 4, 5, 10, 7, 2, 3)
     x.copy2d(_storage(dev, 100, dtypes.float64), 4, 5, 10, 7, 2, 3)
+
+
+def test_chunked_reductions_leave_their_counters_zeroed_instead_of_a_memset_per_launch(dev, monkeypatch):
+    memsets = []
+    monkeypatch.setattr(dev, "memset", lambda ptr, byte, nbytes: memsets.append(nbytes))
+    x = _storage(dev, 3000 * 72, dtypes.bfloat16)
+    for _ in range(3):
+        x.reduce_op("sum", Layout((3000, 72)), (0,))  # columns, split over blocks
+        x.reduce_op("max", Layout((3000 * 72,)), (0,))  # one long row, split over blocks
+    assert dev.calls == ["reduce_sum_bf16", "reduce_max_bf16"] * 3
+    assert len(memsets) == 1  # the counters, zeroed once when allocated
 
 
 @pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])

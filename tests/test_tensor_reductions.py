@@ -223,3 +223,51 @@ def test_reductions_over_outer_dims(device, rng, shape, dims, cut, dtype):
     if isinstance(dims, int):
         np.testing.assert_array_equal(x.argmax(dims).numpy(), ref.argmax(axis))
         np.testing.assert_array_equal(x.argmin(dims).numpy(), ref.argmin(axis))
+
+
+# Column reductions (the GPU's reduce_cols): 16-byte loads of neighbouring columns where
+# every row is aligned, else one load per element; a partial last vector; the reduced range
+# split over blocks whose last one combines the partials (n_chunks > 1) and resets its
+# counter for the next launch. (shape, dims, view): view slices the input first.
+COLUMN_CASES = {
+    "vector-chunked": ((2000, 256), 0, None),
+    "odd-columns": ((1500, 129), 0, None),                          # rows not aligned
+    "misaligned-view": ((900, 136), 0, np.s_[1:, 1:]),              # aligned stride, odd offset
+    "narrowed-columns": ((1200, 264), 0, np.s_[:, :259]),           # aligned rows, odd count
+    "3d-dim0": ((600, 6, 40), 0, None),
+    "3d-dim1": ((12, 300, 64), 1, None),                            # strided outer, still vectors
+    "3d-dims01": ((50, 40, 72), (0, 1), None),
+    "3d-transposed-dim0": ((80, 96, 70), 0, "T12"),                  # outer strides (1, 96)
+    "short-columns": ((5, 3000), 0, None),                          # few rows, many columns
+}
+
+
+@pytest.mark.parametrize("case", list(COLUMN_CASES))
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16, tl.float16, tl.int64, tl.uint8],
+                         ids=lambda d: d.name)
+def test_column_reductions(device, rng, case, dtype):
+    shape, dims, view = COLUMN_CASES[case]
+    a = random_array(rng, shape, dtype, -3, 3) if dtype.is_floating_point else random_array(rng, shape, dtype, 0, 9)
+    if dtype.is_floating_point:
+        a[3, ...] = a[1, ...]  # ties: argmax/argmin must pick the first occurrence
+        a[2, 3] = a[4, 3] = np.nan  # NaN wins max/min and their arg*, first occurrence
+    x, ref = tl.tensor(a, device=device), (as_f64(a) if dtype.is_floating_point else a.astype(np.int64))
+    if view == "T12":
+        x, ref = x.transpose(1, 2), ref.transpose(0, 2, 1)
+    elif view is not None:
+        x, ref = x[view], ref[view]
+    axis = dims if isinstance(dims, int) else tuple(dims)
+    terms = _terms(ref.shape, dims)
+    first = x.sum(dims)
+    assert_close(first, ref.sum(axis), dtype if dtype.is_floating_point else tl.int64, terms=terms)
+    assert_close(x.sum(dims, keepdim=True), ref.sum(axis, keepdims=True),
+                 dtype if dtype.is_floating_point else tl.int64, terms=terms)
+    assert_close(x.amax(dims), ref.max(axis), dtype)
+    assert_close(x.amin(dims, keepdim=True), ref.min(axis, keepdims=True), dtype)
+    if isinstance(dims, int):
+        assert_close(x.argmax(dims), ref.argmax(axis), tl.int64)
+        assert_close(x.argmin(dims, keepdim=True), np.expand_dims(ref.argmin(axis), axis), tl.int64)
+    # a full reduction in between (the chunked row kernel shares the counters), then the
+    # same column sum again: bit for bit the same (fixed order; counters back at 0)
+    assert_close(x.to(tl.float64).sum(), ref.sum(), tl.float64, terms=ref.size)
+    assert x.sum(dims).numpy().tobytes() == first.numpy().tobytes()

@@ -127,7 +127,9 @@ _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TE
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
 _NORM_COLS = 16                                  # TL_NORM_COLS in fused_grad.hip: columns per thread
-_COL_BLOCK = (32, 8)                             # reduce_cols: 32 neighbouring rows x 8 (TL_COL_THREADS)
+_COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
+_COL_UNROLL = 4                                  # TL_COL_UNROLL in reduce.hip: rows in flight per thread
+_COL_MAX = (1 << 31) - 4096                      # reduce_cols: u32 counts below this
 
 
 def _sm_count(dev) -> int:
@@ -418,33 +420,46 @@ class GpuStorage(BackendStorage):
         if n_rows == 0:
             return out
         # Rows whose elements are farther apart than the rows themselves (e.g. a sum over
-        # dim 0) go to reduce_cols: a warp's threads take neighbouring rows, so that it
-        # reads neighbouring addresses, and blocks split the reduced range.
+        # dim 0) go to reduce_cols: a thread takes neighbouring rows (output columns), a warp
+        # neighbouring groups of them, so that it reads neighbouring addresses, and blocks
+        # split the reduced range.
         inner_step = min((s for n, s in zip(inner.shape, inner.strides) if n > 1), default=1)
         outer_step = min((s for n, s in zip(outer.shape, outer.strides) if n > 1), default=0)
         columns = n_rows >= 64 and inner_step > 1 and outer_step < inner_step
         inner = inner.reshape((row_len,)) or inner  # one dim where the reduced dims merge: no div/mod per element
+        if columns and (max(n_rows, row_len) >= _COL_MAX or
+                        (inner.ndim > 1 and len(_coalesce(inner.shape, [inner.strides])[0]) > 2)):
+            columns = False  # reduce_cols takes u32 counts and a reduced range of <= 2 dims
         sms = _sm_count(dev)
         if columns:
-            block = _COL_BLOCK
-            n_groups = -(-n_rows // block[0])
-            n_chunks = max(1, min(-(-4 * sms // n_groups), row_len // (block[1] * 8)))
-            n_counters, n_tasks = n_groups, n_groups * n_chunks
+            # groups of bx units of `vec` neighbouring columns (TlWidth: one 16-byte load),
+            # by threads along the reduced range (a multiple of vec), see reduce_cols
+            vec = min(8, 16 // self.dtype.itemsize)
+            n_units = -(-n_rows // vec)
+            bx, by = _COL_BLOCK
+            while by > 8 and by * _COL_UNROLL > row_len:  # short columns: fewer y threads ...
+                by //= 2
+            while bx * by < _COL_BLOCK[0] * _COL_BLOCK[1] and bx < n_units:  # ... and more units per block
+                bx *= 2
+            block = (bx, by)
+            n_groups = -(-n_units // bx)
+            # about 4 blocks per multiprocessor, each thread >= 2 x _COL_UNROLL rows
+            n_chunks = max(1, min(-(-4 * sms // n_groups), row_len // (by * 2 * _COL_UNROLL)))
+            n_counters, n_tasks, n_states = n_groups, n_groups * n_chunks, n_groups * n_chunks * bx * vec
         else:
             block = _row_block(dev, n_rows, row_len)
             # Few long rows would leave most of the GPU idle: split each row over blocks.
             n_chunks = max(1, min(-(-2 * sms // n_rows), row_len // (block[0] * 8)))
-            n_counters, n_tasks = n_rows, n_rows * n_chunks
+            n_counters, n_tasks, n_states = n_rows, n_rows * n_chunks, n_rows * n_chunks
             if n_chunks > 1:
                 block = (block[0], 1)
         args = [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
                 ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr),
                 ("int32", int(columns)), ("int64", n_chunks)]
         if n_chunks > 1:
-            partials = dev.alloc(n_rows * n_chunks * _MAX_REDUCE_STATE)
-            done = dev.alloc(n_counters * 4)
-            dev.memset(done.ptr, 0, n_counters * 4)
-            dev.launch(kernel, _grid(dev, n_tasks, 1), block, args + [("ptr", partials.ptr), ("ptr", done.ptr)])
+            partials = dev.alloc(n_states * _MAX_REDUCE_STATE)
+            dev.launch(kernel, _grid(dev, n_tasks, 1), block,
+                       args + [("ptr", partials.ptr), ("ptr", _reduce_counters(dev, n_counters).ptr)])
         else:
             dev.launch(kernel, _grid(dev, -(-n_tasks // (1 if columns else block[1])), 1), block,
                        args + [("ptr", 0), ("ptr", 0)])
@@ -1435,6 +1450,19 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
 # =====================================================================================
 # Device-side helpers: the index ops' error flag, random numbers
 # =====================================================================================
+
+
+def _reduce_counters(dev, n: int):
+    """At least n u32 counters for reduce.hip's chunked reductions, kept on the device object
+    and zeroed once here: the kernels leave them at 0 (each group's last block resets its
+    own), so no launch needs a memset first. One stream: launches never share them at once."""
+    buf = getattr(dev, "_tl_reduce_counters", None)
+    if buf is None or buf.nbytes < 4 * n:
+        nbytes = max(4 * n, 4096)
+        buf = dev.alloc(nbytes)
+        dev.memset(buf.ptr, 0, nbytes)
+        dev._tl_reduce_counters = buf
+    return buf
 
 
 def _error_flag(dev):
