@@ -196,6 +196,26 @@ class BackendStorage(ABC):
         """lhs_layout is 3-D (b, m, k), rhs_layout (b, k, n); either may have batch stride 0
         or be a transposed view. Output contiguous (b, m, n)."""
 
+    def matmul_add_bias(self, rhs: "BackendStorage", mnk: Tuple[int, int, int], lhs_layout: Layout,
+                        rhs_layout: Layout, bias: "BackendStorage", bias_layout: Layout) -> "BackendStorage":
+        """lhs (self) @ rhs + bias for 2-D lhs (m, k), rhs (k, n) and bias (n,) added to every
+        row, one dtype: a new contiguous (m, n), F.linear's forward. Runs matmul, then the
+        broadcast add; a backend may fuse the add into the GEMM (cuda: cuBLASLt's epilogue)."""
+        m, n, k = mnk
+        out = self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout))
+        return out.binary_impl("add", bias, Layout.contiguous((m, n)),
+                               Layout((m, n), (0, bias_layout.strides[0]), bias_layout.offset))
+
+    def matmul_row_sums(self, rhs: "BackendStorage", mnk: Tuple[int, int, int], lhs_layout: Layout,
+                        rhs_layout: Layout) -> Tuple["BackendStorage", "BackendStorage"]:
+        """(lhs (self) @ rhs, the row sums of lhs) for 2-D lhs (m, k) and rhs (k, n), both new
+        and contiguous ((m, n) and (m,)): F.linear's weight gradient g^T x and bias gradient
+        from one call. Runs matmul, then the sum; a backend may fuse the sum into the GEMM
+        (cuda: cuBLASLt's bias-gradient epilogue)."""
+        m, n, k = mnk
+        return (self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout)),
+                self.reduce_op("sum", lhs_layout, (1,)))
+
     @abstractmethod
     def conv1d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
                params: ConvParams) -> "BackendStorage": ...
@@ -387,6 +407,11 @@ def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> T
     """(step_size, sqrt(bias_correction2)) of step `step` as torch computes them on the host."""
     b1, b2 = betas
     return lr / (1.0 - b1 ** step), math.sqrt(1.0 - b2 ** step)
+
+
+def batch_of_one(layout: Layout) -> Layout:
+    """A 2-D layout as the (1, rows, cols) operand matmul takes."""
+    return Layout((1,) + layout.shape, (0,) + layout.strides, layout.offset)
 
 
 SDPA_MODES = ("auto", "flash", "gemm")

@@ -462,3 +462,40 @@ def test_unknown_platform_is_unavailable():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ---- cuBLASLt bias epilogues (argument plumbing, over a fake library) -----------------
+
+def test_cublaslt_plan_is_built_once_per_shape_and_misalignment_falls_back():
+    """blas_gemm_epilogue builds the descriptors and asks the heuristic once per GEMM shape,
+    then only sets the bias pointer and runs; a pointer off the algorithms' 256-byte
+    alignment, a case without an algorithm, or a missing library returns False with nothing
+    run (the caller takes the unfused path). The cdefs themselves are only exercised on a
+    real GPU (tests/test_nn_functional.py's linear tests on cuda)."""
+    from tensorlite.backends.rocm.cuda import CudaPlatform
+    platform = CudaPlatform()
+    ffi, calls, algos = platform.ffi, [], []
+
+    class FakeLt:  # every call succeeds; the heuristic returns len(algos) > 0 algorithms
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append(name)
+                if name == "cublasLtMatmulAlgoGetHeuristic":
+                    args[-1][0] = len(algos)
+                return 0
+            return call
+    platform._lt = FakeLt()
+    handle, stream, one = ffi.cast("cublasHandle_t", 4096), ffi.cast("CUstream", 0), ffi.new("float*", 1.0)
+
+    def run(a=256, epilogue="bias", m=512):
+        return platform.blas_gemm_epilogue(handle, stream, "bf16", True, False, m, 8192, 512, one, a, 512, 512, 512,
+                                           one, 768, m, 1024, epilogue, 0, 0)
+    algos.append("one")
+    assert run() and run() and calls.count("cublasLtMatmulAlgoGetHeuristic") == 1
+    assert calls.count("cublasLtMatmul") == 2
+    calls.clear()
+    assert not run(a=256 + 2) and calls == []           # misaligned A: nothing enqueued
+    algos.clear()
+    assert not run(epilogue="bgradb") and "cublasLtMatmul" not in calls  # no algorithm for the case
+    platform._lt = False
+    assert not run(m=256)

@@ -262,6 +262,49 @@ def test_linear_node_forward_and_grads(device, rng, dtype, case):
         assert_close(b.grad, g64.sum(0), dtype, terms=g64.shape[0])
 
 
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16])
+def test_linear_bias_rides_on_the_blas_epilogue_where_it_can(device, rng, monkeypatch, dtype):
+    """Where the BLAS has bias epilogues (cuda: cuBLASLt) the bias add and the bias gradient
+    run inside the GEMMs: no add or sum kernel. A bias view off its buffer's start adds by
+    kernel; TENSORLITE_BLAS_EPILOGUE=0 turns both off. Values against numpy on every path."""
+    x, xa = make_tensor(rng, (64, 48), dtype, device)
+    w, wa = make_tensor(rng, (40, 48), dtype, device)
+    bias_buf, bias_a = make_tensor(rng, (41,), dtype, device)
+    g, ga = make_tensor(rng, (64, 40), dtype, device)
+    names, fused = None, False
+    if device != "cpu":
+        from tensorlite.backend import get_device
+        from tensorlite.backends.rocm import storage as gpu_storage
+        fused = bool(getattr(get_device(device).platform, "ltlib", False))
+        names, real_kernel = [], gpu_storage._kernel
+
+        def spy(dev, name, op, **operands):
+            names.append(name)
+            return real_kernel(dev, name, op, **operands)
+        monkeypatch.setattr(gpu_storage, "_kernel", spy)
+    for start, switch in ((0, None), (1, None), (0, "0")):
+        if switch is None:
+            monkeypatch.delenv("TENSORLITE_BLAS_EPILOGUE", raising=False)
+        else:
+            monkeypatch.setenv("TENSORLITE_BLAS_EPILOGUE", switch)
+        xl, wl, bl = (t.detach() for t in (x, w, bias_buf[start:start + 40]))
+        for t in (xl, wl, bl):
+            t.requires_grad = True
+        if names is not None:
+            names.clear()
+        y = F.linear(xl, wl, bl)
+        y.backward(g)
+        x64, w64, g64 = as_f64(xa), as_f64(wa), as_f64(ga)
+        assert_close(y, x64 @ w64.T + as_f64(bias_a[start:start + 40]), dtype, terms=48)
+        assert_close(xl.grad, g64 @ w64, dtype, terms=40)
+        assert_close(wl.grad, g64.T @ x64, dtype, terms=64)
+        assert_close(bl.grad, g64.sum(0), dtype, terms=64)
+        if names is not None:
+            on = fused and switch is None
+            assert any(n.startswith("badd_") for n in names) == (not on or start != 0), (start, switch, names)
+            assert any(n.startswith("reduce_sum_") for n in names) == (not on), (start, switch, names)
+
+
 def test_linear_errors_and_promotion(device):
     x, w = tl.ones((2, 4), device=device), tl.ones((3, 5), device=device)
     with pytest.raises(tl.ShapeError, match=r"linear.*\(2, 4\).*\(3, 5\)"):

@@ -7,6 +7,8 @@ accumulation (compute type f32, scalars f32); f64 computes in f64.
 """
 from __future__ import annotations
 
+import os
+
 from tensorlite import dtype as dtypes
 from tensorlite.errors import DTypeError, ShapeError
 
@@ -56,3 +58,24 @@ class Blas:
         self.platform.blas_gemm(self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
                                 alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
                                 beta_c, c_ptr, ldc, stride_c, batch)
+
+    def gemm_epilogue(self, dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int, a_ptr: int, lda: int,
+                      b_ptr: int, ldb: int, c_ptr: int, ldc: int, bias_ptr: int, epilogue: str) -> bool:
+        """One column-major GEMM C = op(A) op(B) with a fused bias epilogue ("bias": bias[m]
+        added to every column; "bgradb": bias[n] = the sums of op(B) over k), enqueued where
+        the platform has one (cuBLASLt) and takes the case. False, with nothing enqueued,
+        otherwise: the caller runs the GEMM and a separate kernel. TENSORLITE_BLAS_EPILOGUE=0
+        turns the fused path off (to compare, or to rule it out)."""
+        fused = getattr(self.platform, "blas_gemm_epilogue", None)
+        dtype = dtypes.get(dtype)
+        if fused is None or dtype not in dtypes.FLOATS or min(m, n, k) <= 0 or \
+                max(m, n, k, lda, ldb, ldc) > _INT32_MAX or os.environ.get("TENSORLITE_BLAS_EPILOGUE") == "0":
+            return False
+        ffi = self.platform.ffi
+        scalar = "double*" if dtype is dtypes.float64 else "float*"
+        handle = self.handle
+        self.device.activate()
+        return fused(handle, self.device.stream, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
+                     ffi.new(scalar, 1.0), a_ptr, lda, b_ptr, ldb, ffi.new(scalar, 0.0), c_ptr, ldc, bias_ptr,
+                     epilogue, self._workspace.ptr if self._workspace is not None else 0,
+                     self.platform.BLAS_WORKSPACE if self._workspace is not None else 0)

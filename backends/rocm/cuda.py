@@ -99,6 +99,46 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
     int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 """
 
+# cuBLASLt (cublasLt.h): only what the bias epilogues need. The descriptors are opaque
+# structs handled by pointer; the heuristic result is read by value, so its layout is spelled out.
+CUBLASLT_CDEFS = """
+typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cublasLtMatmulDescOpaque* cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutOpaque* cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceOpaque* cublasLtMatmulPreference_t;
+typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType,
+                                        cudaDataType scaleType);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, int attr, const void* buf,
+                                              size_t sizeInBytes);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref, int attr, const void* buf,
+                                                    size_t sizeInBytes);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+    cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
+    cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
+    const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
+    const void* C, cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
+    const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSizeInBytes, CUstream stream);
+"""
+# cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t, cublasLtEpilogue_t
+_LT_TRANSA, _LT_TRANSB, _LT_EPILOGUE, _LT_BIAS_POINTER = 3, 4, 7, 8
+_LT_PREF_MAX_WORKSPACE_BYTES = 1
+LT_EPILOGUES = {"bias": 4, "bgradb": 512}   # CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB
+_LT_ALIGN = 256  # the heuristic's default minimum alignment of A, B, C, D (and here of the bias)
+
 # CUdevice_attribute values
 ATTR = {"max_threads_per_block": 1, "max_shared_memory_per_block": 8, "warp_size": 10,
         "multiprocessor_count": 16, "l2_cache_size": 38, "cc_major": 75, "cc_minor": 76}
@@ -133,8 +173,10 @@ class CudaPlatform(PlatformBase):
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
 
     def __init__(self):
-        super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS)
+        super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
         self._contexts = {}
+        self._lt = None        # libcublasLt, False where it cannot be loaded
+        self._lt_plans = {}    # GEMM shape key -> (desc, layouts, algo) or None (no algorithm)
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):
@@ -266,6 +308,82 @@ class CudaPlatform(PlatformBase):
             vp(a), dt, lda, stride_a, vp(b), dt, ldb, stride_b, beta,
             vp(c), dt, ldc, stride_c, batch, compute, _GEMM_DEFAULT)
         self._blas_check("cublasGemmStridedBatchedEx", err)
+
+    # ---- cuBLASLt: GEMMs with a bias epilogue ---------------------------------------
+    @property
+    def ltlib(self):
+        """libcublasLt from cuBLAS's own directory (the two ship together), or False."""
+        if self._lt is None:
+            self.blaslib
+            try:
+                self._lt = dlopen_first(self.ffi, "libcublasLt (cuBLASLt)",
+                                        ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"),
+                                        [os.path.dirname(self.blas_path)] + self._dirs())[0]
+            except BackendUnavailable:
+                self._lt = False
+        return self._lt
+
+    def blas_gemm_epilogue(self, handle, stream, dtype_short, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                           beta, c, ldc, bias, epilogue, workspace, workspace_bytes) -> bool:
+        """One column-major GEMM D = C = alpha op(A) op(B) through cuBLASLt with `epilogue`
+        (LT_EPILOGUES: "bias" adds bias[m] to every column; "bgradb" writes the sums of
+        op(B) over k, one per column of D, to bias[n]). False, with nothing enqueued, where
+        cuBLASLt or an algorithm for the case is missing or a pointer is less aligned than
+        the algorithms assume: the caller then runs the unfused path. The cuBLAS handle
+        serves as the cuBLASLt handle (cuBLAS documents the cast), with cuBLAS's workspace."""
+        lt = self.ltlib
+        if not lt or any(p % _LT_ALIGN for p in (a, b, c, bias)):
+            return False
+        key = (dtype_short, trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue)
+        plan = self._lt_plans.get(key, False)
+        if plan is False:
+            plan = self._lt_plans[key] = self._lt_plan(lt, handle, key, bias, workspace_bytes)
+        if plan is None:
+            return False
+        desc, la, lb, lc, algo, _ = plan
+        ffi = self.ffi
+        ptr = ffi.new("void**", ffi.cast("void*", bias))
+        self._blas_check("cublasLtMatmulDescSetAttribute",
+                         lt.cublasLtMatmulDescSetAttribute(desc, _LT_BIAS_POINTER, ptr, ffi.sizeof("void*")))
+        vp = lambda p: ffi.cast("void*", p)  # noqa: E731
+        self._blas_check("cublasLtMatmul", lt.cublasLtMatmul(
+            ffi.cast("cublasLtHandle_t", handle), desc, alpha, vp(a), la, vp(b), lb, beta, vp(c), lc, vp(c), lc,
+            algo, vp(workspace), workspace_bytes, stream))
+        return True
+
+    def _lt_plan(self, lt, handle, key, bias, workspace_bytes):
+        """Descriptors and the heuristic's first algorithm for one GEMM shape (kept for the
+        life of the platform: a model has a few dozen shapes), or None without one."""
+        dtype_short, trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue = key
+        ffi, dt = self.ffi, _CUDA_TYPES[dtype_short]
+        compute, scale = (_COMPUTE_64F, 1) if dtype_short == "f64" else (_COMPUTE_32F, 0)  # CUDA_R_64F / _32F
+        desc = ffi.new("cublasLtMatmulDesc_t*")
+        self._blas_check("cublasLtMatmulDescCreate", lt.cublasLtMatmulDescCreate(desc, compute, scale))
+        desc = desc[0]
+        for attr, ctype, value in ((_LT_TRANSA, "int32_t", int(trans_a)), (_LT_TRANSB, "int32_t", int(trans_b)),
+                                   (_LT_EPILOGUE, "uint32_t", LT_EPILOGUES[epilogue]),
+                                   (_LT_BIAS_POINTER, "void*", ffi.cast("void*", bias))):
+            self._blas_check("cublasLtMatmulDescSetAttribute", lt.cublasLtMatmulDescSetAttribute(
+                desc, attr, ffi.new(ctype + "*", value), ffi.sizeof(ctype)))
+        layouts = []
+        for rows, cols, ld in ((k if trans_a else m, m if trans_a else k, lda),
+                               (n if trans_b else k, k if trans_b else n, ldb), (m, n, ldc)):
+            lay = ffi.new("cublasLtMatrixLayout_t*")
+            self._blas_check("cublasLtMatrixLayoutCreate", lt.cublasLtMatrixLayoutCreate(lay, dt, rows, cols, ld))
+            layouts.append(lay[0])
+        pref = ffi.new("cublasLtMatmulPreference_t*")
+        self._blas_check("cublasLtMatmulPreferenceCreate", lt.cublasLtMatmulPreferenceCreate(pref))
+        ws = ffi.new("uint64_t*", workspace_bytes)
+        self._blas_check("cublasLtMatmulPreferenceSetAttribute", lt.cublasLtMatmulPreferenceSetAttribute(
+            pref[0], _LT_PREF_MAX_WORKSPACE_BYTES, ws, 8))
+        result, count = ffi.new("cublasLtMatmulHeuristicResult_t[1]"), ffi.new("int*")
+        err = lt.cublasLtMatmulAlgoGetHeuristic(ffi.cast("cublasLtHandle_t", handle), desc, *layouts, layouts[2],
+                                                pref[0], 1, result, count)
+        lt.cublasLtMatmulPreferenceDestroy(pref[0])
+        if err or count[0] < 1 or result[0].state:
+            return None  # e.g. CUBLAS_STATUS_NOT_SUPPORTED for this epilogue / type / layout
+        # the algorithm is read in place: `result` stays alive with the plan
+        return desc, layouts[0], layouts[1], layouts[2], ffi.addressof(result[0], "algo"), result
 
     # ---- DNN library (cuDNN, loaded on first use; see dnn.py) ---------------------
     def dnn_lib(self):

@@ -30,8 +30,8 @@ import numpy as np
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_BACKWARD_OPS, UNARY_OPS, BackendStorage,
-                                ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, sdpa_layout,
-                                sdpa_mode)
+                                ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, batch_of_one,
+                                sdpa_layout, sdpa_mode)
 from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
 from tensorlite.layout import Layout, contiguous_strides
 
@@ -595,6 +595,25 @@ class GpuStorage(BackendStorage):
         out = self._new(b * m * n)
         _gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
         return out
+
+    def matmul_add_bias(self, rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout):
+        m, n, k = mnk
+        if bias.dtype is self.dtype is rhs.dtype and self.dtype.is_floating_point and \
+                lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n) and bias_layout.shape == (n,) and \
+                bias_layout.offset == 0 and (n == 1 or bias_layout.strides[0] == 1):
+            out = self._new(m * n)
+            if _gemm_epilogue(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, m, n, k, bias, "bias"):
+                return out
+        return super().matmul_add_bias(rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout)
+
+    def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
+        m, n, k = mnk
+        if self.dtype is rhs.dtype and self.dtype.is_floating_point and lhs_layout.shape == (m, k) and \
+                rhs_layout.shape == (k, n):
+            out, sums = self._new(m * n), self._new(m)
+            if _gemm_epilogue(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, m, n, k, sums, "bgradb"):
+                return out, sums
+        return super().matmul_row_sums(rhs, mnk, lhs_layout, rhs_layout)
 
     # ---- convolution, pooling, upsampling --------------------------------------------
     def _conv_check(self, op, layout, kernel, kernel_layout, nd):
@@ -1430,6 +1449,18 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
                     ("int64", c_batch_stride), ("int64", ldc), ("ptr", a.buffer.ptr), ("ptr", b.buffer.ptr),
                     ("ptr", c._addr(c_offset))])
         return
+    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
+    stride_a = la.strides[0] if batch > 1 else 0
+    stride_b = lb.strides[0] if batch > 1 else 0
+    # row-major C = A.B is column-major C^T = B^T . A^T
+    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, stride_b,
+                                  sa._addr(la.offset), lda, stride_a, c._addr(c_offset), ldc,
+                                  c_batch_stride, batch, alpha, 0.0)
+
+
+def _blas_operands(a, a_layout, b, b_layout, m, n, k):
+    """((storage, layout, (transposed, ld)) of A, then of B) as the BLAS takes them: the
+    views themselves where a leading dimension fits, else contiguous copies."""
     ops = []
     for st, lay, rows, cols in ((a, a_layout, m, k), (b, b_layout, k, n)):
         form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])
@@ -1438,13 +1469,21 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
             lay = Layout.contiguous(lay.shape)
             form = (False, cols)
         ops.append((st, lay, form))
-    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = ops
-    stride_a = la.strides[0] if batch > 1 else 0
-    stride_b = lb.strides[0] if batch > 1 else 0
-    # row-major C = A.B is column-major C^T = B^T . A^T
-    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, stride_b,
-                                  sa._addr(la.offset), lda, stride_a, c._addr(c_offset), ldc,
-                                  c_batch_stride, batch, alpha, 0.0)
+    return ops
+
+
+def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, m: int, n: int,
+                   k: int, bias: GpuStorage, epilogue: str) -> bool:
+    """C (a new contiguous (m, n)) = A . B for 3-D single-batch float layouts, with the BLAS
+    epilogue "bias" (adds bias (n,) to every row) or "bgradb" (writes the row sums of A
+    into bias (m,)); False, with nothing enqueued, where the platform does not fuse the case."""
+    if not (m and n and k):
+        return False
+    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
+    # row-major C = A.B is column-major C^T = B^T . A^T: "bias" runs along C^T's rows (n of
+    # them) and "bgradb" sums op(A^T) = A^T over k for each of C^T's m columns
+    return a.device.blas.gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
+                                       c.buffer.ptr, n, bias.buffer.ptr, epilogue)
 
 
 # =====================================================================================

@@ -543,7 +543,8 @@ def _batch1(lay, transpose=False):
 def linear(x, weight, bias=None):
     """x @ weight.T + bias as ONE autograd node: the leading dims of x fold into one GEMM, and
     the backward is one GEMM each for dx = g @ weight and dweight = g.T @ x (written
-    contiguous, as the optimizer wants it) plus a column sum for dbias. A training step runs
+    contiguous, as the optimizer wants it) plus a column sum for dbias (the bias add and that
+    sum ride on the GEMMs where the backend's BLAS has epilogues). A training step runs
     dozens of these, so the node saves the views, broadcasts and reshapes (and their
     backward nodes) of the matmul + add composite, which is the fallback for operands that
     need type promotion."""
@@ -560,11 +561,10 @@ def linear(x, weight, bias=None):
     xs, xl = _rows(x)
     m = xl.shape[0]
     ws, wl = weight._storage, weight._layout
-    out = xs.matmul(ws, (1, m, n, k), _batch1(xl), _batch1(wl, transpose=True))
-    if bias is not None:
-        bl = bias._layout
-        out = out.binary_impl("add", bias._storage, _Layout.contiguous((m, n)),
-                              _Layout((m, n), (0, bl.strides[0]), bl.offset))
+    if bias is None:
+        out = xs.matmul(ws, (1, m, n, k), _batch1(xl), _batch1(wl, transpose=True))
+    else:  # the GPU backend adds the bias in the GEMM's epilogue where the BLAS has one
+        out = xs.matmul_add_bias(ws, (m, n, k), xl, wl.transpose(0, 1), bias._storage, bias._layout)
     y = _wrap(out, lead + (n,), dt)
 
     def grad(g):
@@ -572,9 +572,13 @@ def linear(x, weight, bias=None):
         dx = dw = db = None
         if x.requires_grad:
             dx = _wrap(gs.matmul(ws, (1, m, k, n), _batch1(gl), _batch1(wl)), x.shape, dt)
-        if weight.requires_grad:
+        want_db = bias is not None and bias.requires_grad
+        if weight.requires_grad and want_db:  # one call: the GPU backend sums g in the GEMM's epilogue
+            dws, dbs = gs.matmul_row_sums(xs, (n, k, m), gl.transpose(0, 1), xl)
+            dw, db = _wrap(dws, (n, k), dt), _wrap(dbs, (n,), dt)
+        elif weight.requires_grad:
             dw = _wrap(gs.matmul(xs, (1, n, k, m), _batch1(gl, transpose=True), _batch1(xl)), (n, k), dt)
-        if bias is not None and bias.requires_grad:
+        elif want_db:
             db = _wrap(gs.reduce_op("sum", gl, (0,)), (n,), dt)
         return (dx, dw) if bias is None else (dx, dw, db)
     return _attach(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear")
