@@ -21,6 +21,7 @@ class Blas:
         self.platform = device.platform
         self._handle = None
         self._workspace = None  # a Buffer the library uses for as long as the handle lives
+        self._has_epilogues = None
 
     @property
     def handle(self):
@@ -59,6 +60,15 @@ class Blas:
                                 alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
                                 beta_c, c_ptr, ldc, stride_c, batch)
 
+    @property
+    def epilogues(self) -> bool:
+        """Whether gemm_epilogue can fuse at all here (the platform has a library with
+        epilogues, and TENSORLITE_BLAS_EPILOGUE=0 does not turn them off): callers skip
+        preparing the fused call where it cannot run."""
+        if self._has_epilogues is None:
+            self._has_epilogues = bool(getattr(self.platform, "has_gemm_epilogues", lambda: False)())
+        return self._has_epilogues and os.environ.get("TENSORLITE_BLAS_EPILOGUE") != "0"
+
     def gemm_epilogue(self, dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int, a_ptr: int, lda: int,
                       b_ptr: int, ldb: int, c_ptr: int, ldc: int, bias_ptr: int, epilogue: str) -> bool:
         """One column-major GEMM C = op(A) op(B) with a fused bias epilogue ("bias": bias[m]
@@ -66,16 +76,16 @@ class Blas:
         the platform has one (cuBLASLt) and takes the case. False, with nothing enqueued,
         otherwise: the caller runs the GEMM and a separate kernel. TENSORLITE_BLAS_EPILOGUE=0
         turns the fused path off (to compare, or to rule it out)."""
-        fused = getattr(self.platform, "blas_gemm_epilogue", None)
         dtype = dtypes.get(dtype)
-        if fused is None or dtype not in dtypes.FLOATS or min(m, n, k) <= 0 or \
-                max(m, n, k, lda, ldb, ldc) > _INT32_MAX or os.environ.get("TENSORLITE_BLAS_EPILOGUE") == "0":
+        if not self.epilogues or dtype not in dtypes.FLOATS or min(m, n, k) <= 0 or \
+                max(m, n, k, lda, ldb, ldc) > _INT32_MAX:
             return False
         ffi = self.platform.ffi
         scalar = "double*" if dtype is dtypes.float64 else "float*"
         handle = self.handle
         self.device.activate()
-        return fused(handle, self.device.stream, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
-                     ffi.new(scalar, 1.0), a_ptr, lda, b_ptr, ldb, ffi.new(scalar, 0.0), c_ptr, ldc, bias_ptr,
-                     epilogue, self._workspace.ptr if self._workspace is not None else 0,
-                     self.platform.BLAS_WORKSPACE if self._workspace is not None else 0)
+        ws = self._workspace
+        return self.platform.blas_gemm_epilogue(
+            handle, self.device.stream, dtype.short, bool(trans_a), bool(trans_b), m, n, k, ffi.new(scalar, 1.0),
+            a_ptr, lda, b_ptr, ldb, ffi.new(scalar, 0.0), c_ptr, ldc, bias_ptr, epilogue,
+            0 if ws is None else ws.ptr, 0 if ws is None else self.platform.BLAS_WORKSPACE)

@@ -323,6 +323,9 @@ class CudaPlatform(PlatformBase):
                 self._lt = False
         return self._lt
 
+    def has_gemm_epilogues(self) -> bool:
+        return bool(self.ltlib)
+
     def blas_gemm_epilogue(self, handle, stream, dtype_short, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                            beta, c, ldc, bias, epilogue, workspace, workspace_bytes) -> bool:
         """One column-major GEMM D = C = alpha op(A) op(B) through cuBLASLt with `epilogue`

@@ -598,20 +598,22 @@ class GpuStorage(BackendStorage):
 
     def matmul_add_bias(self, rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout):
         m, n, k = mnk
-        if bias.dtype is self.dtype is rhs.dtype and self.dtype.is_floating_point and \
-                lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n) and bias_layout.shape == (n,) and \
-                bias_layout.offset == 0 and (n == 1 or bias_layout.strides[0] == 1):
+        if self.device.blas.epilogues and bias.dtype is self.dtype is rhs.dtype and \
+                self.dtype.is_floating_point and lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n) and \
+                bias_layout.shape == (n,) and bias_layout.offset == 0 and (n == 1 or bias_layout.strides[0] == 1):
             out = self._new(m * n)
-            if _gemm_epilogue(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, m, n, k, bias, "bias"):
+            lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
+            if _gemm_epilogue(self, lhs, rhs, rhs_3d, out, m, n, k, bias, "bias"):
                 return out
         return super().matmul_add_bias(rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout)
 
     def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
         m, n, k = mnk
-        if self.dtype is rhs.dtype and self.dtype.is_floating_point and lhs_layout.shape == (m, k) and \
-                rhs_layout.shape == (k, n):
+        if self.device.blas.epilogues and self.dtype is rhs.dtype and self.dtype.is_floating_point and \
+                lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n):
             out, sums = self._new(m * n), self._new(m)
-            if _gemm_epilogue(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, m, n, k, sums, "bgradb"):
+            lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
+            if _gemm_epilogue(self, lhs, rhs, rhs_3d, out, m, n, k, sums, "bgradb"):
                 return out, sums
         return super().matmul_row_sums(rhs, mnk, lhs_layout, rhs_layout)
 
