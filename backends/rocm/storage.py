@@ -447,7 +447,7 @@ class GpuStorage(BackendStorage):
             n_chunks = max(1, min(-(-4 * sms // n_groups), row_len // (by * 2 * _COL_UNROLL)))
             n_counters, n_tasks, n_states = n_groups, n_groups * n_chunks, n_groups * n_chunks * bx * vec
         else:
-            block = _row_block(dev, n_rows, row_len)
+            block = _row_block(dev, n_rows, row_len, kernel.max_threads)
             # Few long rows would leave most of the GPU idle: split each row over blocks.
             n_chunks = max(1, min(-(-2 * sms // n_rows), row_len // (block[0] * 8)))
             n_counters, n_tasks, n_states = n_rows, n_rows * n_chunks, n_rows * n_chunks
