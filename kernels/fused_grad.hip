@@ -3,7 +3,11 @@
 // (A = Tr<T>::acc: f32, or f64 for f64).
 //
 // softmax_bwd_<t>, log_softmax_bwd_<t>     grad in over the last dim, from y and dy
-// layer_norm_bwd_<t>, rms_norm_bwd_<t>     dx (one row kernel) + the dweight/dbias partial
+// layer_norm_bwd_fit[_vec]_<t>, rms_norm_bwd_fit[_vec]_<t>   rows of at most 256 x 16
+//                                          elements (8 for f64): dx + the dweight/dbias partials
+//                                          per block, x and dy read once into registers; _vec:
+//                                          rows of whole aligned 16-byte vectors (3 blocks per SM)
+// layer_norm_bwd_<t>, rms_norm_bwd_<t>     longer rows: dx (one row kernel) + the dweight/dbias partial
 //                                          column sums per block (rows that fit a block),
 //                                          else per-row (mean, rstd) for norm_wgrad
 // norm_wgrad_<t>, norm_wgrad_finish_<t>    dweight/dbias of longer rows: partial column sums
@@ -152,6 +156,168 @@ TL_DEV void norm_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, co
     }
 }
 
+// ---- rows that fit one block of TL_NORM_FIT_THREADS: the fast path ------------------------------
+// Each thread keeps S = V * N elements (V 16-byte vectors) of x and of dy in registers, read
+// once; a row gets tpr = the least power of two with tpr * S >= row_len threads and a block
+// holds up to 256 / tpr rows. Two row reductions from registers: mean, then
+// (sum (x - mean)^2, sum gw, sum gw * (x - mean)) at once, all plain sums (the same result
+// in every lane, exact two-pass variance). A thread's columns are the same in every row, so
+// it adds its dweight/dbias terms to its own shared-memory slots over all of the block's
+// rows; at the end the block's rows are summed in row order: one partial per (block,
+// column) for norm_wgrad_finish (fixed order, no atomics). Rows of whole aligned vectors
+// (`Vec`, the host checks) keep the registers low enough for TL_NORM_FIT_VEC_BLOCKS
+// resident blocks per SM/CU (the launch bounds; the host launches that many per SM).
+#define TL_NORM_FIT_THREADS 256
+// 80 registers on sm_90 (f64 would spill at that); the strided variant needs ~230: 1 block
+#define TL_NORM_FIT_VEC_BLOCKS(T) (sizeof(T) == 8 ? 2 : 3)
+template <typename T> struct NormFit {
+    enum { N = 16 / sizeof(T), S = sizeof(T) == 8 ? 8 : 16, V = S / N };
+};
+template <typename A> struct NormSums { A sq, g, gx; };
+template <typename A> struct NormSumsOp {
+    typedef NormSums<A> State;
+    static TL_DEV State combine(State x, State y) {
+        State r; r.sq = x.sq + y.sq; r.g = x.g + y.g; r.gx = x.gx + y.gx; return r;
+    }
+    static TL_DEV State shfl(State v, int m, int w) {
+        State r; r.sq = tl_shfl_xor(v.sq, m, w); r.g = tl_shfl_xor(v.g, m, w); r.gx = tl_shfl_xor(v.gx, m, w);
+        return r;
+    }
+};
+// tl_row_allreduce for blocks of several rows of several warps each: row threadIdx.y's
+// warps meet in smem[threadIdx.y * warps_per_row ..] (block-uniform calls only).
+template <typename Op>
+TL_DEV typename Op::State norm_allreduce(typename Op::State v, typename Op::State* smem) {
+    const int tpr = blockDim.x;
+    const int width = tpr < warpSize ? tpr : warpSize;
+    for (int m = width >> 1; m > 0; m >>= 1) v = Op::combine(v, Op::shfl(v, m, width));
+    if (tpr <= warpSize) return v;
+    const int wpr = tpr / warpSize, lane = threadIdx.x % warpSize;
+    typename Op::State* const s = smem + threadIdx.y * wpr;
+    __syncthreads();  // smem may still be read by the previous call
+    if (lane == 0) s[threadIdx.x / warpSize] = v;
+    __syncthreads();
+    v = s[0];
+    for (int w = 1; w < wpr; ++w) v = Op::combine(v, s[w]);
+    return v;
+}
+
+template <typename T, bool Rms, bool Vec>
+TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& go, i64 gi,
+                         const T* x, const T* g, const T* w, i64 w_stride, double eps,
+                         typename Tr<T>::acc* pw, typename Tr<T>::acc* pb, T* out) {
+    typedef typename Tr<T>::acc A;
+    enum { N = NormFit<T>::N, V = NormFit<T>::V, S = NormFit<T>::S };
+    __shared__ A smem[TL_NORM_FIT_THREADS / 16];  // one per warp: warps of >= 16 lanes
+    __shared__ NormSums<A> tsmem[TL_NORM_FIT_THREADS / 16];
+    // column partials: thread t's slot q (column (threadIdx.x + q / N * tpr) * N + q % N) of
+    // dweight at mine[q], of dbias at mine[S + q]: constant offsets from one address, and the
+    // odd stride puts consecutive threads in different banks. Shared memory, not registers:
+    // registers hold the rows, and 2 x S more per thread would cost resident blocks.
+    enum { P = 2 * S + 1 };
+    __shared__ A red[P * TL_NORM_FIT_THREADS];
+    const bool part = pw || pb;
+    const int tpr = blockDim.x, nt = tpr * blockDim.y, t = threadIdx.y * tpr + threadIdx.x;
+    const A inv_n = A(1) / (A)row_len;
+    A* const mine = red + t * P;
+    if (part)
+#pragma unroll
+        for (int q = 0; q < 2 * S; ++q) mine[q] = A(0);
+    // the thread's weights: the same columns in every row
+    Run<T, N> qw[V];
+    const bool wvec = w_stride == 1 && tl_aligned16(w);
+#pragma unroll
+    for (int c = 0; c < V; ++c) qw[c] = fetch_vec<T>(w, w ? row_len : 0, w_stride, wvec, threadIdx.x + (i64)c * tpr);
+    const i64 rpb = blockDim.y;
+    for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {  // block-uniform
+        const i64 row = base + threadIdx.y;
+        const bool valid = row < n_rows;
+        const i64 len = valid ? row_len : 0;  // rows past the end: zeros, nothing read
+        const T* xr = x + (valid ? tl_index(xo, row) : 0);
+        const T* gr = g + (valid ? tl_index(go, row) : 0);
+        Run<T, N> qx[V], qg[V];
+        if (Vec) {  // the host saw every row contiguous, 16-byte aligned, whole vectors
+#pragma unroll
+            for (int c = 0; c < V; ++c) {  // every load issued before any is used
+                const i64 k = threadIdx.x + (i64)c * tpr;
+                if (k * N < len) {
+                    qx[c] = ((const Run<T, N>*)xr)[k];
+                    qg[c] = ((const Run<T, N>*)gr)[k];
+                } else {
+#pragma unroll
+                    for (int e = 0; e < N; ++e) { qx[c].v[e] = Tr<T>::store(A(0)); qg[c].v[e] = qx[c].v[e]; }
+                }
+            }
+        } else {  // strided or misaligned rows, a partial last vector
+            const bool xvec = xi == 1 && tl_aligned16(xr), gvec = gi == 1 && tl_aligned16(gr);
+#pragma unroll
+            for (int c = 0; c < V; ++c) {
+                const i64 k = threadIdx.x + (i64)c * tpr;
+                qx[c] = fetch_vec<T>(xr, len, xi, xvec, k);
+                qg[c] = fetch_vec<T>(gr, len, gi, gvec, k);
+            }
+        }
+        A mean = A(0);
+        if (!Rms) {
+            A s = A(0);
+#pragma unroll
+            for (int c = 0; c < V; ++c)
+#pragma unroll
+                for (int e = 0; e < N; ++e) s += Tr<T>::load(qx[c].v[e]);  // zeros past the end
+            mean = norm_allreduce<SumOp<A> >(s, smem) * inv_n;
+        }
+        NormSums<A> ts; ts.sq = A(0); ts.g = A(0); ts.gx = A(0);
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            const i64 left = len - (threadIdx.x + (i64)c * tpr) * N;
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                const A d = e < left ? Tr<T>::load(qx[c].v[e]) - mean : A(0);
+                const A gv = Tr<T>::load(qg[c].v[e]);  // 0 past the end
+                const A gw = w ? gv * Tr<T>::load(qw[c].v[e]) : gv;
+                ts.sq += d * d; ts.g += gw; ts.gx += gw * d;
+            }
+        }
+        ts = norm_allreduce<NormSumsOp<A> >(ts, tsmem);
+        if (!valid) continue;  // no barriers below: rows are independent until the loop's next turn
+        const A rstd = A(1) / tl_sqrt(ts.sq * inv_n + (A)eps);
+        const A mean_gw = Rms ? A(0) : ts.g * inv_n, mean_gwx = ts.gx * rstd * inv_n;  // mean(gw * xhat)
+        T* o = out + row * row_len;
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            const i64 k = threadIdx.x + (i64)c * tpr, left = row_len - k * N;
+            A d[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                const A gv = Tr<T>::load(qg[c].v[e]), xhat = (Tr<T>::load(qx[c].v[e]) - mean) * rstd;
+                d[e] = rstd * ((w ? gv * Tr<T>::load(qw[c].v[e]) : gv) - xhat * mean_gwx - mean_gw);
+                if (part) {  // columns past the end: never written out
+                    mine[c * N + e] += gv * xhat;
+                    mine[S + c * N + e] += gv;
+                }
+            }
+            if (left > 0) store_part<T, N>(o + k * N, d, left < N ? (int)left : (int)N);
+        }
+    }
+    if (!part) return;
+    // the block's rows meet: (slot, lane) pairs spread over the block, each summed in row order
+    __syncthreads();
+    A* const pwb = pw ? pw + (i64)blockIdx.x * row_len : 0;
+    A* const pbb = pb ? pb + (i64)blockIdx.x * row_len : 0;
+    for (int i = t; i < S * tpr; i += nt) {
+        const int q = i / tpr, lane = i % tpr;
+        const i64 col = ((i64)lane + (i64)(q / N) * tpr) * N + q % N;
+        if (col >= row_len) continue;
+        A sw = A(0), sb = A(0);
+        for (int y = 0; y < (int)blockDim.y; ++y) {
+            const A* const r = red + (i64)(y * tpr + lane) * P;
+            sw += r[q]; sb += r[S + q];
+        }
+        if (pwb) pwb[col] = sw;
+        if (pbb) pbb[col] = sb;
+    }
+}
+
 // ---- dweight / dbias: column sums over rows ---------------------------------------------------
 // Grid (column tiles, row chunks), block (bx, by) with bx * by <= TL_WGRAD_THREADS: thread
 // (tx, ty) sums column c over rows chunk_start + ty, + by, ...; the by partials meet in
@@ -185,8 +351,9 @@ TL_DEV void norm_wgrad_map(i64 n_rows, i64 row_len, i64 rows_per_chunk, const St
 }
 
 // Block (32, by), by * 32 <= TL_FINISH_THREADS: thread (tx, ty) sums column c's chunks
-// ty, ty + by, ...; the by partials meet in shared memory in a fixed order.
-#define TL_FINISH_THREADS 512
+// ty, ty + by, ...; the by partials meet in shared memory in a fixed order. Few columns
+// (a GPT's 512) make few blocks: many chunk lanes per column keep the loads in flight.
+#define TL_FINISH_THREADS 1024
 template <typename T>
 TL_DEV void norm_wgrad_finish_map(i64 n_chunks, i64 row_len, const typename Tr<T>::acc* pw,
                                   const typename Tr<T>::acc* pb, T* dw, T* db) {
@@ -429,6 +596,20 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     }
 }
 
+// norm_bwd_fit's entry points: `Vec` rows (contiguous, aligned, whole vectors) need no
+// per-element addresses, which lets the registers fit MIN_BLOCKS blocks per SM/CU.
+#define NORM_BWD_FIT_ENTRIES(T, sfx, name, Vec, MIN_BLOCKS)                                   \
+    extern "C" __global__ void __launch_bounds__(TL_NORM_FIT_THREADS, MIN_BLOCKS) layer_norm_bwd_##name##_##sfx( \
+        i64 n_rows, i64 row_len, Strided xo, i64 xi, Strided go, i64 gi, const T* x, const T* g,  \
+        const T* w, i64 w_stride, double eps, Tr<T>::acc* pw, Tr<T>::acc* pb, T* out) {          \
+        norm_bwd_fit<T, false, Vec>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, pw, pb, out); \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(TL_NORM_FIT_THREADS, MIN_BLOCKS) rms_norm_bwd_##name##_##sfx( \
+        i64 n_rows, i64 row_len, Strided xo, i64 xi, Strided go, i64 gi, const T* x, const T* g,  \
+        const T* w, i64 w_stride, double eps, Tr<T>::acc* pw, T* out) {                         \
+        norm_bwd_fit<T, true, Vec>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, pw, 0, out); \
+    }
+
 #define FUSED_GRAD_ENTRIES(T, sfx)                                                             \
     extern "C" __global__ void softmax_bwd_##sfx(i64 n_rows, i64 row_len, Strided yo, i64 yi, \
         Strided go, i64 gi, const T* y, const T* g, T* out) {                                 \
@@ -448,6 +629,8 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
         Tr<T>::acc* stats, Tr<T>::acc* pw, T* out) {                                          \
         norm_bwd_rows<T, true>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, pw, 0, out); \
     }                                                                                         \
+    NORM_BWD_FIT_ENTRIES(T, sfx, fit, false, 1)                                                \
+    NORM_BWD_FIT_ENTRIES(T, sfx, fit_vec, true, TL_NORM_FIT_VEC_BLOCKS(T))                                             \
     extern "C" __global__ void norm_wgrad_##sfx(i64 n_rows, i64 row_len, i64 rows_per_chunk,  \
         Strided xo, i64 xi, Strided go, i64 gi, const T* x, const T* g, const Tr<T>::acc* stats, \
         Tr<T>::acc* pw, Tr<T>::acc* pb) {                                                     \

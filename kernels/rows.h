@@ -99,6 +99,20 @@ struct RowTile {
     }
 };
 
+// Vector k (elements k*N .. k*N+N-1) of a row of n elements at stride s, zeros past the
+// end (n <= 0: all zeros, nothing read). `vec`: the row is contiguous and 16-byte aligned,
+// so a whole vector is one load.
+template <typename T>
+TL_DEV Run<T, 16 / sizeof(T)> fetch_vec(const T* x, i64 n, i64 s, bool vec, i64 k) {
+    enum { N = 16 / sizeof(T) };
+    const i64 j = k * N;
+    if (vec && j + N <= n) return ((const Run<T, N>*)x)[k];
+    Run<T, N> q;
+#pragma unroll
+    for (int e = 0; e < N; ++e) q.v[e] = j + e < n ? x[(j + e) * s] : Tr<T>::store(typename Tr<T>::acc(0));
+    return q;
+}
+
 // Two tiles of rows of one length (the same slots), walked together: f(c, k, a, b, cnt).
 template <typename T, int V, bool Cache, typename F>
 TL_DEV void each2(const RowTile<T, V, Cache>& ra, const RowTile<T, V, Cache>& rb, F f) {

@@ -34,6 +34,9 @@ def view_of(a, kind, dtype, device):
         return tl.tensor(big, dtype=dtype, device=device).narrow(-1, 1, a.shape[-1], 2)
     if kind == "broadcast":  # the first row repeated (stride 0 over dim 0)
         return tl.tensor(a[:1], dtype=dtype, device=device).expand(*a.shape)
+    if kind == "misaligned":  # contiguous rows that start one element into their buffer
+        flat = np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)])
+        return tl.tensor(flat, dtype=dtype, device=device).narrow(0, 1, a.size).reshape(*a.shape)
     raise ValueError(kind)
 
 
@@ -102,7 +105,14 @@ def np_norm_backward(x, g, w, eps, center):
 @pytest.mark.parametrize("rms", [False, True])
 @pytest.mark.parametrize("shape, views", [((3, 4, 24), ("contiguous", "contiguous")),
                                           ((700, 40), ("transposed", "strided")),   # many row chunks
-                                          ((5, 1300), ("strided", "broadcast"))])    # rows over several warps
+                                          ((5, 1300), ("strided", "broadcast")),     # rows over several warps
+                                          # GPU: aligned whole-vector rows of 2-4 warps, several per block
+                                          ((1000, 520), ("contiguous", "broadcast")),
+                                          ((37, 203), ("contiguous", "contiguous")),  # partial last vector
+                                          ((6, 64), ("misaligned", "contiguous")),
+                                          ((7, 1), ("contiguous", "misaligned")),     # rows of one element
+                                          ((3, 5000), ("contiguous", "contiguous")),  # longer than the fit path
+                                          ((2, 17000), ("contiguous", "contiguous"))])  # longer than 1024 x 16
 def test_norm_backward_storage(device, rng, dtype, rms, shape, views):
     n = shape[-1]
     x, g = rng.uniform(-2, 2, shape) + 0.5, rng.standard_normal(shape)

@@ -84,6 +84,8 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
                                                "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
     "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
+                                                    "layer_norm_bwd_fit", "rms_norm_bwd_fit",
+                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
                                                     "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
                                                     "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
                                                     "adamw", "adamw_many") for t in FLOATS),
@@ -127,6 +129,7 @@ _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TE
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
 _NORM_COLS = 16                                  # TL_NORM_COLS in fused_grad.hip: columns per thread
+_NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
 _COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
 _COL_UNROLL = 4                                  # TL_COL_UNROLL in reduce.hip: rows in flight per thread
 _COL_MAX = (1 << 31) - 4096                      # reduce_cols: u32 counts below this
@@ -222,6 +225,24 @@ def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
 
 def _view4(layout: Layout) -> bytes:
     return _VIEW4.pack(layout.offset, *layout.strides)
+
+
+def _norm_fit_cols(dtype) -> int:
+    """Elements of a row per thread in norm_bwd_fit (NormFit::S in fused_grad.hip)."""
+    return 8 if dtype.itemsize == 8 else 16
+
+
+def _norm_fit_blocks(dtype, vec: bool) -> int:
+    """Resident blocks per SM that norm_bwd_fit's launch bounds keep (TL_NORM_FIT_VEC_BLOCKS)."""
+    return (2 if dtype.itemsize == 8 else 3) if vec else 1
+
+
+def _rows_vectorized(st, outer: Layout, inner: int, row_len: int) -> bool:
+    """Every row of `st` under (outer, inner) is contiguous, 16-byte aligned and whole
+    16-byte vectors (what norm_bwd_fit's Vec variant assumes without checking)."""
+    n = 16 // st.dtype.itemsize
+    return (inner == 1 and row_len % n == 0 and st._addr(outer.offset) % 16 == 0
+            and all(s % n == 0 for d, s in zip(outer.shape, outer.strides) if d > 1))
 
 
 def _row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024) -> Tuple[int, int]:
@@ -949,14 +970,13 @@ class GpuStorage(BackendStorage):
         return dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
 
     def _norm_backward(self, name, op, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
-        """dx in one row kernel (fused_grad.hip norm_bwd_rows). Rows of at most
-        1024 * _NORM_COLS elements: one block per row group keeps its rows in registers and
-        writes its column partials of dweight/dbias in the same pass, and one finish
-        kernel sums them (two launches). Longer rows: per-row stats, then norm_wgrad."""
+        """dx and the dweight/dbias partials in one row kernel, then one finish kernel that
+        sums the partials. Rows that fit 256 threads: norm_bwd_fit (_norm_backward_fit).
+        Longer rows, up to 1024 * _NORM_COLS elements: norm_bwd_rows keeps a row group in
+        registers the same way. Longer still: per-row stats, then norm_wgrad."""
         self._check_grad(op, layout, grad, grad_layout)
         wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
         dev, t, acc = self.device, self.dtype.short, self._acc_dtype()
-        kernel = _kernel(dev, f"{name}_{t}", op, self=(self, layout), grad=(grad, grad_layout))
         n_rows, row_len, xo, xi = _rows_of(layout)
         _, _, go, gi = _rows_of(grad_layout)
         dx = self._new(n_rows * row_len)
@@ -967,6 +987,9 @@ class GpuStorage(BackendStorage):
                 if st is not None and st.numel:
                     dev.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
             return dx, dw, db
+        if row_len <= _NORM_FIT_THREADS * _norm_fit_cols(self.dtype):
+            return self._norm_backward_fit(name, op, layout, grad, grad_layout, wargs, eps, dx, dw, db)
+        kernel = _kernel(dev, f"{name}_{t}", op, self=(self, layout), grad=(grad, grad_layout))
         cap = min(1024, kernel.max_threads)
         tpr = 1
         while tpr * _NORM_COLS < row_len and 2 * tpr <= cap:
@@ -996,12 +1019,45 @@ class GpuStorage(BackendStorage):
             self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
         return dx, dw, db
 
+    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, dx, dw, db):
+        """Rows that fit a block of _NORM_FIT_THREADS (fused_grad.hip norm_bwd_fit): tpr threads
+        per row (tpr * cols >= row_len), up to 256 // tpr rows per block, as many blocks per SM
+        as stay resident (each sums its dweight/dbias partials over all of its rows), then
+        norm_wgrad_finish over the blocks' partials. Rows of whole aligned vectors take the
+        _vec variant (fewer registers: more blocks per SM)."""
+        dev, acc = self.device, self._acc_dtype()
+        n_rows, row_len, xo, xi = _rows_of(layout)
+        _, _, go, gi = _rows_of(grad_layout)
+        vec = _rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len)
+        kernel = _kernel(dev, f"{name}_fit{'_vec' if vec else ''}_{self.dtype.short}", op, self=(self, layout),
+                         grad=(grad, grad_layout))
+        cols = _norm_fit_cols(self.dtype)
+        tpr = 1
+        while tpr * cols < row_len:
+            tpr *= 2
+        sms, blocks = _sm_count(dev), _norm_fit_blocks(self.dtype, vec)
+        # fewer rows per block when the rows would not fill every SM's blocks
+        rpb = max(1, min(_NORM_FIT_THREADS // tpr, -(-n_rows // (sms * blocks))))
+        groups = -(-n_rows // rpb)
+        grid = -(-groups // -(-groups // (sms * blocks)))  # every block the same number of turns
+        pw = self._new(grid * row_len, acc) if dw is not None else None
+        pb = self._new(grid * row_len, acc) if db is not None else None
+        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
+        parts = [("ptr", ptr(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", ptr(pb))])
+        dev.launch(kernel, grid, (tpr, rpb),
+                   [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
+                    ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), *parts, ("ptr", dx.buffer.ptr)])
+        if dw is not None or db is not None:
+            self._norm_wgrad_finish(grid, row_len, pw, pb, dw, db)
+        return dx, dw, db
+
     def _norm_wgrad_finish(self, n_chunks, row_len, pw, pb, dw, db):
         """dw/db = column sums of the (n_chunks, row_len) partials (fused_grad.hip
-        norm_wgrad_finish: 32 columns x up to 16 chunk lanes per block, fixed order)."""
+        norm_wgrad_finish: 32 columns x up to 32 chunk lanes per block, fixed order)."""
         dev = self.device
         kernel = _kernel(dev, f"norm_wgrad_finish_{self.dtype.short}", "norm_backward")
-        by = max(1, min(16, n_chunks, kernel.max_threads // 32))  # TL_FINISH_THREADS: 32 * 16
+        by = max(1, min(32, n_chunks, kernel.max_threads // 32))  # TL_FINISH_THREADS: 32 * 32
         ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
         dev.launch(kernel, _grid(dev, row_len, 32), (32, by),
                    [("int64", n_chunks), ("int64", row_len), ("ptr", ptr(pw)), ("ptr", ptr(pb)),
