@@ -22,12 +22,15 @@
 // 1 bool (true = keep), 2 additive in T, a (b, hq, L, S) view (stride 0 broadcasts).
 // A query row whose keys are all dropped gets zeros and lse = -inf (as the cpu reference).
 //
-// Blocks are 16 x 16 threads (threadIdx.y selects rows, threadIdx.x columns), so the 16
-// threads that share a query row sit in 16 consecutive lanes: row reductions are shuffles
-// of width 16, valid for 32- and 64-lane warps. Each product's register micro-tile is laid
-// out so its shared-memory operands are vector loads or broadcasts (see flash_fwd and
-// flash_bwd); padded tile rows keep lanes that read different rows off the same banks.
-// Tile sizes (FwdCfg/BwdCfg) are mirrored by the launch grids in backends/rocm/storage.py.
+// Blocks are 16 x 16 threads. In the forward threadIdx.y selects rows, threadIdx.x columns,
+// so the 16 threads that share a query row sit in 16 consecutive lanes: row reductions are
+// shuffles of width 16, valid for 32- and 64-lane warps (the backward needs none and maps
+// threads to tiles its own way). Each product's register micro-tile is laid out so its
+// shared-memory operands are vector loads or broadcasts (see flash_fwd and flash_bwd);
+// padded tile rows keep lanes that read different rows off the same banks. Global tiles
+// are read with every load in flight at once, 16 bytes each where the view's rows allow
+// (AttStage). Tile sizes (FwdCfg/BwdCfg, FwdTile::SMEM) are mirrored by the launches in
+// backends/rocm/storage.py.
 #include "compat.h"
 
 struct View4 { i64 offset, s0, s1, s2, s3; };
@@ -39,63 +42,37 @@ struct AttnShape {
     float scale;
 };
 
-// Tile sizes per storage width and padded head dim, kept under the 48 KiB of static
-// shared memory that both vendors allow without opting in.
+// Tile sizes per storage width and padded head dim. The forward's tiles live in dynamic
+// shared memory (FwdTile::SMEM, at most 51 KiB: f32 at DP 64, over the 48 KiB of static
+// shared memory; the host opts in), the backward's in static shared memory under 48 KiB.
 template <typename T, int DP> struct FwdCfg {
     static const int BM = (sizeof(T) == 4 && DP > 64) ? 32 : 64;  // query rows per block
-    static const int BN = 32;                                      // keys per tile
+    static const int BN = DP > 64 ? 32 : 64;                      // keys per tile
 };
 template <typename T, int DP> struct BwdCfg {
     static const int BN = sizeof(T) == 4 ? (DP > 64 ? 16 : 32) : (DP > 64 ? 32 : 64);  // keys per block
     static const int BM = (sizeof(T) == 4 && DP > 64) ? 16 : 32;                        // query rows per step
 };
 
-#define TL_ATT_THREADS 256
+#define TL_ATT_THREADS 256  // two blocks per SM/CU (__launch_bounds__): registers capped at 128
 
 TL_DEV float att_neg_inf() { return -tl_inf_f32(); }
+
+// Scaled score x of key j for query l (both in range) after the mask (p.mask_kind != 0).
+template <typename T>
+TL_DEV float att_mask(float x, const AttnShape& p, i64 bi, i64 h, i64 l, i64 j, const View4& mv, const void* mask) {
+    const i64 mi = mv.offset + bi * mv.s0 + h * mv.s1 + l * mv.s2 + j * mv.s3;
+    if (p.mask_kind == 1) return ((const tlbool*)mask)[mi].v ? x : att_neg_inf();
+    return x + Tr<T>::load(((const T*)mask)[mi]);
+}
 
 // Score of key j for query l (both in range) after scale, causal and mask; -inf = dropped.
 template <typename T>
 TL_DEV float att_score(float dot, const AttnShape& p, i64 bi, i64 h, i64 l, i64 j, const View4& mv,
                        const void* mask) {
     if (p.causal && j > l + p.causal_shift) return att_neg_inf();
-    float x = dot * p.scale;
-    if (p.mask_kind) {
-        const i64 mi = mv.offset + bi * mv.s0 + h * mv.s1 + l * mv.s2 + j * mv.s3;
-        if (p.mask_kind == 1) {
-            if (!((const tlbool*)mask)[mi].v) return att_neg_inf();
-        } else {
-            x += Tr<T>::load(((const T*)mask)[mi]);
-        }
-    }
-    return x;
-}
-
-// rows x DP tile of a (b, h, t, d) view into shared memory, dim-major: dst[c * ld + r].
-// Rows past n_rows and dims past d are zero (padding must not carry NaN into the sums).
-template <typename T, int ROWS, int DP>
-TL_DEV void att_load_t(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
-    const int tid = threadIdx.y * 16 + threadIdx.x;
-    const i64 base = v.offset + bi * v.s0 + h * v.s1;
-    for (int e = tid; e < ROWS * DP; e += TL_ATT_THREADS) {
-        const int r = e / DP, c = e % DP;
-        T x = Tr<T>::store(0.0f);
-        if (r0 + r < n_rows && c < d) x = src[base + (r0 + r) * v.s2 + c * v.s3];
-        dst[c * ld + r] = x;
-    }
-}
-
-// Same, row-major: dst[r * ld + c].
-template <typename T, int ROWS, int DP>
-TL_DEV void att_load_rows(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
-    const int tid = threadIdx.y * 16 + threadIdx.x;
-    const i64 base = v.offset + bi * v.s0 + h * v.s1;
-    for (int e = tid; e < ROWS * DP; e += TL_ATT_THREADS) {
-        const int r = e / DP, c = e % DP;
-        T x = Tr<T>::store(0.0f);
-        if (r0 + r < n_rows && c < d) x = src[base + (r0 + r) * v.s2 + c * v.s3];
-        dst[r * ld + c] = x;
-    }
+    const float x = dot * p.scale;
+    return p.mask_kind ? att_mask<T>(x, p, bi, h, l, j, mv, mask) : x;
 }
 
 // N consecutive shared-memory elements in one access (16-byte pieces at most); callers
@@ -108,28 +85,101 @@ TL_DEV void att_lds(float* dst, const T* src) {
     for (int i = 0; i < N; ++i) dst[i] = Tr<T>::load(x.v[i]);
 }
 
+extern __shared__ Vec4<u32> att_dyn_smem[];
+
+// A ROWS x DP tile of a (b, h, t, d) view staged in registers: thread tid holds the chunks
+// tid + 256*k of VN consecutive elements (16 bytes). att_fetch issues every global load of
+// the tile before any is used (so their latencies overlap, and a tile fetched before a
+// product is in flight while it runs); att_put stores it row-major into shared memory.
+template <typename T, int ROWS, int DP> struct AttStage {
+    static const int VN = 16 / sizeof(T) < DP ? 16 / sizeof(T) : DP, CPR = DP / VN;
+    static const int NC = (ROWS * CPR + TL_ATT_THREADS - 1) / TL_ATT_THREADS;
+    AttVec<T, VN> x[NC];
+};
+
+// Whether a view's rows in (bi, h) can be read as aligned 16-byte pieces: complete,
+// contiguous rows (d == DP) whose starts are all 16-byte aligned. Uniform per block.
+template <typename T, int DP>
+TL_DEV bool att_vec_ok(const T* src, const View4& v, i64 bi, i64 h, i64 d) {
+    const int VN = AttStage<T, 1, DP>::VN;
+    return d == DP && v.s3 == 1 && v.s2 % VN == 0 &&
+           ((u64)(src + v.offset + bi * v.s0 + h * v.s1) & 15) == 0;
+}
+
+// Rows r0 .. r0+ROWS of the view; rows past n_rows and dims past d are zero (padding
+// must not carry NaN into the sums).
+template <typename T, int ROWS, int DP>
+TL_DEV void att_fetch(AttStage<T, ROWS, DP>& st, bool vec, const T* src, const View4& v, i64 bi, i64 h, i64 r0,
+                      i64 n_rows, i64 d) {
+    typedef AttStage<T, ROWS, DP> S;
+    const int tid = threadIdx.y * 16 + threadIdx.x;
+    const T* base = src + v.offset + bi * v.s0 + h * v.s1;
+    const i64 rows = n_rows - r0;
+#pragma unroll
+    for (int k = 0; k < S::NC; ++k) {
+        const int e = tid + k * TL_ATT_THREADS, r = e / S::CPR, c = (e % S::CPR) * S::VN;
+        if (e >= ROWS * S::CPR) break;
+        if (vec && r < rows) {
+            st.x[k] = *(const AttVec<T, S::VN>*)(base + (r0 + r) * v.s2 + c);
+        } else {
+#pragma unroll
+            for (int i = 0; i < S::VN; ++i)
+                st.x[k].v[i] = (r < rows && c + i < d) ? base[(r0 + r) * v.s2 + (c + i) * v.s3] : Tr<T>::store(0.0f);
+        }
+    }
+}
+
+// dst[r * ld + c] = the staged tile; ld a multiple of 4 (4-element stores).
+template <typename T, int ROWS, int DP>
+TL_DEV void att_put(T* dst, int ld, const AttStage<T, ROWS, DP>& st) {
+    typedef AttStage<T, ROWS, DP> S;
+    const int tid = threadIdx.y * 16 + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < S::NC; ++k) {
+        const int e = tid + k * TL_ATT_THREADS, r = e / S::CPR, c = (e % S::CPR) * S::VN;
+        if (e >= ROWS * S::CPR) break;
+#pragma unroll
+        for (int i = 0; i < S::VN; i += 4) {
+            AttVec<T, 4> piece;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) piece.v[u] = st.x[k].v[i + u];
+            *(AttVec<T, 4>*)(dst + r * ld + c + i) = piece;
+        }
+    }
+}
+
+// Fetch and store at once (tiles loaded where nothing can overlap them).
+template <typename T, int ROWS, int DP>
+TL_DEV void att_load_rows(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    AttStage<T, ROWS, DP> st;
+    att_fetch<T, ROWS, DP>(st, att_vec_ok<T, DP>(src, v, bi, h, d), src, v, bi, h, r0, n_rows, d);
+    att_put<T, ROWS, DP>(dst, ld, st);
+}
+
 // Forward: thread (tx, ty) owns query rows ty*TM .. +TM (their softmax state and output)
-// and, per key tile, keys tx*TN .. +TN of the scores and output dims tx*TD .. +TD, so
-// every inner-loop operand is one vector load. Q and K are staged dim-major (a dim's
-// rows or keys contiguous), P transposed (a key's rows contiguous), V row-major.
+// and, per key tile, keys tx + 16*b of the scores and output dims tx*TD .. +TD. Q and K
+// are staged row-major with rows padded by 4 elements: a score step reads 4 dims of TM
+// rows (broadcast within the 16 lanes) and of TN keys (16 rows 17 quads apart: no bank
+// conflicts). P is stored transposed (a key's TM rows one vector), V row-major. The next
+// tile is fetched into registers (AttStage) while the current one is multiplied.
 template <typename T, int DP> struct FwdTile {
     typedef FwdCfg<T, DP> C;
     static const int BM = C::BM, BN = C::BN, TM = BM / 16, TN = BN / 16, TD = DP / 16;
-    static const int LDQ = BM + TM, LDK = BN + TN, LDP = BM + 4;  // padding against bank conflicts
-    static const int KV = DP * LDK > BN * DP ? DP * LDK : BN * DP;
-    struct Smem {
-        alignas(16) T q[DP * LDQ];
-        alignas(16) T kv[KV];  // K (dim-major), then V (row-major)
-        alignas(16) float pt[BN * LDP];
-    };
+    static const int LD = DP + 4, LDP = BM + 4;  // padding against bank conflicts
+    static const int VP = TD < 4 ? TD : 4;       // V piece per load (rows are 8-byte aligned at f16)
+    // Q, then K or V, then P^T (floats); mirrored by _sdpa_flash in backends/rocm/storage.py
+    static const int SMEM = (BM + BN) * LD * (int)sizeof(T) + BN * LDP * (int)sizeof(float);
 };
 
 template <typename T, int DP>
 TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
                       const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
     typedef FwdTile<T, DP> F;
-    const int BM = F::BM, BN = F::BN, TM = F::TM, TN = F::TN, TD = F::TD;
-    __shared__ typename F::Smem sm;
+    const int BM = F::BM, BN = F::BN, TM = F::TM, TN = F::TN, TD = F::TD, LD = F::LD, LDP = F::LDP, VP = F::VP;
+    T* const sq = (T*)att_dyn_smem;
+    T* const skv = sq + BM * LD;                   // K, then V of the same tile
+    float* const pt = (float*)(skv + BN * LD);
+    static_assert((F::BM + F::BN) * F::LD * sizeof(T) % 16 == 0, "P^T must start 16-byte aligned");
     const int tx = threadIdx.x, ty = threadIdx.y;
 
     // Consecutive blocks share a head (K and V stay in L2), heaviest (latest, under a
@@ -139,7 +189,15 @@ TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
     const i64 l0 = qt * BM;
 
-    att_load_t<T, BM, DP>(sm.q, F::LDQ, q, qv, bi, h, l0, p.L, p.d);
+    i64 n_end = p.S;  // keys past the causal diagonal of the tile's last row are never seen
+    if (p.causal) {
+        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) - 1 + p.causal_shift + 1;
+        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
+    }
+    const bool kvec = att_vec_ok<T, DP>(k, kv, bi, hk, p.d), vvec = att_vec_ok<T, DP>(v, vv, bi, hk, p.dv);
+    AttStage<T, BN, DP> st;  // the next K or V tile, in flight while the block computes
+    if (n_end > 0) att_fetch<T, BN, DP>(st, kvec, k, kv, bi, hk, 0, p.S, p.d);
+    att_load_rows<T, BM, DP>(sq, LD, q, qv, bi, h, l0, p.L, p.d);
 
     float m[TM], ls[TM], acc[TM][TD];
 #pragma unroll
@@ -149,39 +207,51 @@ TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, cons
         for (int c = 0; c < TD; ++c) acc[a][c] = 0.0f;
     }
 
-    i64 n_end = p.S;  // keys past the causal diagonal of the tile's last row are never seen
-    if (p.causal) {
-        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) - 1 + p.causal_shift + 1;
-        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
-    }
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
-        __syncthreads();  // the previous tile's V and P are no longer read
-        att_load_t<T, BN, DP>(sm.kv, F::LDK, k, kv, bi, hk, j0, p.S, p.d);
+        __syncthreads();  // the previous tile's V and P are no longer read (first: Q is stored)
+        att_put<T, BN, DP>(skv, LD, st);
         __syncthreads();
+        att_fetch<T, BN, DP>(st, vvec, v, vv, bi, hk, j0, p.S, p.dv);
         float s[TM][TN];
 #pragma unroll
         for (int a = 0; a < TM; ++a)
 #pragma unroll
             for (int b = 0; b < TN; ++b) s[a][b] = 0.0f;
-#pragma unroll 8
-        for (int x = 0; x < DP; ++x) {
-            float qa[TM], kb[TN];
-            att_lds<T, TM>(qa, sm.q + x * F::LDQ + ty * TM);
-            att_lds<T, TN>(kb, sm.kv + x * F::LDK + tx * TN);
+#pragma unroll 1  // more unrolling costs registers past the 128 of two blocks per SM
+        for (int x = 0; x < DP; x += 4) {
+            float qa[TM][4], kb[TN][4];
 #pragma unroll
-            for (int a = 0; a < TM; ++a)
+            for (int a = 0; a < TM; ++a) att_lds<T, 4>(qa[a], sq + (ty * TM + a) * LD + x);
 #pragma unroll
-                for (int b = 0; b < TN; ++b) s[a][b] = fmaf(qa[a], kb[b], s[a][b]);
+            for (int b = 0; b < TN; ++b) att_lds<T, 4>(kb[b], skv + (tx + 16 * b) * LD + x);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+#pragma unroll
+                for (int a = 0; a < TM; ++a)
+#pragma unroll
+                    for (int b = 0; b < TN; ++b) s[a][b] = fmaf(qa[a][e], kb[b][e], s[a][b]);
         }
+        // Tiles wholly inside the scores and before the diagonal need no per-element test.
+        const bool inner = !p.mask_kind && j0 + BN <= p.S && l0 + BM <= p.L &&
+                           (!p.causal || j0 + BN - 1 <= l0 + p.causal_shift);
 #pragma unroll
         for (int a = 0; a < TM; ++a) {
             const i64 l = l0 + ty * TM + a;
+            // this row keeps the tile's keys below lim (in range, not past the diagonal)
+            i64 lim = p.S - j0;
+            if (p.causal && l + p.causal_shift + 1 - j0 < lim) lim = l + p.causal_shift + 1 - j0;
+            const int lim_t = l < p.L ? (int)(lim < 0 ? 0 : (lim > BN ? BN : lim)) : 0;
             float mt = att_neg_inf();
 #pragma unroll
             for (int b = 0; b < TN; ++b) {
-                const i64 j = j0 + tx * TN + b;
-                s[a][b] = (l < p.L && j < p.S) ? att_score<T>(s[a][b], p, bi, h, l, j, mv, mask) : att_neg_inf();
-                mt = fmaxf(mt, s[a][b]);
+                const int jj = tx + 16 * b;
+                float x = s[a][b] * p.scale;
+                if (!inner) {
+                    if (jj >= lim_t) x = att_neg_inf();
+                    else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, l, j0 + jj, mv, mask);
+                }
+                s[a][b] = x;
+                mt = fmaxf(mt, x);
             }
             for (int o = 8; o > 0; o >>= 1) mt = fmaxf(mt, tl_shfl_xor(mt, o, 16));
             const float mn = fmaxf(m[a], mt);
@@ -202,17 +272,19 @@ TL_DEV void flash_fwd(const AttnShape& p, const View4& qv, const View4& kv, cons
             AttVec<float, TM> col;
 #pragma unroll
             for (int a = 0; a < TM; ++a) col.v[a] = s[a][b];
-            *(AttVec<float, TM>*)(sm.pt + (tx * TN + b) * F::LDP + ty * TM) = col;
+            *(AttVec<float, TM>*)(pt + (tx + 16 * b) * LDP + ty * TM) = col;
         }
-        att_load_rows<T, BN, DP>(sm.kv, DP, v, vv, bi, hk, j0, p.S, p.dv);
+        att_put<T, BN, DP>(skv, LD, st);
+        if (j0 + BN < n_end) att_fetch<T, BN, DP>(st, kvec, k, kv, bi, hk, j0 + BN, p.S, p.d);
         __syncthreads();
 #pragma unroll 4
         for (int j = 0; j < BN; ++j) {
             float pa[TM], vc[TD];
-            const AttVec<float, TM> pj = *(const AttVec<float, TM>*)(sm.pt + j * F::LDP + ty * TM);
+            const AttVec<float, TM> pj = *(const AttVec<float, TM>*)(pt + j * LDP + ty * TM);
 #pragma unroll
             for (int a = 0; a < TM; ++a) pa[a] = pj.v[a];
-            att_lds<T, TD>(vc, sm.kv + j * DP + tx * TD);
+#pragma unroll
+            for (int c = 0; c < TD; c += VP) att_lds<T, VP>(vc + c, skv + j * LD + tx * TD + c);
 #pragma unroll
             for (int a = 0; a < TM; ++a)
 #pragma unroll
@@ -252,21 +324,28 @@ TL_DEV void flash_bwd_pre(i64 n_rows, i64 hq, i64 L, i64 dv, const View4& ov, co
 }
 
 // Backward: a block owns BN keys of one kv head and walks the query tiles of every query
-// head that shares it. All four tiles are staged row-major (rows padded by 4 elements, so
-// 4-element vector loads stay aligned and lanes reading different rows hit different
-// banks). Ownership per product: S/dP and dQ take rows ty + 16*a with keys or dims
-// tx + 16*b (dQ's atomics then cover contiguous addresses); dK/dV take keys ty + 16*a and
-// dims tx*TD .. +TD (vector loads of the Q and dO rows).
+// head that shares it, fetching the next step's Q and dO tiles into registers while a step
+// computes. Q, dO, K and V are staged row-major (rows padded by 4 elements, so 4-element
+// vector loads stay aligned and lanes reading different rows hit different banks); P and
+// dS as f32 rows padded by 8. Each product runs on a 16 x 16 grid of (row group ry, column
+// group cx); a 32-lane warp covers 4 ry x 8 cx, so either operand of a product is a few
+// distinct vectors per warp (one shared-memory wavefront each). Any lane count is correct;
+// nothing is exchanged between lanes. Ownership: S/dP rows ry + 16*a, keys cx + 16*b;
+// dK/dV keys ry*TNK .. +TNK, dims cx*TD .. +TD (vector loads of P, dS, Q and dO rows);
+// dQ rows ry + 16*a, dims cx*TD .. +TD, then staged in shared memory so the atomics
+// cover contiguous addresses.
 template <typename T, int DP> struct BwdTile {
     typedef BwdCfg<T, DP> C;
     static const int BN = C::BN, BM = C::BM, TNK = BN / 16, TMQ = BM / 16, TD = DP / 16;
-    static const int LD = DP + 4, VP = TD < 4 ? TD : 4;  // padded row; vector piece
+    static const int LD = DP + 4, PLD = BN + 8, VP = TD < 4 ? TD : 4;  // padded rows; vector piece
+    static const int UX = TNK > 2 || TD > 4 ? 1 : 2;  // S/dP unrolling within 128 registers
     struct Smem {
         alignas(16) T k[BN * LD];
         alignas(16) T v[BN * LD];
-        alignas(16) T q[BM * LD];
-        alignas(16) T g[BM * LD];
-        float p[BM * BN], ds[BM * BN], l[BM], dr[BM];
+        alignas(16) T qg[2 * BM * LD];  // Q, then dO; after a step's products its dQ tile (f32, pitch LD)
+        alignas(16) float p[BM * PLD];
+        alignas(16) float ds[BM * PLD];
+        float l[BM], dr[BM];
     };
 };
 
@@ -276,9 +355,14 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
                       const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr, float* dq,
                       T* dk, T* dv) {
     typedef BwdTile<T, DP> B;
-    const int BN = B::BN, BM = B::BM, TNK = B::TNK, TMQ = B::TMQ, TD = B::TD, LD = B::LD, VP = B::VP;
+    const int BN = B::BN, BM = B::BM, TNK = B::TNK, TMQ = B::TMQ, TD = B::TD, LD = B::LD, PLD = B::PLD, VP = B::VP;
+    const int UX = B::UX;
+    static_assert(2 * sizeof(T) >= sizeof(float), "the dQ tile reuses the Q and dO tiles' space");
     __shared__ typename B::Smem sm;
-    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    T* const sq = sm.qg;
+    T* const sg = sm.qg + BM * LD;
+    const int tid = threadIdx.y * 16 + threadIdx.x;
+    const int ry = ((tid >> 5) & 3) * 4 + ((tid & 31) >> 3), cx = (tid >> 7) * 8 + (tid & 7);
 
     // Consecutive blocks share a kv head (Q, dO and dq stay in L2); key tiles near the
     // start see the most queries under a causal mask: first within it.
@@ -286,143 +370,166 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     const i64 kt = (i64)blockIdx.x % nk, bh = (i64)blockIdx.x / nk;
     const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
     const i64 j0 = kt * BN;
-    att_load_rows<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
-    att_load_rows<T, BN, DP>(sm.v, LD, v, vv, bi, hkv, j0, p.S, p.dv);
-
-    // dK[j][x] and dV[j][x] for keys j = ty + 16*a, dims x = tx*TD + c
-    float adk[TNK][TD], adv[TNK][TD];
-#pragma unroll
-    for (int a = 0; a < TNK; ++a)
-#pragma unroll
-        for (int c = 0; c < TD; ++c) adk[a][c] = adv[a][c] = 0.0f;
 
     i64 i_begin = 0;  // queries before the tile's first key's diagonal see none of its keys
     if (p.causal) {
         const i64 first = j0 - p.causal_shift;
         i_begin = first > 0 ? (first / BM) * BM : 0;
     }
-    for (i64 hh = 0; hh < groups; ++hh) {
-        const i64 h = hkv * groups + hh;
+    // One step per (query head of the group, query tile).
+    const i64 per_head = i_begin < p.L ? (p.L - i_begin + BM - 1) / BM : 0, n_steps = groups * per_head;
+    AttStage<T, BM, DP> stq, stg;
+    if (n_steps > 0) {
+        const i64 h = hkv * groups;
+        att_fetch<T, BM, DP>(stq, att_vec_ok<T, DP>(q, qv, bi, h, p.d), q, qv, bi, h, i_begin, p.L, p.d);
+        att_fetch<T, BM, DP>(stg, att_vec_ok<T, DP>(g, gv, bi, h, p.dv), g, gv, bi, h, i_begin, p.L, p.dv);
+    }
+    att_load_rows<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
+    att_load_rows<T, BN, DP>(sm.v, LD, v, vv, bi, hkv, j0, p.S, p.dv);
+
+    // dK[j][x] and dV[j][x] for keys j = ry*TNK + a, dims x = cx*TD + c
+    float adk[TNK][TD], adv[TNK][TD];
+#pragma unroll
+    for (int a = 0; a < TNK; ++a)
+#pragma unroll
+        for (int c = 0; c < TD; ++c) adk[a][c] = adv[a][c] = 0.0f;
+
+    for (i64 step = 0; step < n_steps; ++step) {
+        const i64 h = hkv * groups + step / per_head, i0 = i_begin + (step % per_head) * BM;
         const i64 row0 = (bi * p.hq + h) * p.L;
-        for (i64 i0 = i_begin; i0 < p.L; i0 += BM) {
-            __syncthreads();  // the previous step's tiles are no longer read
-            att_load_rows<T, BM, DP>(sm.q, LD, q, qv, bi, h, i0, p.L, p.d);
-            att_load_rows<T, BM, DP>(sm.g, LD, g, gv, bi, h, i0, p.L, p.dv);
-            if (tid < BM) {
-                const bool in = i0 + tid < p.L;
-                sm.l[tid] = in ? lse[row0 + i0 + tid] : att_neg_inf();
-                sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+        __syncthreads();  // the previous step's dQ tile is no longer read (first: K and V are stored)
+        att_put<T, BM, DP>(sq, LD, stq);
+        att_put<T, BM, DP>(sg, LD, stg);
+        if (tid < BM) {
+            const bool in = i0 + tid < p.L;
+            sm.l[tid] = in ? lse[row0 + i0 + tid] : att_neg_inf();
+            sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+        }
+        if (step + 1 < n_steps) {
+            const i64 hn = hkv * groups + (step + 1) / per_head, in0 = i_begin + ((step + 1) % per_head) * BM;
+            att_fetch<T, BM, DP>(stq, att_vec_ok<T, DP>(q, qv, bi, hn, p.d), q, qv, bi, hn, in0, p.L, p.d);
+            att_fetch<T, BM, DP>(stg, att_vec_ok<T, DP>(g, gv, bi, hn, p.dv), g, gv, bi, hn, in0, p.L, p.dv);
+        }
+        __syncthreads();
+        // S = Q K^T and dP = dO V^T for rows i = ry + 16*a, keys j = cx + 16*b
+        float s[TMQ][TNK], dp[TMQ][TNK];
+#pragma unroll
+        for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+            for (int b = 0; b < TNK; ++b) s[a][b] = dp[a][b] = 0.0f;
+#pragma unroll UX
+        for (int x = 0; x < DP; x += VP) {
+            float qa[TMQ][VP], ga[TMQ][VP], kb[TNK][VP], vb[TNK][VP];
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a) {
+                att_lds<T, VP>(qa[a], sq + (ry + 16 * a) * LD + x);
+                att_lds<T, VP>(ga[a], sg + (ry + 16 * a) * LD + x);
             }
-            __syncthreads();
-            // S = Q K^T and dP = dO V^T for rows i = ty + 16*a, keys j = tx + 16*b
-            float s[TMQ][TNK], dp[TMQ][TNK];
+#pragma unroll
+            for (int b = 0; b < TNK; ++b) {
+                att_lds<T, VP>(kb[b], sm.k + (cx + 16 * b) * LD + x);
+                att_lds<T, VP>(vb[b], sm.v + (cx + 16 * b) * LD + x);
+            }
 #pragma unroll
             for (int a = 0; a < TMQ; ++a)
 #pragma unroll
-                for (int b = 0; b < TNK; ++b) s[a][b] = dp[a][b] = 0.0f;
+                for (int b = 0; b < TNK; ++b)
+#pragma unroll
+                    for (int e = 0; e < VP; ++e) {
+                        s[a][b] = fmaf(qa[a][e], kb[b][e], s[a][b]);
+                        dp[a][b] = fmaf(ga[a][e], vb[b][e], dp[a][b]);
+                    }
+        }
+#pragma unroll
+        for (int a = 0; a < TMQ; ++a) {
+            const int r = ry + 16 * a;
+            const i64 i = i0 + r;
+            const float li = sm.l[r], di = sm.dr[r];
+#pragma unroll
+            for (int b = 0; b < TNK; ++b) {
+                const int cj = cx + 16 * b;
+                const i64 j = j0 + cj;
+                float pij = 0.0f;
+                if (i < p.L && j < p.S && li != att_neg_inf()) {
+                    const float x = att_score<T>(s[a][b], p, bi, h, i, j, mv, mask);
+                    pij = expf(x - li);  // x = -inf (dropped) gives 0
+                }
+                sm.p[r * PLD + cj] = pij;
+                sm.ds[r * PLD + cj] = pij * (dp[a][b] - di);
+            }
+        }
+        __syncthreads();
+        // dV += P^T dO, dK += dS^T Q over this step's rows
 #pragma unroll 2
-            for (int x = 0; x < DP; x += VP) {
-                float qa[TMQ][VP], ga[TMQ][VP], kb[TNK][VP], vb[TNK][VP];
+        for (int r = 0; r < BM; ++r) {
+            float gx[TD], qx[TD];
+            const AttVec<float, TNK> pj = *(const AttVec<float, TNK>*)(sm.p + r * PLD + ry * TNK);
+            const AttVec<float, TNK> sj = *(const AttVec<float, TNK>*)(sm.ds + r * PLD + ry * TNK);
 #pragma unroll
-                for (int a = 0; a < TMQ; ++a) {
-                    att_lds<T, VP>(qa[a], sm.q + (ty + 16 * a) * LD + x);
-                    att_lds<T, VP>(ga[a], sm.g + (ty + 16 * a) * LD + x);
-                }
+            for (int c = 0; c < TD; c += VP) {
+                att_lds<T, VP>(gx + c, sg + r * LD + cx * TD + c);
+                att_lds<T, VP>(qx + c, sq + r * LD + cx * TD + c);
+            }
 #pragma unroll
-                for (int b = 0; b < TNK; ++b) {
-                    att_lds<T, VP>(kb[b], sm.k + (tx + 16 * b) * LD + x);
-                    att_lds<T, VP>(vb[b], sm.v + (tx + 16 * b) * LD + x);
+            for (int a = 0; a < TNK; ++a)
+#pragma unroll
+                for (int c = 0; c < TD; ++c) {
+                    adv[a][c] = fmaf(pj.v[a], gx[c], adv[a][c]);
+                    adk[a][c] = fmaf(sj.v[a], qx[c], adk[a][c]);
                 }
+        }
+        // dQ[i][x] = sum_j dS[i][j] K[j][x] for rows i = ry + 16*a, dims x = cx*TD + c
+        float aq[TMQ][TD];
+#pragma unroll
+        for (int a = 0; a < TMQ; ++a)
+#pragma unroll
+            for (int c = 0; c < TD; ++c) aq[a][c] = 0.0f;
+#pragma unroll 2
+        for (int cj = 0; cj < BN; cj += 4) {
+            AttVec<float, 4> sv[TMQ];
+#pragma unroll
+            for (int a = 0; a < TMQ; ++a) sv[a] = *(const AttVec<float, 4>*)(sm.ds + (ry + 16 * a) * PLD + cj);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                float kx[TD];
+#pragma unroll
+                for (int c = 0; c < TD; c += VP) att_lds<T, VP>(kx + c, sm.k + (cj + u) * LD + cx * TD + c);
 #pragma unroll
                 for (int a = 0; a < TMQ; ++a)
 #pragma unroll
-                    for (int b = 0; b < TNK; ++b)
-#pragma unroll
-                        for (int e = 0; e < VP; ++e) {
-                            s[a][b] = fmaf(qa[a][e], kb[b][e], s[a][b]);
-                            dp[a][b] = fmaf(ga[a][e], vb[b][e], dp[a][b]);
-                        }
+                    for (int c = 0; c < TD; ++c) aq[a][c] = fmaf(sv[a].v[u], kx[c], aq[a][c]);
             }
+        }
+        __syncthreads();  // every thread is done with Q and dO: their space takes the dQ tile
+        float* const dqs = (float*)sm.qg;
 #pragma unroll
-            for (int a = 0; a < TMQ; ++a) {
-                const int r = ty + 16 * a;
-                const i64 i = i0 + r;
-                const float li = sm.l[r], di = sm.dr[r];
+        for (int a = 0; a < TMQ; ++a)
 #pragma unroll
-                for (int b = 0; b < TNK; ++b) {
-                    const int cj = tx + 16 * b;
-                    const i64 j = j0 + cj;
-                    float pij = 0.0f;
-                    if (i < p.L && j < p.S && li != att_neg_inf()) {
-                        const float x = att_score<T>(s[a][b], p, bi, h, i, j, mv, mask);
-                        pij = expf(x - li);  // x = -inf (dropped) gives 0
-                    }
-                    sm.p[r * BN + cj] = pij;
-                    sm.ds[r * BN + cj] = pij * (dp[a][b] - di);
-                }
+            for (int c = 0; c < TD; c += VP) {
+                AttVec<float, VP> x;
+#pragma unroll
+                for (int u = 0; u < VP; ++u) x.v[u] = aq[a][c + u];
+                *(AttVec<float, VP>*)(dqs + (ry + 16 * a) * LD + cx * TD + c) = x;
             }
-            __syncthreads();
-            // dV += P^T dO, dK += dS^T Q over this step's rows
-#pragma unroll 2
-            for (int r = 0; r < BM; ++r) {
-                float pj[TNK], sj[TNK], gx[TD], qx[TD];
-#pragma unroll
-                for (int a = 0; a < TNK; ++a) {
-                    pj[a] = sm.p[r * BN + ty + 16 * a];
-                    sj[a] = sm.ds[r * BN + ty + 16 * a];
-                }
-#pragma unroll
-                for (int c = 0; c < TD; c += VP) {
-                    att_lds<T, VP>(gx + c, sm.g + r * LD + tx * TD + c);
-                    att_lds<T, VP>(qx + c, sm.q + r * LD + tx * TD + c);
-                }
-#pragma unroll
-                for (int a = 0; a < TNK; ++a)
-#pragma unroll
-                    for (int c = 0; c < TD; ++c) {
-                        adv[a][c] = fmaf(pj[a], gx[c], adv[a][c]);
-                        adk[a][c] = fmaf(sj[a], qx[c], adk[a][c]);
-                    }
-            }
-            // dQ[i][x] += scale * sum_j dS[i][j] K[j][x] for x = tx + 16*c, added atomically
-            // (other key tiles add to the same rows)
-            float aq[TMQ][TD];
-#pragma unroll
-            for (int a = 0; a < TMQ; ++a)
-#pragma unroll
-                for (int c = 0; c < TD; ++c) aq[a][c] = 0.0f;
-#pragma unroll 2
-            for (int cj = 0; cj < BN; ++cj) {
-                float kx[TD], sv[TMQ];
-#pragma unroll
-                for (int c = 0; c < TD; ++c) kx[c] = Tr<T>::load(sm.k[cj * LD + tx + 16 * c]);
-#pragma unroll
-                for (int a = 0; a < TMQ; ++a) sv[a] = sm.ds[(ty + 16 * a) * BN + cj];
-#pragma unroll
-                for (int a = 0; a < TMQ; ++a)
-#pragma unroll
-                    for (int c = 0; c < TD; ++c) aq[a][c] = fmaf(sv[a], kx[c], aq[a][c]);
-            }
-#pragma unroll
-            for (int a = 0; a < TMQ; ++a) {
-                const i64 i = i0 + ty + 16 * a, qb = dqv.offset + bi * dqv.s0 + h * dqv.s1 + i * dqv.s2;
-                if (i < p.L)
-#pragma unroll
-                    for (int c = 0; c < TD; ++c)
-                        if (tx + 16 * c < p.d && aq[a][c] != 0.0f)
-                            tl_atomic_add(&dq[qb + tx + 16 * c], aq[a][c] * p.scale);
-            }
+        __syncthreads();
+        // scale * dQ added atomically (other key tiles add to the same rows), consecutive
+        // threads on consecutive dims of a row
+        const i64 qb = dqv.offset + bi * dqv.s0 + h * dqv.s1;
+        for (int e = tid; e < BM * DP; e += TL_ATT_THREADS) {
+            const int r = e / DP, x = e % DP;
+            const float val = dqs[r * LD + x];
+            if (i0 + r < p.L && x < p.d && val != 0.0f) tl_atomic_add(&dq[qb + (i0 + r) * dqv.s2 + x], val * p.scale);
         }
     }
 #pragma unroll
     for (int a = 0; a < TNK; ++a) {
-        const i64 j = j0 + ty + 16 * a;
+        const i64 j = j0 + ry * TNK + a;
         if (j >= p.S) continue;
         const i64 kb = dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2;
         const i64 vb = dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2;
 #pragma unroll
         for (int c = 0; c < TD; ++c) {
-            const int x = tx * TD + c;
+            const int x = cx * TD + c;
             if (x < p.d) dk[kb + x] = Tr<T>::store(adk[a][c] * p.scale);
             if (x < p.dv) dv[vb + x] = Tr<T>::store(adv[a][c]);
         }
@@ -446,8 +553,6 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int BM = 16 * RT * NW, BN = DP > 64 ? 32 : 64, LD = DP + 8;
     static const int SMEM = (BM + 2 * BN) * LD * (int)sizeof(T);  // Q, K, V (52 KiB at DP 128)
 };
-extern __shared__ Vec4<u32> att_dyn_smem[];
-
 // ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
 // Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
 // asynchronous copies: the tile is ready after tl_cp_async_wait_all() and a barrier.
@@ -869,12 +974,12 @@ ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
-    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_fwd##DP##_##sfx(            \
+    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS, 2) flash_fwd##DP##_##sfx(         \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
         flash_fwd<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                          \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS) flash_bwd##DP##_##sfx(            \
+    extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS, 2) flash_bwd##DP##_##sfx(         \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
         View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \

@@ -1266,8 +1266,10 @@ class GpuStorage(BackendStorage):
             smem = (bm + 2 * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
-            bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM in attention.hip
+            bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
+            bn = 32 if dp > 64 else 64
             block = (16, 16)
+            smem = (bm + bn) * (dp + 4) * self.dtype.itemsize + bn * (bm + 4) * 4  # FwdTile::SMEM
         dev.launch(kernel, b * hq * (-(-L // bm)), block,
                    [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
                     ("bytes", _view4(v_layout)), ("bytes", _view4(out_layout)), *mask_args, ("ptr", q.buffer.ptr),
