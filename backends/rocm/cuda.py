@@ -12,6 +12,7 @@ nvidia/cublas/lib, ...) and the loader path; newest soname first.
 from __future__ import annotations
 
 import os
+from threading import get_ident
 
 import cffi
 
@@ -176,7 +177,9 @@ class CudaPlatform(PlatformBase):
         super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
         self._contexts = {}
         self._lt = None        # libcublasLt, False where it cannot be loaded
-        self._lt_plans = {}    # GEMM shape key -> (desc, layouts, algo) or None (no algorithm)
+        # (thread, GEMM shape) -> (desc, layouts, algo, heuristic result) or None (no algorithm);
+        # per thread because each call sets the descriptor's bias pointer before running it
+        self._lt_plans = {}
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):
@@ -338,9 +341,9 @@ class CudaPlatform(PlatformBase):
         if not lt or any(p % _LT_ALIGN for p in (a, b, c, bias)):
             return False
         key = (dtype_short, trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue)
-        plan = self._lt_plans.get(key, False)
+        plan = self._lt_plans.get((get_ident(), key), False)
         if plan is False:
-            plan = self._lt_plans[key] = self._lt_plan(lt, handle, key, bias, workspace_bytes)
+            plan = self._lt_plans[get_ident(), key] = self._lt_plan(lt, handle, key, bias, workspace_bytes)
         if plan is None:
             return False
         desc, la, lb, lc, algo, _ = plan
