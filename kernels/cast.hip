@@ -44,8 +44,7 @@ TL_DEV void cast_many_map(const CastTable<S, D>& tb) {
     const int V = TlWidth<(sizeof(S) > sizeof(D) ? sizeof(S) : sizeof(D))>::V;
     const i64 n_blocks = tb.first_block[tb.count];
     for (i64 b = blockIdx.x; b < n_blocks; b += gridDim.x) {
-        int t = 0;
-        while (b >= tb.first_block[t + 1]) ++t;
+        const int t = tl_table_tensor(tb.first_block, b);
         const i64 i0 = (b - tb.first_block[t]) * TL_CAST_CHUNK;
         const int len = (int)(tb.n[t] - i0 < TL_CAST_CHUNK ? tb.n[t] - i0 : TL_CAST_CHUNK);
         const S* s = tb.src[t] + i0;

@@ -383,6 +383,15 @@ TL_DEV void tl_map3(i64 n, const Strided& La, const Strided& Lb, const Strided& 
     TL_MAP_DISPATCH(V, vec, n, tl_map3_run, La, Lb, Lc, a, b, c, out, f)
 }
 
+// ---- multi-tensor tables (adamw_many, cast_many) ----------------------------------------
+// Block b works on tensor t where first_block[t] <= b < first_block[t + 1] (the host's
+// _table_blocks); a table holds a few dozen tensors, so a scan is cheaper than a search.
+TL_DEV int tl_table_tensor(const i64* first_block, i64 b) {
+    int t = 0;
+    while (b >= first_block[t + 1]) ++t;
+    return t;
+}
+
 // ---- contiguous fast paths: four elements per access ---------------------------------
 // (Kept for callers whose operands are known contiguous, e.g. fused_grad.hip.) When every
 // pointer is aligned to four elements, each thread moves 4 consecutive elements with one

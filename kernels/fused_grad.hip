@@ -7,9 +7,7 @@
 //                                          elements (8 for f64): dx + the dweight/dbias partials
 //                                          per block, x and dy read once into registers; _vec:
 //                                          rows of whole aligned 16-byte vectors (3 blocks per SM)
-// layer_norm_bwd_<t>, rms_norm_bwd_<t>     longer rows: dx (one row kernel) + the dweight/dbias partial
-//                                          column sums per block (rows that fit a block),
-//                                          else per-row (mean, rstd) for norm_wgrad
+// layer_norm_bwd_<t>, rms_norm_bwd_<t>     longer rows: dx + per-row (mean, rstd) for norm_wgrad
 // norm_wgrad_<t>, norm_wgrad_finish_<t>    dweight/dbias of longer rows: partial column sums
 //                                          per row chunk; the finish sums the partials of
 //                                          either path, one per column (no atomics)
@@ -49,37 +47,21 @@ TL_DEV void softmax_bwd_rows(i64 n_rows, i64 row_len, const Strided& yo, i64 yi,
     }
 }
 
-// ---- layer_norm / rms_norm backward: dx (+ the weight/bias gradients' partial sums) ---------
+// ---- layer_norm / rms_norm backward of rows longer than norm_bwd_fit takes: dx ------------
 // xhat = (x - mean) * rstd (mean = 0 for rms), gw = dy * w:
 // dx = rstd * (gw - xhat * mean(gw * xhat) - mean(gw))   (no mean(gw) term for rms).
-// mean/rstd are recomputed from x as the forward does. Rows go by RowTile with
-// TL_NORM_COLS columns per thread. When the host sized the block so that every row fits
-// (tpr * TL_NORM_COLS >= row_len), x and dy are read once and kept in registers, and
-// pw/pb (nullable) receive this block's column sums of dy * xhat and dy: one partial per
-// (block, column), summed by norm_wgrad_finish (fixed order: deterministic, no atomics).
-// Blocks with several rows (tpr <= warpSize) have at most TL_NORM_RED_THREADS threads.
-// Longer rows are re-read per pass; `stats` (nullable) then receives (mean, rstd) for
-// norm_wgrad.
-#define TL_NORM_COLS 16
-#define TL_NORM_RED_THREADS 256
-template <typename T> struct NormTile {
-    enum { N = 16 / sizeof(T), V = TL_NORM_COLS / (16 / sizeof(T)) };
-    typedef RowTile<T, V, true> Tile;
-};
-
+// mean/rstd are recomputed from x as the forward does; `stats` (nullable) receives them
+// for norm_wgrad. Rows go by RowTile (16-byte vectors where the row allows), re-read per pass.
+#define TL_NORM_VECTORS 4  // 16-byte vectors in flight per thread
 template <typename T, bool Rms>
 TL_DEV void norm_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& go, i64 gi,
                           const T* x, const T* g, const T* w, i64 w_stride, double eps,
-                          typename Tr<T>::acc* stats, typename Tr<T>::acc* pw, typename Tr<T>::acc* pb, T* out) {
+                          typename Tr<T>::acc* stats, T* out) {
     typedef typename Tr<T>::acc A;
-    typedef typename NormTile<T>::Tile Tile;
-    enum { N = Tile::N, S = TL_NORM_COLS };
+    typedef RowTile<T, TL_NORM_VECTORS> Tile;
+    enum { N = Tile::N };
     __shared__ A smem[TL_MAX_WARPS];
     __shared__ Pair<A> psmem[TL_MAX_WARPS];
-    const bool part = pw || pb;
-    A aw[S], ab[S];  // this thread's column partials, slot c * N + e
-#pragma unroll
-    for (int q = 0; q < S; ++q) { aw[q] = A(0); ab[q] = A(0); }
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
@@ -89,21 +71,21 @@ TL_DEV void norm_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, co
         const Tile gr(g + (valid ? tl_index(go, row) : 0), len, gi);
         A mean = A(0);
         if (!Rms) {
-            xr.each([&](int, i64, const A* v, int cnt) {
+            xr.each([&](i64, const A* v, int cnt) {
 #pragma unroll
                 for (int e = 0; e < N; ++e) if (e < cnt) mean += v[e];
             });
             mean = tl_row_allreduce<SumOp<A> >(mean, smem) / (A)row_len;
         }
         A sq = A(0);
-        xr.each([&](int, i64, const A* v, int cnt) {
+        xr.each([&](i64, const A* v, int cnt) {
 #pragma unroll
             for (int e = 0; e < N; ++e) if (e < cnt) sq += (v[e] - mean) * (v[e] - mean);
         });
         sq = tl_row_allreduce<SumOp<A> >(sq, smem);
         const A rstd = A(1) / tl_sqrt(sq / (A)row_len + (A)eps);
         Pair<A> sums; sums.a = A(0); sums.b = A(0);  // sum(gw), sum(gw * xhat)
-        each2(xr, gr, [&](int, i64 k, const A* xv, const A* gv, int cnt) {
+        each2(xr, gr, [&](i64 k, const A* xv, const A* gv, int cnt) {
             A wv[N];
             if (w) load_part<T, N>(w + k * N * w_stride, w_stride, cnt, wv);
 #pragma unroll
@@ -120,39 +102,14 @@ TL_DEV void norm_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, co
         const A inv_n = A(1) / (A)row_len;
         const A mean_gw = Rms ? A(0) : sums.a * inv_n, mean_gwx = sums.b * inv_n;
         T* o = out + row * row_len;
-        each2(xr, gr, [&](int c, i64 k, const A* xv, const A* gv, int cnt) {
+        each2(xr, gr, [&](i64 k, const A* xv, const A* gv, int cnt) {
             A wv[N], d[N];
             if (w) load_part<T, N>(w + k * N * w_stride, w_stride, cnt, wv);
 #pragma unroll
-            for (int e = 0; e < N; ++e) {
-                const A xhat = (xv[e] - mean) * rstd;
-                d[e] = rstd * ((w ? gv[e] * wv[e] : gv[e]) - xhat * mean_gwx - mean_gw);
-                if (part && e < cnt) { aw[c * N + e] += gv[e] * xhat; ab[c * N + e] += gv[e]; }
-            }
+            for (int e = 0; e < N; ++e)
+                d[e] = rstd * ((w ? gv[e] * wv[e] : gv[e]) - (xv[e] - mean) * rstd * mean_gwx - mean_gw);
             store_part<T, N>(o + k * N, d, cnt);
         });
-    }
-    if (!part) return;
-    // the block's rows meet in shared memory, one slot at a time, in row order
-    __shared__ A red[2 * TL_NORM_RED_THREADS];
-    const int tpr = blockDim.x, nt = tpr * blockDim.y, t = threadIdx.y * tpr + threadIdx.x;
-    A* const pwb = pw + (pw ? (i64)blockIdx.x * row_len : 0);
-    A* const pbb = pb + (pb ? (i64)blockIdx.x * row_len : 0);
-#pragma unroll
-    for (int q = 0; q < S; ++q) {
-        const i64 col = ((i64)threadIdx.x + (i64)(q / N) * tpr) * N + q % N;
-        A sw = aw[q], sb = ab[q];
-        if (blockDim.y > 1) {
-            __syncthreads();
-            red[t] = sw; red[nt + t] = sb;
-            __syncthreads();
-            if (threadIdx.y != 0) continue;
-            for (int y = 1; y < (int)blockDim.y; ++y) { sw += red[y * tpr + threadIdx.x]; sb += red[nt + y * tpr + threadIdx.x]; }
-        }
-        if (col < row_len) {
-            if (pw) pwb[col] = sw;
-            if (pb) pbb[col] = sb;
-        }
     }
 }
 
@@ -407,7 +364,7 @@ TL_DEV void cross_entropy_fwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
                                    typename Tr<T>::acc* loss, typename Tr<T>::acc* lse_out,
                                    typename Tr<T>::acc* wt_out, int* err) {
     typedef typename Tr<T>::acc A;
-    typedef RowTile<T, TL_CE_VECTORS, false> Tile;
+    typedef RowTile<T, TL_CE_VECTORS> Tile;
     enum { N = Tile::N };
     __shared__ LseState<A> smem[TL_MAX_WARPS];
     const i64 rpb = blockDim.y;
@@ -416,7 +373,7 @@ TL_DEV void cross_entropy_fwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
         const bool valid = row < n_rows;
         const T* xr = x + (valid ? tl_index(xo, row) : 0);
         LseState<A> st; st.m = tl_lowest<A>(); st.s = A(0);
-        Tile(xr, valid ? row_len : 0, xi).each([&](int, i64, const A* v, int cnt) {
+        Tile(xr, valid ? row_len : 0, xi).each([&](i64, const A* v, int cnt) {
             A vm = tl_lowest<A>();
 #pragma unroll
             for (int e = 0; e < N; ++e) if (e < cnt) vm = MaxOp<A>::combine(vm, v[e]);
@@ -455,7 +412,7 @@ TL_DEV void cross_entropy_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
                                    const typename Tr<T>::acc* lse, const typename Tr<T>::acc* wt, const T* x,
                                    T* out) {
     typedef typename Tr<T>::acc A;
-    typedef RowTile<T, TL_CE_VECTORS, false> Tile;
+    typedef RowTile<T, TL_CE_VECTORS> Tile;
     enum { N = Tile::N };
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
@@ -475,7 +432,7 @@ TL_DEV void cross_entropy_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
         }
         const A scale = gloss[tl_index(gl, row)] * wr, l = lse[row];
         const i64 t = tgt[tl_index(tl, row)];
-        Tile(x + tl_index(xo, row), row_len, xi).each([&](int, i64 k, const A* v, int cnt) {
+        Tile(x + tl_index(xo, row), row_len, xi).each([&](i64 k, const A* v, int cnt) {
             A d[N];
 #pragma unroll
             for (int e = 0; e < N; ++e) {
@@ -585,8 +542,7 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     const AdamStep<typename Tr<T>::acc> step(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);
     const i64 n_blocks = tb.first_block[tb.count];
     for (i64 b = blockIdx.x; b < n_blocks; b += gridDim.x) {
-        int t = 0;
-        while (b >= tb.first_block[t + 1]) ++t;
+        const int t = tl_table_tensor(tb.first_block, b);
         const i64 i0 = (b - tb.first_block[t]) * TL_ADAM_CHUNK;
         const i64 i1 = i0 + TL_ADAM_CHUNK < tb.n[t] ? i0 + TL_ADAM_CHUNK : tb.n[t];
         T* p = tb.p[t];
@@ -621,13 +577,13 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     }                                                                                         \
     extern "C" __global__ void layer_norm_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, \
         Strided go, i64 gi, const T* x, const T* g, const T* w, i64 w_stride, double eps,      \
-        Tr<T>::acc* stats, Tr<T>::acc* pw, Tr<T>::acc* pb, T* out) {                          \
-        norm_bwd_rows<T, false>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, pw, pb, out); \
+        Tr<T>::acc* stats, T* out) {                                                          \
+        norm_bwd_rows<T, false>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, out); \
     }                                                                                         \
     extern "C" __global__ void rms_norm_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, \
         Strided go, i64 gi, const T* x, const T* g, const T* w, i64 w_stride, double eps,      \
-        Tr<T>::acc* stats, Tr<T>::acc* pw, T* out) {                                          \
-        norm_bwd_rows<T, true>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, pw, 0, out); \
+        Tr<T>::acc* stats, T* out) {                                                          \
+        norm_bwd_rows<T, true>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, stats, out); \
     }                                                                                         \
     NORM_BWD_FIT_ENTRIES(T, sfx, fit, false, 1)                                                \
     NORM_BWD_FIT_ENTRIES(T, sfx, fit_vec, true, TL_NORM_FIT_VEC_BLOCKS(T))                                             \

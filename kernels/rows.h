@@ -38,67 +38,6 @@ TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
 template <typename T, typename A>
 TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)__expf((float)x) : tl_exp(x); }
 
-// A thread's share of one row of n elements (stride `stride`): the 16-byte vectors
-// k = threadIdx.x + c * blockDim.x (elements k*N .. k*N+N-1). The share depends only on
-// the thread and n, never on the row's alignment: a kernel that sums per column across
-// rows (layer norm's weight gradient) keeps its partials in registers indexed by slot.
-// Whole vectors of a contiguous, 16-byte aligned row are one load; other rows (strided,
-// misaligned views, the partial last vector) go element by element into the same slots.
-// Cache: the row's slots are read once, in the constructor, and kept in registers
-// (packed storage type) when the row fits in V slots per thread; otherwise (or without
-// Cache) each pass reads V vectors per step, all issued before any is used.
-template <typename T, int V, bool Cache>
-struct RowTile {
-    typedef typename Tr<T>::acc A;
-    enum { N = 16 / sizeof(T) };
-    Run<T, N> raw[Cache ? V : 1];
-    const T* x;
-    i64 n, stride;
-    bool vec, cached;
-    TL_DEV RowTile(const T* x_, i64 n_, i64 stride_)
-        : x(x_), n(n_), stride(stride_), vec(stride_ == 1 && tl_aligned16(x_)),
-          cached(Cache && n_ <= (i64)blockDim.x * V * N) {
-        if (!Cache || !cached) return;
-#pragma unroll
-        for (int c = 0; c < V; ++c) {
-            const i64 k = threadIdx.x + (i64)c * blockDim.x;
-            if (k * N < n) raw[Cache ? c : 0] = fetch(k);
-        }
-    }
-    TL_DEV Run<T, N> fetch(i64 k) const {
-        const i64 j = k * N;
-        if (vec && j + N <= n) return ((const Run<T, N>*)x)[k];
-        Run<T, N> q;
-#pragma unroll
-        for (int e = 0; e < N; ++e) q.v[e] = j + e < n ? x[(j + e) * stride] : Tr<T>::store(typename Tr<T>::acc(0));
-        return q;
-    }
-    // slot c's vector k: from registers when cached
-    TL_DEV Run<T, N> slot(int c, i64 k) const { return Cache && cached ? raw[Cache ? c : 0] : fetch(k); }
-    // f(c, k, vals, cnt) for each of this thread's vectors: slot c (a constant after
-    // unrolling), vector k, its values widened, cnt (<= N) of them inside the row.
-    template <typename F>
-    TL_DEV void each(F f) const {
-        const i64 step = blockDim.x;
-        for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * V) {
-            Run<T, N> q[V];
-#pragma unroll
-            for (int c = 0; c < V; ++c)
-                if ((k0 + c * step) * N < n) q[c] = slot(c, k0 + c * step);
-#pragma unroll
-            for (int c = 0; c < V; ++c) {
-                const i64 k = k0 + c * step;
-                if (k * N >= n) break;
-                A t[N];
-#pragma unroll
-                for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q[c].v[e]);
-                const i64 left = n - k * N;
-                f(c, k, (const A*)t, left < N ? (int)left : (int)N);
-            }
-        }
-    }
-};
-
 // Vector k (elements k*N .. k*N+N-1) of a row of n elements at stride s, zeros past the
 // end (n <= 0: all zeros, nothing read). `vec`: the row is contiguous and 16-byte aligned,
 // so a whole vector is one load.
@@ -113,17 +52,56 @@ TL_DEV Run<T, 16 / sizeof(T)> fetch_vec(const T* x, i64 n, i64 s, bool vec, i64 
     return q;
 }
 
-// Two tiles of rows of one length (the same slots), walked together: f(c, k, a, b, cnt).
-template <typename T, int V, bool Cache, typename F>
-TL_DEV void each2(const RowTile<T, V, Cache>& ra, const RowTile<T, V, Cache>& rb, F f) {
+// A thread's share of one row of n elements (stride `stride`): the 16-byte vectors
+// k = threadIdx.x + c * blockDim.x (elements k*N .. k*N+N-1), read V at a time (all V
+// loads issued before any is used). Whole vectors of a contiguous, 16-byte aligned row
+// are one load; other rows (strided, misaligned views, the partial last vector) go
+// element by element (fetch_vec).
+template <typename T, int V>
+struct RowTile {
     typedef typename Tr<T>::acc A;
-    const int N = RowTile<T, V, Cache>::N;
+    enum { N = 16 / sizeof(T) };
+    const T* x;
+    i64 n, stride;
+    bool vec;
+    TL_DEV RowTile(const T* x_, i64 n_, i64 stride_)
+        : x(x_), n(n_), stride(stride_), vec(stride_ == 1 && tl_aligned16(x_)) {}
+    TL_DEV Run<T, N> fetch(i64 k) const { return fetch_vec<T>(x, n, stride, vec, k); }
+    // f(k, vals, cnt) for each of this thread's vectors: vector k, its values widened,
+    // cnt (<= N) of them inside the row.
+    template <typename F>
+    TL_DEV void each(F f) const {
+        const i64 step = blockDim.x;
+        for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * V) {
+            Run<T, N> q[V];
+#pragma unroll
+            for (int c = 0; c < V; ++c)
+                if ((k0 + c * step) * N < n) q[c] = fetch(k0 + c * step);
+#pragma unroll
+            for (int c = 0; c < V; ++c) {
+                const i64 k = k0 + c * step;
+                if (k * N >= n) break;
+                A t[N];
+#pragma unroll
+                for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q[c].v[e]);
+                const i64 left = n - k * N;
+                f(k, (const A*)t, left < N ? (int)left : (int)N);
+            }
+        }
+    }
+};
+
+// Two tiles of rows of one length, walked together: f(k, a, b, cnt).
+template <typename T, int V, typename F>
+TL_DEV void each2(const RowTile<T, V>& ra, const RowTile<T, V>& rb, F f) {
+    typedef typename Tr<T>::acc A;
+    const int N = RowTile<T, V>::N;
     const i64 step = blockDim.x, n = ra.n;
     for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * V) {
         Run<T, N> qa[V], qb[V];
 #pragma unroll
         for (int c = 0; c < V; ++c)
-            if ((k0 + c * step) * N < n) { qa[c] = ra.slot(c, k0 + c * step); qb[c] = rb.slot(c, k0 + c * step); }
+            if ((k0 + c * step) * N < n) { qa[c] = ra.fetch(k0 + c * step); qb[c] = rb.fetch(k0 + c * step); }
 #pragma unroll
         for (int c = 0; c < V; ++c) {
             const i64 k = k0 + c * step;
@@ -132,7 +110,7 @@ TL_DEV void each2(const RowTile<T, V, Cache>& ra, const RowTile<T, V, Cache>& rb
 #pragma unroll
             for (int e = 0; e < N; ++e) { a[e] = Tr<T>::load(qa[c].v[e]); b[e] = Tr<T>::load(qb[c].v[e]); }
             const i64 left = n - k * N;
-            f(c, k, (const A*)a, (const A*)b, left < N ? (int)left : (int)N);
+            f(k, (const A*)a, (const A*)b, left < N ? (int)left : (int)N);
         }
     }
 }

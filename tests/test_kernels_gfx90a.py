@@ -511,17 +511,17 @@ def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
             assert x.unary_backward(op, lx, g, lg).numel == 240
     big = _storage(dev, 3000 * 40, dt)  # many row chunks for the weight gradient
     big.layer_norm_backward(Layout((3000, 40)), big, Layout((40, 3000)).transpose(0, 1), None, None, 1e-5, True, True)
-    # rows longer than a block keeps in registers (1024 x 16): per-row stats, then norm_wgrad
     big.layer_norm_backward(Layout((2, 20000)), big, Layout((2, 20000)), None, None, 1e-5, True, True)
-    # rows that fit 256 threads: norm_bwd_fit, its _vec variant for whole aligned vectors;
-    # longer rows (5000) the register-cached norm_bwd_rows
-    for shape, kernel in (((64, 512), "layer_norm_bwd_fit_vec"), ((3, 203), "layer_norm_bwd_fit"),
-                          ((2, 5000), "layer_norm_bwd")):
+    # rows that fit 256 threads: norm_bwd_fit (its _vec variant for whole aligned vectors) and
+    # the finish of its partials; longer rows (5000): norm_bwd_rows, then the stats-based wgrad
+    for shape, kernels in (((64, 512), ["layer_norm_bwd_fit_vec", "norm_wgrad_finish"]),
+                           ((3, 203), ["layer_norm_bwd_fit", "norm_wgrad_finish"]),
+                           ((2, 5000), ["layer_norm_bwd", "norm_wgrad", "norm_wgrad_finish"])):
         st, n0 = _storage(dev, shape, dt), len(dev.calls)
         st.layer_norm_backward(Layout(shape), st, Layout(shape), None, None, 1e-5, True, True)
         st.rms_norm_backward(Layout(shape), st, Layout(shape), None, None, 1e-5, False)
-        assert dev.calls[n0:] == [f"{kernel}_{dt.short}", f"norm_wgrad_finish_{dt.short}",
-                                  f"{kernel.replace('layer', 'rms')}_{dt.short}"], dev.calls[n0:]
+        rms = kernels[0].replace("layer", "rms")
+        assert dev.calls[n0:] == [f"{k}_{dt.short}" for k in kernels + [rms]], dev.calls[n0:]
     cs = _storage(dev, 5 * 4, dt)
     for variant in ("rope", "rope_i"):
         g.rope_backward(glay, cs, Layout((5, 4)).broadcast_as((2, 5, 4)), cs, Layout((2, 5, 4), (0, 4, 1)), variant)

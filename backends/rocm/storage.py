@@ -128,7 +128,6 @@ _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TE
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
-_NORM_COLS = 16                                  # TL_NORM_COLS in fused_grad.hip: columns per thread
 _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
 _COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
 _COL_UNROLL = 4                                  # TL_COL_UNROLL in reduce.hip: rows in flight per thread
@@ -276,9 +275,25 @@ def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1):
     dev.launch(kernel, grid, (tpr, rpb), args)
 
 
-def _ce_vector(dtype, inner_stride: int) -> int:
-    """Row geometry of the cross-entropy kernels (fused_grad.hip, RowTile): contiguous
-    rows go by 16-byte vectors (any length or alignment: the rest element by element)."""
+def _table_blocks(sizes, chunk: int) -> list:
+    """first_block of a multi-tensor table (adamw_many, cast_many; compat.h
+    tl_table_tensor): block b works on `chunk` elements of tensor t for
+    first_block[t] <= b < first_block[t + 1]."""
+    first = [0]
+    for n in sizes:
+        first.append(first[-1] + -(-n // chunk))
+    return first
+
+
+def _ptr(st) -> int:
+    """The device address of a storage's buffer, or 0 (a null pointer) for None."""
+    return 0 if st is None else st.buffer.ptr
+
+
+def _tile_vector(dtype, inner_stride: int) -> int:
+    """Row geometry of the RowTile kernels (kernels/rows.h: cross_entropy, long-row norm
+    backward): contiguous rows go by 16-byte vectors (any length or alignment: the rest
+    element by element)."""
     return 16 // dtype.itemsize if inner_stride == 1 else 1
 
 
@@ -410,15 +425,15 @@ class GpuStorage(BackendStorage):
             for j in range(0, len(indices), _CAST_TENSORS):
                 chunk = indices[j:j + _CAST_TENSORS]
                 pad = [0] * (_CAST_TENSORS - len(chunk))
-                sizes, first, srcs, dsts = [], [0], [], []
+                sizes, srcs, dsts = [], [], []
                 for i in chunk:
                     st, layout = items[i]
                     n = layout.numel()
                     res = out[i] = st._new(n, dtype)
                     sizes.append(n)
-                    first.append(first[-1] + -(-n // _CAST_CHUNK))
                     srcs.append(st._addr(layout.offset))
                     dsts.append(res.buffer.ptr)
+                first = _table_blocks(sizes, _CAST_CHUNK)
                 table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *srcs, *pad, *dsts, *pad, len(chunk))
                 dev.launch(kernel, _grid(dev, first[-1], 1), _BLOCK, [("bytes", table)])
         return out
@@ -944,8 +959,9 @@ class GpuStorage(BackendStorage):
             raise _error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
                          "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
 
-    def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None):
-        """Row kernels `name(n_rows, row_len, xo, xi, go, gi, x, g, *extra, [stats,] out)`."""
+    def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None, vector=1):
+        """Row kernels `name(n_rows, row_len, xo, xi, go, gi, x, g, *extra, [stats,] out)`
+        (`vector`: elements a thread reads at once, as _launch_rows)."""
         self._check_grad(op, layout, grad, grad_layout)
         dev = self.device
         kernel = _kernel(dev, f"{name}_{self.dtype.short}", op, self=(self, layout), grad=(grad, grad_layout))
@@ -953,11 +969,11 @@ class GpuStorage(BackendStorage):
         _, _, go, gi = _rows_of(grad_layout)
         out = self._new(n_rows * row_len)
         if out.numel:
-            tail = [] if stats is False else [("ptr", 0 if stats is None else stats.buffer.ptr)]
+            tail = [] if stats is False else [("ptr", _ptr(stats))]
             _launch_rows(dev, kernel, n_rows, row_len,
                          [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
                           ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
-                          ("ptr", grad.buffer.ptr), *extra, *tail, ("ptr", out.buffer.ptr)])
+                          ("ptr", grad.buffer.ptr), *extra, *tail, ("ptr", out.buffer.ptr)], vector=vector)
         return out
 
     def softmax_last_dim_backward(self, layout, grad, grad_layout):
@@ -970,56 +986,31 @@ class GpuStorage(BackendStorage):
         return dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
 
     def _norm_backward(self, name, op, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
-        """dx and the dweight/dbias partials in one row kernel, then one finish kernel that
-        sums the partials. Rows that fit 256 threads: norm_bwd_fit (_norm_backward_fit).
-        Longer rows, up to 1024 * _NORM_COLS elements: norm_bwd_rows keeps a row group in
-        registers the same way. Longer still: per-row stats, then norm_wgrad."""
-        self._check_grad(op, layout, grad, grad_layout)
+        """Rows that fit 256 threads: dx and the dweight/dbias partials in one pass
+        (_norm_backward_fit). Longer rows: dx by the row kernel, which leaves per-row
+        (mean, rstd) for the weight-gradient column sums (_norm_wgrad)."""
         wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
-        dev, t, acc = self.device, self.dtype.short, self._acc_dtype()
-        n_rows, row_len, xo, xi = _rows_of(layout)
-        _, _, go, gi = _rows_of(grad_layout)
-        dx = self._new(n_rows * row_len)
+        n_rows, row_len, _, xi = _rows_of(layout)
+        if n_rows * row_len and row_len <= _NORM_FIT_THREADS * _norm_fit_cols(self.dtype):
+            self._check_grad(op, layout, grad, grad_layout)
+            return self._norm_backward_fit(name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad)
+        # per-row (mean, rstd) for the weight gradient; the bias gradient needs none
+        stats = self._new(2 * n_rows, self._acc_dtype()) if weight_grad and n_rows * row_len else None
+        dx = self._rows_bwd(name, op, layout, grad, grad_layout, (*wargs, ("double", float(eps))), stats,
+                            vector=_tile_vector(self.dtype, xi))
         dw = self._new(row_len) if weight_grad else None
         db = self._new(row_len) if bias_grad else None
-        if dx.numel == 0:  # empty sums
-            for st in (dw, db):
-                if st is not None and st.numel:
-                    dev.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
-            return dx, dw, db
-        if row_len <= _NORM_FIT_THREADS * _norm_fit_cols(self.dtype):
-            return self._norm_backward_fit(name, op, layout, grad, grad_layout, wargs, eps, dx, dw, db)
-        kernel = _kernel(dev, f"{name}_{t}", op, self=(self, layout), grad=(grad, grad_layout))
-        cap = min(1024, kernel.max_threads)
-        tpr = 1
-        while tpr * _NORM_COLS < row_len and 2 * tpr <= cap:
-            tpr *= 2
-        fused = tpr * _NORM_COLS >= row_len
-        if fused:  # several rows per block only inside a warp, at most 256 threads (TL_NORM_RED_THREADS)
-            rpb = 1 if tpr > dev.warp_size else max(1, min(_BLOCK, cap) // tpr)
-            grid = min(-(-n_rows // rpb), _sm_count(dev) * max(1, 1024 // (tpr * rpb)))
-        else:
-            tpr, rpb = _row_block(dev, n_rows, -(-row_len // _NORM_COLS), cap)
-            grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
-        pw = self._new(grid * row_len, acc) if fused and dw is not None else None
-        pb = self._new(grid * row_len, acc) if fused and db is not None else None
-        stats = self._new(2 * n_rows, acc) if not fused and dw is not None else None
-        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
-        parts = [("ptr", ptr(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", ptr(pb))])
-        dev.launch(kernel, grid, (tpr, rpb),
-                   [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
-                    ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
-                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), ("ptr", ptr(stats)), *parts,
-                    ("ptr", dx.buffer.ptr)])
         if dw is None and db is None:
             return dx, dw, db
-        if fused:
-            self._norm_wgrad_finish(grid, row_len, pw, pb, dw, db)
-        else:
-            self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
+        if n_rows * row_len == 0:  # empty sums
+            for st in (dw, db):
+                if st is not None and st.numel:
+                    self.device.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+            return dx, dw, db
+        self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
         return dx, dw, db
 
-    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, dx, dw, db):
+    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad):
         """Rows that fit a block of _NORM_FIT_THREADS (fused_grad.hip norm_bwd_fit): tpr threads
         per row (tpr * cols >= row_len), up to 256 // tpr rows per block, as many blocks per SM
         as stay resident (each sums its dweight/dbias partials over all of its rows), then
@@ -1028,6 +1019,9 @@ class GpuStorage(BackendStorage):
         dev, acc = self.device, self._acc_dtype()
         n_rows, row_len, xo, xi = _rows_of(layout)
         _, _, go, gi = _rows_of(grad_layout)
+        dx = self._new(n_rows * row_len)
+        dw = self._new(row_len) if weight_grad else None
+        db = self._new(row_len) if bias_grad else None
         vec = _rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len)
         kernel = _kernel(dev, f"{name}_fit{'_vec' if vec else ''}_{self.dtype.short}", op, self=(self, layout),
                          grad=(grad, grad_layout))
@@ -1042,8 +1036,7 @@ class GpuStorage(BackendStorage):
         grid = -(-groups // -(-groups // (sms * blocks)))  # every block the same number of turns
         pw = self._new(grid * row_len, acc) if dw is not None else None
         pb = self._new(grid * row_len, acc) if db is not None else None
-        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
-        parts = [("ptr", ptr(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", ptr(pb))])
+        parts = [("ptr", _ptr(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", _ptr(pb))])
         dev.launch(kernel, grid, (tpr, rpb),
                    [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(xo)[0]), ("int64", xi),
                     ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
@@ -1058,10 +1051,9 @@ class GpuStorage(BackendStorage):
         dev = self.device
         kernel = _kernel(dev, f"norm_wgrad_finish_{self.dtype.short}", "norm_backward")
         by = max(1, min(32, n_chunks, kernel.max_threads // 32))  # TL_FINISH_THREADS: 32 * 32
-        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
         dev.launch(kernel, _grid(dev, row_len, 32), (32, by),
-                   [("int64", n_chunks), ("int64", row_len), ("ptr", ptr(pw)), ("ptr", ptr(pb)),
-                    ("ptr", ptr(dw)), ("ptr", ptr(db))])
+                   [("int64", n_chunks), ("int64", row_len), ("ptr", _ptr(pw)), ("ptr", _ptr(pb)),
+                    ("ptr", _ptr(dw)), ("ptr", _ptr(db))])
 
     def _norm_wgrad(self, layout, grad, grad_layout, stats, dw, db):
         """dweight/dbias of rows too long for the fused pass, as column sums: per (row
@@ -1081,11 +1073,10 @@ class GpuStorage(BackendStorage):
         n_chunks = -(-n_rows // rows_per_chunk)
         pw = self._new(n_chunks * row_len, acc) if dw is not None else None
         pb = self._new(n_chunks * row_len, acc) if db is not None else None
-        ptr = lambda st: 0 if st is None else st.buffer.ptr  # noqa: E731
         dev.launch(_kernel(dev, f"norm_wgrad_{t}", "norm_backward", self=(self, layout)), (tiles, n_chunks), (bx, by),
                    [("int64", n_rows), ("int64", row_len), ("int64", rows_per_chunk), ("bytes", _pack_strided(xo)[0]),
                     ("int64", xi), ("bytes", _pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
-                    ("ptr", grad.buffer.ptr), ("ptr", ptr(stats)), ("ptr", ptr(pw)), ("ptr", ptr(pb))])
+                    ("ptr", grad.buffer.ptr), ("ptr", _ptr(stats)), ("ptr", _ptr(pw)), ("ptr", _ptr(pb))])
         self._norm_wgrad_finish(n_chunks, row_len, pw, pb, dw, db)
 
     def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
@@ -1123,7 +1114,7 @@ class GpuStorage(BackendStorage):
                       ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
                       ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
                       ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
-                     vector=_ce_vector(self.dtype, xi))
+                     vector=_tile_vector(self.dtype, xi))
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
         if host[0]:
@@ -1152,7 +1143,7 @@ class GpuStorage(BackendStorage):
                       ("bytes", _pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr),
                       ("bytes", _pack_strided(grad_layout)[0]), ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr),
                       ("ptr", wt.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)],
-                     vector=_ce_vector(self.dtype, xi))
+                     vector=_tile_vector(self.dtype, xi))
         return out
 
     def unary_backward(self, op, layout, grad, grad_layout):
@@ -1184,7 +1175,7 @@ class GpuStorage(BackendStorage):
         dev.launch(_kernel(dev, f"adamw_{self.dtype.short}", op, self=(self, layout)), _grid(dev, n), _BLOCK,
                    [("int64", n), ("bytes", lp), ("bytes", lg), ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr),
                     ("ptr", exp_avg.buffer.ptr), ("ptr", exp_avg_sq.buffer.ptr),
-                    ("ptr", 0 if max_exp_avg_sq is None else max_exp_avg_sq.buffer.ptr), ("double", float(lr)),
+                    ("ptr", _ptr(max_exp_avg_sq)), ("double", float(lr)),
                     ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
                     ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt), ("int32", flags)])
 
@@ -1212,9 +1203,7 @@ class GpuStorage(BackendStorage):
             for i in range(0, len(items), _ADAM_TENSORS):
                 chunk = items[i:i + _ADAM_TENSORS]
                 pad = [0] * (_ADAM_TENSORS - len(chunk))
-                first = [0]
-                for *_, n in chunk:
-                    first.append(first[-1] + -(-n // _ADAM_CHUNK))
+                first = _table_blocks([n for *_, n in chunk], _ADAM_CHUNK)
                 table = _ADAM_TABLE.pack(
                     *[n for *_, n in chunk], *pad, *first, *pad,
                     *[p._addr(lay.offset) for p, lay, *_ in chunk], *pad,
@@ -1274,7 +1263,7 @@ class GpuStorage(BackendStorage):
                    [("bytes", shape), ("bytes", _view4(layout)), ("bytes", _view4(k_layout)),
                     ("bytes", _view4(v_layout)), ("bytes", _view4(out_layout)), *mask_args, ("ptr", q.buffer.ptr),
                     ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr),
-                    ("ptr", 0 if lse is None else lse.buffer.ptr)],
+                    ("ptr", _ptr(lse))],
                    shared_mem=smem)
         return out, lse
 

@@ -16,7 +16,7 @@ from math import prod
 from .. import dtype as _dt
 from ..errors import DeviceError, DTypeError, ShapeError, describe
 from ..autograd import is_grad_enabled
-from ..backend import sdpa_layout
+from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
@@ -534,12 +534,6 @@ def _rows(t):
     return t._storage, lay
 
 
-def _batch1(lay, transpose=False):
-    """A 2-D layout as the (1, rows, cols) operand storage.matmul takes, optionally transposed."""
-    (r, c), (sr, sc) = lay.shape, lay.strides
-    return _Layout((1, c, r), (0, sc, sr), lay.offset) if transpose else _Layout((1, r, c), (0, sr, sc), lay.offset)
-
-
 def linear(x, weight, bias=None):
     """x @ weight.T + bias as ONE autograd node: the leading dims of x fold into one GEMM, and
     the backward is one GEMM each for dx = g @ weight and dweight = g.T @ x (written
@@ -562,7 +556,7 @@ def linear(x, weight, bias=None):
     m = xl.shape[0]
     ws, wl = weight._storage, weight._layout
     if bias is None:
-        out = xs.matmul(ws, (1, m, n, k), _batch1(xl), _batch1(wl, transpose=True))
+        out = xs.matmul(ws, (1, m, n, k), batch_of_one(xl), batch_of_one(wl.transpose(0, 1)))
     else:  # the GPU backend adds the bias in the GEMM's epilogue where the BLAS has one
         out = xs.matmul_add_bias(ws, (m, n, k), xl, wl.transpose(0, 1), bias._storage, bias._layout)
     y = _wrap(out, lead + (n,), dt)
@@ -571,13 +565,13 @@ def linear(x, weight, bias=None):
         gs, gl = _rows(_like(g, x))
         dx = dw = db = None
         if x.requires_grad:
-            dx = _wrap(gs.matmul(ws, (1, m, k, n), _batch1(gl), _batch1(wl)), x.shape, dt)
+            dx = _wrap(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x.shape, dt)
         want_db = bias is not None and bias.requires_grad
         if weight.requires_grad and want_db:  # one call: the GPU backend sums g in the GEMM's epilogue
             dws, dbs = gs.matmul_row_sums(xs, (n, k, m), gl.transpose(0, 1), xl)
             dw, db = _wrap(dws, (n, k), dt), _wrap(dbs, (n,), dt)
         elif weight.requires_grad:
-            dw = _wrap(gs.matmul(xs, (1, n, k, m), _batch1(gl, transpose=True), _batch1(xl)), (n, k), dt)
+            dw = _wrap(gs.matmul(xs, (1, n, k, m), batch_of_one(gl.transpose(0, 1)), batch_of_one(xl)), (n, k), dt)
         elif want_db:
             db = _wrap(gs.reduce_op("sum", gl, (0,)), (n,), dt)
         return (dx, dw) if bias is None else (dx, dw, db)
