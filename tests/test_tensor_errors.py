@@ -223,6 +223,47 @@ def test_index_out_of_range(device, op):
     assert op in msg and "3" in msg and "(3, 4)" in msg, msg
 
 
+# GPU storages remember a host-side bound of uploaded ids and then skip the blocking error
+# check; every write that could put a bad id in must still end in IndexOutOfRange.
+_ID_WRITES = {
+    "setitem scalar": lambda ids: ids.__setitem__(1, 3),
+    "fill_": lambda ids: ids.fill_(3),
+    "setitem slice from tensor": lambda ids: ids.__setitem__(slice(1, 2), tl.tensor([3], device=ids.device)),
+    "copy_ computed on device": lambda ids: ids.copy_(ids + 3),
+    "add_": lambda ids: ids.add_(3),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_ID_WRITES))
+@pytest.mark.parametrize("op", ["index_select", "index_add", "cross_entropy"])
+def test_ids_out_of_range_after_inplace_write(device, op, write):
+    x = t((3, 4), device=device)
+    calls = {
+        "index_select": lambda ids: x.index_select(0, ids),
+        "index_add": lambda ids: x.index_add(0, ids, t((2, 4), device=device)),
+        "cross_entropy": lambda ids: tl.nn.functional.cross_entropy(t((2, 3), device=device), ids),
+    }
+    ids = tl.tensor([0, 2], device=device)
+    calls[op](ids)                                    # in range: runs
+    _ID_WRITES[write](ids)
+    with pytest.raises(IndexError) as err:
+        calls[op](ids)
+    assert "3" in str(err.value) and op in str(err.value), str(err.value)
+
+
+def test_ids_out_of_range_after_partial_copy_of_good_ids(device):
+    x = t((3, 4), device=device)
+    good, bad = tl.tensor([0, 1], device=device), tl.tensor([3, 3], device=device)
+    bad[0:1] = good[0:1]                              # bad keeps one id past dim 0
+    with pytest.raises(IndexError):
+        x.index_select(0, bad)
+    copy = good.clone()                               # a whole copy of good ids stays usable
+    copy[1] = 2
+    np.testing.assert_array_equal(x.index_select(0, copy).numpy(), x.numpy()[[0, 2]])
+    with pytest.raises(IndexError):
+        x.index_select(0, tl.cat([good, bad]))        # assembled on the device
+
+
 def test_index_op_shape_errors(device):
     x = t((3, 4), device=device)
     ids = tl.tensor([0, 1], device=device)

@@ -29,6 +29,7 @@ _GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it impo
 _SMALL_LIMIT = 1 << 20      # blocks up to 1 MiB are rounded to 512 B ...
 _SMALL_ROUND = 512
 _LARGE_ROUND = 2 << 20      # ... larger ones to 2 MiB, so sizes of similar tensors share a class
+_RANGE_SCAN_LIMIT = 1 << 22  # integer uploads up to this many elements get a host-side (min, max)
 
 
 def size_class(nbytes: int) -> int:
@@ -447,6 +448,9 @@ class GpuDevice(BackendDevice):
         array = np.ascontiguousarray(array)
         st, buffer = self._storage(array.shape, array.dtype)
         self.htod(buffer.ptr, array)
+        if array.dtype.kind in "iu" and 0 < array.size <= _RANGE_SCAN_LIMIT:
+            # bound ids on the host (GpuStorage.value_range): index ops then need not wait
+            st.value_range = (int(array.min()), int(array.max()))
         return st
 
     def set_seed(self, seed: int) -> None:

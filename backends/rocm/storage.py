@@ -285,6 +285,17 @@ def _table_blocks(sizes, chunk: int) -> list:
     return first
 
 
+def _range_union(a, b):
+    """The bound of two GpuStorage.value_range's (None: unknown)."""
+    return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _ids_known_in_range(ids, size: int) -> bool:
+    """Whether the host knows every value of `ids` (any view of it) lies in [0, size)."""
+    r = ids.value_range
+    return r is not None and r[0] >= 0 and r[1] < size
+
+
 def _ptr(st) -> int:
     """The device address of a storage's buffer, or 0 (a null pointer) for None."""
     return 0 if st is None else st.buffer.ptr
@@ -312,12 +323,19 @@ def _rows_of(layout: Layout) -> Tuple[int, int, Layout, int]:
 # =====================================================================================
 
 class GpuStorage(BackendStorage):
-    """`numel` elements of `dtype` in `buffer` (a device.Buffer) on `device`."""
-    __slots__ = ("device", "buffer", "dtype", "numel")
+    """`numel` elements of `dtype` in `buffer` (a device.Buffer) on `device`.
+
+    `value_range`: (min, max) bounding every stored value where the host knows it without
+    reading the device (integer data uploaded from the host, and copies of it), else None.
+    Every write into the storage keeps it a bound or forgets it. The index ops and
+    cross_entropy use it to skip their blocking error-flag read when it proves every id in
+    range (their kernels check each id anyway and never touch memory out of range)."""
+    __slots__ = ("device", "buffer", "dtype", "numel", "value_range")
 
     def __init__(self, device, buffer, dtype, numel: int):
         self.device, self.buffer, self.numel = device, buffer, numel
         self.dtype = dtype if isinstance(dtype, dtypes.DType) else dtypes.get(dtype)
+        self.value_range = None
 
     def __repr__(self):
         return f"GpuStorage({self.numel} x {self.dtype.name} on {self.device})"
@@ -518,6 +536,8 @@ class GpuStorage(BackendStorage):
         flag = _error_flag(dev)
         dev.memset(flag.ptr, 0, 4)
         launch(flag.ptr)
+        if _ids_known_in_range(ids, size):
+            return  # the host need not wait for the flag (GpuStorage.value_range)
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)
         if host[0]:
@@ -821,6 +841,10 @@ class GpuStorage(BackendStorage):
         n = src_layout.numel()
         if n == 0:
             return
+        # a whole-storage copy takes over the source's bound; a partial one widens dst's
+        same = dst.dtype is self.dtype
+        dst.value_range = (self.value_range if same and n == dst.numel
+                           else _range_union(dst.value_range, self.value_range) if same else None)
         dev = self.device
         if dst.dtype is self.dtype and src_layout.is_contiguous():
             dev.dtod(dst._addr(dst_offset), self._addr(src_layout.offset), n * self.dtype.itemsize)
@@ -834,6 +858,7 @@ class GpuStorage(BackendStorage):
     def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
         if d1 * d2 == 0:
             return
+        dst.value_range = _range_union(dst.value_range, self.value_range) if dst.dtype is self.dtype else None
         src = self
         if dst.dtype is not self.dtype:  # cast the rows first (rare), then copy them
             src = self.to_dtype(Layout((d1, d2), (src_stride1, 1), src_offset), dst.dtype)
@@ -853,6 +878,9 @@ class GpuStorage(BackendStorage):
         if n == 0:
             return
         host = np.ascontiguousarray(_cast(np.asarray(value), self.dtype)).reshape(())
+        if self.value_range is not None:
+            v = int(host)
+            self.value_range = (min(self.value_range[0], v), max(self.value_range[1], v))
         raw = host.tobytes()
         dev = self.device
         if layout.is_contiguous() and raw.count(raw[:1]) == len(raw):  # all bytes equal (e.g. 0)
@@ -1115,6 +1143,8 @@ class GpuStorage(BackendStorage):
                       ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
                       ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
                      vector=_tile_vector(self.dtype, xi))
+        if _ids_known_in_range(target, n_cls):
+            return loss, lse, wt
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
         if host[0]:
