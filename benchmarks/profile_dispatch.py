@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import itertools
 import os
 import pstats
 import shutil
@@ -31,14 +30,7 @@ import time
 
 import numpy as np
 
-
-_STUB_SIG = """
-typedef struct CUfunc_st* CUfunction;
-typedef struct CUstream_st* CUstream;
-int cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                   unsigned int by, unsigned int bz, unsigned int shared_mem, CUstream stream,
-                   void** params, void** extra)"""
-_STUB_DECL = _STUB_SIG + ";\n"
+from tensorlite.backends.rocm.null import LAUNCH_DECL, NullPlatform
 
 
 def _build_stub(workdir):
@@ -48,7 +40,7 @@ def _build_stub(workdir):
         return None
     src, lib = os.path.join(workdir, "stub.c"), os.path.join(workdir, "libstub.so")
     with open(src, "w") as f:
-        f.write(_STUB_SIG + " { return 0; }\n")
+        f.write(LAUNCH_DECL.strip().rstrip(";") + " { return 0; }\n")
     try:
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError):
@@ -57,75 +49,8 @@ def _build_stub(workdir):
 
 
 def null_device(stub_lib=None):
-    from tensorlite.backends.rocm import PlatformBase
     from tensorlite.backends.rocm.device import GpuDevice
-
-    class NullPlatform(PlatformBase):
-        name, runtime_name = "null", "no runtime"
-        CALLS = {"launch": "null"}
-
-        def __init__(self):
-            super().__init__(_STUB_DECL)
-            self._addresses = itertools.count(1 << 20, 1 << 20)
-            self._stub = self.ffi.dlopen(stub_lib) if stub_lib else None
-
-        def init(self):
-            return 1
-
-        def device_properties(self, ordinal):
-            return {"name": "null", "arch": "null", "warp_size": 32, "multiprocessor_count": 132,
-                    "total_memory": 1 << 40, "max_threads_per_block": 1024}
-
-        def activate(self, ordinal):
-            pass
-
-        def malloc(self, nbytes):
-            return next(self._addresses)
-
-        def free(self, ptr):
-            pass
-
-        def htod_async(self, *a):
-            pass
-
-        dtoh_async = dtod_async = memset_d8_async = event_record = event_synchronize = htod_async
-
-        def stream_create(self):
-            return self.ffi.cast("CUstream", 0)
-
-        stream_synchronize = event_destroy = free
-
-        def event_create(self):
-            return None
-
-        def module_load(self, image):
-            return None
-
-        def module_get_function(self, module, name):
-            return self.ffi.cast("CUfunction", 1 << 12)
-
-        def function_max_threads(self, function):
-            return 1024
-
-        def launch_function(self):
-            return self._stub.cuLaunchKernel if self._stub is not None else (lambda *args: 0)
-
-        def rtc_version(self):
-            return "null 0"
-
-        def rtc_options(self, arch):
-            return []
-
-        def rtc_compile(self, source, name, headers, options):
-            return b"null"
-
-        def blas_create(self, stream, workspace_ptr=0, workspace_bytes=0):
-            return None
-
-        def blas_gemm(self, *args):
-            pass
-
-    return GpuDevice(NullPlatform(), 0)
+    return GpuDevice(NullPlatform(stub_lib), 0)
 
 
 def _us_per_call(fn, iters, sync=None, chunk=250):

@@ -36,76 +36,11 @@ from tensorlite import dtype as dtypes  # noqa: E402
 from tensorlite.backend import get_device  # noqa: E402
 
 
-class NullPlatform:
-    """A PlatformBase stand-in whose device runs nothing: allocations are address ranges,
-    compiles and launches are dropped, reads return zeros. Enough for GpuDevice and the
-    storage code above it, so the host work of any op sequence can be timed without a GPU."""
-    name = runtime_name = "null"
-    CALLS = {"launch": "nullLaunch"}
-    BLAS_WORKSPACE = 0
-
-    def __init__(self):
-        import cffi
-        self.ffi, self._next = cffi.FFI(), 1 << 32
-
-    def init(self):
-        return 1
-
-    def activate(self, ordinal):
-        pass
-
-    def device_properties(self, ordinal):
-        return {"name": "null GPU", "arch": "sm_90", "warp_size": 32, "multiprocessor_count": 132,
-                "max_threads_per_block": 1024, "max_shared_memory_per_block": 48 * 1024,
-                "total_memory": 1 << 40}
-
-    def malloc(self, nbytes):
-        self._next += -self._next % 256
-        ptr, self._next = self._next, self._next + max(int(nbytes), 1)
-        return ptr
-
-    def mem_get_info(self):
-        return 1 << 40, 1 << 40
-
-    def dtoh_async(self, dst_host, src, nbytes, stream):
-        self.ffi.memmove(self.ffi.cast("void*", dst_host), bytes(nbytes), nbytes)
-
-    def rtc_version(self):
-        return "null 0.0"
-
-    def rtc_options(self, arch):
-        return []
-
-    def rtc_compile(self, source, name, headers, options):
-        return b"\0"
-
-    def launch_function(self):
-        return lambda *args: 0
-
-    def function_max_threads(self, function):
-        return 1024
-
-    def blas_gemm(self, *args):
-        pass
-
-    def blas_create(self, *args):
-        return object()
-
-    def _nothing(self, *args):
-        return None
-
-    free = htod_async = dtod_async = memset_d8_async = stream_synchronize = _nothing
-    event_record = event_synchronize = event_destroy = function_allow_shared = _nothing
-    stream_create = event_create = module_load = module_get_function = _nothing
-
-    def event_elapsed_ms(self, start, stop):
-        return 0.0
-
-
 def _register_null_device():
     import tempfile
     from tensorlite.backends.rocm.device import GpuDevice
     from tensorlite.backend import register
+    from tensorlite.backends.rocm.null import NullPlatform
     os.environ["TENSORLITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tl_null_")  # its "code objects" stay out
     platform = NullPlatform()
     register("null", lambda ordinal: GpuDevice(platform, ordinal))
