@@ -54,9 +54,12 @@ class Node:
 def attach(out, inputs, backward_fn, name="op"):
     """Record `out = op(*inputs)` if any input needs a gradient. backward_fn(grad_out)
     returns one gradient (Tensor or None) per input."""
-    if is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
-        out.requires_grad = True
-        out._node = Node(tuple(inputs), backward_fn, name)
+    if getattr(_state, "enabled", True):  # is_grad_enabled(), inlined: every op comes here
+        for t in inputs:
+            if getattr(t, "requires_grad", False):
+                out.requires_grad = True
+                out._node = Node(tuple(inputs), backward_fn, name)
+                break
     return out
 
 
@@ -96,19 +99,24 @@ def attach_many(outs, inputs, backward_fn, name="op"):
 
 def _topo_order(root):
     order, seen, stack = [], set(), [(root, False)]
+    pop, push, emit, mark = stack.pop, stack.append, order.append, seen.add
     while stack:
-        t, done = stack.pop()
+        t, done = pop()
         if done:
-            order.append(t)
+            emit(t)
             continue
-        if id(t) in seen:
+        key = id(t)
+        if key in seen:
             continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._node is not None:
-            for inp in t._node.inputs:
-                if getattr(inp, "requires_grad", False) and id(inp) not in seen:
-                    stack.append((inp, False))
+        mark(key)
+        node = t._node
+        if node is None:  # a leaf: emitted now, where popping its (t, True) would emit it
+            emit(t)
+            continue
+        push((t, True))
+        for inp in node.inputs:
+            if getattr(inp, "requires_grad", False) and id(inp) not in seen:
+                push((inp, False))
     return reversed(order)
 
 
@@ -125,9 +133,10 @@ def backward(root, gradient=None, retain_graph=False):
         from .tensor import tensor
         gradient = tensor(gradient, dtype=root.dtype, device=root.device)
     grads = {id(root): gradient}
+    pop, get = grads.pop, grads.get
     with no_grad():
         for t in _topo_order(root):
-            g = grads.pop(id(t), None)
+            g = pop(id(t), None)
             if g is None:
                 continue
             node = t._node
@@ -136,15 +145,17 @@ def backward(root, gradient=None, retain_graph=False):
                     g = g.to(t.dtype)
                 t.grad = g if t.grad is None else t.grad + g
                 continue
-            if node.backward_fn is None:
+            backward_fn = node.backward_fn
+            if backward_fn is None:
                 raise TensorliteError(
                     f"backward: the graph of {node.name} was freed by an earlier backward; "
                     "pass retain_graph=True to the first backward to call it twice")
-            in_grads = node.backward_fn(g)
+            in_grads = backward_fn(g)
             if not retain_graph:
                 node.backward_fn = None
             for inp, ig in zip(node.inputs, in_grads):
                 if ig is None or not getattr(inp, "requires_grad", False):
                     continue
-                prev = grads.get(id(inp))
-                grads[id(inp)] = ig if prev is None else prev + ig
+                key = id(inp)
+                prev = get(key)
+                grads[key] = ig if prev is None else prev + ig

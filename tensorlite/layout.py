@@ -19,15 +19,32 @@ def contiguous_strides(shape: Sequence[int]) -> Shape:
     return tuple(reversed(strides))
 
 
+_STRIDES: dict = {}  # shape tuple -> contiguous_strides(shape): every op output asks again
+
+
+def _contiguous_strides(shape: Shape) -> Shape:
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        if len(_STRIDES) > 4096:
+            _STRIDES.clear()
+        strides = _STRIDES[shape] = contiguous_strides(shape)
+    return strides
+
+
 class Layout:
-    __slots__ = ("shape", "strides", "offset")
+    # _contig: is_contiguous(), computed on first use (None until then); Layouts are never
+    # mutated and contiguous ones are shared (one per shape), so most calls just read it
+    __slots__ = ("shape", "strides", "offset", "_contig")
 
     def __init__(self, shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0):
         # tuples come from our own code (already ints); anything else is normalised
-        self.shape = shape if type(shape) is tuple else tuple(int(s) for s in shape)
-        self.strides = contiguous_strides(self.shape) if strides is None else \
-            strides if type(strides) is tuple else tuple(int(s) for s in strides)
-        self.offset = int(offset)
+        self.shape = shape if type(shape) is tuple else tuple([int(s) for s in shape])
+        if strides is None:
+            self.strides, self._contig = _contiguous_strides(self.shape), True
+        else:
+            self.strides = strides if type(strides) is tuple else tuple([int(s) for s in strides])
+            self._contig = None
+        self.offset = offset if type(offset) is int else int(offset)
 
     @classmethod
     def contiguous(cls, shape: Sequence[int], offset: int = 0) -> "Layout":
@@ -52,6 +69,12 @@ class Layout:
 
     def is_contiguous(self) -> bool:
         """Row-major contiguous (dims of size 1 may have any stride; empty is contiguous)."""
+        contig = self._contig
+        if contig is None:
+            contig = self._contig = self._is_contiguous()
+        return contig
+
+    def _is_contiguous(self) -> bool:
         if 0 in self.shape:
             return True
         acc = 1
@@ -69,12 +92,14 @@ class Layout:
 
     # ---- view transforms -------------------------------------------------------------
     def permute(self, dims: Sequence[int]) -> "Layout":
-        return Layout([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
+        shape, strides = self.shape, self.strides
+        return Layout(tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims]), self.offset)
 
     def transpose(self, d0: int, d1: int) -> "Layout":
-        order = list(range(self.ndim))
-        order[d0], order[d1] = order[d1], order[d0]
-        return self.permute(order)
+        shape, strides = list(self.shape), list(self.strides)
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+        strides[d0], strides[d1] = strides[d1], strides[d0]
+        return Layout(tuple(shape), tuple(strides), self.offset)
 
     def narrow(self, dim: int, start: int, length: int, step: int = 1) -> "Layout":
         shape, strides = list(self.shape), list(self.strides)
@@ -116,11 +141,9 @@ class Layout:
 
     def reshape(self, shape: Sequence[int]) -> Optional["Layout"]:
         """A view with the new shape if strides can express it, else None (caller copies)."""
-        shape = tuple(shape)
-        if self.is_contiguous():
-            return Layout(shape, contiguous_strides(shape), self.offset)
-        if prod(shape) == 0:
-            return Layout(shape, contiguous_strides(shape), self.offset)
+        shape = shape if type(shape) is tuple else tuple(shape)
+        if self.is_contiguous() or prod(shape) == 0:
+            return Layout(shape, None, self.offset)
         # Merge runs of old dims that are contiguous with each other, then split them
         # into the new dims (the algorithm behind torch's computeStride).
         old = [(n, s) for n, s in zip(self.shape, self.strides) if n != 1]

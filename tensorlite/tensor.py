@@ -59,7 +59,8 @@ def _contiguous_layout(shape) -> Layout:
 
 def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
     t = Tensor.__new__(Tensor)
-    t._storage, t._layout = storage, _contiguous_layout(shape)
+    lay = _CONTIG_LAYOUTS.get(shape) if type(shape) is tuple else None  # _contiguous_layout's hit, inlined
+    t._storage, t._layout = storage, lay if lay is not None else _contiguous_layout(shape)
     t.dtype = dtype if dtype is not None else storage.dtype
     t._device = storage.device
     t.requires_grad, t.grad, t._node = False, None, None
@@ -92,7 +93,7 @@ def _norm_dims(dim, ndim, op, x=None):
 
 
 def _shape_arg(shape):
-    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+    if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
         shape = tuple(shape[0])
     for s in shape:  # the common case, plain ints, passes as it is
         if type(s) is not int:
@@ -316,6 +317,8 @@ def _copy(x: Tensor) -> Tensor:
 # =====================================================================================
 
 def _infer_shape(shape, numel, op, x):
+    if -1 not in shape and prod(shape) == numel and builtins.min(shape, default=0) >= 0:
+        return shape if type(shape) is tuple else tuple(shape)  # the common case: nothing to infer
     shape = list(shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{describe(op, self=x)}: only one dimension can be -1, got {tuple(shape)}")
@@ -349,22 +352,23 @@ def view(x: Tensor, *shape) -> Tensor:
 
 def permute(x: Tensor, *dims) -> Tensor:
     dims = _shape_arg(dims)
-    if sorted(_norm_dim(d, x.ndim, "permute", x) for d in dims) != list(range(x.ndim)):
+    nd = x.ndim
+    n = nd or 1
+    normed = [d % n if -n <= d < n else _norm_dim(d, nd, "permute", x) for d in dims]  # else: _norm_dim raises
+    if sorted(normed) != list(range(nd)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
-    dims = tuple(d % builtins.max(x.ndim, 1) for d in dims)
-    inv = [0] * len(dims)
-    for i, d in enumerate(dims):
+    inv = [0] * len(normed)
+    for i, d in enumerate(normed):
         inv[d] = i
-    return _attach(_view(x, x._layout.permute(dims)), (x,), lambda g: (g.permute(inv),), "permute")
+    return _attach(_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
 
 
 def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
-    if x.ndim == 0:
+    nd = x.ndim
+    if nd == 0:
         return x
-    order = list(range(x.ndim))
-    a, b = _norm_dim(d0, x.ndim, "transpose", x), _norm_dim(d1, x.ndim, "transpose", x)
-    order[a], order[b] = order[b], order[a]
-    return permute(x, order)
+    a, b = _norm_dim(d0, nd, "transpose", x), _norm_dim(d1, nd, "transpose", x)
+    return _attach(_view(x, x._layout.transpose(a, b)), (x,), lambda g: (g.transpose(a, b),), "transpose")
 
 
 def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:

@@ -445,14 +445,39 @@ def test_contiguity_fast_check_matches_layout():
     from tensorlite.backends.rocm import storage as gpu_storage
     layouts = [Layout(()), Layout((0, 3)), Layout((2, 0), (5, 7)), Layout((4, 1, 3), (3, 99, 1)),
                Layout((4, 3)).transpose(0, 1), Layout((1, 6)).broadcast_as((4, 6)), Layout((5, 8)).narrow(1, 2, 6),
-               Layout((5, 8), None, 40).narrow(0, 1, 4)]
-    for lay in layouts:
-        assert gpu_storage._is_contiguous(lay) == lay.is_contiguous(), lay
+               Layout((5, 8), None, 40).narrow(0, 1, 4), Layout((4, 3)).reshape((2, 6)),
+               Layout((4, 3), (1, 4)).reshape((4, 1, 3)), Layout((3, 4)).permute((1, 0))]
+    for lay in layouts:  # the flag a Layout keeps (set when built contiguous, else computed once)
+        assert lay.is_contiguous() == lay._is_contiguous() == lay.is_contiguous(), lay
     for la, lb in itertools.product(layouts, repeat=2):
         if la.shape == lb.shape:
             packed = gpu_storage._pack_strided(la, lb)
             # the kernels' contiguous flag (the third field of struct Strided)
             assert [struct.unpack_from("<qii", p)[2] for p in packed] == [la.is_contiguous(), lb.is_contiguous()]
+
+
+def test_reduce_plans_are_reused_with_each_calls_offset(tmp_path, monkeypatch):
+    """reduce_op plans its launch once per (op, dtype, shape, strides, dims); a reused plan
+    launches what a fresh one would, with the call's own row offset (the outer Strided's
+    first field) and pointers."""
+    from tensorlite import dtype as dtypes
+    from tensorlite.layout import Layout
+    from tensorlite.backends.rocm.device import GpuDevice
+    from tensorlite.backends.rocm.null import NullPlatform
+    monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(tmp_path))
+    dev = GpuDevice(NullPlatform(), 0)
+    launches = []
+    monkeypatch.setattr(dev, "launch", lambda func, grid, block, args, shared_mem=0:
+                        launches.append((func.name, grid, block, [a for i, a in enumerate(args) if i != 5])))
+    st = dev.alloc_uninit((24 * 16,), dtypes.float32)
+    rows = Layout((12, 8), (16, 1))  # every other 8 elements: the outer layout is packed with its offset
+    for offset in (0, 8, 8):
+        st.reduce_op("sum", Layout(rows.shape, rows.strides, offset), (1,))
+    assert len(dev._tl_reduce_plans) == 1
+    assert [struct.unpack_from("<q", args[2][1])[0] for *_, args in launches] == [0, 8, 8]
+    dev._tl_reduce_plans.clear()
+    st.reduce_op("sum", Layout(rows.shape, rows.strides, 8), (1,))
+    assert launches[-1] == launches[1] and launches[0] != launches[1]
 
 
 def test_unknown_platform_is_unavailable():

@@ -86,6 +86,17 @@ def test_layer_norm(device, rng, dtype):
     assert_close(F.layer_norm(x, 6), np_layer_norm(as_f64(a), 1), dtype, terms=6)
 
 
+def test_norms_over_the_last_dim_add_one_node(device, rng):
+    """Normalising the last dim with 1-d parameters reshapes nothing: one node whose inputs
+    are the tensors themselves (no reshape views, and their backward nodes, around it)."""
+    x = make_tensor(rng, (2, 3, 6), tl.float32, device)[0].requires_grad_()
+    w, b = (make_tensor(rng, (6,), tl.float32, device)[0].requires_grad_() for _ in range(2))
+    y, r = F.layer_norm(x, 6, w, b), F.rms_norm(x, (6,), w)
+    assert y._node.name == "layer_norm" and all(a is t for a, t in zip(y._node.inputs, (x, w, b)))
+    assert r._node.name == "rms_norm" and all(a is t for a, t in zip(r._node.inputs, (x, w)))
+    assert F.layer_norm(x, (3, 6))._node.name == "reshape"  # merged dims: a view back to x's shape
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_rms_norm(device, rng, dtype):
     x, a = make_tensor(rng, (3, 2, 8), dtype, device)

@@ -7,6 +7,7 @@ accumulation (compute type f32, scalars f32); f64 computes in f64.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from tensorlite import dtype as dtypes
@@ -22,6 +23,7 @@ class Blas:
         self._handle = None
         self._workspace = None  # a Buffer the library uses for as long as the handle lives
         self._has_epilogues = None
+        self._scalars = {}  # (f64?, value) -> cffi pointer (see _scalar)
 
     @property
     def handle(self):
@@ -42,23 +44,35 @@ class Blas:
         if dtype not in dtypes.FLOATS:
             raise DTypeError(f"gemm_strided_batched: dtype {dtype.name} is not supported on {self.device} "
                              f"(expected one of {[d.name for d in dtypes.FLOATS]})")
-        args = dict(m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, batch=batch)
-        if min(args.values()) < 0 or max(args.values()) > _INT32_MAX:
+        if min(m, n, k, lda, ldb, ldc, batch) < 0 or max(m, n, k, lda, ldb, ldc, batch) > _INT32_MAX:
+            args = dict(m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, batch=batch)
             raise ShapeError(f"gemm_strided_batched: sizes must lie in [0, 2^31): {args}")
         rows_a, rows_b = (k if trans_a else m), (n if trans_b else k)
-        for name, ld, rows in (("lda", lda, rows_a), ("ldb", ldb, rows_b), ("ldc", ldc, m)):
-            if ld < max(1, rows):
-                raise ShapeError(f"gemm_strided_batched: {name}={ld} is smaller than the {rows} rows "
-                                 f"it spans (m={m}, n={n}, k={k}, trans_a={trans_a}, trans_b={trans_b})")
+        if lda < max(1, rows_a) or ldb < max(1, rows_b) or ldc < max(1, m):
+            for name, ld, rows in (("lda", lda, rows_a), ("ldb", ldb, rows_b), ("ldc", ldc, m)):
+                if ld < max(1, rows):
+                    raise ShapeError(f"gemm_strided_batched: {name}={ld} is smaller than the {rows} rows "
+                                     f"it spans (m={m}, n={n}, k={k}, trans_a={trans_a}, trans_b={trans_b})")
         if m == 0 or n == 0 or batch == 0:
             return
-        ffi = self.platform.ffi
-        scalar = "double*" if dtype is dtypes.float64 else "float*"
-        alpha_c, beta_c = ffi.new(scalar, alpha), ffi.new(scalar, beta)
+        alpha_c, beta_c = self._scalar(dtype, alpha), self._scalar(dtype, beta)
         self.device.activate()
         self.platform.blas_gemm(self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
                                 alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
                                 beta_c, c_ptr, ldc, stride_c, batch)
+
+    def _scalar(self, dtype, value):
+        """A host pointer to `value` as the GEMM's scalar type, kept per value: the library
+        reads host scalars before the call returns, so one never-written copy serves every call."""
+        key = (dtype is dtypes.float64, value)
+        ptr = self._scalars.get(key)
+        if ptr is None:
+            ptr = self.platform.ffi.new("double*" if key[0] else "float*", value)
+            if value == value and (value != 0 or math.copysign(1.0, value) > 0):  # keys compare by ==: not nan, -0.0
+                if len(self._scalars) > 64:
+                    self._scalars.clear()
+                self._scalars[key] = ptr
+        return ptr
 
     @property
     def epilogues(self) -> bool:
@@ -80,12 +94,10 @@ class Blas:
         if not self.epilogues or dtype not in dtypes.FLOATS or min(m, n, k) <= 0 or \
                 max(m, n, k, lda, ldb, ldc) > _INT32_MAX:
             return False
-        ffi = self.platform.ffi
-        scalar = "double*" if dtype is dtypes.float64 else "float*"
         handle = self.handle
         self.device.activate()
         ws = self._workspace
         return self.platform.blas_gemm_epilogue(
-            handle, self.device.stream, dtype.short, bool(trans_a), bool(trans_b), m, n, k, ffi.new(scalar, 1.0),
-            a_ptr, lda, b_ptr, ldb, ffi.new(scalar, 0.0), c_ptr, ldc, bias_ptr, epilogue,
+            handle, self.device.stream, dtype.short, bool(trans_a), bool(trans_b), m, n, k, self._scalar(dtype, 1.0),
+            a_ptr, lda, b_ptr, ldb, self._scalar(dtype, 0.0), c_ptr, ldc, bias_ptr, epilogue,
             0 if ws is None else ws.ptr, 0 if ws is None else self.platform.BLAS_WORKSPACE)

@@ -121,7 +121,6 @@ _VIEW3 = struct.Struct("<4q")                    # struct View3
 _MAX_REDUCE_STATE = 16                           # bytes of the largest partial state in reduce.hip
 _PACK_CACHE: Dict[tuple, Tuple[bytes, ...]] = {}
 _CONTIG_PACKS: Dict[int, bytes] = {}
-_CONTIG_STRIDES: Dict[tuple, tuple] = {}         # shape -> its row-major strides
 _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
 _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
@@ -182,24 +181,11 @@ def _pack_contiguous(offset: int) -> bytes:
     return packed
 
 
-def _is_contiguous(lay: Layout) -> bool:
-    """lay.is_contiguous(), mostly answered by comparing with the row-major strides of its
-    shape (cached per shape) instead of walking the dims."""
-    shape = lay.shape
-    canonical = _CONTIG_STRIDES.get(shape)
-    if canonical is None:
-        if len(_CONTIG_STRIDES) > 4096:
-            _CONTIG_STRIDES.clear()
-        canonical = _CONTIG_STRIDES[shape] = contiguous_strides(shape)
-    return lay.strides == canonical or lay.is_contiguous()  # size-1 dims may have any stride
-
-
 def _pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
     packs = []
     for lay in layouts:
-        # _is_contiguous, inlined for the common case of row-major strides
-        if lay.strides != _CONTIG_STRIDES.get(lay.shape) and not _is_contiguous(lay):
+        if not lay.is_contiguous():  # a Layout computes it once (output layouts are shared per shape)
             break
         packed = _CONTIG_PACKS.get(lay.offset)
         packs.append(packed if packed is not None else _pack_contiguous(lay.offset))
@@ -459,6 +445,39 @@ class GpuStorage(BackendStorage):
     # ---- reductions -----------------------------------------------------------------
     def reduce_op(self, op, layout, dims):
         dims = tuple(sorted(dims))
+        dev = self.device
+        # the launch geometry depends on the shape, strides and dims only: planned once per
+        # kind of call (a training step repeats the same few), the offset filled in per call
+        plans = _reduce_plans(dev)
+        key = (op, self.dtype, layout.shape, layout.strides, dims)
+        plan = plans.get(key)
+        if plan is None:
+            plan = self._reduce_plan(op, layout, dims)
+            if len(plans) > 1024:
+                plans.clear()
+            plans[key] = plan
+        kernel, n_rows, row_len, outer_shape, outer_strides, launch = plan
+        out = self._new(n_rows, dtypes.int64 if op in ("argmin", "argmax") else None)
+        if launch is None:  # no rows
+            return out
+        inner_packed, columns, block, n_chunks, n_counters, n_tasks, n_states = launch
+        args = [("int64", n_rows), ("int64", row_len),
+                ("bytes", _pack_strided(Layout(outer_shape, outer_strides, layout.offset))[0]),
+                ("bytes", inner_packed), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr),
+                ("int32", int(columns)), ("int64", n_chunks)]
+        if n_chunks > 1:
+            partials = dev.alloc(n_states * _MAX_REDUCE_STATE)
+            dev.launch(kernel, _grid(dev, n_tasks, 1), block,
+                       args + [("ptr", partials.ptr), ("ptr", _reduce_counters(dev, n_counters).ptr)])
+        else:
+            dev.launch(kernel, _grid(dev, -(-n_tasks // (1 if columns else block[1])), 1), block,
+                       args + [("ptr", 0), ("ptr", 0)])
+        return out
+
+    def _reduce_plan(self, op, layout, dims):
+        """reduce_op's checks and launch geometry for `layout`'s shape and strides: (kernel,
+        n_rows, row_len, outer shape, outer strides, None when there are no rows, else
+        (packed inner layout, columns, block, n_chunks, n_counters, n_tasks, n_states))."""
         shape = layout.shape
         if op != "sum" and any(shape[d] == 0 for d in dims):
             raise _error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})", self=(self, layout))
@@ -467,12 +486,11 @@ class GpuStorage(BackendStorage):
         dev = self.device
         kernel = _kernel(dev, f"reduce_{op}_{self.dtype.short}", op, self=(self, layout))
         kept = [d for d in range(len(shape)) if d not in dims]
-        outer = Layout([shape[d] for d in kept], [layout.strides[d] for d in kept], layout.offset)
+        outer = Layout([shape[d] for d in kept], [layout.strides[d] for d in kept], 0)
         inner = Layout([shape[d] for d in dims], [layout.strides[d] for d in dims], 0)
         n_rows, row_len = outer.numel(), inner.numel()
-        out = self._new(n_rows, dtypes.int64 if op in ("argmin", "argmax") else None)
         if n_rows == 0:
-            return out
+            return kernel, n_rows, row_len, outer.shape, outer.strides, None
         # Rows whose elements are farther apart than the rows themselves (e.g. a sum over
         # dim 0) go to reduce_cols: a thread takes neighbouring rows (output columns), a warp
         # neighbouring groups of them, so that it reads neighbouring addresses, and blocks
@@ -507,17 +525,8 @@ class GpuStorage(BackendStorage):
             n_counters, n_tasks, n_states = n_rows, n_rows * n_chunks, n_rows * n_chunks
             if n_chunks > 1:
                 block = (block[0], 1)
-        args = [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
-                ("bytes", _pack_strided(inner)[0]), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr),
-                ("int32", int(columns)), ("int64", n_chunks)]
-        if n_chunks > 1:
-            partials = dev.alloc(n_states * _MAX_REDUCE_STATE)
-            dev.launch(kernel, _grid(dev, n_tasks, 1), block,
-                       args + [("ptr", partials.ptr), ("ptr", _reduce_counters(dev, n_counters).ptr)])
-        else:
-            dev.launch(kernel, _grid(dev, -(-n_tasks // (1 if columns else block[1])), 1), block,
-                       args + [("ptr", 0), ("ptr", 0)])
-        return out
+        return kernel, n_rows, row_len, outer.shape, outer.strides, (
+            _pack_strided(inner)[0], columns, block, n_chunks, n_counters, n_tasks, n_states)
 
     # ---- indexing -------------------------------------------------------------------
     def _check_ids(self, op, ids, ids_layout, layout):
@@ -1568,6 +1577,16 @@ def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Lay
 # =====================================================================================
 # Device-side helpers: the index ops' error flag, random numbers
 # =====================================================================================
+
+
+def _reduce_plans(dev) -> dict:
+    """reduce_op's launch plans, kept on the device object (as _sm_count: a table keyed by
+    id(dev) would hand a freed device's kernels to a new one reusing the id)."""
+    try:
+        return dev._tl_reduce_plans
+    except AttributeError:
+        plans = dev._tl_reduce_plans = {}
+        return plans
 
 
 def _reduce_counters(dev, n: int):

@@ -152,8 +152,14 @@ def _flatten_normalized(op, x, normalized_shape, **params):
     x = _floating(x)
     _check_like(op, x, **params)
     n = prod(ns)
-    flat = [None if p is None else p.reshape(n) for p in params.values()]
-    return x.reshape(x.shape[:x.ndim - len(ns)] + (n,)), flat, n
+    flat = [None if p is None else _reshaped(p, (n,)) for p in params.values()]
+    return _reshaped(x, x.shape[:x.ndim - len(ns)] + (n,)), flat, n
+
+
+def _reshaped(t, shape):
+    """t.reshape(shape), or t itself where it has that shape already: the common 1-d norm
+    case then adds no view and no reshape node (forward and backward) to the graph."""
+    return t if t.shape == shape else t.reshape(shape)
 
 
 def _normalize_rows(x, eps, center: bool):
@@ -180,8 +186,8 @@ def _fused_norm_grads(op, g, x2, w, b, eps):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     y = _wrap(x2._storage.layer_norm(x2._layout, *_storage_args(w), *_storage_args(b), eps), x2.shape, x2.dtype)
-    return _attach(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
-                   "layer_norm").reshape(x.shape)
+    return _reshaped(_attach(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
+                             "layer_norm"), x.shape)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -189,8 +195,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     y = _wrap(x2._storage.rms_norm(x2._layout, *_storage_args(w), eps), x2.shape, x2.dtype)
-    return _attach(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
-                   "rms_norm").reshape(x.shape)
+    return _reshaped(_attach(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
+                             "rms_norm"), x.shape)
 
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
