@@ -132,14 +132,19 @@ class AdamW(Optimizer):
             batches = {}
             for group, p, grad, state in self._params_with_grad():
                 item = self._prepare(group, p, grad, state)
-                batches.setdefault((id(group), type(p._storage)), (group, []))[1].append(item)
-            for (_, storage_class), (group, items) in batches.items():
+                batch = batches.setdefault((id(group), type(p._storage)), (group, [], []))
+                batch[1].append(item)
+                batch[2].append(state)
+            for (_, storage_class), (group, items, states) in batches.items():
                 storage_class.adamw_steps(items, group["lr"], tuple(group["betas"]), group["eps"],
                                           group["weight_decay"], self.decoupled, group["maximize"])
+                for state, item in zip(states, items):  # counted once its update ran (an error above: not)
+                    state["step"] = item[-1]
         return loss
 
     def _prepare(self, group, p, grad, state):
-        """Checks p, makes its state buffers and counts the step: the adamw_steps item."""
+        """Checks p and makes its state buffers: the adamw_steps item, whose last field is
+        the step number this update counts (step() records it in the state once it ran)."""
         if not p.dtype.is_floating_point:
             raise TensorliteError(f"{type(self).__name__}: parameters must be floating point, got {p.dtype.name}")
         if grad.dtype is not p.dtype:
@@ -156,7 +161,7 @@ class AdamW(Optimizer):
             elif buf.dtype is not sdt or buf._device is not p._device or not buf._layout.is_contiguous() \
                     or buf._layout.offset:
                 state[name] = buf.to(p._device)._cast(sdt).clone()
-        t = state["step"] = state.get("step", 0) + 1
+        t = state.get("step", 0) + 1
         return (p._storage, p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
                 state["exp_avg_sq"]._storage, state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, t)
 

@@ -70,6 +70,21 @@ def test_adamw_matches_hand_computed(device, rng, amsgrad):
     assert next(iter(opt.state.values()))["step"] == 4
 
 
+def test_adamw_step_that_fails_counts_nothing(device, rng):
+    p0, gs = rng.standard_normal((3, 4)), grads_for(rng, 1, (3, 4))
+    p = nn.Parameter(tl.tensor(p0, device=device))
+    opt = optim.AdamW([p], lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    p.grad = tl.zeros((4, 3), dtype=p.dtype, device=device)   # the wrong shape: the update raises
+    with pytest.raises(tl.ShapeError):
+        opt.step()
+    assert opt.state[p].get("step", 0) == 0
+    p.grad = tl.tensor(gs[0], device=device)
+    opt.step()                                                # the first update is bias-corrected as step 1
+    assert opt.state[p]["step"] == 1
+    np.testing.assert_allclose(p.numpy(), numpy_adam(p0, gs, 0.01, (0.8, 0.95), 1e-6, 0.1, True, False)[0],
+                               rtol=1e-10)
+
+
 def test_adamw_defaults_are_torchs():
     opt = optim.AdamW([nn.Parameter(tl.zeros(1))])
     g = opt.param_groups[0]
