@@ -1,0 +1,148 @@
+"""Every GPU kernel compiled for NVIDIA sm_90 (H100) without a GPU or driver, through the
+cuda platform's own compile path (NVRTC via backends/rocm/compiler.py), and checked against
+the dispatch table: the sm_90 counterpart of test_kernels_gfx90a.py.
+
+This is what compiles the CUDA-only code (compat.h's NVIDIA branch, inline PTX: mma.sync,
+ldmatrix, cp.async, red) where no NVIDIA GPU is lent: NVRTC's output is a CUBIN, so ptxas
+has checked the PTX too.
+
+- each kernels/*.hip compiles for sm_90 (in parallel threads: NVRTC releases the GIL);
+- the CUBIN is an sm_90 ELF and every entry point of `storage.KERNELS` is a kernel in it
+  (a FUNC symbol marked as a CUDA entry), so a missing instantiation fails here.
+
+Needs NVRTC (libnvrtc.so.13 or .12, e.g. `pip install "nvidia-cuda-nvrtc>=13,<14"`); the
+module is skipped where it cannot be loaded. With TENSORLITE_SM90_REPORT=<path>, a per-kernel
+resource table (registers, stack, shared, local bytes; from `cuobjdump --dump-resource-usage`,
+e.g. the nvidia-cuda-cuobjdump wheel) is written to <path>.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tensorlite.backends.rocm import compiler, get_platform, nvidia_wheel_lib_dirs
+from tensorlite.backends.rocm import storage as gpu_storage
+from tensorlite.errors import BackendUnavailable, CompileError
+
+ARCH = "sm_90"
+SOURCES = compiler.list_kernel_sources()  # every file, so one missing from KERNELS is compiled too
+
+try:
+    PLATFORM = get_platform("cuda")
+    PLATFORM.rtc  # only NVRTC: no libcuda, no GPU
+except BackendUnavailable as e:
+    pytest.skip(f"NVRTC cannot be loaded (pip install 'nvidia-cuda-nvrtc>=13,<14'): {e}", allow_module_level=True)
+
+_EM_CUDA = 190
+
+
+def _compile(source):
+    try:
+        return compiler.compile_source(PLATFORM, source, ARCH)
+    except CompileError as e:  # reported by that source's own test
+        return e
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    """{source: CUBIN bytes or the CompileError}, compiled in parallel threads: a cold cache
+    is about 115 s of NVRTC (13.5) in all, about 60 s on 2 cores."""
+    workers = min(len(SOURCES), os.cpu_count() or 1) if PLATFORM.RTC_THREAD_SAFE else 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(zip(SOURCES, pool.map(_compile, SOURCES)))
+
+
+def cuda_entry_points(elf: bytes) -> set:
+    """Names of the kernels (__global__ functions) in a CUBIN: FUNC symbols marked
+    STO_CUDA_ENTRY; device helpers NVRTC leaves out of line ($__internal_...) are not."""
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    names = set()
+    for _name, typ, _flags, _addr, off, size, link, _info, _align, entsize in secs:
+        if typ != 2:  # SHT_SYMTAB
+            continue
+        strtab = secs[link][4]
+        for pos in range(off, off + size, entsize or 24):
+            st_name, st_info, st_other = struct.unpack_from("<IBB", elf, pos)
+            if st_info & 0xF == 2 and st_other & 0x10:  # STT_FUNC, STO_CUDA_ENTRY
+                names.add(elf[strtab + st_name:elf.index(b"\0", strtab + st_name)].decode())
+    return names
+
+
+def _elf_arch(elf: bytes) -> int:
+    """The SM number of a CUBIN (an EM_CUDA ELF): e_flags bits 8-15 in ELF ABI version 8
+    (NVRTC 13.5 writes it), bits 0-7 in version 7 (NVRTC 12.9)."""
+    assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF"
+    machine, = struct.unpack_from("<H", elf, 0x12)
+    flags, = struct.unpack_from("<I", elf, 0x30)
+    assert machine == _EM_CUDA, f"ELF machine {machine}, expected EM_CUDA ({_EM_CUDA})"
+    return (flags >> 8) & 0xFF if elf[8] >= 8 else flags & 0xFF  # elf[8]: EI_ABIVERSION
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[f"{ARCH}-{s}" for s in SOURCES])
+def test_compiles_with_every_entry_point(cubins, source):
+    code = cubins[source]
+    if isinstance(code, CompileError):
+        pytest.fail(f"{source} does not compile for {ARCH} ({PLATFORM.rtc_version()}):\n{code}", pytrace=False)
+    assert _elf_arch(code) == int(ARCH[3:]), f"{source}: CUBIN is not for {ARCH}"
+    assert source in gpu_storage.KERNELS, f"{source} is not in storage.KERNELS"
+    missing = sorted(set(gpu_storage.KERNELS[source]) - cuda_entry_points(code))
+    assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
+
+
+# ---- optional: resource table (TENSORLITE_SM90_REPORT=<path>) ------------------------------
+
+def _cuobjdump():
+    found = shutil.which("cuobjdump")
+    candidates = [os.path.join(os.path.dirname(d), "bin", "cuobjdump") for d in nvidia_wheel_lib_dirs()]
+    candidates += [os.path.join(os.environ[v], "bin", "cuobjdump") for v in ("CUDA_HOME", "CUDA_PATH")
+                   if os.environ.get(v)]
+    candidates += glob.glob("/usr/local/cuda*/bin/cuobjdump")
+    return found or next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def _resource_usage(tool, cubin: bytes) -> dict:
+    """{kernel: {"REG": n, "STACK": n, "SHARED": n, "LOCAL": n}} from cuobjdump."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
+                             check=True).stdout
+    usage, fn = {}, None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("Function "):
+            fn = line[len("Function "):].rstrip(":")
+        elif fn and line.startswith("REG:"):
+            fields = dict(f.split(":", 1) for f in line.split() if ":" in f)
+            usage[fn] = {k: int(fields[k]) for k in ("REG", "STACK", "SHARED", "LOCAL")}
+            fn = None
+    return usage
+
+
+if os.environ.get("TENSORLITE_SM90_REPORT"):  # only collected when asked for: the suite stays quiet
+    def test_write_resource_report(cubins):
+        tool = _cuobjdump()
+        assert tool, "TENSORLITE_SM90_REPORT is set but cuobjdump was not found (PATH, nvidia/*/bin " \
+                     "of an NVIDIA wheel such as nvidia-cuda-cuobjdump, CUDA_HOME/bin)"
+        rows = []
+        for source in SOURCES:
+            if isinstance(cubins[source], bytes):
+                usage = _resource_usage(tool, cubins[source])
+                missing = sorted(set(gpu_storage.KERNELS.get(source, ())) - set(usage))
+                assert not missing, f"cuobjdump reports no resources for {source}: {missing[:10]}"
+                rows += [(source, k, u) for k, u in usage.items()]
+        rows.sort(key=lambda r: (-r[2]["REG"], r[0], r[1]))
+        with open(os.environ["TENSORLITE_SM90_REPORT"], "w") as f:
+            f.write(f"# {ARCH}, {PLATFORM.rtc_version()}, options {' '.join(PLATFORM.rtc_options(ARCH))}\n")
+            f.write("source\tkernel\tregs\tstack\tshared\tlocal\n")
+            for source, k, u in rows:
+                f.write(f"{source}\t{k}\t{u['REG']}\t{u['STACK']}\t{u['SHARED']}\t{u['LOCAL']}\n")
