@@ -64,14 +64,17 @@ def attach(out, inputs, backward_fn, name="op"):
 
 
 class _SlotGrads(dict):
-    """A multi-output op's output gradients by output index; adding two merges them."""
+    """A multi-output op's output gradients by output index; adding two merges them.
+    Every instance is a fresh one that the backward walk alone holds (as the running
+    sum of the op's hub), so the merge goes into self: copying instead was quadratic in
+    the number of outputs (a foreach_to over every weight)."""
     __slots__ = ()
 
     def __add__(self, other):
-        merged = _SlotGrads(self)
         for i, g in other.items():
-            merged[i] = g if i not in merged else merged[i] + g
-        return merged
+            prev = self.get(i)
+            self[i] = g if prev is None else prev + g
+        return self
 
 
 class _Outputs:

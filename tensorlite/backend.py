@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
+from . import dtype as _dtypes
 from .errors import BackendUnavailable, DeviceError
 from .layout import Layout
 
@@ -399,8 +400,7 @@ UNARY_BACKWARD_OPS = ("gelu", "gelu_erf", "silu")
 
 def adam_state_dtype(dtype):
     """Adam's moment buffers: float64 for float64 parameters, else float32."""
-    from . import dtype as dtypes
-    return dtypes.float64 if dtype is dtypes.float64 else dtypes.float32
+    return _dtypes.float64 if dtype is _dtypes.float64 else _dtypes.float32
 
 
 def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> Tuple[float, float]:

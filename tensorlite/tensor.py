@@ -261,7 +261,7 @@ class Tensor:
         if dtype is self.dtype:
             return self
         src = self.dtype
-        out = _wrap(self._storage.to_dtype(self._layout, dtype), self.shape, dtype)
+        out = _wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
         if dtype.is_floating_point and src.is_floating_point:
             return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
         return out
@@ -334,10 +334,10 @@ def _infer_shape(shape, numel, op, x):
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """A view when strides can express the new shape, else a contiguous copy."""
-    shape = _infer_shape(_shape_arg(shape), x.numel(), "reshape", x)
+    shape = _infer_shape(_shape_arg(shape), x._layout.numel(), "reshape", x)
     lay = x._layout.reshape(shape)
     out = _view(x, lay) if lay is not None else _view(_copy(x), Layout.contiguous(shape))
-    src = x.shape
+    src = x._layout.shape
     return _attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
 
 
@@ -364,7 +364,7 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 
 def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
-    nd = x.ndim
+    nd = len(x._layout.shape)
     if nd == 0:
         return x
     a, b = _norm_dim(d0, nd, "transpose", x), _norm_dim(d1, nd, "transpose", x)
@@ -1145,18 +1145,21 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
     every weight and weight gradient. Tensors already of `dtype` come back as they are."""
     dtype = _dt.get(dtype)
     tensors = list(tensors)
-    for i, t in enumerate(tensors):
+    todo, by_class = [], {}  # by_class: to_dtype_many takes storages of one class
+    for i, t in enumerate(tensors):  # one pass: a mixed-precision step runs this for every weight, twice
         if not isinstance(t, Tensor):
             raise TypeError(f"foreach_to: element {i} is a {type(t).__name__}, expected a Tensor")
+        if t.dtype is not dtype:
+            todo.append(i)
+            idx = by_class.get(type(t._storage))
+            if idx is None:
+                idx = by_class[type(t._storage)] = []
+            idx.append(i)
     out = list(tensors)
-    todo = [i for i, t in enumerate(tensors) if t.dtype is not dtype]
-    by_class: Dict[type, List[int]] = {}  # to_dtype_many takes storages of one class
-    for i in todo:
-        by_class.setdefault(type(tensors[i]._storage), []).append(i)
     for cls, idx in by_class.items():
         results = cls.to_dtype_many([(tensors[i]._storage, tensors[i]._layout) for i in idx], dtype)
         for i, st in zip(idx, results):
-            out[i] = _wrap(st, tensors[i].shape, dtype)
+            out[i] = _wrap(st, tensors[i]._layout.shape, dtype)
     diff = [i for i in todo if dtype.is_floating_point and tensors[i].dtype.is_floating_point]
     if diff:
         srcs = [tensors[i] for i in diff]

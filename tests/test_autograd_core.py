@@ -202,6 +202,34 @@ def test_backward_with_explicit_gradient():
     np.testing.assert_allclose(x.grad.numpy(), [[2.0, 0.0], [1.0, 4.0]])
 
 
+def test_multi_output_node_gets_each_outputs_summed_gradient(device):
+    """attach_many: an op of many outputs, each used several times (one not at all), runs
+    its backward once per walk with each output's gradient the sum of what reached it;
+    a second walk (retain_graph) starts from nothing again."""
+    from tensorlite.autograd import attach_many
+    x = tl.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    n = 40
+    outs = [(x * float(i)).detach() for i in range(n)]
+    seen = []
+
+    def backward_fn(grads):
+        seen.append([None if g is None else g.numpy() for g in grads])
+        return (sum(g * float(i) for i, g in enumerate(grads) if g is not None),)
+    attach_many(outs, (x,), backward_fn, "multi")
+    loss = sum((o * float(i + 1)).sum() + (o * 2.0).sum() for i, o in enumerate(outs) if i != 5) + outs[7].sum()
+    want = [None if i == 5 else np.full(3, i + 3.0 + (i == 7), np.float32) for i in range(n)]
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert len(seen) == 2
+    for grads in seen:
+        for got, w in zip(grads, want):
+            assert (got is None) == (w is None)
+            if w is not None:
+                np.testing.assert_array_equal(got, w)
+    per_walk = sum(i * (i + 3.0 + (i == 7)) for i in range(n) if i != 5)
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2 * per_walk), rtol=1e-6)
+
+
 def test_backward_of_non_scalar_needs_gradient():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(tl.TensorliteError, match="scalar"):

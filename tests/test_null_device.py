@@ -7,6 +7,7 @@ after every kind of write) is tested on the real devices in test_tensor_errors.p
 import numpy as np
 import pytest
 
+from tensorlite.errors import BackendError, DTypeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import device as device_module
 from tensorlite.backends.rocm.device import GpuDevice
@@ -83,3 +84,29 @@ def test_writes_keep_a_bound_or_forget_it(dev):
     # results computed on the device have no bound, even where they start as a copy of a bounded storage
     added = a.index_add(C((3,)), dev.from_cpu(np.array([0])), C((1,)), dev.from_cpu(np.array([100])), C((1,)), 0)
     assert added.value_range is None
+
+
+def test_launch_geometry_checks(dev):
+    """launch's fast paths (plain ints, 2-d blocks) and the checks of every other form."""
+    kernel = dev.function("binary.hip", "badd_f32")
+    launches = dev.platform.counts["launch"]
+    for grid, block in ((3, 256), (3, (32, 8)), ((3, 2), (32, 8, 1)), ([2], [64, 2])):
+        dev.launch(kernel, grid, block, [])
+    assert dev.platform.counts["launch"] == launches + 4
+    for grid, block, what in ((0, 256, "grid"), (1, (32, 0), "block"), (1, (True, 0), "block"),
+                              ((1, 1, 1, 1), 32, "grid")):
+        with pytest.raises(BackendError, match=f"launch: {what}"):
+            dev.launch(kernel, grid, block, [])
+    assert dev.platform.counts["launch"] == launches + 4
+
+
+@pytest.mark.parametrize("bad", ["dtype", "size"])
+def test_adamw_steps_reject_state_buffers_of_another_dtype_or_size(dev, bad):
+    n = 8
+    p, g = dev.zeros((n,), "float32"), dev.zeros((n,), "float32")
+    m = dev.zeros((n,), "float32")
+    v = dev.zeros((n,), "float64") if bad == "dtype" else dev.zeros((n + 1,), "float32")
+    launches = dev.platform.counts["launch"]
+    with pytest.raises(DTypeError, match=r"adamw_step.*state buffers must be float32 with 8 elements"):
+        type(p).adamw_steps([(p, C((n,)), g, C((n,)), m, v, None, 1)], 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    assert dev.platform.counts["launch"] == launches

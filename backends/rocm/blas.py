@@ -40,7 +40,8 @@ class Blas:
                              alpha: float = 1.0, beta: float = 0.0) -> None:
         """Enqueue `batch` column-major GEMMs on the device stream (strides in elements;
         a stride of 0 reuses one matrix for every batch)."""
-        dtype = dtypes.get(dtype)
+        if type(dtype) is not dtypes.DType:
+            dtype = dtypes.get(dtype)
         if dtype not in dtypes.FLOATS:
             raise DTypeError(f"gemm_strided_batched: dtype {dtype.name} is not supported on {self.device} "
                              f"(expected one of {[d.name for d in dtypes.FLOATS]})")
@@ -57,7 +58,7 @@ class Blas:
             return
         alpha_c, beta_c = self._scalar(dtype, alpha), self._scalar(dtype, beta)
         self.device.activate()
-        self.platform.blas_gemm(self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
+        self.platform.blas_gemm(self._handle or self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
                                 alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
                                 beta_c, c_ptr, ldc, stride_c, batch)
 

@@ -305,11 +305,11 @@ class CudaPlatform(PlatformBase):
         else at f32 (the compute type of f32/f16/bf16)."""
         dt = _CUDA_TYPES[dtype_short]
         compute = _COMPUTE_64F if dtype_short == "f64" else _COMPUTE_32F
-        vp = lambda ptr: self.ffi.cast("void*", ptr)  # noqa: E731 (cuBLAS takes void*, not CUdeviceptr)
+        cast = self.ffi.cast  # cuBLAS takes void*, not CUdeviceptr
         err = self.blaslib.cublasGemmStridedBatchedEx(
             handle, int(trans_a), int(trans_b), m, n, k, alpha,  # CUBLAS_OP_N = 0, CUBLAS_OP_T = 1
-            vp(a), dt, lda, stride_a, vp(b), dt, ldb, stride_b, beta,
-            vp(c), dt, ldc, stride_c, batch, compute, _GEMM_DEFAULT)
+            cast("void*", a), dt, lda, stride_a, cast("void*", b), dt, ldb, stride_b, beta,
+            cast("void*", c), dt, ldc, stride_c, batch, compute, _GEMM_DEFAULT)
         self._blas_check("cublasGemmStridedBatchedEx", err)
 
     # ---- cuBLASLt: GEMMs with a bias epilogue ---------------------------------------

@@ -205,6 +205,10 @@ _second = itemgetter(1)
 
 
 def _dim3(d, what: str) -> Tuple[int, int, int]:
+    if type(d) is tuple and len(d) == 2:  # the row kernels' 2-d blocks, checked without copies
+        x, y = d
+        if type(x) is int and type(y) is int and x > 0 and y > 0:
+            return x, y, 1
     if isinstance(d, int):
         t = (d, 1, 1)
     else:
@@ -390,8 +394,9 @@ class GpuDevice(BackendDevice):
         if type(grid) is int and type(block) is int and grid > 0 and block > 0:
             err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
                                   self._null)
-        else:
-            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+        else:  # the row kernels' blocks are 2-d, their grids plain ints
+            grid = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
+            block = _dim3(block, "block")
             err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params, self._null)
         if err:
             grid3 = grid if type(grid) is tuple else (grid, 1, 1)

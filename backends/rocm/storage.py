@@ -419,23 +419,28 @@ class GpuStorage(BackendStorage):
         # (_CAST_TENSORS per launch); the rest one by one
         dtype = dtypes.get(dtype)
         out, batches = [None] * len(items), {}
-        for i, (st, layout) in enumerate(items):
-            if dtype.is_floating_point and st.dtype.is_floating_point and layout.numel() and layout.is_contiguous():
-                batches.setdefault((st.device, st.dtype), []).append(i)
+        for i, (st, layout) in enumerate(items):  # a mixed-precision step: every weight, twice
+            n = layout.numel()
+            if dtype.is_floating_point and st.dtype.is_floating_point and n and layout.is_contiguous():
+                key = (st.device, st.dtype)
+                batch = batches.get(key)
+                if batch is None:
+                    batch = batches[key] = []
+                batch.append((i, st._addr(layout.offset), n))
             else:
                 out[i] = st.to_dtype(layout, dtype)
-        for (dev, src), indices in batches.items():
+        itemsize = dtype.itemsize
+        for (dev, src), batch in batches.items():
             kernel = _kernel(dev, f"cast_many_{src.short}_{dtype.short}", "to_dtype")
-            for j in range(0, len(indices), _CAST_TENSORS):
-                chunk = indices[j:j + _CAST_TENSORS]
+            alloc = dev.alloc
+            for j in range(0, len(batch), _CAST_TENSORS):
+                chunk = batch[j:j + _CAST_TENSORS]
                 pad = [0] * (_CAST_TENSORS - len(chunk))
                 sizes, srcs, dsts = [], [], []
-                for i in chunk:
-                    st, layout = items[i]
-                    n = layout.numel()
-                    res = out[i] = st._new(n, dtype)
+                for i, addr, n in chunk:
+                    res = out[i] = GpuStorage(dev, alloc(n * itemsize), dtype, n)  # _new, inlined
                     sizes.append(n)
-                    srcs.append(st._addr(layout.offset))
+                    srcs.append(addr)
                     dsts.append(res.buffer.ptr)
                 first = _table_blocks(sizes, _CAST_CHUNK)
                 table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *srcs, *pad, *dsts, *pad, len(chunk))
@@ -1195,10 +1200,10 @@ class GpuStorage(BackendStorage):
         op = "adamw_step"
         self._check_grad(op, layout, grad, grad_layout)
         n, sdt = layout.numel(), adam_state_dtype(self.dtype)
-        states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
-        if any(st.dtype is not sdt or st.numel != n for st in states):
-            raise _error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
-                         self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
+        for st in (exp_avg, exp_avg_sq, max_exp_avg_sq):  # a loop, not any(...): once per parameter per step
+            if st is not None and (st.dtype is not sdt or st.numel != n):
+                raise _error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
+                             self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
         return n
 
     def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
@@ -1549,6 +1554,10 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
 def _blas_operands(a, a_layout, b, b_layout, m, n, k):
     """((storage, layout, (transposed, ld)) of A, then of B) as the BLAS takes them: the
     views themselves where a leading dimension fits, else contiguous copies."""
+    sa, sb = a_layout.strides, b_layout.strides
+    fa, fb = _blas_operand(m, k, sa[1], sa[2]), _blas_operand(k, n, sb[1], sb[2])
+    if fa is not None and fb is not None:  # the common case, without the loop below
+        return (a, a_layout, fa), (b, b_layout, fb)
     ops = []
     for st, lay, rows, cols in ((a, a_layout, m, k), (b, b_layout, k, n)):
         form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])

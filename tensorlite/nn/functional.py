@@ -533,11 +533,14 @@ def sdpa_slow(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_caus
 def _rows(t):
     """(storage, 2-D layout) of t with its leading dims folded into rows: a view where the
     strides allow, else a contiguous copy."""
-    shape = (prod(t.shape[:-1]), t.shape[-1])
-    lay = t._layout if t.ndim == 2 else t._layout.reshape(shape)
-    if lay is None:
-        return t._storage.to_dtype(t._layout, t.dtype), _Layout.contiguous(shape)
-    return t._storage, lay
+    lay = t._layout
+    if len(lay.shape) == 2:
+        return t._storage, lay
+    shape = (prod(lay.shape[:-1]), lay.shape[-1])
+    rows = lay.reshape(shape)
+    if rows is None:
+        return t._storage.to_dtype(lay, t.dtype), _Layout.contiguous(shape)
+    return t._storage, rows
 
 
 def linear(x, weight, bias=None):
@@ -548,8 +551,9 @@ def linear(x, weight, bias=None):
     dozens of these, so the node saves the views, broadcasts and reshapes (and their
     backward nodes) of the matmul + add composite, which is the fallback for operands that
     need type promotion."""
-    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[-1] or \
-            (bias is not None and tuple(bias.shape) != (weight.shape[0],)):
+    x_shape, w_shape = x._layout.shape, weight._layout.shape  # not the properties: dozens of calls per step
+    if not x_shape or len(w_shape) != 2 or x_shape[-1] != w_shape[-1] or \
+            (bias is not None and bias._layout.shape != (w_shape[0],)):
         raise ShapeError(f"{describe('linear', input=x, weight=weight, bias=bias)}: expected input (..., in_features), "
                          f"weight (out_features, in_features) and bias (out_features,)")
     dt = x.dtype
@@ -557,7 +561,7 @@ def linear(x, weight, bias=None):
             weight._device is not x._device or (bias is not None and bias._device is not x._device):
         y = x @ weight.mT  # promotion / device errors as matmul and add report them
         return y if bias is None else y + bias
-    (n, k), lead = weight.shape, x.shape[:-1]
+    (n, k), lead = w_shape, x_shape[:-1]
     xs, xl = _rows(x)
     m = xl.shape[0]
     ws, wl = weight._storage, weight._layout
@@ -571,7 +575,7 @@ def linear(x, weight, bias=None):
         gs, gl = _rows(_like(g, x))
         dx = dw = db = None
         if x.requires_grad:
-            dx = _wrap(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x.shape, dt)
+            dx = _wrap(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x_shape, dt)
         want_db = bias is not None and bias.requires_grad
         if weight.requires_grad and want_db:  # one call: the GPU backend sums g in the GEMM's epilogue
             dws, dbs = gs.matmul_row_sums(xs, (n, k, m), gl.transpose(0, 1), xl)
