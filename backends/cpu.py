@@ -19,15 +19,16 @@ Numerics (the rules the GPU backend is compared against):
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
-                                adam_state_dtype, sdpa_layout, sdpa_mode)
-from tensorlite.errors import DeviceError, DTypeError, IndexOutOfRange, ShapeError, describe
+                                adam_state_dtype, check_cross_entropy, sdpa_layout, sdpa_mode)
+from tensorlite.dtype import cast_array
+from tensorlite.errors import (DeviceError, DTypeError, IndexOutOfRange, ShapeError, storage_error,
+                               unsupported_dtype)
 from tensorlite.layout import Layout
 
 _F32 = np.dtype(np.float32)
@@ -59,40 +60,6 @@ def _accumulate_dtype(dt) -> np.dtype:
     """Type for sums of products (matmul, conv): halves in f32, integers in int64."""
     return dt.np if dt in (dtypes.float32, dtypes.float64) else (
         _F32 if dt in _HALF_TYPES else np.dtype(np.int64))
-
-
-def _cast(x: np.ndarray, dt) -> np.ndarray:
-    """numpy array -> tensorlite dtype `dt` with the module docstring's cast rules."""
-    target = dt.np
-    if x.dtype == target:
-        return x
-    if x.dtype in (dtypes.float16.np, dtypes.bfloat16.np):
-        x = x.astype(_F32)  # bf16 <-> f16 and bf16 -> int are not all direct in ml_dtypes
-    if dt is dtypes.bool_:
-        return x != 0
-    with np.errstate(all="ignore"):
-        if x.dtype.kind == "f" and not dt.is_floating_point:
-            x = np.trunc(x)
-            if not dt.is_signed:  # negative floats -> unsigned: wrap through int64
-                x = x.astype(np.int64)
-        return x.astype(target)
-
-
-class _Operand(NamedTuple):
-    """What errors.describe prints for a storage seen through a layout."""
-    shape: tuple
-    dtype: object
-    device: object
-
-
-def _error(cls, op: str, why: str, **pairs):
-    """`cls` with errors.describe's message; pairs are name=(storage, layout)."""
-    operands = {name: _Operand(lay.shape, st.dtype, st.device) for name, (st, lay) in pairs.items()}
-    return cls(f"{describe(op, **operands)}: {why}")
-
-
-def _dtype_error(op: str, **pairs) -> DTypeError:
-    return _error(DTypeError, op, "not supported for this dtype", **pairs)
 
 
 # ---- elementwise tables ------------------------------------------------------------
@@ -207,26 +174,9 @@ def _conv_transpose2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray
     return full[:, :, ph:ph + oh, pw:pw + ow]
 
 
-def _as_2d_params(p: ConvParams) -> ConvParams:
-    one = lambda t: (1,) + tuple(t)  # noqa: E731 - the height dim of a 1-D op
-    return ConvParams(one(p.stride), (0,) + tuple(p.padding), one(p.dilation), p.groups,
-                      (0,) + tuple(p.output_padding) if p.output_padding else ())
-
-
 # =====================================================================================
 # Storage
 # =====================================================================================
-
-def _check_cross_entropy(op, logits, layout, target, target_layout):
-    """The operand rules of cross_entropy(_backward), shared with the GPU backend:
-    logits (..., C) and int64 class ids of the leading shape."""
-    if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
-        raise _error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
-                     self=(logits, layout), target=(target, target_layout))
-    if target.dtype is not dtypes.int64:
-        raise _error(DTypeError, op, "target must be int64 class ids", self=(logits, layout),
-                     target=(target, target_layout))
-
 
 class CpuStorage(BackendStorage):
     __slots__ = ("data", "dtype", "device")
@@ -246,7 +196,7 @@ class CpuStorage(BackendStorage):
     def _new(self, arr: np.ndarray, dtype=None) -> "CpuStorage":
         """Wrap a result: cast to dtype (default self's), C-contiguous, flattened."""
         dtype = self.dtype if dtype is None else dtype
-        return CpuStorage(np.ascontiguousarray(_cast(np.asarray(arr), dtype)).reshape(-1),
+        return CpuStorage(np.ascontiguousarray(cast_array(np.asarray(arr), dtype)).reshape(-1),
                           dtype, self.device)
 
     def _new_in(self, arr: np.ndarray, layout: Layout) -> "CpuStorage":
@@ -257,18 +207,18 @@ class CpuStorage(BackendStorage):
     def _ids(self, op, ids: "CpuStorage", ids_layout: Layout, size: int, layout: Layout) -> np.ndarray:
         """Index operand as int64, bounds-checked against `size`."""
         if ids.dtype not in (dtypes.int64, dtypes.uint32, dtypes.uint8):
-            raise _error(DTypeError, op, "ids must be int64, uint32 or uint8",
+            raise storage_error(DTypeError, op, "ids must be int64, uint32 or uint8",
                          self=(self, layout), ids=(ids, ids_layout))
         idx = ids._read(ids_layout).astype(np.int64)
         bad = (idx < 0) | (idx >= size)
         if bad.any():
-            raise _error(IndexOutOfRange, op, f"index {int(idx[bad].flat[0])} is out of range for a dim "
+            raise storage_error(IndexOutOfRange, op, f"index {int(idx[bad].flat[0])} is out of range for a dim "
                          f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
         return idx
 
     def _require_float(self, op, layout):
         if not self.dtype.is_floating_point:
-            raise _dtype_error(op, self=(self, layout))
+            raise unsupported_dtype(op, self=(self, layout))
 
     # ---- elementwise ------------------------------------------------------------------
     def affine(self, layout, mul, add):
@@ -295,22 +245,22 @@ class CpuStorage(BackendStorage):
     def unary_impl(self, op, layout):
         table = UNARY_FLOAT if self.dtype.is_floating_point else UNARY_INT
         if op not in table:
-            raise _dtype_error(op, self=(self, layout))
+            raise unsupported_dtype(op, self=(self, layout))
         try:
             with np.errstate(all="ignore"):
                 return self._new(table[op](self._read(layout, compute=True)))
         except TypeError:
-            raise _dtype_error(op, self=(self, layout)) from None
+            raise unsupported_dtype(op, self=(self, layout)) from None
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
         if op == "div" and not self.dtype.is_floating_point:
-            raise _dtype_error(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+            raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
         try:
             with np.errstate(all="ignore"):
                 return self._new(BINARY[op](a, b))
         except TypeError:  # e.g. sub of bools
-            raise _dtype_error(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout)) from None
+            raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout)) from None
 
     def cmp(self, op, rhs, lhs_layout, rhs_layout):
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
@@ -326,12 +276,12 @@ class CpuStorage(BackendStorage):
     def reduce_op(self, op, layout, dims):
         dims = tuple(dims)
         if op != "sum" and any(layout.shape[d] == 0 for d in dims):
-            raise _error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
+            raise storage_error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
                          self=(self, layout))
         x = self._read(layout, compute=True)
         if op in ("argmin", "argmax"):
             if len(dims) != 1:
-                raise _error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
+                raise storage_error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
             return self._new(REDUCE[op](x, axis=dims[0], keepdims=True), dtypes.int64)
         # integer sums keep their dtype (wrapping); np.sum would otherwise widen them
         kwargs = {"dtype": x.dtype} if op == "sum" else {}
@@ -358,7 +308,7 @@ class CpuStorage(BackendStorage):
             where, values = positions(idx, src._read(src_layout, compute=True))
             np.add.at(out, where, values)
         except (IndexError, ValueError) as e:
-            raise _error(ShapeError, op, str(e), self=(self, layout), ids=(ids, ids_layout),
+            raise storage_error(ShapeError, op, str(e), self=(self, layout), ids=(ids, ids_layout),
                          src=(src, src_layout)) from None
         return self._new(out)
 
@@ -379,7 +329,7 @@ class CpuStorage(BackendStorage):
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
         b, m, n, k = bmnk
         if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
-            raise _error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+            raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
                          lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         acc = _accumulate_dtype(self.dtype)
         return self._new(np.matmul(self._read(lhs_layout).astype(acc), rhs._read(rhs_layout).astype(acc)))
@@ -388,7 +338,7 @@ class CpuStorage(BackendStorage):
         acc = _accumulate_dtype(self.dtype)
         x, w = self._read(layout).astype(acc), kernel._read(kernel_layout).astype(acc)
         if one_d:  # (b, c, l) -> (b, c, 1, l)
-            x, w, params = x[:, :, None], w[:, :, None], _as_2d_params(params)
+            x, w, params = x[:, :, None], w[:, :, None], params.as_2d()
         out = fn(x, w, params)
         return self._new(out[:, :, 0] if one_d else out)
 
@@ -431,15 +381,15 @@ class CpuStorage(BackendStorage):
     # ---- copies -----------------------------------------------------------------------
     def copy_strided_src(self, dst, dst_offset, src_layout):
         n = src_layout.numel()
-        dst.data[dst_offset:dst_offset + n] = _cast(self._read(src_layout), dst.dtype).reshape(-1)
+        dst.data[dst_offset:dst_offset + n] = cast_array(self._read(src_layout), dst.dtype).reshape(-1)
 
     def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
         src = self._read(Layout((d1, d2), (src_stride1, 1), src_offset))
         _strided(dst.data, Layout((d1, d2), (dst_stride1, 1), dst_offset), writeable=True)[...] = \
-            _cast(src, dst.dtype)
+            cast_array(src, dst.dtype)
 
     def const_set(self, value, layout):
-        _strided(self.data, layout, writeable=True)[...] = _cast(np.asarray(value), self.dtype)
+        _strided(self.data, layout, writeable=True)[...] = cast_array(np.asarray(value), self.dtype)
 
     def to_cpu(self, layout):
         return np.array(self._read(layout), order="C", copy=True)
@@ -497,7 +447,7 @@ class CpuStorage(BackendStorage):
         """(x, grad) in the compute dtype; grad must have self's dtype and layout's shape."""
         x = self._float_read(op, layout)
         if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
-            raise _error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+            raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
                          "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
         return x, grad._read(grad_layout, compute=True)
 
@@ -539,7 +489,7 @@ class CpuStorage(BackendStorage):
     def _ce_operands(self, op, layout, target, target_layout):
         """(x as (R, C) in the compute dtype, int64 targets (R,), the loss dtype)."""
         x = self._float_read(op, layout)
-        _check_cross_entropy(op, self, layout, target, target_layout)
+        check_cross_entropy(op, self, layout, target, target_layout)
         t = target._read(target_layout).reshape(-1)
         acc = dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
         return x.reshape(-1, x.shape[-1]), t, acc
@@ -550,10 +500,10 @@ class CpuStorage(BackendStorage):
         ignored = t == ignore_index
         bad = ~ignored & ((t < 0) | (t >= n_cls))
         if bad.any():
-            raise _error(IndexOutOfRange, "cross_entropy", f"target {int(t[bad][0])} is out of range for "
+            raise storage_error(IndexOutOfRange, "cross_entropy", f"target {int(t[bad][0])} is out of range for "
                          f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
         if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
-            raise _error(ShapeError, "cross_entropy", f"weight must be ({n_cls},) of the logits' dtype",
+            raise storage_error(ShapeError, "cross_entropy", f"weight must be ({n_cls},) of the logits' dtype",
                          self=(self, layout), weight=(weight, w_layout))
         safe = np.where(ignored, 0, t)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -569,7 +519,7 @@ class CpuStorage(BackendStorage):
         x, t, acc = self._ce_operands("cross_entropy_backward", layout, target, target_layout)
         if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc \
                 or grad_layout.numel() != len(t) or lse.data.size != len(t) or wt.data.size != len(t):
-            raise _error(DTypeError, "cross_entropy_backward", f"lse, wt and grad must be {acc.name} with one "
+            raise storage_error(DTypeError, "cross_entropy_backward", f"lse, wt and grad must be {acc.name} with one "
                          "value per row, as cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
         g = grad._read(grad_layout).reshape(-1)
         w = wt.data
@@ -594,7 +544,7 @@ class CpuStorage(BackendStorage):
         n = layout.numel()
         states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
         if any(st.dtype is not sdt or st.data.size != n for st in states):
-            raise _error(DTypeError, "adamw_step", f"state buffers must be {sdt.name} with {n} elements",
+            raise storage_error(DTypeError, "adamw_step", f"state buffers must be {sdt.name} with {n} elements",
                          self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.data.size,))))
         a = sdt.np.type  # scalars round to the state dtype, as the kernel does
         p, g = p.astype(sdt.np), g.astype(sdt.np).reshape(-1)
@@ -617,13 +567,13 @@ class CpuStorage(BackendStorage):
                 v = np.maximum(max_exp_avg_sq.data, v)
                 max_exp_avg_sq.data[:] = v
             p = p - a(step_size) * (m / (np.sqrt(v) / a(bc2_sqrt) + a(eps)))
-        _strided(self.data, layout, writeable=True)[...] = _cast(p.reshape(layout.shape), self.dtype)
+        _strided(self.data, layout, writeable=True)[...] = cast_array(p.reshape(layout.shape), self.dtype)
 
     def _sdpa_scores(self, q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
         """(scaled, masked scores (b, hq, L, S) with -inf where dropped, GQA group size)."""
         hq, hk = q.shape[1], kk.shape[1]
         if hk == 0 or hq % hk:
-            raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+            raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                          q=(self, layout), k=(k, k_layout), v=(v, v_layout))
         kk = np.repeat(kk, hq // hk, axis=1)  # GQA
         if scale is None:
@@ -669,7 +619,7 @@ class CpuStorage(BackendStorage):
         b, hq, L, d = q.shape
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.data.size != b * hq * L \
                 or tuple(out_layout.shape) != (b, hq, L, vv.shape[-1]) or grad_layout.shape != out_layout.shape:
-            raise _error(ShapeError, "sdpa_backward", "out and grad must be (b, hq, L, dv) of q's dtype, "
+            raise storage_error(ShapeError, "sdpa_backward", "out and grad must be (b, hq, L, dv) of q's dtype, "
                          "lse (b, hq, L) as sdpa(return_lse=True) returned it",
                          q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
         scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
@@ -725,11 +675,11 @@ class CpuDevice(BackendDevice):
 
     def rand_uniform(self, shape, dtype, lo, hi):
         dtype = dtypes.get(dtype)
-        return self._wrap(_cast(self._rng.uniform(lo, hi, math.prod(shape)), dtype), dtype)
+        return self._wrap(cast_array(self._rng.uniform(lo, hi, math.prod(shape)), dtype), dtype)
 
     def rand_normal(self, shape, dtype, mean, std):
         dtype = dtypes.get(dtype)
-        return self._wrap(_cast(self._rng.normal(mean, std, math.prod(shape)), dtype), dtype)
+        return self._wrap(cast_array(self._rng.normal(mean, std, math.prod(shape)), dtype), dtype)
 
     def synchronize(self):
         pass  # numpy is synchronous

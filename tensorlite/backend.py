@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from . import dtype as _dtypes
-from .errors import BackendUnavailable, DeviceError
+from .errors import BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
 from .layout import Layout
 
 UNARY_OPS = ("exp", "log", "sin", "cos", "tanh", "abs", "neg", "recip", "sqr", "sqrt", "gelu",
@@ -47,6 +47,13 @@ class ConvParams:
     dilation: Tuple[int, ...]
     groups: int = 1
     output_padding: Tuple[int, ...] = ()  # conv_transpose only
+
+    def as_2d(self) -> "ConvParams":
+        """A 1-d op's parameters for the same op in 2-d over a height of 1 (backends run
+        conv1d as conv2d)."""
+        one = lambda t: (1,) + tuple(t)  # noqa: E731 - the height dim
+        return ConvParams(one(self.stride), (0,) + tuple(self.padding), one(self.dilation), self.groups,
+                          (0,) + tuple(self.output_padding) if self.output_padding else ())
 
     def out_size(self, in_size: Sequence[int], k: Sequence[int], transposed: bool = False) -> Tuple[int, ...]:
         out = []
@@ -396,6 +403,17 @@ class BackendStorage(ABC):
 
 
 UNARY_BACKWARD_OPS = ("gelu", "gelu_erf", "silu")
+
+
+def check_cross_entropy(op: str, logits, layout: Layout, target, target_layout: Layout) -> None:
+    """The operand rules of cross_entropy(_backward) that every backend enforces: logits
+    (..., C) and int64 class ids of the leading shape."""
+    if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
+        raise storage_error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
+                            self=(logits, layout), target=(target, target_layout))
+    if target.dtype is not _dtypes.int64:
+        raise storage_error(DTypeError, op, "target must be int64 class ids", self=(logits, layout),
+                            target=(target, target_layout))
 
 
 def adam_state_dtype(dtype):

@@ -133,3 +133,23 @@ def set_default_dtype(d) -> None:
     if not d.is_floating_point:
         raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
     _default_float = d
+
+
+def cast_array(x: np.ndarray, dt: DType) -> np.ndarray:
+    """A numpy array as tensorlite dtype `dt`, by the casts every backend implements:
+    float16/bfloat16 go through float32; to bool is `!= 0`; float -> integer truncates
+    toward zero, float -> unsigned goes through int64 so that negative values wrap modulo
+    2**bits (deterministic, unlike a direct C cast); integers wrap like numpy's astype."""
+    target = dt.np
+    if x.dtype == target:
+        return x
+    if x.dtype in (float16.np, bfloat16.np):
+        x = x.astype(np.float32)  # bf16 <-> f16 and bf16 -> int are not all direct in ml_dtypes
+    if dt is bool_:
+        return x != 0
+    with np.errstate(all="ignore"):
+        if x.dtype.kind == "f" and not dt.is_floating_point:
+            x = np.trunc(x)
+            if not dt.is_signed:  # negative floats -> unsigned: wrap through int64
+                x = x.astype(np.int64)
+        return x.astype(target)

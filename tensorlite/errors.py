@@ -3,8 +3,9 @@
 Each class is also the built-in a Python user would catch (a shape error is a
 `ValueError`, a dtype error a `TypeError`, an index error an `IndexError`).
 `describe` formats operands the same way in every message: the op, then each
-operand's shape, dtype and device.
+operand's shape, dtype and device; `storage_error` does it for a backend's operands.
 """
+from typing import NamedTuple
 
 
 class TensorliteError(Exception):
@@ -52,3 +53,22 @@ def describe(op: str, **operands) -> str:
         else:
             parts.append(f"{name}={t!r}")
     return f"{op}({', '.join(parts)})"
+
+
+class _Operand(NamedTuple):
+    """What describe prints for a storage seen through a layout."""
+    shape: tuple
+    dtype: object
+    device: object
+
+
+def storage_error(cls, op: str, why: str, **pairs):
+    """`cls` with describe's message, for backends: pairs are name=(storage, layout)
+    (the storage gives the dtype and device, the layout the shape)."""
+    operands = {name: _Operand(lay.shape, st.dtype, st.device) for name, (st, lay) in pairs.items()}
+    return cls(f"{describe(op, **operands)}: {why}")
+
+
+def unsupported_dtype(op: str, **pairs) -> DTypeError:
+    """The DTypeError of an op a backend has no kernel for at these operands' dtypes."""
+    return storage_error(DTypeError, op, "not supported for this dtype", **pairs)

@@ -31,13 +31,11 @@ import numpy as np
 from tensorlite import dtype as dtypes
 from tensorlite.backend import (BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_BACKWARD_OPS, UNARY_OPS, BackendStorage,
                                 ConvParams, PoolParams, adam_bias_corrections, adam_state_dtype, batch_of_one,
-                                sdpa_layout, sdpa_mode)
-from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError
+                                check_cross_entropy, sdpa_layout, sdpa_mode)
+from tensorlite.dtype import cast_array  # the host-side casts of scalars, as the cpu backend's
+from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
 from tensorlite.layout import Layout, contiguous_strides
 
-# The reference backend's rules for host-side scalars and error messages are reused so
-# both backends agree on them exactly.
-from ..cpu import _as_2d_params, _cast, _check_cross_entropy, _dtype_error, _error
 from .dnn import bn_param_dtype as _bn_param_dtype, dnn_for as _dnn_for, run as _dnn_run
 
 # =====================================================================================
@@ -102,7 +100,7 @@ def _kernel(dev, name: str, op: str, **operands):
     operands, given as name=(storage, layout)) when the table has no such instantiation."""
     source = _SOURCE_OF.get(name)
     if source is None:
-        raise _dtype_error(op, **operands)
+        raise unsupported_dtype(op, **operands)
     return dev.function(source, name)
 
 
@@ -485,9 +483,9 @@ class GpuStorage(BackendStorage):
         (packed inner layout, columns, block, n_chunks, n_counters, n_tasks, n_states))."""
         shape = layout.shape
         if op != "sum" and any(shape[d] == 0 for d in dims):
-            raise _error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})", self=(self, layout))
+            raise storage_error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})", self=(self, layout))
         if op in ("argmin", "argmax") and len(dims) != 1:
-            raise _error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
+            raise storage_error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
         dev = self.device
         kernel = _kernel(dev, f"reduce_{op}_{self.dtype.short}", op, self=(self, layout))
         kept = [d for d in range(len(shape)) if d not in dims]
@@ -536,7 +534,7 @@ class GpuStorage(BackendStorage):
     # ---- indexing -------------------------------------------------------------------
     def _check_ids(self, op, ids, ids_layout, layout):
         if ids.dtype.short not in IDS:
-            raise _error(DTypeError, op, "ids must be int64, uint32 or uint8",
+            raise storage_error(DTypeError, op, "ids must be int64, uint32 or uint8",
                          self=(self, layout), ids=(ids, ids_layout))
 
     def _index_kernel(self, op, ids, layout, ids_layout):
@@ -557,7 +555,7 @@ class GpuStorage(BackendStorage):
         if host[0]:
             idx = ids.to_cpu(ids_layout).astype(np.int64)
             bad = idx[(idx < 0) | (idx >= size)]
-            raise _error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of size {size}",
+            raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of size {size}",
                          self=(self, layout), ids=(ids, ids_layout))
 
     def _check_ids_on_host(self, op, ids, ids_layout, size, layout):
@@ -566,7 +564,7 @@ class GpuStorage(BackendStorage):
             idx = ids.to_cpu(ids_layout).astype(np.int64)
             bad = idx[(idx < 0) | (idx >= size)]
             if bad.size:
-                raise _error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim "
+                raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim "
                              f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
 
     def index_select(self, ids, layout, ids_layout, dim):
@@ -618,7 +616,7 @@ class GpuStorage(BackendStorage):
         the half types), src added at the ids with atomics, cast back."""
         self._check_ids(op, ids, ids_layout, layout)
         if src.dtype is not self.dtype:
-            raise _error(DTypeError, op, "src must have self's dtype", self=(self, layout), src=(src, src_layout))
+            raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout), src=(src, src_layout))
         kernel = self._index_kernel(op, ids, layout, ids_layout)
         half = self.dtype in (dtypes.float16, dtypes.bfloat16)
         acc = self.to_dtype(layout, dtypes.float32 if half else self.dtype)
@@ -660,7 +658,7 @@ class GpuStorage(BackendStorage):
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
         b, m, n, k = bmnk
         if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
-            raise _error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+            raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
                          lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         out = self._new(b * m * n)
         _gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
@@ -690,10 +688,10 @@ class GpuStorage(BackendStorage):
     # ---- convolution, pooling, upsampling --------------------------------------------
     def _conv_check(self, op, layout, kernel, kernel_layout, nd):
         if layout.ndim != nd + 2 or kernel_layout.ndim != nd + 2:
-            raise _error(ShapeError, op, f"expected {nd + 2}-d input and kernel", self=(self, layout),
+            raise storage_error(ShapeError, op, f"expected {nd + 2}-d input and kernel", self=(self, layout),
                          kernel=(kernel, kernel_layout))
         if kernel.dtype is not self.dtype:
-            raise _error(DTypeError, op, "input and kernel dtypes differ", self=(self, layout),
+            raise storage_error(DTypeError, op, "input and kernel dtypes differ", self=(self, layout),
                          kernel=(kernel, kernel_layout))
 
     def conv2d(self, layout, kernel, kernel_layout, params):
@@ -702,7 +700,7 @@ class GpuStorage(BackendStorage):
         c_out, c_g, kh, kw = kernel_layout.shape
         g = params.groups
         if c != c_g * g or c_out % g:
-            raise _error(ShapeError, "conv2d", f"channels do not match groups={g}", self=(self, layout),
+            raise storage_error(ShapeError, "conv2d", f"channels do not match groups={g}", self=(self, layout),
                          kernel=(kernel, kernel_layout))
         oh, ow = params.out_size((h, w), (kh, kw))
         out = self._new(b * c_out * oh * ow)
@@ -733,7 +731,7 @@ class GpuStorage(BackendStorage):
 
     def conv1d(self, layout, kernel, kernel_layout, params):
         self._conv_check("conv1d", layout, kernel, kernel_layout, 1)
-        return self.conv2d(_unsqueeze_h(layout), kernel, _unsqueeze_h(kernel_layout), _as_2d_params(params))
+        return self.conv2d(_unsqueeze_h(layout), kernel, _unsqueeze_h(kernel_layout), params.as_2d())
 
     def conv_transpose2d(self, layout, kernel, kernel_layout, params):
         self._conv_check("conv_transpose2d", layout, kernel, kernel_layout, 2)
@@ -741,7 +739,7 @@ class GpuStorage(BackendStorage):
         c_in_k, o_g, kh, kw = kernel_layout.shape
         g = params.groups
         if c_in != c_in_k or c_in % g:
-            raise _error(ShapeError, "conv_transpose2d", f"channels do not match groups={g}",
+            raise storage_error(ShapeError, "conv_transpose2d", f"channels do not match groups={g}",
                          self=(self, layout), kernel=(kernel, kernel_layout))
         c_out = o_g * g
         oh, ow = params.out_size((h, w), (kh, kw), transposed=True)
@@ -774,11 +772,11 @@ class GpuStorage(BackendStorage):
     def conv_transpose1d(self, layout, kernel, kernel_layout, params):
         self._conv_check("conv_transpose1d", layout, kernel, kernel_layout, 1)
         return self.conv_transpose2d(_unsqueeze_h(layout), kernel, _unsqueeze_h(kernel_layout),
-                                     _as_2d_params(params))
+                                     params.as_2d())
 
     def _window_op(self, name, op, layout, out_hw, geom_tail, extra=()):
         if layout.ndim != 4:
-            raise _error(ShapeError, op, "expected a 4-d (b, c, h, w) input", self=(self, layout))
+            raise storage_error(ShapeError, op, "expected a 4-d (b, c, h, w) input", self=(self, layout))
         b, c, h, w = layout.shape
         oh, ow = out_hw
         dev = self.device
@@ -891,7 +889,7 @@ class GpuStorage(BackendStorage):
         n = layout.numel()
         if n == 0:
             return
-        host = np.ascontiguousarray(_cast(np.asarray(value), self.dtype)).reshape(())
+        host = np.ascontiguousarray(cast_array(np.asarray(value), self.dtype)).reshape(())
         if self.value_range is not None:
             v = int(host)
             self.value_range = (min(self.value_range[0], v), max(self.value_range[1], v))
@@ -938,7 +936,7 @@ class GpuStorage(BackendStorage):
         if st is None:
             return [("ptr", 0), ("int64", 0)]
         if st.dtype is not self.dtype or lay.ndim != 1 or lay.shape[0] != (layout.shape[-1] if layout.ndim else 1):
-            raise _error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
+            raise storage_error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
                          self=(self, layout), **{name: (st, lay)})
         return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
 
@@ -970,7 +968,7 @@ class GpuStorage(BackendStorage):
         if variant not in ("rope", "rope_i", "rope_thd"):
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
-            raise _error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
+            raise storage_error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
                          x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
         dev = self.device
         kernel = _kernel(dev, f"{variant}_{self.dtype.short}", variant, x=(self, layout), cos=(cos, cos_layout))
@@ -996,9 +994,9 @@ class GpuStorage(BackendStorage):
     # ---- backward of the fused ops, fused cross-entropy, AdamW (kernels/fused_grad.hip) ------
     def _check_grad(self, op, layout, grad, grad_layout):
         if not self.dtype.is_floating_point:
-            raise _dtype_error(op, self=(self, layout))
+            raise unsupported_dtype(op, self=(self, layout))
         if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
-            raise _error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+            raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
                          "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
 
     def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None, vector=1):
@@ -1131,15 +1129,15 @@ class GpuStorage(BackendStorage):
 
     def _ce_check(self, op, layout, target, target_layout):
         if not self.dtype.is_floating_point:
-            raise _dtype_error(op, self=(self, layout))
-        _check_cross_entropy(op, self, layout, target, target_layout)
+            raise unsupported_dtype(op, self=(self, layout))
+        check_cross_entropy(op, self, layout, target, target_layout)
 
     def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
         op = "cross_entropy"
         self._ce_check(op, layout, target, target_layout)
         n_rows, n_cls, xo, xi = _rows_of(layout)
         if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
-            raise _error(ShapeError, op, f"weight must be ({n_cls},) of the logits' dtype",
+            raise storage_error(ShapeError, op, f"weight must be ({n_cls},) of the logits' dtype",
                          self=(self, layout), weight=(weight, w_layout))
         acc = self._acc_dtype()
         loss, lse, wt = (self._new(n_rows, acc) for _ in range(3))
@@ -1164,7 +1162,7 @@ class GpuStorage(BackendStorage):
         if host[0]:
             t = target.to_cpu(target_layout).reshape(-1)
             bad = t[(t != ignore_index) & ((t < 0) | (t >= n_cls))]
-            raise _error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
+            raise storage_error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
                          f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
         return loss, lse, wt
 
@@ -1175,7 +1173,7 @@ class GpuStorage(BackendStorage):
         acc = self._acc_dtype()
         if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc or grad_layout.numel() != n_rows \
                 or lse.numel != n_rows or wt.numel != n_rows:
-            raise _error(DTypeError, op, f"lse, wt and grad must be {acc.name} with one value per row, as "
+            raise storage_error(DTypeError, op, f"lse, wt and grad must be {acc.name} with one value per row, as "
                          "cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
         out = self._new(n_rows * n_cls)
         if out.numel == 0:
@@ -1202,7 +1200,7 @@ class GpuStorage(BackendStorage):
         n, sdt = layout.numel(), adam_state_dtype(self.dtype)
         for st in (exp_avg, exp_avg_sq, max_exp_avg_sq):  # a loop, not any(...): once per parameter per step
             if st is not None and (st.dtype is not sdt or st.numel != n):
-                raise _error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
+                raise storage_error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
                              self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
         return n
 
@@ -1321,7 +1319,7 @@ class GpuStorage(BackendStorage):
             _flash_unsupported(self, layout, k, k_layout, v, v_layout, "sdpa_backward")
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.dtype is not dtypes.float32 \
                 or lse.numel != b * hq * L:
-            raise _error(DTypeError, "sdpa_backward", "out and grad must have q's dtype, lse float32 (b, hq, L)",
+            raise storage_error(DTypeError, "sdpa_backward", "out and grad must have q's dtype, lse float32 (b, hq, L)",
                          q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         dev = self.device
@@ -1369,10 +1367,10 @@ class GpuStorage(BackendStorage):
         hk, S = k_layout.shape[1], k_layout.shape[2]
         dv = v_layout.shape[3]
         if hk == 0 or hq % hk:
-            raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+            raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                          q=(self, layout), k=(k, k_layout), v=(v, v_layout))
         if not self.dtype.is_floating_point:
-            raise _dtype_error("sdpa", q=(self, layout))
+            raise unsupported_dtype("sdpa", q=(self, layout))
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         g = hq // hk
         out = self._new(b * hq * L * dv)
@@ -1464,17 +1462,17 @@ def _in_sdpa_layout(out: GpuStorage, layout: Layout) -> GpuStorage:
 
 def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):
     cls = DTypeError if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) else ShapeError
-    raise _error(cls, op, "TENSORLITE_SDPA=flash: the flash kernels cover f32/f16/bf16 with head dims <= 128",
+    raise storage_error(cls, op, "TENSORLITE_SDPA=flash: the flash kernels cover f32/f16/bf16 with head dims <= 128",
                  q=(q, layout), k=(k, k_layout), v=(v, v_layout))
 
 
 def _check_sdpa(q, layout, k, k_layout, v, v_layout):
     hq, hk = layout.shape[1], k_layout.shape[1]
     if hk == 0 or hq % hk:
-        raise _error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+        raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                      q=(q, layout), k=(k, k_layout), v=(v, v_layout))
     if k.dtype is not q.dtype or v.dtype is not q.dtype:
-        raise _dtype_error("sdpa", q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+        raise unsupported_dtype("sdpa", q=(q, layout), k=(k, k_layout), v=(v, v_layout))
 
 
 def _flash_shape(q, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout):
