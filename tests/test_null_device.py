@@ -110,3 +110,34 @@ def test_adamw_steps_reject_state_buffers_of_another_dtype_or_size(dev, bad):
     with pytest.raises(DTypeError, match=r"adamw_step.*state buffers must be float32 with 8 elements"):
         type(p).adamw_steps([(p, C((n,)), g, C((n,)), m, v, None, 1)], 1e-3, (0.9, 0.999), 1e-8, 0.0)
     assert dev.platform.counts["launch"] == launches
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, dtype):
+    """The example GPT's training step (token ids uploaded from the host, cross_entropy,
+    backward, AdamW) enqueues everything and reads nothing back: the host runs ahead of
+    the GPU. A blocking read per step (an index op's or cross_entropy's error flag, a
+    .item()) would show here as a device-to-host copy."""
+    import tensorlite as tl
+    from tensorlite import backend
+    from test_examples import load_example
+    monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(backend._REGISTRY, "null", backend._Entry("null", lambda i: GpuDevice(NullPlatform(), i)))
+    train_gpt = load_example("train_gpt")
+    vocab, seq = 32, 16
+    ids = np.random.default_rng(0).integers(0, vocab, (4, seq + 1))
+    x, y = tl.tensor(ids[:, :-1], device="null"), tl.tensor(ids[:, 1:].reshape(-1), device="null")
+    model = train_gpt.GPT(vocab, seq, 32, 2, 2).to("null")
+    model.compute_dtype = getattr(tl, dtype)
+    opt = tl.optim.AdamW(model.parameters(), lr=1e-3)
+    counts = backend.get_device("null").platform.counts
+
+    def step():
+        loss = tl.nn.functional.cross_entropy(model(x).reshape(-1, vocab), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    step()                                   # the first step also makes the optimizer's state
+    reads, launches = counts["dtoh"], counts["launch"]
+    step()
+    assert counts["launch"] > launches and counts["dtoh"] == reads
