@@ -10,6 +10,8 @@ name, the launch counts, and the sum against the wall time: when the sum is far 
 wall time, the step is host-bound (Python dispatch), otherwise the top rows are the work to
 speed up. Bracketing serialises nothing on the GPU but adds host work, so the wall time of
 the profiled steps is not the step time.
+The header also counts the step's blocking device reads (device-to-host copies: error
+flags, .item()): each one stops the host from queuing work ahead of the GPU.
 
 `--device null` runs the same step on a null GPU: the real GpuDevice and GpuStorage (every
 launch packed, every BLAS call checked) over a platform that drops the work, on any machine.
@@ -119,12 +121,20 @@ def main(argv=None):
 
     for _ in range(2):
         step().item()
-    walls = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        step()
-        dev.synchronize()
-        walls.append((time.perf_counter() - t0) * 1e3)
+    walls, reads, dtoh = [], [0], dev.dtoh
+
+    def counted_dtoh(*a, **kw):  # a device-to-host read makes the host wait for the GPU
+        reads[0] += 1
+        return dtoh(*a, **kw)
+    dev.dtoh = counted_dtoh
+    try:
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            step()
+            dev.synchronize()
+            walls.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        del dev.dtoh
     wall = float(np.median(walls))
 
     if args.host:
@@ -151,7 +161,7 @@ def main(argv=None):
     launches = sum(n for _, n in totals.values())
     print(f"GPT step d{d_model} L{n_layer} h{n_head} V{vocab} b{batch}x{seq} {args.dtype} on {dev}: "
           f"wall {wall:.2f} ms/step ({batch * seq / wall * 1e3:.0f} tokens/s), GPU sum {gpu:.2f} ms, "
-          f"{launches:.0f} launches")
+          f"{launches:.0f} launches, {reads[0] / args.steps:.0f} blocking device reads")
     print(f"| kernel | ms/step | % of GPU sum | calls/step | us/call |\n|---|---|---|---|---|")
     for name, (ms, n) in sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))[:args.top]:
         print(f"| {name} | {ms:.3f} | {100 * ms / max(gpu, 1e-9):.1f}% | {n:.0f} | {1e3 * ms / n:.1f} |")
