@@ -208,12 +208,12 @@ class CpuStorage(BackendStorage):
         """Index operand as int64, bounds-checked against `size`."""
         if ids.dtype not in (dtypes.int64, dtypes.uint32, dtypes.uint8):
             raise storage_error(DTypeError, op, "ids must be int64, uint32 or uint8",
-                         self=(self, layout), ids=(ids, ids_layout))
+                                self=(self, layout), ids=(ids, ids_layout))
         idx = ids._read(ids_layout).astype(np.int64)
         bad = (idx < 0) | (idx >= size)
         if bad.any():
             raise storage_error(IndexOutOfRange, op, f"index {int(idx[bad].flat[0])} is out of range for a dim "
-                         f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
+                                f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
         return idx
 
     def _require_float(self, op, layout):
@@ -277,7 +277,7 @@ class CpuStorage(BackendStorage):
         dims = tuple(dims)
         if op != "sum" and any(layout.shape[d] == 0 for d in dims):
             raise storage_error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
-                         self=(self, layout))
+                                self=(self, layout))
         x = self._read(layout, compute=True)
         if op in ("argmin", "argmax"):
             if len(dims) != 1:
@@ -309,7 +309,7 @@ class CpuStorage(BackendStorage):
             np.add.at(out, where, values)
         except (IndexError, ValueError) as e:
             raise storage_error(ShapeError, op, str(e), self=(self, layout), ids=(ids, ids_layout),
-                         src=(src, src_layout)) from None
+                                src=(src, src_layout)) from None
         return self._new(out)
 
     def scatter_add(self, layout, ids, ids_layout, src, src_layout, dim):
@@ -330,7 +330,7 @@ class CpuStorage(BackendStorage):
         b, m, n, k = bmnk
         if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
             raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
-                         lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+                                lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         acc = _accumulate_dtype(self.dtype)
         return self._new(np.matmul(self._read(lhs_layout).astype(acc), rhs._read(rhs_layout).astype(acc)))
 
@@ -448,7 +448,8 @@ class CpuStorage(BackendStorage):
         x = self._float_read(op, layout)
         if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
             raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
-                         "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
+                                "grad must have the input's shape and dtype", self=(self, layout),
+                                grad=(grad, grad_layout))
         return x, grad._read(grad_layout, compute=True)
 
     def softmax_last_dim_backward(self, layout, grad, grad_layout):
@@ -501,10 +502,10 @@ class CpuStorage(BackendStorage):
         bad = ~ignored & ((t < 0) | (t >= n_cls))
         if bad.any():
             raise storage_error(IndexOutOfRange, "cross_entropy", f"target {int(t[bad][0])} is out of range for "
-                         f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+                                f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
         if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
             raise storage_error(ShapeError, "cross_entropy", f"weight must be ({n_cls},) of the logits' dtype",
-                         self=(self, layout), weight=(weight, w_layout))
+                                self=(self, layout), weight=(weight, w_layout))
         safe = np.where(ignored, 0, t)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             m = x.max(axis=1, initial=-np.inf)
@@ -520,7 +521,8 @@ class CpuStorage(BackendStorage):
         if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc \
                 or grad_layout.numel() != len(t) or lse.data.size != len(t) or wt.data.size != len(t):
             raise storage_error(DTypeError, "cross_entropy_backward", f"lse, wt and grad must be {acc.name} with one "
-                         "value per row, as cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
+                                "value per row, as cross_entropy returned them", self=(self, layout),
+                                grad=(grad, grad_layout))
         g = grad._read(grad_layout).reshape(-1)
         w = wt.data
         with np.errstate(invalid="ignore", over="ignore"):
@@ -545,7 +547,7 @@ class CpuStorage(BackendStorage):
         states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
         if any(st.dtype is not sdt or st.data.size != n for st in states):
             raise storage_error(DTypeError, "adamw_step", f"state buffers must be {sdt.name} with {n} elements",
-                         self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.data.size,))))
+                                self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.data.size,))))
         a = sdt.np.type  # scalars round to the state dtype, as the kernel does
         p, g = p.astype(sdt.np), g.astype(sdt.np).reshape(-1)
         p = p.reshape(-1)
@@ -574,7 +576,7 @@ class CpuStorage(BackendStorage):
         hq, hk = q.shape[1], kk.shape[1]
         if hk == 0 or hq % hk:
             raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
-                         q=(self, layout), k=(k, k_layout), v=(v, v_layout))
+                                q=(self, layout), k=(k, k_layout), v=(v, v_layout))
         kk = np.repeat(kk, hq // hk, axis=1)  # GQA
         if scale is None:
             scale = 1.0 / math.sqrt(q.shape[-1])
@@ -620,8 +622,8 @@ class CpuStorage(BackendStorage):
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.data.size != b * hq * L \
                 or tuple(out_layout.shape) != (b, hq, L, vv.shape[-1]) or grad_layout.shape != out_layout.shape:
             raise storage_error(ShapeError, "sdpa_backward", "out and grad must be (b, hq, L, dv) of q's dtype, "
-                         "lse (b, hq, L) as sdpa(return_lse=True) returned it",
-                         q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
+                                "lse (b, hq, L) as sdpa(return_lse=True) returned it",
+                                q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
         scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
                                            is_causal)
         if scale is None:

@@ -266,8 +266,7 @@ TL_DEV bool tl_narrow(i64 n) { return n < TL_NARROW; }
 // V consecutive elements moved by one load/store (16 bytes: what streams at full memory
 // bandwidth). alignas needs V * sizeof(T) to be a power of two, which all uses are.
 template <typename T, int V> struct alignas(V * sizeof(T)) VecN { T v[V]; };
-template <typename T> struct alignas(4 * sizeof(T)) Vec4 { T v[4]; };
-template <typename T> TL_DEV bool tl_aligned4(const T* p) { return ((u64)p & (4 * sizeof(T) - 1)) == 0; }
+template <typename T> using Vec4 = VecN<T, 4>;
 template <int V, typename T> TL_DEV bool tl_aligned(const T* p) { return ((u64)p & (V * sizeof(T) - 1)) == 0; }
 // Elements per vector for a map whose widest operand is S bytes: 16 bytes, at most 8.
 template <int S> struct TlWidth { enum { V = S >= 8 ? 2 : (S == 4 ? 4 : 8) }; };
@@ -390,43 +389,6 @@ TL_DEV int tl_table_tensor(const i64* first_block, i64 b) {
     int t = 0;
     while (b >= first_block[t + 1]) ++t;
     return t;
-}
-
-// ---- contiguous fast paths: four elements per access ---------------------------------
-// (Kept for callers whose operands are known contiguous, e.g. fused_grad.hip.) When every
-// pointer is aligned to four elements, each thread moves 4 consecutive elements with one
-// vector load/store per operand; the remainder (and unaligned views) go one by one.
-template <typename A, typename O, typename F>
-TL_DEV void tl_map1_contig(i64 n, const A* a, O* out, F f) {
-    if (tl_aligned4(a) && tl_aligned4(out)) {
-        const i64 nv = n >> 2;
-        TL_GRID_LOOP(v, nv) {
-            const Vec4<A> x = ((const Vec4<A>*)a)[v];
-            Vec4<O> r;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) r.v[j] = f(x.v[j]);
-            ((Vec4<O>*)out)[v] = r;
-        }
-        a += nv * 4; out += nv * 4; n -= nv * 4;
-    }
-    TL_GRID_LOOP(i, n) out[i] = f(a[i]);
-}
-
-template <typename A, typename B, typename O, typename F>
-TL_DEV void tl_map2_contig(i64 n, const A* a, const B* b, O* out, F f) {
-    if (tl_aligned4(a) && tl_aligned4(b) && tl_aligned4(out)) {
-        const i64 nv = n >> 2;
-        TL_GRID_LOOP(v, nv) {
-            const Vec4<A> x = ((const Vec4<A>*)a)[v];
-            const Vec4<B> y = ((const Vec4<B>*)b)[v];
-            Vec4<O> r;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) r.v[j] = f(x.v[j], y.v[j]);
-            ((Vec4<O>*)out)[v] = r;
-        }
-        a += nv * 4; b += nv * 4; out += nv * 4; n -= nv * 4;
-    }
-    TL_GRID_LOOP(i, n) out[i] = f(a[i], b[i]);
 }
 
 // ---- row reductions -----------------------------------------------------------------

@@ -470,11 +470,7 @@ TL_DEV void act_bwd_map(i64 n, const Strided& Lx, const Strided& Lg, const T* x,
         typedef typename Tr<T>::acc A;
         return Tr<T>::store(Tr<T>::load(gv) * D::template f<A>(Tr<T>::load(xv)));
     };
-    if (Lx.contiguous && Lg.contiguous) {
-        tl_map2_contig(n, x + Lx.offset, g + Lg.offset, out, f);
-    } else {
-        TL_GRID_LOOP(i, n) out[i] = f(x[tl_index(Lx, i)], g[tl_index(Lg, i)]);
-    }
+    tl_map2(n, Lx, Lg, x, g, out, f);
 }
 
 // ---- AdamW / Adam step, in place ------------------------------------------------------------------

@@ -66,7 +66,7 @@ template <typename T, bool Greater> struct RArg {
 template <typename T, typename R>
 TL_DEV typename R::State reduce_span(const T* row_ptr, const Strided& inner, i64 j0, i64 j1,
                                      typename R::State s) {
-    if (inner.contiguous && tl_aligned4(row_ptr + j0)) {
+    if (inner.contiguous && tl_aligned<4>(row_ptr + j0)) {
         const Vec4<T>* v4 = (const Vec4<T>*)(row_ptr + j0);
         const i64 nv = (j1 - j0) >> 2;
         for (i64 v = threadIdx.x; v < nv; v += blockDim.x) {

@@ -353,8 +353,7 @@ def view(x: Tensor, *shape) -> Tensor:
 def permute(x: Tensor, *dims) -> Tensor:
     dims = _shape_arg(dims)
     nd = x.ndim
-    n = nd or 1
-    normed = [d % n if -n <= d < n else _norm_dim(d, nd, "permute", x) for d in dims]  # else: _norm_dim raises
+    normed = [_norm_dim(d, nd, "permute", x) for d in dims]
     if sorted(normed) != list(range(nd)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
     inv = [0] * len(normed)
@@ -1151,10 +1150,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
             raise TypeError(f"foreach_to: element {i} is a {type(t).__name__}, expected a Tensor")
         if t.dtype is not dtype:
             todo.append(i)
-            idx = by_class.get(type(t._storage))
-            if idx is None:
-                idx = by_class[type(t._storage)] = []
-            idx.append(i)
+            by_class.setdefault(type(t._storage), []).append(i)
     out = list(tensors)
     for cls, idx in by_class.items():
         results = cls.to_dtype_many([(tensors[i]._storage, tensors[i]._layout) for i in idx], dtype)

@@ -49,16 +49,15 @@ class Blas:
             args = dict(m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, batch=batch)
             raise ShapeError(f"gemm_strided_batched: sizes must lie in [0, 2^31): {args}")
         rows_a, rows_b = (k if trans_a else m), (n if trans_b else k)
-        if lda < max(1, rows_a) or ldb < max(1, rows_b) or ldc < max(1, m):
-            for name, ld, rows in (("lda", lda, rows_a), ("ldb", ldb, rows_b), ("ldc", ldc, m)):
-                if ld < max(1, rows):
-                    raise ShapeError(f"gemm_strided_batched: {name}={ld} is smaller than the {rows} rows "
-                                     f"it spans (m={m}, n={n}, k={k}, trans_a={trans_a}, trans_b={trans_b})")
+        for name, ld, rows in (("lda", lda, rows_a), ("ldb", ldb, rows_b), ("ldc", ldc, m)):
+            if ld < max(1, rows):
+                raise ShapeError(f"gemm_strided_batched: {name}={ld} is smaller than the {rows} rows "
+                                 f"it spans (m={m}, n={n}, k={k}, trans_a={trans_a}, trans_b={trans_b})")
         if m == 0 or n == 0 or batch == 0:
             return
         alpha_c, beta_c = self._scalar(dtype, alpha), self._scalar(dtype, beta)
         self.device.activate()
-        self.platform.blas_gemm(self._handle or self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
+        self.platform.blas_gemm(self.handle, dtype.short, bool(trans_a), bool(trans_b), m, n, k,
                                 alpha_c, a_ptr, lda, stride_a, b_ptr, ldb, stride_b,
                                 beta_c, c_ptr, ldc, stride_c, batch)
 

@@ -131,14 +131,20 @@ _COL_UNROLL = 4                                  # TL_COL_UNROLL in reduce.hip: 
 _COL_MAX = (1 << 31) - 4096                      # reduce_cols: u32 counts below this
 
 
-def _sm_count(dev) -> int:
-    """Multiprocessors (CUs) of `dev`, cached on the device object itself: a cache keyed by
-    id(dev) would hand a freed device's value to a new one that reuses the id."""
+def _on_device(dev, name: str, make):
+    """dev's own value `name`, made once by make(dev) and kept on the device object itself:
+    a table keyed by id(dev) would hand a freed device's value to a new one reusing the id."""
     try:
-        return dev._tl_sm_count
+        return getattr(dev, name)
     except AttributeError:
-        n = dev._tl_sm_count = int(dev.props.get("multiprocessor_count") or 80)
-        return n
+        value = make(dev)
+        setattr(dev, name, value)
+        return value
+
+
+def _sm_count(dev) -> int:
+    """Multiprocessors (CUs) of `dev`."""
+    return _on_device(dev, "_tl_sm_count", lambda d: int(d.props.get("multiprocessor_count") or 80))
 
 
 def _grid(dev, work_items: int, per_block: int = _BLOCK) -> int:
@@ -417,26 +423,20 @@ class GpuStorage(BackendStorage):
         # (_CAST_TENSORS per launch); the rest one by one
         dtype = dtypes.get(dtype)
         out, batches = [None] * len(items), {}
-        for i, (st, layout) in enumerate(items):  # a mixed-precision step: every weight, twice
+        for i, (st, layout) in enumerate(items):
             n = layout.numel()
             if dtype.is_floating_point and st.dtype.is_floating_point and n and layout.is_contiguous():
-                key = (st.device, st.dtype)
-                batch = batches.get(key)
-                if batch is None:
-                    batch = batches[key] = []
-                batch.append((i, st._addr(layout.offset), n))
+                batches.setdefault((st.device, st.dtype), []).append((i, st, st._addr(layout.offset), n))
             else:
                 out[i] = st.to_dtype(layout, dtype)
-        itemsize = dtype.itemsize
         for (dev, src), batch in batches.items():
             kernel = _kernel(dev, f"cast_many_{src.short}_{dtype.short}", "to_dtype")
-            alloc = dev.alloc
             for j in range(0, len(batch), _CAST_TENSORS):
                 chunk = batch[j:j + _CAST_TENSORS]
                 pad = [0] * (_CAST_TENSORS - len(chunk))
                 sizes, srcs, dsts = [], [], []
-                for i, addr, n in chunk:
-                    res = out[i] = GpuStorage(dev, alloc(n * itemsize), dtype, n)  # _new, inlined
+                for i, st, addr, n in chunk:
+                    res = out[i] = st._new(n, dtype)
                     sizes.append(n)
                     srcs.append(addr)
                     dsts.append(res.buffer.ptr)
@@ -535,7 +535,7 @@ class GpuStorage(BackendStorage):
     def _check_ids(self, op, ids, ids_layout, layout):
         if ids.dtype.short not in IDS:
             raise storage_error(DTypeError, op, "ids must be int64, uint32 or uint8",
-                         self=(self, layout), ids=(ids, ids_layout))
+                                self=(self, layout), ids=(ids, ids_layout))
 
     def _index_kernel(self, op, ids, layout, ids_layout):
         return _kernel(self.device, f"{op}_{ids.dtype.short}_{self.dtype.short}", op,
@@ -543,20 +543,22 @@ class GpuStorage(BackendStorage):
 
     def _run_checked(self, op, ids, ids_layout, size, layout, launch):
         """Run `launch(err_ptr)` (a kernel that flags out-of-range ids instead of touching
-        memory), then wait for the flag and raise IndexOutOfRange naming the first bad id."""
+        memory), then wait for the flag and raise IndexOutOfRange naming the first bad id;
+        no wait where the host knows the ids are in range (GpuStorage.value_range)."""
         dev = self.device
         flag = _error_flag(dev)
+        if _ids_known_in_range(ids, size):  # nothing to wait for (GpuStorage.value_range)
+            launch(flag.ptr)  # never flags; a reader resets the flag before its own launch
+            return
         dev.memset(flag.ptr, 0, 4)
         launch(flag.ptr)
-        if _ids_known_in_range(ids, size):
-            return  # the host need not wait for the flag (GpuStorage.value_range)
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)
         if host[0]:
             idx = ids.to_cpu(ids_layout).astype(np.int64)
             bad = idx[(idx < 0) | (idx >= size)]
-            raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of size {size}",
-                         self=(self, layout), ids=(ids, ids_layout))
+            raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of "
+                                f"size {size}", self=(self, layout), ids=(ids, ids_layout))
 
     def _check_ids_on_host(self, op, ids, ids_layout, size, layout):
         """For an empty output (no kernel runs) the ids must still be in range."""
@@ -565,7 +567,7 @@ class GpuStorage(BackendStorage):
             bad = idx[(idx < 0) | (idx >= size)]
             if bad.size:
                 raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim "
-                             f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
+                                    f"of size {size}", self=(self, layout), ids=(ids, ids_layout))
 
     def index_select(self, ids, layout, ids_layout, dim):
         self._check_ids("index_select", ids, ids_layout, layout)
@@ -616,7 +618,8 @@ class GpuStorage(BackendStorage):
         the half types), src added at the ids with atomics, cast back."""
         self._check_ids(op, ids, ids_layout, layout)
         if src.dtype is not self.dtype:
-            raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout), src=(src, src_layout))
+            raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout),
+                                src=(src, src_layout))
         kernel = self._index_kernel(op, ids, layout, ids_layout)
         half = self.dtype in (dtypes.float16, dtypes.bfloat16)
         acc = self.to_dtype(layout, dtypes.float32 if half else self.dtype)
@@ -659,7 +662,7 @@ class GpuStorage(BackendStorage):
         b, m, n, k = bmnk
         if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
             raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
-                         lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+                                lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         out = self._new(b * m * n)
         _gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
         return out
@@ -689,10 +692,10 @@ class GpuStorage(BackendStorage):
     def _conv_check(self, op, layout, kernel, kernel_layout, nd):
         if layout.ndim != nd + 2 or kernel_layout.ndim != nd + 2:
             raise storage_error(ShapeError, op, f"expected {nd + 2}-d input and kernel", self=(self, layout),
-                         kernel=(kernel, kernel_layout))
+                                kernel=(kernel, kernel_layout))
         if kernel.dtype is not self.dtype:
             raise storage_error(DTypeError, op, "input and kernel dtypes differ", self=(self, layout),
-                         kernel=(kernel, kernel_layout))
+                                kernel=(kernel, kernel_layout))
 
     def conv2d(self, layout, kernel, kernel_layout, params):
         self._conv_check("conv2d", layout, kernel, kernel_layout, 2)
@@ -701,7 +704,7 @@ class GpuStorage(BackendStorage):
         g = params.groups
         if c != c_g * g or c_out % g:
             raise storage_error(ShapeError, "conv2d", f"channels do not match groups={g}", self=(self, layout),
-                         kernel=(kernel, kernel_layout))
+                                kernel=(kernel, kernel_layout))
         oh, ow = params.out_size((h, w), (kh, kw))
         out = self._new(b * c_out * oh * ow)
         if out.numel == 0:
@@ -740,7 +743,7 @@ class GpuStorage(BackendStorage):
         g = params.groups
         if c_in != c_in_k or c_in % g:
             raise storage_error(ShapeError, "conv_transpose2d", f"channels do not match groups={g}",
-                         self=(self, layout), kernel=(kernel, kernel_layout))
+                                self=(self, layout), kernel=(kernel, kernel_layout))
         c_out = o_g * g
         oh, ow = params.out_size((h, w), (kh, kw), transposed=True)
         out = self._new(b * c_out * oh * ow)
@@ -937,7 +940,7 @@ class GpuStorage(BackendStorage):
             return [("ptr", 0), ("int64", 0)]
         if st.dtype is not self.dtype or lay.ndim != 1 or lay.shape[0] != (layout.shape[-1] if layout.ndim else 1):
             raise storage_error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
-                         self=(self, layout), **{name: (st, lay)})
+                                self=(self, layout), **{name: (st, lay)})
         return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
 
     def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
@@ -969,7 +972,7 @@ class GpuStorage(BackendStorage):
             raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
             raise storage_error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
-                         x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
+                                x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
         dev = self.device
         kernel = _kernel(dev, f"{variant}_{self.dtype.short}", variant, x=(self, layout), cos=(cos, cos_layout))
         n0, n1, n2, d = layout.shape
@@ -997,7 +1000,8 @@ class GpuStorage(BackendStorage):
             raise unsupported_dtype(op, self=(self, layout))
         if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
             raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
-                         "grad must have the input's shape and dtype", self=(self, layout), grad=(grad, grad_layout))
+                                "grad must have the input's shape and dtype", self=(self, layout),
+                                grad=(grad, grad_layout))
 
     def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None, vector=1):
         """Row kernels `name(n_rows, row_len, xo, xi, go, gi, x, g, *extra, [stats,] out)`
@@ -1138,7 +1142,7 @@ class GpuStorage(BackendStorage):
         n_rows, n_cls, xo, xi = _rows_of(layout)
         if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
             raise storage_error(ShapeError, op, f"weight must be ({n_cls},) of the logits' dtype",
-                         self=(self, layout), weight=(weight, w_layout))
+                                self=(self, layout), weight=(weight, w_layout))
         acc = self._acc_dtype()
         loss, lse, wt = (self._new(n_rows, acc) for _ in range(3))
         if n_rows == 0:
@@ -1146,7 +1150,9 @@ class GpuStorage(BackendStorage):
         dev = self.device
         kernel = _kernel(dev, f"cross_entropy_fwd_{self.dtype.short}", op, self=(self, layout))
         flag = _error_flag(dev)
-        dev.memset(flag.ptr, 0, 4)
+        checked = not _ids_known_in_range(target, n_cls)  # else the flag is not read (as _run_checked)
+        if checked:
+            dev.memset(flag.ptr, 0, 4)
         wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight._addr(w_layout.offset)),
                                                                     ("int64", w_layout.strides[0])]
         _launch_rows(dev, kernel, n_rows, n_cls,
@@ -1155,7 +1161,7 @@ class GpuStorage(BackendStorage):
                       ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
                       ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
                      vector=_tile_vector(self.dtype, xi))
-        if _ids_known_in_range(target, n_cls):
+        if not checked:
             return loss, lse, wt
         host = np.zeros(1, np.int32)
         dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
@@ -1163,7 +1169,7 @@ class GpuStorage(BackendStorage):
             t = target.to_cpu(target_layout).reshape(-1)
             bad = t[(t != ignore_index) & ((t < 0) | (t >= n_cls))]
             raise storage_error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
-                         f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+                                f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
         return loss, lse, wt
 
     def cross_entropy_backward(self, layout, target, target_layout, lse, wt, grad, grad_layout):
@@ -1174,7 +1180,7 @@ class GpuStorage(BackendStorage):
         if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc or grad_layout.numel() != n_rows \
                 or lse.numel != n_rows or wt.numel != n_rows:
             raise storage_error(DTypeError, op, f"lse, wt and grad must be {acc.name} with one value per row, as "
-                         "cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
+                                "cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
         out = self._new(n_rows * n_cls)
         if out.numel == 0:
             return out
@@ -1201,7 +1207,7 @@ class GpuStorage(BackendStorage):
         for st in (exp_avg, exp_avg_sq, max_exp_avg_sq):  # a loop, not any(...): once per parameter per step
             if st is not None and (st.dtype is not sdt or st.numel != n):
                 raise storage_error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
-                             self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
+                                    self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
         return n
 
     def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
@@ -1320,7 +1326,7 @@ class GpuStorage(BackendStorage):
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.dtype is not dtypes.float32 \
                 or lse.numel != b * hq * L:
             raise storage_error(DTypeError, "sdpa_backward", "out and grad must have q's dtype, lse float32 (b, hq, L)",
-                         q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
+                                q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
         dev = self.device
         # results in the operands' memory order (the contract); dq32's flat cast below keeps it
@@ -1368,7 +1374,7 @@ class GpuStorage(BackendStorage):
         dv = v_layout.shape[3]
         if hk == 0 or hq % hk:
             raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
-                         q=(self, layout), k=(k, k_layout), v=(v, v_layout))
+                                q=(self, layout), k=(k, k_layout), v=(v, v_layout))
         if not self.dtype.is_floating_point:
             raise unsupported_dtype("sdpa", q=(self, layout))
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
@@ -1463,14 +1469,14 @@ def _in_sdpa_layout(out: GpuStorage, layout: Layout) -> GpuStorage:
 def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):
     cls = DTypeError if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) else ShapeError
     raise storage_error(cls, op, "TENSORLITE_SDPA=flash: the flash kernels cover f32/f16/bf16 with head dims <= 128",
-                 q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+                        q=(q, layout), k=(k, k_layout), v=(v, v_layout))
 
 
 def _check_sdpa(q, layout, k, k_layout, v, v_layout):
     hq, hk = layout.shape[1], k_layout.shape[1]
     if hk == 0 or hq % hk:
         raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
-                     q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+                            q=(q, layout), k=(k, k_layout), v=(v, v_layout))
     if k.dtype is not q.dtype or v.dtype is not q.dtype:
         raise unsupported_dtype("sdpa", q=(q, layout), k=(k, k_layout), v=(v, v_layout))
 
@@ -1552,19 +1558,15 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
 def _blas_operands(a, a_layout, b, b_layout, m, n, k):
     """((storage, layout, (transposed, ld)) of A, then of B) as the BLAS takes them: the
     views themselves where a leading dimension fits, else contiguous copies."""
-    sa, sb = a_layout.strides, b_layout.strides
-    fa, fb = _blas_operand(m, k, sa[1], sa[2]), _blas_operand(k, n, sb[1], sb[2])
-    if fa is not None and fb is not None:  # the common case, without the loop below
-        return (a, a_layout, fa), (b, b_layout, fb)
-    ops = []
-    for st, lay, rows, cols in ((a, a_layout, m, k), (b, b_layout, k, n)):
-        form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])
-        if form is None:  # e.g. a broadcast (stride-0) row dim: copy to row-major
-            st, _ = st._contiguous(lay)
-            lay = Layout.contiguous(lay.shape)
-            form = (False, cols)
-        ops.append((st, lay, form))
-    return ops
+    return _blas_view(a, a_layout, m, k), _blas_view(b, b_layout, k, n)
+
+
+def _blas_view(st, lay, rows, cols):
+    form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])
+    if form is None:  # e.g. a broadcast (stride-0) row dim: copy to row-major
+        st, _ = st._contiguous(lay)
+        return st, Layout.contiguous(lay.shape), (False, cols)
+    return st, lay, form
 
 
 def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, m: int, n: int,
@@ -1587,13 +1589,8 @@ def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Lay
 
 
 def _reduce_plans(dev) -> dict:
-    """reduce_op's launch plans, kept on the device object (as _sm_count: a table keyed by
-    id(dev) would hand a freed device's kernels to a new one reusing the id)."""
-    try:
-        return dev._tl_reduce_plans
-    except AttributeError:
-        plans = dev._tl_reduce_plans = {}
-        return plans
+    """reduce_op's launch plans on `dev`."""
+    return _on_device(dev, "_tl_reduce_plans", lambda d: {})
 
 
 def _reduce_counters(dev, n: int):
@@ -1610,14 +1607,8 @@ def _reduce_counters(dev, n: int):
 
 
 def _error_flag(dev):
-    """A 4-byte device buffer (one per device, kept on the device object: a table keyed by
-    id(dev) handed a freed device's buffer to a new device reusing the id) where index
-    kernels flag bad ids."""
-    try:
-        return dev._tl_error_flag
-    except AttributeError:
-        buf = dev._tl_error_flag = dev.alloc(4)
-        return buf
+    """A 4-byte buffer on `dev` where the index kernels flag bad ids."""
+    return _on_device(dev, "_tl_error_flag", lambda d: d.alloc(4))
 
 
 def random_fill(storage: GpuStorage, kind: str, a: float, b: float, seed: int, offset: int) -> None:
