@@ -394,7 +394,8 @@ TL_DEV int tl_table_tensor(const i64* first_block, i64 b) {
 // ---- row reductions -----------------------------------------------------------------
 // Blocks are (tpr, rows_per_block): `tpr` threads (a power of two) cooperate on one row.
 // When tpr <= warpSize a row's lanes sit inside one warp and shuffles of width tpr
-// suffice; otherwise the host uses one row per block and warps meet in shared memory.
+// suffice; otherwise the row's warps meet in shared memory, row y's at smem[y * tpr /
+// warpSize ..] (smem holds one State per warp of the block).
 // Every thread of the block must call these (they contain shuffles and barriers).
 // `Op` provides: typedef State; static State combine(State, State);
 // static State shfl(State, int mask, int width).
@@ -406,12 +407,13 @@ TL_DEV typename Op::State tl_row_allreduce(typename Op::State v, typename Op::St
     const int width = tpr < warpSize ? tpr : warpSize;
     for (int m = width >> 1; m > 0; m >>= 1) v = Op::combine(v, Op::shfl(v, m, width));
     if (tpr <= warpSize) return v;
-    const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, nwarps = tpr / warpSize;
+    const int wpr = tpr / warpSize, lane = threadIdx.x % warpSize;
+    typename Op::State* const s = smem + threadIdx.y * wpr;
     __syncthreads();  // smem may still be read by the previous call
-    if (lane == 0) smem[warp] = v;
+    if (lane == 0) s[threadIdx.x / warpSize] = v;
     __syncthreads();
-    v = smem[0];
-    for (int w = 1; w < nwarps; ++w) v = Op::combine(v, smem[w]);
+    v = s[0];
+    for (int w = 1; w < wpr; ++w) v = Op::combine(v, s[w]);
     return v;
 }
 

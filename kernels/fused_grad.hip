@@ -141,24 +141,6 @@ template <typename A> struct NormSumsOp {
         return r;
     }
 };
-// tl_row_allreduce for blocks of several rows of several warps each: row threadIdx.y's
-// warps meet in smem[threadIdx.y * warps_per_row ..] (block-uniform calls only).
-template <typename Op>
-TL_DEV typename Op::State norm_allreduce(typename Op::State v, typename Op::State* smem) {
-    const int tpr = blockDim.x;
-    const int width = tpr < warpSize ? tpr : warpSize;
-    for (int m = width >> 1; m > 0; m >>= 1) v = Op::combine(v, Op::shfl(v, m, width));
-    if (tpr <= warpSize) return v;
-    const int wpr = tpr / warpSize, lane = threadIdx.x % warpSize;
-    typename Op::State* const s = smem + threadIdx.y * wpr;
-    __syncthreads();  // smem may still be read by the previous call
-    if (lane == 0) s[threadIdx.x / warpSize] = v;
-    __syncthreads();
-    v = s[0];
-    for (int w = 1; w < wpr; ++w) v = Op::combine(v, s[w]);
-    return v;
-}
-
 template <typename T, bool Rms, bool Vec>
 TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& go, i64 gi,
                          const T* x, const T* g, const T* w, i64 w_stride, double eps,
@@ -221,7 +203,7 @@ TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, con
             for (int c = 0; c < V; ++c)
 #pragma unroll
                 for (int e = 0; e < N; ++e) s += Tr<T>::load(qx[c].v[e]);  // zeros past the end
-            mean = norm_allreduce<SumOp<A> >(s, smem) * inv_n;
+            mean = tl_row_allreduce<SumOp<A> >(s, smem) * inv_n;
         }
         NormSums<A> ts; ts.sq = A(0); ts.g = A(0); ts.gx = A(0);
 #pragma unroll
@@ -235,7 +217,7 @@ TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, con
                 ts.sq += d * d; ts.g += gw; ts.gx += gw * d;
             }
         }
-        ts = norm_allreduce<NormSumsOp<A> >(ts, tsmem);
+        ts = tl_row_allreduce<NormSumsOp<A> >(ts, tsmem);
         if (!valid) continue;  // no barriers below: rows are independent until the loop's next turn
         const A rstd = A(1) / tl_sqrt(ts.sq * inv_n + (A)eps);
         const A mean_gw = Rms ? A(0) : ts.g * inv_n, mean_gwx = ts.gx * rstd * inv_n;  // mean(gw * xhat)

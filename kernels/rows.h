@@ -3,14 +3,14 @@
 #pragma once
 #include "compat.h"
 
-template <typename T> TL_DEV bool tl_aligned16(const T* p) { return ((u64)p & 15) == 0; }
+template <typename T> TL_DEV bool tl_aligned16(const T* p) { return tl_aligned<16 / sizeof(T)>(p); }
 
 // R consecutive elements of T (R * sizeof(T) <= 16 bytes, a power of two), one access.
-template <typename T, int R> struct alignas(R * sizeof(T)) Run { T v[R]; };
+template <typename T, int R> using Run = VecN<T, R>;
 // dst[r] = p[r * s]: one load when s == 1 and p is aligned to the run.
 template <typename T, int R>
 TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
-    if (s == 1 && ((u64)p & (R * sizeof(T) - 1)) == 0) {
+    if (s == 1 && tl_aligned<R>(p)) {
         const Run<T, R> q = *(const Run<T, R>*)p;
 #pragma unroll
         for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(q.v[r]);
@@ -25,7 +25,7 @@ TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
     Run<T, R> q;
 #pragma unroll
     for (int r = 0; r < R; ++r) q.v[r] = Tr<T>::store(src[r]);
-    if (((u64)p & (R * sizeof(T) - 1)) == 0) {
+    if (tl_aligned<R>(p)) {
         *(Run<T, R>*)p = q;
     } else {
 #pragma unroll
