@@ -7,162 +7,299 @@
 // at tl_row_allreduce in compat.h; outputs are contiguous.
 #include "rows.h"  // Run, load_run, store_run, row_exp
 
-// This thread's elements of one row, for kernels that pass over a row several times.
-// A row that is contiguous, 16-byte aligned and a whole number of 16-byte vectors goes
-// by vectors (vector k = threadIdx.x + i * blockDim.x, so neighbouring threads still touch
-// neighbouring memory); other rows element by element (j = threadIdx.x + i * blockDim.x).
-// Up to VECTORS vectors (or SCALARS elements) per thread are read from memory once, in the
-// constructor, and kept in registers in the storage type (packed: a bf16 vector costs 4
-// registers, not 8), so that more rows fit on a multiprocessor; every later pass widens
-// them again. The slot loops are unrolled, so each slot index is a constant and the arrays
-// never spill to memory. Longer rows are re-read on each pass. The host picks threads
-// per row so that a row fits (storage.py, _launch_rows).
-#define TL_ROW_VECTORS 8
+// ---- softmax, log_softmax, layer_norm, rms_norm over rows --------------------------------
+// Each thread first reduces its own elements of a row completely (no barrier), then the
+// row's threads merge one small state in a single all-reduction (rows.h tl_row_merge:
+// MaxSum for softmax, MeanM2 for layer_norm, a sum of squares for rms_norm), then each thread
+// writes its elements. A thread's elements are held one of two ways, chosen once per
+// launch so that only one of them occupies registers:
+// - RowRegs, the fast path: every row contiguous, 16-byte aligned, a whole number of
+//   16-byte vectors and at most TL_ROW_VECTORS vectors per thread (slot c holds vector
+//   threadIdx.x + c * blockDim.x, so neighbouring threads read neighbouring memory). Read
+//   once and kept in the storage type (a bf16 vector is 4 registers, not 8); reduced as
+//   trees; 32-bit index math (a row fits one block). f32/f64 softmax keeps its exps there.
+// - RowCache, any other row (strided, misaligned, not whole vectors, longer than the
+//   block holds): re-read from memory on each pass (L1/L2 hits after the first), by
+//   vectors where the row, weight and bias allow, else element by element. It holds
+//   nothing in registers, so that the kernel's register count (and occupancy) is the
+//   fast path's.
+// The host picks threads per row so that a row of vectors fits (storage.py, _launch_rows).
+#define TL_ROW_VECTORS 4
+#define TL_ROW_GROUP 2  // RowRegs::store: vectors computed before any is written
+
 template <typename T>
-struct RowCache {
+struct RowRegs {
     typedef typename Tr<T>::acc A;
-    enum { N = 16 / sizeof(T), VECTORS = TL_ROW_VECTORS, SCALARS = 32 };  // N: values per vector
-    Run<T, N> raw[VECTORS];
-    T sraw[SCALARS];
-    const T* x;
-    i64 n, stride;
-    bool vec, cached;
-    TL_DEV RowCache(const T* x_, i64 n_, i64 stride_)
-        : x(x_), n(n_), stride(stride_), vec(stride_ == 1 && n_ % N == 0 && tl_aligned16(x_)),
-          cached(n_ <= (i64)blockDim.x * (vec ? VECTORS * N : SCALARS)) {
-        if (!cached) return;
-        if (vec) {
+    enum { N = 16 / sizeof(T), V = TL_ROW_VECTORS };
+    Run<T, N> raw[V];
+    int live;  // slots 0 .. live-1 hold vectors of the row
+    // The row x of n elements (n / N vectors; n = 0: nothing is read).
+    TL_DEV RowRegs(const T* x, i64 n, i64, bool) : live(0) {
+        const int nv = (int)(n / N);
 #pragma unroll
-            for (int c = 0; c < VECTORS; ++c) {
-                const i64 k = threadIdx.x + (i64)c * blockDim.x;
-                if (k * N < n) raw[c] = ((const Run<T, N>*)x)[k];
-            }
-        } else {
+        for (int c = 0; c < V; ++c) live += vector(c) < nv;
 #pragma unroll
-            for (int c = 0; c < SCALARS; ++c) {
-                const i64 j = threadIdx.x + (i64)c * blockDim.x;
-                if (j < n) sraw[c] = x[j * stride];
-            }
+        for (int c = 0; c < V; ++c) {
+            raw[c] = Run<T, N>();  // zero bits (+0) where the row ends
+            if (c < live) raw[c] = ((const Run<T, N>*)x)[vector(c)];
         }
     }
-    // each(f): f(j, x[j]) for each of this thread's elements. each_vec(g, f): on the vector
-    // path g(k, values of vector k), f(j, x[j]) per element otherwise.
-    template <typename F>
-    TL_DEV void each(F f) const {
-        each_vec([&](i64 k, const A* vals) {
+    TL_DEV int vector(int c) const { return (int)threadIdx.x + c * (int)blockDim.x; }
+    TL_DEV void values(int c, A* t) const {
 #pragma unroll
-            for (int e = 0; e < N; ++e) f(k * N + e, vals[e]);
-        }, f);
+        for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(raw[c].v[e]);
     }
-    template <typename G, typename F>
-    TL_DEV void each_vec(G g, F f) const {
-        const i64 step = blockDim.x;
-        if (vec) {
-            for (i64 k0 = threadIdx.x; k0 * N < n; k0 += step * VECTORS) {
+    TL_DEV A count() const { return A(live * N); }
+    // Op over map(x) of this thread's elements (`id` if none): a tree over each vector,
+    // then over the slots, so no chain of dependent operations is longer than log2.
+    template <typename Op, typename M>
+    TL_DEV A fold(A id, M map) const {
+        A part[V];
 #pragma unroll
-                for (int c = 0; c < VECTORS; ++c) {
-                    const i64 k = k0 + c * step;
-                    if (k * N >= n) break;
-                    const Run<T, N> q = cached ? raw[c] : ((const Run<T, N>*)x)[k];
+        for (int c = 0; c < V; ++c) {
+            part[c] = id;
+            if (c < live) {
+                A t[N];
+                values(c, t);
+#pragma unroll
+                for (int e = 0; e < N; ++e) t[e] = map(t[e]);
+                part[c] = tl_tree<Op, N>(t);
+            }
+        }
+        return tl_tree<Op, V>(part);
+    }
+    // fold that also replaces each held value by map(x), so that a later pass reads it
+    // rather than computing it again (exact only where T is the arithmetic type: KEEPS).
+    enum { KEEPS = 1 };
+    template <typename Op, typename M>
+    TL_DEV A fold_keep(A id, M map) {
+        A part[V];
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            part[c] = id;
+            if (c < live) {
+                A t[N];
+                values(c, t);
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                    t[e] = map(t[e]);
+                    raw[c].v[e] = Tr<T>::store(t[e]);
+                }
+                part[c] = tl_tree<Op, N>(t);
+            }
+        }
+        return tl_tree<Op, V>(part);
+    }
+    // y (the output row: contiguous, 16-byte aligned) = h(j, vals, N) mapping in place the
+    // values of the vector at element j, TL_ROW_GROUP vectors at a time: all of a group
+    // are computed (into raw) before any is written, so that no store orders the loads h
+    // makes (weight, bias) within a group and they fly together, while a bounded number
+    // of them holds registers.
+    template <typename H>
+    TL_DEV void store(T* y, H h) {
+#pragma unroll
+        for (int c0 = 0; c0 < V; c0 += TL_ROW_GROUP) {
+#pragma unroll
+            for (int c = c0; c < c0 + TL_ROW_GROUP; ++c) {
+                if (c < live) {
                     A t[N];
+                    values(c, t);
+                    h((i64)(vector(c) * (int)N), t, (int)N);
 #pragma unroll
-                    for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q.v[e]);
-                    g(k, t);
+                    for (int e = 0; e < N; ++e) raw[c].v[e] = Tr<T>::store(t[e]);
                 }
             }
-            return;
-        }
-        for (i64 j0 = threadIdx.x; j0 < n; j0 += step * SCALARS) {
 #pragma unroll
-            for (int c = 0; c < SCALARS; ++c) {
-                const i64 j = j0 + c * step;
-                if (j < n) f(j, Tr<T>::load(cached ? sraw[c] : x[j * stride]));
-            }
+            for (int c = c0; c < c0 + TL_ROW_GROUP; ++c)
+                if (c < live) ((Run<T, N>*)y)[vector(c)] = raw[c];
         }
     }
-    // y[j] = h(j, x[j]) for this thread's elements of a contiguous output row y, by whole
-    // vectors where the row goes by vectors. store_vec: hv(k, vals) maps the N values of
-    // vector k in place on that path (so that it can read its own operands by vectors).
-    template <typename H>
-    TL_DEV void store(T* y, H h) const {
-        store_vec(y, [&](i64 k, A* vals) {
+    // dst = the vector at element j of an operand row p (weight, bias): on this path it
+    // is contiguous and 16-byte aligned (rows_fit_regs).
+    static TL_DEV void operand(const T* p, i64, i64 j, int, A* dst) {
+        const Run<T, N> q = *(const Run<T, N>*)(p + j);
 #pragma unroll
-            for (int e = 0; e < N; ++e) vals[e] = h(k * N + e, vals[e]);
-        }, h);
-    }
-    template <typename HV, typename H>
-    TL_DEV void store_vec(T* y, HV hv, H h) const {
-        each_vec([&](i64 k, const A* vals) {
-            A t[N];
-#pragma unroll
-            for (int e = 0; e < N; ++e) t[e] = vals[e];
-            hv(k, t);
-            store_run<T, N>(y + k * N, t);
-        }, [&](i64 j, A v) { y[j] = Tr<T>::store(h(j, v)); });
+        for (int e = 0; e < N; ++e) dst[e] = Tr<T>::load(q.v[e]);
     }
 };
 
-template <typename T, bool Log>
-TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride,
-                         const T* in, T* out) {
+template <typename T>
+struct RowCache {
     typedef typename Tr<T>::acc A;
-    __shared__ A smem[TL_MAX_WARPS];
+    enum { N = 16 / sizeof(T) };
+    const T* x;
+    i64 n, stride;
+    bool vec;  // by vectors k = threadIdx.x + i * blockDim.x, else elements j likewise
+    enum { KEEPS = 0 };  // no fold_keep: nothing is held
+    // ops_vec: the operand rows (operand()) can be read by vectors too.
+    TL_DEV RowCache(const T* x_, i64 n_, i64 stride_, bool ops_vec)
+        : x(x_), n(n_), stride(stride_), vec(ops_vec && stride_ == 1 && n_ % N == 0 && tl_aligned16(x_)) {}
+    TL_DEV A count() const {
+        const i64 t = threadIdx.x, units = vec ? n / N : n;
+        const i64 mine = units > t ? (units - 1 - t) / blockDim.x + 1 : 0;
+        return A(vec ? mine * N : mine);
+    }
+    template <typename Op, typename M>
+    TL_DEV A fold(A id, M map) const {
+        A acc = id;
+        if (vec) {
+#pragma unroll 2
+            for (i64 k = threadIdx.x; k < n / N; k += blockDim.x) {
+                const Run<T, N> q = ((const Run<T, N>*)x)[k];
+                A t[N];
+#pragma unroll
+                for (int e = 0; e < N; ++e) t[e] = map(Tr<T>::load(q.v[e]));
+                acc = Op::combine(acc, tl_tree<Op, N>(t));
+            }
+        } else {
+#pragma unroll 4
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x) acc = Op::combine(acc, map(Tr<T>::load(x[j * stride])));
+        }
+        return acc;
+    }
+    // y (the contiguous output row) = h(j, vals, cnt) mapping in place the cnt values
+    // from element j on (cnt = N on the vector path, else 1).
+    template <typename H>
+    TL_DEV void store(T* y, H h) const {
+        A t[N];
+#pragma unroll
+        for (int e = 0; e < N; ++e) t[e] = A(0);
+        if (vec) {
+#pragma unroll 1
+            for (i64 k = threadIdx.x; k < n / N; k += blockDim.x) {
+                const Run<T, N> q = ((const Run<T, N>*)x)[k];
+#pragma unroll
+                for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q.v[e]);
+                h(k * N, t, (int)N);
+                store_run<T, N>(y + k * N, t);
+            }
+        } else {
+#pragma unroll 1
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+                t[0] = Tr<T>::load(x[j * stride]);
+                h(j, t, 1);
+                y[j] = Tr<T>::store(t[0]);
+            }
+        }
+    }
+    // dst[0 .. cnt) = elements j .. j+cnt-1 of an operand row p with stride s (a whole
+    // vector on the vector path: ops_vec).
+    static TL_DEV void operand(const T* p, i64 s, i64 j, int cnt, A* dst) {
+        if (cnt == 1) {
+#pragma unroll
+            for (int e = 1; e < N; ++e) dst[e] = A(0);
+            dst[0] = Tr<T>::load(p[j * s]);
+        } else {
+            const Run<T, N> q = *(const Run<T, N>*)(p + j);
+#pragma unroll
+            for (int e = 0; e < N; ++e) dst[e] = Tr<T>::load(q.v[e]);
+        }
+    }
+};
+
+// Whether RowRegs can hold every row of the launch (and write the contiguous output).
+template <typename T>
+TL_DEV bool rows_fit_regs(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
+                          const T* out) {
+    enum { N = 16 / sizeof(T) };
+    return inner_stride == 1 && row_len % N == 0 && row_len <= (i64)blockDim.x * TL_ROW_VECTORS * N &&
+           tl_aligned16(out) && tl_rows_aligned16(outer, n_rows, in);
+}
+
+template <typename T, bool Log, typename Row>
+TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, T* out) {
+    typedef typename Tr<T>::acc A;
+    enum { N = Row::N };
+    __shared__ MaxSum<A> smem[TL_MAX_WARPS];
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
-        const RowCache<T> r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride);
-        A m = tl_lowest<A>();
-        r.each([&](i64, A v) { m = MaxOp<A>::combine(m, v); });
-        m = tl_row_allreduce<MaxOp<A> >(m, smem);
-        A s = A(0);
-        r.each([&](i64, A v) { s += row_exp<T>(v - m); });
-        s = tl_row_allreduce<SumOp<A> >(s, smem);
+        Row r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride, true);
+        // keep: f32/f64 softmax keeps exp(x - this thread's max) where x was, so that the
+        // output costs a multiply, not a second exp
+        constexpr bool keep = Row::KEEPS && !Log && sizeof(T) == sizeof(A);
+        MaxSum<A> st;
+        st.m = r.template fold<MaxOp<A> >(tl_lowest<A>(), [](A v) { return v; });
+        const A mt = st.m;
+        // a share of only -inf adds 0 (exp(-inf - -inf) would be NaN)
+        const auto ex = [&](A v) { return mt == tl_lowest<A>() ? A(0) : row_exp<T>(v - mt); };
+        if constexpr (keep)
+            st.s = r.template fold_keep<SumOp<A> >(A(0), ex);
+        else
+            st.s = r.template fold<SumOp<A> >(A(0), ex);
+        st = tl_row_merge<MaxSumOp<A> >(st, smem);
         if (!valid) continue;
-        T* y = out + row * row_len;
-        const A log_s = Log ? tl_log(s) : A(0), inv_s = A(1) / s;
-        r.store(y, [&](i64, A v) { return Log ? v - m - log_s : row_exp<T>(v - m) * inv_s; });
+        // An all -inf row gives NaN (0 * inf, or exp(NaN)), as on cpu and in torch.
+        const A m = st.m, log_s = Log ? tl_log(st.s) : A(0), inv_s = A(1) / st.s;
+        const A scale = keep ? tl_exp(mt - m) * inv_s : A(0);
+        r.store(out + row * row_len, [&](i64, A* v, int) {
+#pragma unroll
+            for (int e = 0; e < N; ++e)
+                v[e] = Log ? v[e] - m - log_s : keep ? v[e] * scale : row_exp<T>(v[e] - m) * inv_s;
+        });
     }
+}
+
+template <typename T, bool Log>
+TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, T* out) {
+    if (rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out))
+        softmax_pass<T, Log, RowRegs<T> >(n_rows, row_len, outer, inner_stride, in, out);
+    else
+        softmax_pass<T, Log, RowCache<T> >(n_rows, row_len, outer, inner_stride, in, out);
 }
 
 // layer_norm: (x - mean) / sqrt(var + eps) * w + b; rms_norm: x / sqrt(mean(x^2) + eps) * w.
 // w / b may be null (no affine part); they are 1-d with strides w_stride / b_stride.
-template <typename T, bool Rms>
-TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
-                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* out) {
+template <typename T, bool Rms, typename Row>
+TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
+                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* out, bool ops_vec) {
     typedef typename Tr<T>::acc A;
-    __shared__ A smem[TL_MAX_WARPS];
+    enum { N = Row::N };
+    __shared__ A smem_sq[TL_MAX_WARPS];
+    __shared__ MeanM2<A> smem_mv[TL_MAX_WARPS];
     const i64 rpb = blockDim.y;
     for (i64 base = (i64)blockIdx.x * rpb; base < n_rows; base += (i64)gridDim.x * rpb) {
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
-        const RowCache<T> r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride);
-        A mean = A(0);
-        if (!Rms) {  // two passes (mean, then squared deviations) for accuracy
-            r.each([&](i64, A v) { mean += v; });
-            mean = tl_row_allreduce<SumOp<A> >(mean, smem) / (A)row_len;
+        Row r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride, ops_vec);
+        A mean = A(0), var;
+        if constexpr (Rms) {
+            const A sq = r.template fold<SumOp<A> >(A(0), [](A v) { return v * v; });
+            var = tl_row_merge<SumOp<A> >(sq, smem_sq) / (A)row_len;
+        } else {  // this thread's mean, then squared deviations from it: two-pass accuracy
+            MeanM2<A> st;
+            st.n = r.count();
+            const A sum = r.template fold<SumOp<A> >(A(0), [](A v) { return v; });
+            st.mean = st.n > A(0) ? sum / st.n : A(0);
+            const A mt = st.mean;
+            st.m2 = r.template fold<SumOp<A> >(A(0), [&](A v) { return (v - mt) * (v - mt); });
+            st = tl_row_merge<MeanM2Op<A> >(st, smem_mv);
+            mean = st.mean;
+            var = st.m2 / (A)row_len;
         }
-        A sq = A(0);
-        r.each([&](i64, A v) { sq += (v - mean) * (v - mean); });
-        sq = tl_row_allreduce<SumOp<A> >(sq, smem);
         if (!valid) continue;
-        const A inv = A(1) / tl_sqrt(sq / (A)row_len + (A)eps);
-        T* y = out + row * row_len;
-        typedef RowCache<T> Row;
-        r.store_vec(y, [&](i64 k, A* vals) {  // weight and bias by vectors too
-            A wv[Row::N], bv[Row::N];
-            if (w) load_run<T, Row::N>(w + k * Row::N * w_stride, w_stride, wv);
-            if (b) load_run<T, Row::N>(b + k * Row::N * b_stride, b_stride, bv);
+        const A inv = A(1) / tl_sqrt(var + (A)eps);
+        r.store(out + row * row_len, [&](i64 j, A* v, int cnt) {
+            A wv[N], bv[N];
+            if (w) Row::operand(w, w_stride, j, cnt, wv);
+            if (b) Row::operand(b, b_stride, j, cnt, bv);
 #pragma unroll
-            for (int e = 0; e < Row::N; ++e)
-                vals[e] = (vals[e] - mean) * inv * (w ? wv[e] : A(1)) + (b ? bv[e] : A(0));
-        }, [&](i64 j, A v) {
-            v = (v - mean) * inv;
-            if (w) v *= Tr<T>::load(w[j * w_stride]);
-            if (b) v += Tr<T>::load(b[j * b_stride]);
-            return v;
+            for (int e = 0; e < N; ++e) v[e] = (v[e] - mean) * inv * (w ? wv[e] : A(1)) + (b ? bv[e] : A(0));
         });
     }
+}
+
+template <typename T, bool Rms>
+TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
+                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* out) {
+    // weight and bias (where given) readable by vectors
+    const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b)));
+    if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out))
+        norm_pass<T, Rms, RowRegs<T> >(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out, true);
+    else
+        norm_pass<T, Rms, RowCache<T> >(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out,
+                                        ops_vec);
 }
 
 struct View4 { i64 offset, s0, s1, s2, s3; };

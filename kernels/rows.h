@@ -136,3 +136,96 @@ TL_DEV void load_part(const T* p, i64 s, int cnt, typename Tr<T>::acc* dst) {
         for (int e = 0; e < N; ++e) dst[e] = e < cnt ? Tr<T>::load(p[e * s]) : typename Tr<T>::acc(0);
     }
 }
+
+// ---- per-thread reductions of register-held values and the states a row merges -------
+// v[0] = op over v[0 .. K) as a tree (K a power of two): depth log2(K) instead of a chain
+// of K dependent operations. Overwrites v.
+template <typename Op, int K, typename A>
+TL_DEV A tl_tree(A* v) {
+    static_assert((K & (K - 1)) == 0, "tl_tree: K must be a power of two");
+#pragma unroll
+    for (int w = K / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) v[i] = Op::combine(v[i], v[i + w]);
+    return v[0];
+}
+
+// Every row start (tl_index(outer, r), r < n_rows) of x is 16-byte aligned.
+template <typename T>
+TL_DEV bool tl_rows_aligned16(const Strided& outer, i64 n_rows, const T* x) {
+    enum { N = 16 / sizeof(T) };
+    if (!tl_aligned16(x + outer.offset)) return false;
+    if (outer.contiguous) return n_rows <= 1;  // rows one element apart
+    bool ok = true;
+#pragma unroll
+    for (int d = 0; d < TL_MAX_DIMS; ++d)  // constant indices: the struct stays in registers
+        ok = ok && (d >= outer.ndim || outer.shape[d] <= 1 || outer.strides[d] % N == 0);
+    return ok;
+}
+
+// tl_row_allreduce (compat.h) for an Op that need not be exactly commutative: at each
+// shuffle step both partners combine (lower lane's part, higher lane's part), so all of a
+// row's threads get bit-identical results (MeanM2Op's merge is not symmetric in its
+// rounding); the warps' parts are then merged by a shuffle tree, not a loop.
+template <typename Op>
+TL_DEV typename Op::State tl_row_merge(typename Op::State v, typename Op::State* smem) {
+    typedef typename Op::State S;
+    const int tpr = blockDim.x, pos = threadIdx.x;  // pos: this thread's place in its row
+    const int width = tpr < warpSize ? tpr : warpSize;
+    for (int m = width >> 1; m > 0; m >>= 1) {
+        const S o = Op::shfl(v, m, width);
+        v = (pos & m) ? Op::combine(o, v) : Op::combine(v, o);
+    }
+    if (tpr <= warpSize) return v;
+    const int lane = pos % warpSize, nwarps = tpr / warpSize;  // a power of two <= warpSize
+    __syncthreads();  // smem may still be read by the previous call
+    if (lane == 0) smem[pos / warpSize] = v;
+    __syncthreads();
+    v = smem[lane & (nwarps - 1)];
+    for (int m = nwarps >> 1; m > 0; m >>= 1) {
+        const S o = Op::shfl(v, m, nwarps);
+        v = (lane & m) ? Op::combine(o, v) : Op::combine(v, o);
+    }
+    return v;
+}
+
+// Softmax state of part of a row: its max m and s = sum(exp(x - m)) (s = 0 where m is
+// -inf: nothing but -inf seen). Merged with rescaling, so a row needs one all-reduction;
+// NaN and +inf give NaN sums, as exp(x - max) does on the whole row.
+template <typename A> struct MaxSum { A m, s; };
+template <typename A> struct MaxSumOp {
+    typedef MaxSum<A> State;
+    static TL_DEV State combine(State a, State b) {
+        State r;
+        r.m = MaxOp<A>::combine(a.m, b.m);
+        r.s = r.m == tl_lowest<A>() ? A(0) : a.s * tl_exp(a.m - r.m) + b.s * tl_exp(b.m - r.m);
+        return r;
+    }
+    static TL_DEV State shfl(State v, int m, int w) {
+        State r; r.m = tl_shfl_xor(v.m, m, w); r.s = tl_shfl_xor(v.s, m, w); return r;
+    }
+};
+
+// a / b to a few ulps, without IEEE division's slow path (its call costs registers): for
+// weights such as MeanM2Op's count ratio, where that is plenty.
+TL_DEV float tl_ratio(float a, float b) { return __fdividef(a, b); }
+TL_DEV double tl_ratio(double a, double b) { return a / b; }
+
+// Mean and variance of part of a row: n values, their mean and m2 = sum((x - mean)^2),
+// merged with Chan et al.'s formula. Each part's m2 is taken about its own mean, so the
+// result keeps the accuracy of two passes (no E[x^2] - E[x]^2 cancellation).
+template <typename A> struct MeanM2 { A n, mean, m2; };
+template <typename A> struct MeanM2Op {
+    typedef MeanM2<A> State;
+    static TL_DEV State combine(State a, State b) {
+        const A n = a.n + b.n;
+        if (n == A(0)) return a;  // both empty
+        const A d = b.mean - a.mean, f = tl_ratio(b.n, n);
+        State r; r.n = n; r.mean = a.mean + d * f; r.m2 = a.m2 + b.m2 + d * d * a.n * f;
+        return r;
+    }
+    static TL_DEV State shfl(State v, int m, int w) {
+        State r; r.n = tl_shfl_xor(v.n, m, w); r.mean = tl_shfl_xor(v.mean, m, w); r.m2 = tl_shfl_xor(v.m2, m, w);
+        return r;
+    }
+};

@@ -8,7 +8,7 @@ import pytest
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
-from conftest import as_f64, assert_close, make_tensor, tolerance
+from conftest import as_f64, assert_close, make_tensor, random_array, tolerance
 
 FLOATS = [tl.float32, tl.float16, tl.bfloat16]
 
@@ -122,6 +122,75 @@ def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, sta
     assert_close(F.log_softmax(x, -1), np.log(ref), dtype, terms=8)
     assert_close(F.layer_norm(x, cols, w, b), np_layer_norm(a, 1, as_f64(wa), as_f64(ba)), dtype, terms=8)
     assert_close(F.rms_norm(x, cols, w, eps=1e-6), np_rms_norm(a, 1, as_f64(wa)), dtype, terms=8)
+
+
+def _strided_rows(a, dtype, device, layout):
+    """`a` as a tensor whose rows are contiguous ('rows') or strided (a transposed view)."""
+    if layout == "strided":
+        return tl.tensor(np.ascontiguousarray(a.T), dtype=dtype, device=device).transpose(0, 1)
+    return tl.tensor(a, dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [tl.float64])
+@pytest.mark.parametrize("layout, cols", [("rows", 64), ("strided", 64), ("rows", 1), ("rows", 20)],
+                         ids=["vectors", "strided", "one-element", "short"])
+def test_row_ops_on_special_values(device, rng, dtype, layout, cols):
+    # Each GPU thread reduces its share of a row first, then the shares merge: a share of
+    # nothing but -inf, rows of -inf (NaN, as torch), +inf and NaN must come out as on cpu.
+    # Short rows put several rows in a block (some past the last row).
+    a = random_array(rng, (11, cols), dtype, -4, 4)
+    a[1] = -np.inf
+    a[2, 1:] = -np.inf          # one finite element: the other threads' shares are all -inf
+    a[3, ::2] = -np.inf
+    a[4, cols // 2] = np.inf
+    a[5, cols - 1] = np.nan
+    x = _strided_rows(a, dtype, device, layout)
+    w, wa = make_tensor(rng, (cols,), dtype, device)
+    b, ba = make_tensor(rng, (cols,), dtype, device)
+    ref = as_f64(a)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the references and the cpu backend
+        sm = np_softmax(ref, -1)
+        assert_close(F.softmax(x, -1), sm, dtype, terms=8)
+        assert_close(F.log_softmax(x, -1), np.log(sm), dtype, terms=8)
+        assert_close(F.layer_norm(x, cols, w, b), np_layer_norm(ref, 1, as_f64(wa), as_f64(ba)), dtype, terms=8)
+        assert_close(F.rms_norm(x, cols, w, eps=1e-6), np_rms_norm(ref, 1, as_f64(wa)), dtype, terms=8)
+
+
+@pytest.mark.parametrize("layout", ["rows", "strided", "strided-weight"])
+def test_layer_norm_is_accurate_far_from_zero(device, rng, layout):
+    # mean 1000, spread 4: a variance from sum(x^2)/n - mean^2 in float32 is off by
+    # percents; deviations from each part's own mean (merged exactly) are not.
+    a = rng.uniform(-4, 4, (6, 256)).astype(np.float32) + np.float32(1000)
+    x = _strided_rows(a, tl.float32, device, "strided" if layout == "strided" else "rows")
+    wa = rng.uniform(0.5, 2, 512).astype(np.float32)
+    w = tl.tensor(wa, device=device)
+    w = w[::2] if layout == "strided-weight" else w[:256]   # a strided weight takes the general path
+    ref = np_layer_norm(as_f64(a), 1, as_f64(wa[::2] if layout == "strided-weight" else wa[:256]))
+    np.testing.assert_allclose(F.layer_norm(x, 256, w).numpy(), ref, rtol=0, atol=2e-3)
+
+
+def test_row_kernels_get_the_threads_to_hold_a_row():
+    # fused.hip's RowRegs holds _ROW_VECTORS 16-byte vectors per thread; any row that
+    # fits 1024 threads must get enough of them, however many rows there are.
+    from tensorlite.backends.rocm import storage as S
+    from tensorlite.backends.rocm.device import Kernel
+
+    class Dev:
+        warp_size, props, launches = 32, {"multiprocessor_count": 132}, []
+
+        def launch(self, kernel, grid, block, args):
+            self.launches.append((grid, block))
+
+    dev = Dev()
+    for dtype in (tl.float32, tl.bfloat16, tl.float64):
+        n = 16 // dtype.itemsize
+        for n_rows in (1, 100, 3000, 20000):
+            for row_len in (n, 64 * n, 4096, 8192, 1024 * S._ROW_VECTORS * n):
+                S._launch_rows(dev, Kernel(None, "softmax_x", "fused.hip"), n_rows, row_len, [],
+                               vector=S._row_vector(dtype, row_len, 1), held=True)
+                grid, (tpr, rpb) = dev.launches[-1]
+                assert tpr * S._ROW_VECTORS * n >= row_len and tpr * rpb <= 1024 and grid >= 1, \
+                    (dtype, n_rows, row_len, tpr, rpb)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

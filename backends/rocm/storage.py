@@ -124,7 +124,8 @@ _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHU
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
-_ROW_VECTORS = 8                                 # TL_ROW_VECTORS in fused.hip
+_ROW_VECTORS = 4                                 # TL_ROW_VECTORS in fused.hip: vectors RowRegs holds per thread
+_TILE_UNITS = 8                                  # vectors per thread the RowTile kernels are sized for
 _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
 _COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
 _COL_UNROLL = 4                                  # TL_COL_UNROLL in reduce.hip: rows in flight per thread
@@ -234,11 +235,15 @@ def _rows_vectorized(st, outer: Layout, inner: int, row_len: int) -> bool:
             and all(s % n == 0 for d, s in zip(outer.shape, outer.strides) if d > 1))
 
 
-def _row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024) -> Tuple[int, int]:
+def _row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024, fit: bool = False) -> Tuple[int, int]:
     """(threads per row, rows per block) for the row kernels (see compat.h,
-    tl_row_allreduce), at most `max_threads` per block."""
+    tl_row_allreduce), at most `max_threads` per block. `fit`: as many threads as a row
+    of `row_len` units needs (up to max_threads), even where many rows would get fewer."""
     sms = _sm_count(dev)
-    cap = min(1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128), max_threads)
+    cap = 1024 if n_rows <= sms else (256 if n_rows <= 16 * sms else 128)
+    if fit:
+        cap = max(cap, 1 << (row_len - 1).bit_length())
+    cap = min(cap, max_threads)
     tpr = 1
     while tpr < row_len and 2 * tpr <= cap:
         tpr *= 2
@@ -248,18 +253,22 @@ def _row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024) -> Tuple
 
 
 def _row_vector(dtype, row_len: int, inner_stride: int) -> int:
-    """Elements per 16-byte vector where RowCache can read rows by vectors, else 1."""
+    """Elements per 16-byte vector where fused.hip's RowRegs can hold rows by vectors
+    (the kernel also checks alignment), else 1."""
     n = 16 // dtype.itemsize
     return n if inner_stride == 1 and row_len % n == 0 else 1
 
 
-def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1):
-    """`vector` > 1: the kernel reads the rows by vectors of that many elements and keeps
-    _ROW_VECTORS of them per thread (fused.hip RowCache), so a row gets just enough threads
-    to hold it: fewer threads per row leave room for more rows in flight. Blocks stay
+def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1, held: bool = False):
+    """`vector` > 1: the kernel reads the rows by vectors of that many elements. `held`: it
+    holds a row in registers, _ROW_VECTORS vectors per thread (fused.hip RowRegs), so a row
+    gets the threads to hold it whole, past _row_block's usual cap where needed (a row that
+    does not fit is read three times); else it streams _TILE_UNITS vectors per thread
+    (rows.h RowTile). Fewer threads per row leave room for more rows in flight. Blocks stay
     within the kernel's own limit (its registers can lower the device's)."""
-    units = -(-row_len // (vector * _ROW_VECTORS)) if vector > 1 else row_len
-    tpr, rpb = _row_block(dev, n_rows, units, kernel.max_threads)
+    held = held and vector > 1
+    units = -(-row_len // (vector * (_ROW_VECTORS if held else _TILE_UNITS))) if vector > 1 else row_len
+    tpr, rpb = _row_block(dev, n_rows, units, kernel.max_threads, fit=held)
     # small blocks: enough of them to fill each multiprocessor's 2048 threads
     grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
     dev.launch(kernel, grid, (tpr, rpb), args)
@@ -926,7 +935,7 @@ class GpuStorage(BackendStorage):
                          [("int64", n_rows), ("int64", row_len), ("bytes", _pack_strided(outer)[0]),
                           ("int64", inner_stride), ("ptr", self.buffer.ptr), *extra_in, *extra_out,
                           ("ptr", out.buffer.ptr)],
-                         vector=_row_vector(self.dtype, row_len, inner_stride))
+                         vector=_row_vector(self.dtype, row_len, inner_stride), held=True)
         return out
 
     def softmax_last_dim(self, layout):
