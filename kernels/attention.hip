@@ -583,6 +583,65 @@ TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, 
     }
 }
 
+// The forward's tile copies: a ROWS x DP tile (row stride LD in shared memory) of a view
+// whose rows take 16-byte pieces (mma_vec_ok), as cp.async chunks by NT threads. NT is a
+// compile-time count, so a copy is PASSES LDGSTS in a row with no loop or branch: one
+// shared address register (the passes are immediate offsets), one global pointer that steps
+// by a 32-bit byte count (mma_vec_ok bounds ROWS * s2), both derived from the thread index.
+// Only a tile that can end past the view's rows (PARTIAL) tests rows: those past it are
+// zero-filled by the copy itself (padding must not carry NaN into the sums).
+template <typename T, int ROWS, int DP, int LD, int NT> struct MmaTileCopy {
+    static const int CH = 16 / sizeof(T), CPR = DP / CH, RPP = NT / CPR;  // chunks per row, rows per pass
+    static const int PASSES = ROWS / RPP;
+    static_assert(NT % CPR == 0 && ROWS % RPP == 0, "whole passes");
+    // pass K: rows K * RPP + (the thread's row); rows_left counts rows from the thread's row on
+    template <bool PARTIAL, int K> struct Pass {
+        static TL_DEV void run(T* d, const char* g, u32 step, i64 rows_left, const void* any) {
+            const int OFF = K * RPP * LD * (int)sizeof(T);
+            if (PARTIAL)  // `any`: a readable address for the rows that read nothing
+                tl_cp_async16_zfill_at<OFF>(d, K * RPP < rows_left ? (const void*)g : any, K * RPP < rows_left);
+            else
+                tl_cp_async16_at<OFF>(d, g);
+            Pass<PARTIAL, K + 1>::run(d, g + step, step, rows_left, any);
+        }
+    };
+    template <bool PARTIAL> struct Pass<PARTIAL, PASSES> {
+        static TL_DEV void run(T*, const char*, u32, i64, const void*) {}
+    };
+    // rows r0 .. r0+ROWS of the view at base (row stride s2, n_rows rows) into dst; commits
+    // one cp.async group
+    template <bool PARTIAL> static TL_DEV void copy(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
+        const int tid = threadIdx.y * TL_MMA_LANES + threadIdx.x, row = tid / CPR, c = (tid % CPR) * CH;
+        const T* g = base + r0 * s2 + ((u32)row * (u32)s2 + c);
+        Pass<PARTIAL, 0>::run(dst + row * LD + c, (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)), n_rows - r0 - row,
+                              base);
+        tl_cp_async_commit();
+    }
+};
+
+// Whether rows of (bi, h) of a view (at base) take MmaTileCopy: complete contiguous rows
+// (d == DP) whose starts are 16-byte aligned, and a tile spanning under 2^32 bytes.
+template <typename T, int ROWS, int DP>
+TL_DEV bool mma_vec_ok(const T* base, const View4& v, i64 d) {
+    return d == DP && v.s3 == 1 && v.s2 >= 0 && v.s2 % (16 / (int)sizeof(T)) == 0 &&
+           v.s2 < (1ll << 32) / ROWS / (i64)sizeof(T) && ((u64)base & 15) == 0;
+}
+
+// A tile of the forward: MmaTileCopy where the view allows it (the view's last tile testing
+// rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
+// recomputed per tile from the kernel's arguments: cheaper than registers held across the loop.
+template <typename T, int ROWS, int DP, int LD, int NT>
+TL_DEV void mma_fwd_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    typedef MmaTileCopy<T, ROWS, DP, LD, NT> C;
+    const T* base = src + v.offset + bi * v.s0 + h * v.s1;
+    if (!mma_vec_ok<T, ROWS, DP>(base, v, d))
+        mma_load_tile<T, ROWS, DP>(dst, LD, src, v, bi, h, r0, n_rows, d);
+    else if (r0 + ROWS <= n_rows)
+        C::template copy<false>(dst, base, v.s2, r0, n_rows);
+    else
+        C::template copy<true>(dst, base, v.s2, r0, n_rows);
+}
+
 template <typename T, int DP, int NW>
 TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
                           const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out,
@@ -623,12 +682,13 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     }
     // Q stays; one K and one V buffer, filled while the other is in use (the FlashAttention-2
     // pipeline): V_j streams in during Q K_j^T and the softmax, K_{j+1} during P V_j.
-    mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, l0, p.L, p.d);
-    if (n_end > 0) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, 0, p.S, p.d);
+    const int NTH = TL_MMA_LANES * NW;
+    mma_fwd_tile<T, BM, DP, LD, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    if (n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, 0, p.S, p.d);
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
         tl_cp_async_wait_all();
         __syncthreads();  // K_j (and Q) are in; every warp is done with V_{j-1}
-        mma_load_tile<T, BN, DP>(sv, LD, v, vv, bi, hk, j0, p.S, p.dv);
+        mma_fwd_tile<T, BN, DP, LD, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
         TlAcc s[RT][NT];
         float rs[RT][TL_MMA_ROW_SLOTS];
@@ -653,16 +713,22 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             // Scores in log2 units; the per-element path (its own loop, so that tiles inside the
             // allowed region run none of it) only where something can be dropped.
             if (p.mask_kind || j0 + BN > p.S || lw + WR > p.L || (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
+                // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
+                // and under a causal mask c - r <= dg.
+                const i64 dg64 = p.causal ? lw + p.causal_shift - j0 : BN;
+                const int nr = (int)(p.L - lw < WR ? p.L - lw : WR), nc = (int)(p.S - j0 < BN ? p.S - j0 : BN);
+                const int dg = (int)(dg64 < -WR ? -WR : (dg64 > BN ? BN : dg64));
 #pragma unroll
                 for (int t = 0; t < RT; ++t)
 #pragma unroll
                     for (int n = 0; n < NT; ++n)
 #pragma unroll
                         for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                            const i64 l = lw + 16 * t + tl_mma_acc_row(i), j = j0 + 16 * n + tl_mma_acc_col(i);
-                            s[t][n].x[i] = (l < p.L && j < p.S)
-                                               ? att_score<T>(s[t][n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
-                                               : att_neg_inf();
+                            const int r = 16 * t + tl_mma_acc_row(i), c = 16 * n + tl_mma_acc_col(i);
+                            float x = s[t][n].x[i] * p.scale;
+                            if (r >= nr || c >= nc || c - r > dg) x = att_neg_inf();
+                            else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
+                            s[t][n].x[i] = x * LOG2E;
                         }
             } else {
                 const float sc = p.scale * LOG2E;
@@ -709,7 +775,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         }
         tl_cp_async_wait_all();
         __syncthreads();  // V_j is in; every warp is done with K_j
-        if (j0 + BN < n_end) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
         if (!active) continue;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {

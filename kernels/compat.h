@@ -720,10 +720,24 @@ TL_DEV float tl_mma_row_sum(float v) {
 TL_DEV void tl_cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src));
 }
+// 16 bytes to dst + OFF bytes (OFF a compile-time constant: the immediate of the instruction,
+// so copies into one tile share one address register); zeros where !keep (src not read).
+template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF));
+}
+template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {
+    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16, %3;"
+                 :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF), "r"(keep ? 16 : 0));
+}
 TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 #else
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
+template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) { tl_cp_async16((char*)dst + OFF, src); }
+template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {
+    const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
+    *(Vec4<u32>*)((char*)dst + OFF) = keep ? *(const Vec4<u32>*)src : z;
+}
 TL_DEV void tl_cp_async_commit() {}
 TL_DEV void tl_cp_async_wait_all() {}
 #endif
