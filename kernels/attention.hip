@@ -551,7 +551,10 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int RT = 2;                                   // 16-row tiles per warp
     static const int BM = 16 * RT * NW, BN = DP > 64 ? 32 : 64, LD = DP + 8;
-    static const int SMEM = (BM + 2 * BN) * LD * (int)sizeof(T);  // Q, K, V (52 KiB at DP 128)
+    static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (compat.h)
+    // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 68 KiB with 2; mirrored
+    // by sdpa in backends/rocm/storage.py (_MMA_FWD_STAGES)
+    static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };
 // ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
 // Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
@@ -650,8 +653,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     typedef MmaFwdTile<T, DP, NW> F;
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
     T* sq = (T*)att_dyn_smem;
-    T* sk = sq + BM * LD;
-    T* sv = sk + BN * LD;
+    T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
     const int w = threadIdx.y;
     const float LOG2E = 1.4426950408889634f;
 
@@ -680,15 +682,30 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
         w_end = wlast < w_end ? (wlast > 0 ? wlast : 0) : w_end;
     }
-    // Q stays; one K and one V buffer, filled while the other is in use (the FlashAttention-2
-    // pipeline): V_j streams in during Q K_j^T and the softmax, K_{j+1} during P V_j.
-    const int NTH = TL_MMA_LANES * NW;
+    // Q stays. Two stages (NVIDIA): K_{j+1} and V_{j+1} stream in during all of tile j, into
+    // the stage tile j-1 used; one barrier per tile. One stage (AMD: 64 KiB of LDS, and the
+    // copies are synchronous there anyway): one K and one V buffer, each filled while the
+    // other is in use (the FlashAttention-2 pipeline): V_j during Q K_j^T and the softmax,
+    // K_{j+1} during P V_j.
+    const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
     mma_fwd_tile<T, BM, DP, LD, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
-    if (n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, 0, p.S, p.d);
+    if (n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
+    if (STAGES > 1 && n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
+    int cur = 0;  // the stage of tile j (element offset in skv)
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
+        T* const sk = skv + cur;
+        T* const sv = sk + BN * LD;
         tl_cp_async_wait_all();
-        __syncthreads();  // K_j (and Q) are in; every warp is done with V_{j-1}
-        mma_fwd_tile<T, BN, DP, LD, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
+        __syncthreads();  // K_j (2 stages: and V_j; first: and Q) are in; every warp is done with tile j-1
+        if (STAGES == 1) {
+            mma_fwd_tile<T, BN, DP, LD, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
+        } else {
+            cur ^= 2 * BN * LD;
+            if (j0 + BN < n_end) {
+                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
+                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
+            }
+        }
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
         TlAcc s[RT][NT];
         float rs[RT][TL_MMA_ROW_SLOTS];
@@ -773,9 +790,11 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     }
             }
         }
-        tl_cp_async_wait_all();
-        __syncthreads();  // V_j is in; every warp is done with K_j
-        if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        if (STAGES == 1) {
+            tl_cp_async_wait_all();
+            __syncthreads();  // V_j is in; every warp is done with K_j
+            if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        }
         if (!active) continue;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {

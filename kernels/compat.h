@@ -501,6 +501,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
 #define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
 #define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
+#define TL_MMA_STAGES 2     // K/V buffers of the MMA forward (shared memory: up to 227 KiB per block)
 struct TlFragA { u32 x[4]; };
 struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
 struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2
@@ -607,6 +608,7 @@ template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const T
 #define TL_MMA_ROW_SLOTS 4
 #define TL_MMA_ROW_LANES 16
 #define TL_MMA_LANES 64
+#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
 typedef short tl_short4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
 typedef float tl_float4 __attribute__((ext_vector_type(4)));
@@ -692,6 +694,7 @@ template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const 
 
 #ifndef TL_MMA_LANES
 #define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
+#define TL_MMA_STAGES 1
 #endif
 #if defined(TL_HAS_MMA)
 TL_DEV void tl_mma_zero(TlAcc& c) {

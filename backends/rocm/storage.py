@@ -1300,7 +1300,8 @@ class GpuStorage(BackendStorage):
         if mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
-            smem = (bm + 2 * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
+            stages = _MMA_FWD_STAGES["sm_" if dev.arch.startswith("sm_") else "gfx"]
+            smem = (bm + 2 * stages * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
@@ -1425,6 +1426,7 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
 
 _MMA_WARPS = 4                                   # MMA_WARPS in attention.hip (backward)
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
+_MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
 
 
