@@ -727,9 +727,14 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
                 }
             }
-            // Scores in log2 units; the per-element path (its own loop, so that tiles inside the
-            // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind || j0 + BN > p.S || lw + WR > p.L || (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
+            // Scores s times f are in log2 units. Unmasked tiles keep the raw products (f =
+            // scale * log2(e), folded into the exponent's FFMA below); the per-element path (its
+            // own loop, so that tiles inside the allowed region run none of it) scales them
+            // (f = 1) only where something can be dropped, or where the scale is not positive
+            // (the raw max would not be the scaled one).
+            float f = p.scale * LOG2E;
+            if (p.mask_kind || !(p.scale > 0.0f) || j0 + BN > p.S || lw + WR > p.L ||
+                (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
                 // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
                 // and under a causal mask c - r <= dg.
                 const i64 dg64 = p.causal ? lw + p.causal_shift - j0 : BN;
@@ -747,18 +752,16 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                             else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
                             s[t][n].x[i] = x * LOG2E;
                         }
-            } else {
-                const float sc = p.scale * LOG2E;
-#pragma unroll
-                for (int t = 0; t < RT; ++t)
-#pragma unroll
-                    for (int n = 0; n < NT; ++n)
-#pragma unroll
-                        for (int i = 0; i < TL_MMA_ACC_N; ++i) s[t][n].x[i] *= sc;
+                f = 1.0f;
             }
+            // Online softmax. Rows whose max grew rescale their sum and output by alpha; the
+            // output's rescale (RT * KD * TL_MMA_ACC_N multiplies) runs only when some row of
+            // the warp grew, which late tiles seldom do.
+            float base[RT][TL_MMA_ROW_SLOTS], alpha[RT][TL_MMA_ROW_SLOTS];
+            bool grew = false;
 #pragma unroll
             for (int t = 0; t < RT; ++t) {
-                float mt[TL_MMA_ROW_SLOTS], base[TL_MMA_ROW_SLOTS];
+                float mt[TL_MMA_ROW_SLOTS];
 #pragma unroll
                 for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
 #pragma unroll
@@ -768,27 +771,33 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                         mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], s[t][n].x[i]);
 #pragma unroll
                 for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]));
-                    base[r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
-                    const float alpha = exp2f(m[t][r] - base[r]);
-                    ls[t][r] *= alpha;
+                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]) * f);
+                    base[t][r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
+                    alpha[t][r] = mn > m[t][r] ? tl_exp2_approx(m[t][r] - base[t][r]) : 1.0f;
+                    grew |= mn > m[t][r];
+                    ls[t][r] *= alpha[t][r];
                     m[t][r] = mn;
-                    mt[r] = alpha;
                     rs[t][r] = 0.0f;
                 }
+            }
+            if (tl_warp_any(grew)) {
 #pragma unroll
-                for (int c = 0; c < KD; ++c)
+                for (int t = 0; t < RT; ++t)
 #pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= mt[tl_mma_acc_slot(i)];
+                    for (int c = 0; c < KD; ++c)
+#pragma unroll
+                        for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= alpha[t][tl_mma_acc_slot(i)];
+            }
+#pragma unroll
+            for (int t = 0; t < RT; ++t)
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
 #pragma unroll
                     for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                        const float e = exp2f(s[t][n].x[i] - base[tl_mma_acc_slot(i)]);
+                        const float e = tl_exp2_approx(fmaf(s[t][n].x[i], f, -base[t][tl_mma_acc_slot(i)]));
                         s[t][n].x[i] = e;
                         rs[t][tl_mma_acc_slot(i)] += e;
                     }
-            }
         }
         if (STAGES == 1) {
             tl_cp_async_wait_all();

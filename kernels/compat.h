@@ -37,6 +37,22 @@ template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
 }
 #endif
 
+// Whether p holds on any lane of the warp (wavefront); every lane must call it.
+#if defined(TL_HIP)
+TL_DEV bool tl_warp_any(bool p) { return __any(p); }
+#else
+TL_DEV bool tl_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
+#endif
+
+// 2^x for x <= 0 (softmax exponents), by the hardware's approximation where exp2f adds an
+// IEEE path around it: NVIDIA ex2.approx.ftz (2 ulp; results below 2^-126 flush to 0, which
+// against a softmax row sum >= 1 is below f32 rounding). exp2f elsewhere.
+#if defined(TL_CUDA)
+TL_DEV float tl_exp2_approx(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+#else
+TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
+#endif
+
 // IEEE half <-> float/double with the hardware's round-to-nearest-even.
 #if defined(TL_HIP)
 union tl_half_bits { _Float16 h; u16 u; };
