@@ -708,7 +708,6 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         }
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
         TlAcc s[RT][NT];
-        float rs[RT][TL_MMA_ROW_SLOTS];
         if (active) {
 #pragma unroll
             for (int t = 0; t < RT; ++t)
@@ -777,7 +776,6 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     grew |= mn > m[t][r];
                     ls[t][r] *= alpha[t][r];
                     m[t][r] = mn;
-                    rs[t][r] = 0.0f;
                 }
             }
             if (tl_warp_any(grew)) {
@@ -796,7 +794,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                         const float e = tl_exp2_approx(fmaf(s[t][n].x[i], f, -base[t][tl_mma_acc_slot(i)]));
                         s[t][n].x[i] = e;
-                        rs[t][tl_mma_acc_slot(i)] += e;
+                        ls[t][tl_mma_acc_slot(i)] += e;
                     }
         }
         if (STAGES == 1) {
@@ -818,10 +816,6 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(o[t][c], pa[t], vb);
             }
         }
-#pragma unroll
-        for (int t = 0; t < RT; ++t)
-#pragma unroll
-            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) ls[t][r] += rs[t][r];
     }
 #pragma unroll
     for (int t = 0; t < RT; ++t) {
