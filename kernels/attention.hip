@@ -542,10 +542,10 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 // feeds RT products) and keeps the scores S = Q K^T of a key tile and the output accumulator
 // in tensor-core tiles (compat.h, Part 3); its Q fragments are re-read from shared memory
 // (too many registers otherwise). Softmax runs in f32 on the accumulator elements, in the
-// log2 domain (exp2); P is rounded to T as the A operand of P V. Q, K and V tiles are staged
-// row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of static
-// shared memory at DP 128: the host opts in), rows padded by 8 elements (16 bytes: fragment
-// loads stay aligned and rows fall on different banks).
+// log2 domain (exp2); P is rounded to T as the A operand of P V. Q and STAGES K and V tiles
+// are staged row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of
+// static shared memory: the host opts in), rows padded by 8 elements (16 bytes: fragment
+// loads stay aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
 #define MMA_FWD_WARPS 4  // forward
 #define MMA_WARPS 4      // backward: 16 keys per warp (shared memory holds 64 keys at DP 128)
 template <typename T, int DP, int NW> struct MmaFwdTile {
