@@ -742,7 +742,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                 for (int t = 0; t < RT; ++t)
 #pragma unroll
-                    for (int n = 0; n < NT; ++n)
+                    for (int n = 0; n < NT; ++n) {
 #pragma unroll
                         for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                             const int r = 16 * t + tl_mma_acc_row(i), c = 16 * n + tl_mma_acc_col(i);
@@ -751,6 +751,10 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                             else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
                             s[t][n].x[i] = x * LOG2E;
                         }
+                        // one 16x16 tile's mask reads at a time: all of them in flight at once
+                        // cost registers the whole loop pays for (spills, NVRTC 13)
+                        asm volatile("" ::: "memory");
+                    }
                 f = 1.0f;
             }
             // Online softmax. Rows whose max grew rescale their sum and output by alpha; the
