@@ -510,11 +510,9 @@ TL_DEV int tl_mma_acc_slot(int i) { return (i >> 1) & 1; }
 TL_DEV int tl_mma_slot_row(int s) { return (tl_lane() >> 2) + 8 * s; }
 TL_DEV int tl_mma_acc_col(int i) { return 8 * (i >> 2) + 2 * (tl_lane() & 3) + (i & 1); }
 
-TL_DEV u32 tl_smem_addr(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
+// The intrinsic (not inline cvta) lets the compiler see the address space: shared addresses
+// stay 32-bit offsets instead of 64-bit generic pointers kept live (and spilled) per fragment.
+TL_DEV u32 tl_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 TL_DEV void tl_ldmatrix_x4(u32* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
