@@ -918,26 +918,37 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, nh, i0, p.L, p.dv);
             if (mine) { nl = lse[nrow0 + i0 + tid]; nd = Dr[nrow0 + i0 + tid]; }
         }
-        // dQ[rows of tile rt][dims of tiles c] += scale * dS K over the block's keys
-        // (one output tile at a time: the dK / dV accumulators leave few registers)
+        // dQ[rows of tile rt][dims of tiles w / RT + QW * t] += scale * dS K over the block's
+        // keys. Every output tile at once (registers of S and dP^T, dead now): CPW independent
+        // accumulations in flight instead of one dependent chain, dS^T read once per key tile.
         const int rt = w % RT;
         const i64 l = ci0 + 16 * rt;
+        TlAcc aq[CPW];
 #pragma unroll
-        for (int t = 0; t < CPW; ++t) {
-            const int x = 16 * (w / RT + QW * t);
-            TlAcc aq;
-            tl_mma_zero(aq);
+        for (int t = 0; t < CPW; ++t) tl_mma_zero(aq[t]);
 #pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                TlFragA da;
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            TlFragA da;
+            tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
                 TlFragB kb;
-                tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
-                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + x, LD);
-                tl_mma_16x16x16<T>(aq, da, kb);
+                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + 16 * (w / RT + QW * t), LD);
+                tl_mma_16x16x16<T>(aq[t], da, kb);
             }
-            tl_mma_atomic_add_acc(dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2 + x, dqv.s2, aq, p.scale,
-                                  (int)(p.L - l < 16 ? p.L - l : 16),
-                                  (int)(p.d - x < 16 ? p.d - x : 16));
+        }
+        float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
+        // complete tiles (all but the last rows; d == DP) with 16-byte aligned rows: vector adds
+        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 3) == 0 && ((u64)dqt & 15) == 0) {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], p.scale);
+        } else {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                const int x = 16 * (w / RT + QW * t);
+                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], p.scale, (int)(p.L - l < 16 ? p.L - l : 16),
+                                      (int)(p.d - x < 16 ? p.d - x : 16));
+            }
         }
         if (next && tid < BM) {  // lse2 and dr are read again after the next barrier
             sm.lse2[tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;

@@ -577,6 +577,32 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
     }
 }
+// The same for a complete tile (16 rows, 16 cols) whose rows start 16-byte aligned, zeros
+// included (no per-element test). sm_90: lane pairs swap halves so that each lane holds
+// 4 consecutive columns of one row: two 16-byte vector reductions per lane instead of
+// four 8-byte ones (or eight scalar atomics before sm_90).
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane(), odd = l & 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float* x = c.x + 4 * h;  // row l/4: x[0], x[1]; row l/4 + 8: x[2], x[3]
+#if __CUDA_ARCH__ >= 900
+        // even lane: row l/4, cols 2q .. 2q+3 (its pair, then its partner's); odd lane:
+        // row l/4 + 8, cols 2(q-1) .. 2(q-1)+3 (the partner's pair, then its own)
+        const float s0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
+        const float s1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
+        float* q = p + ((l >> 2) + 8 * odd) * ld + 8 * h + 2 * ((l & 3) - odd);
+        const float a = (odd ? s0 : x[0]) * scale, b = (odd ? s1 : x[1]) * scale;
+        const float e = (odd ? x[2] : s0) * scale, f = (odd ? x[3] : s1) * scale;
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(q), "f"(a), "f"(b), "f"(e), "f"(f)
+                     : "memory");
+#else
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            atomicAdd(p + ((l >> 2) + 8 * (i >> 1)) * ld + 8 * h + 2 * (l & 3) + (i & 1), x[i] * scale);
+#endif
+    }
+}
 // An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
 // the m16n8 accumulator layout is the A layout, so this is a register repack.
 template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
@@ -655,6 +681,11 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         const float a = c.x[i] * scale;
         if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
     }
+}
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) atomicAdd(p + (4 * (l >> 4) + i) * ld + (l & 15), c.x[i] * scale);
 }
 // The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
 // held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
