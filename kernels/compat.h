@@ -743,7 +743,7 @@ TL_DEV float tl_mma_row_sum(float v) {
 #endif
 
 // 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
-// cp.async, waited for by tl_cp_async_wait_all; elsewhere a plain copy). `dst` and `src`
+// cp.async, waited for by tl_cp_async_wait_all / _prior; elsewhere a plain copy). `dst` and `src`
 // 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 TL_DEV void tl_cp_async16(void* dst, const void* src) {
@@ -751,8 +751,12 @@ TL_DEV void tl_cp_async16(void* dst, const void* src) {
 }
 TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Wait until at most N of this thread's most recent committed groups are pending (a
+// pipeline of N + 1 stages: the oldest group is in, the later ones may still be landing).
+template <int N> TL_DEV void tl_cp_async_wait_prior() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #else
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
 TL_DEV void tl_cp_async_commit() {}
 TL_DEV void tl_cp_async_wait_all() {}
+template <int N> TL_DEV void tl_cp_async_wait_prior() {}
 #endif
