@@ -946,7 +946,8 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                 for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                     const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
-                    const float pij = exp2f(s[n].x[i] - slse[r]);  // dropped (-inf) or dead row (+inf lse2): 0
+                    // dropped (-inf) or dead row (+inf lse2): 0
+                    const float pij = tl_exp2_approx(s[n].x[i] - slse[r]);
                     s[n].x[i] = pij;
                     dpt[n].x[i] = pij * (dpt[n].x[i] - sdr[r]);
                 }

@@ -742,6 +742,15 @@ TL_DEV float tl_mma_row_sum(float v) {
 }
 #endif
 
+// 2^x through the hardware approximation (NVIDIA: ex2.approx.ftz, ~2 ulp, subnormal
+// results flushed to 0; exp2f adds range tests around it). For softmax weights rounded
+// to f16/bf16 right after. -inf gives 0, +inf gives +inf, NaN stays NaN.
+#if defined(TL_CUDA) && defined(__CUDA_ARCH__)
+TL_DEV float tl_exp2_approx(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+#else
+TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
+#endif
+
 // 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
 // cp.async, waited for by tl_cp_async_wait_all / _prior; elsewhere a plain copy). `dst` and `src`
 // 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
