@@ -807,14 +807,11 @@ template <typename T, int ROWS, int DP, int NT> struct MmaRows {
             const T* g = base + row * v.s2 + col;
             T* sdst = dst + row * ld + col;
             const int step = RS * (int)v.s2;
+            // rows past the end: zeros, their (unread) source clamped to the tile's first row
 #pragma unroll
             for (int k = 0; k < NC; ++k) {
-                if (row + k * RS < rows) {
-                    tl_cp_async16(sdst + k * RS * ld, g + k * step);
-                } else {
-                    const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
-                    *(Vec4<u32>*)(sdst + k * RS * ld) = z;
-                }
+                const bool in = row + k * RS < rows;
+                tl_cp_async16_zfill(sdst + k * RS * ld, in ? g + k * step : base, in);
             }
             return;
         }

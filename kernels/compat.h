@@ -758,6 +758,11 @@ TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
 TL_DEV void tl_cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src));
 }
+// The same, or 16 zero bytes into dst where !full (src is not read then).
+TL_DEV void tl_cp_async16_zfill(void* dst, const void* src, bool full) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(dst)), "l"(src),
+                 "r"(full ? 16 : 0));
+}
 TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 // Wait until at most N of this thread's most recent committed groups are pending (a
@@ -765,6 +770,10 @@ TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "
 template <int N> TL_DEV void tl_cp_async_wait_prior() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #else
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
+TL_DEV void tl_cp_async16_zfill(void* dst, const void* src, bool full) {
+    const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
+    *(Vec4<u32>*)dst = full ? *(const Vec4<u32>*)src : z;
+}
 TL_DEV void tl_cp_async_commit() {}
 TL_DEV void tl_cp_async_wait_all() {}
 template <int N> TL_DEV void tl_cp_async_wait_prior() {}
