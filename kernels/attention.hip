@@ -990,8 +990,8 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             }
         }
         float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
-        // complete tiles (all but the last rows; d == DP) with 16-byte aligned rows: vector adds
-        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 3) == 0 && ((u64)dqt & 15) == 0) {
+        // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
+        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
 #pragma unroll
             for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], p.scale);
         } else {

@@ -577,29 +577,21 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
     }
 }
-// The same for a complete tile (16 rows, 16 cols) whose rows start 16-byte aligned, zeros
-// included (no per-element test). sm_90: lane pairs swap halves so that each lane holds
-// 4 consecutive columns of one row: two 16-byte vector reductions per lane instead of
-// four 8-byte ones (or eight scalar atomics before sm_90).
+// The same for a complete tile (16 rows, 16 cols) whose rows start 8-byte aligned, zeros
+// included (no per-element test): on sm_90 column pairs as 4 vector reductions per lane.
 TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
-    const int l = tl_lane(), odd = l & 1;
+    const int l = tl_lane();
+    float* r0 = p + (l >> 2) * ld + 2 * (l & 3);  // row l/4; row l/4 + 8 is 8 * ld further
+    float* r8 = r0 + 8 * ld;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const float* x = c.x + 4 * h;  // row l/4: x[0], x[1]; row l/4 + 8: x[2], x[3]
+    for (int i = 0; i < 8; i += 2) {
+        float* q = ((i & 2) ? r8 : r0) + 8 * (i >> 2);
 #if __CUDA_ARCH__ >= 900
-        // even lane: row l/4, cols 2q .. 2q+3 (its pair, then its partner's); odd lane:
-        // row l/4 + 8, cols 2(q-1) .. 2(q-1)+3 (the partner's pair, then its own)
-        const float s0 = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[2], 1);
-        const float s1 = __shfl_xor_sync(0xffffffffu, odd ? x[1] : x[3], 1);
-        float* q = p + ((l >> 2) + 8 * odd) * ld + 8 * h + 2 * ((l & 3) - odd);
-        const float a = (odd ? s0 : x[0]) * scale, b = (odd ? s1 : x[1]) * scale;
-        const float e = (odd ? x[2] : s0) * scale, f = (odd ? x[3] : s1) * scale;
-        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(q), "f"(a), "f"(b), "f"(e), "f"(f)
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(c.x[i] * scale), "f"(c.x[i + 1] * scale)
                      : "memory");
 #else
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            atomicAdd(p + ((l >> 2) + 8 * (i >> 1)) * ld + 8 * h + 2 * (l & 3) + (i & 1), x[i] * scale);
+        atomicAdd(q, c.x[i] * scale);
+        atomicAdd(q + 1, c.x[i + 1] * scale);
 #endif
     }
 }
