@@ -964,13 +964,18 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 }
             }
         }
+        // dS^T is stored scaled (dQ's factor, half the multiplies of scaling the dQ tiles)
 #pragma unroll
-        for (int n = 0; n < MT; ++n) tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
+        for (int n = 0; n < MT; ++n) {
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) dpt[n].x[i] *= p.scale;
+            tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
+        }
         __syncthreads();  // dS^T is complete; every warp is done with this stage
         // The step ST ahead streams into the freed stage during dQ; its lse and Dr are read
         // into registers now and stored after dQ (no wait on global memory before it).
         request(slot);
-        // dQ[rows of tile rt][dims of tiles w / RT + QW * t] += scale * dS K over the block's
+        // dQ[rows of tile rt][dims of tiles w / RT + QW * t] += (scale dS) K over the block's
         // keys. Every output tile at once (registers of S and dP^T, dead now): CPW independent
         // accumulations in flight instead of one dependent chain, dS^T read once per key tile.
         const int rt = w % RT;
@@ -993,12 +998,12 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
         if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
 #pragma unroll
-            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], p.scale);
+            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], 1.0f);
         } else {
 #pragma unroll
             for (int t = 0; t < CPW; ++t) {
                 const int x = 16 * (w / RT + QW * t);
-                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], p.scale, (int)(p.L - l < 16 ? p.L - l : 16),
+                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], 1.0f, (int)(p.L - l < 16 ? p.L - l : 16),
                                       (int)(p.d - x < 16 ? p.d - x : 16));
             }
         }
