@@ -923,7 +923,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             }
             // Scores in log2 units; the per-element path (its own loop, so that steps inside the
             // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind || jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+            if (p.mask_kind) {
 #pragma unroll
                 for (int n = 0; n < MT; ++n)
 #pragma unroll
@@ -931,6 +931,20 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                         const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
                         s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
                                                          : att_neg_inf();
+                    }
+            } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+                // Bounds and the causal diagonal only (the diagonal steps of a causal mask): in
+                // offsets within the step, row rr of the step keeps key jj of the warp when
+                // rr < nr, jj < nj and jj - rr <= dg.
+                const i64 dg64 = p.causal ? i0 + p.causal_shift - jw : (i64)BM;
+                const int nr = (int)(p.L - i0 < BM ? p.L - i0 : BM), nj = (int)(p.S - jw < 16 ? p.S - jw : 16);
+                const int dg = (int)(dg64 < -BM ? -BM : (dg64 > BM ? BM : dg64));
+#pragma unroll
+                for (int n = 0; n < MT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                        const int rr = 16 * n + tl_mma_acc_col(i), jj = tl_mma_acc_row(i);
+                        s[n].x[i] = (rr < nr && jj < nj && jj - rr <= dg) ? s[n].x[i] * sc : att_neg_inf();
                     }
             } else {
 #pragma unroll
