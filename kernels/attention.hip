@@ -859,19 +859,62 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // accumulator elements and reused as the A operand of dV += P^T dO and dK += dS^T Q. dS^T is
 // also stored (as T) to shared memory, where every warp reads it back transposed for its
 // share of dQ = dS K, added atomically to the f32 dq (other key tiles add to the same rows).
-// The next step's Q and dO stream in (cp.async) while dQ is computed.
+// Q, dO, lse and Dr of a step are staged MMA_BWD_STAGES (2) deep: a step's tiles are
+// requested as soon as the step two back is done with its stage (mid-step), so they have
+// a step and a half to land. Shared memory: MmaBwdTile::SMEM bytes of dynamic shared
+// memory (56.5 KiB at DP 128, above the 48 KiB of static shared memory: the host opts in;
+// under AMD's 64 KiB of LDS), mirrored by sdpa_backward in backends/rocm/storage.py.
+#define MMA_BWD_STAGES 2
 template <typename T, int DP, int NW> struct MmaBwdTile {
     static const int BN = 16 * NW;            // keys per block
-    static const int BM = DP > 64 ? 32 : 64;  // query rows per step (48 KiB of static shared memory)
-    static const int LD = DP + 8, LDS = BM + 8;
+    static const int BM = DP > 64 ? 32 : 64;  // query rows per step
+    static const int LD = DP + 8, LDS = BM + 8, ST = MMA_BWD_STAGES;
     // dQ (BM x DP) as 16x16 tiles: warp w takes row tile w % RT and every QW-th dim tile
     static const int RT = BM / 16, QW = NW / RT, CPW = DP / 16 / QW;
     struct Smem {
         alignas(16) T k[BN * LD];
-        alignas(16) T qg[2 * BM * LD];  // Q then dO of the step; V is staged here first
-        alignas(16) T ds[BN * LDS];     // dS^T of the step: keys x rows
-        float lse2[BM], dr[BM];         // lse in log2 units (+inf: row contributes nothing), Dr
+        alignas(16) T qg[ST][2 * BM * LD];  // per stage Q then dO of a step; V is staged here first
+        alignas(16) T ds[BN * LDS];         // dS^T of the step: keys x rows
+        alignas(16) float lse2[ST][BM];     // lse in log2 units (+inf: row contributes nothing)
+        alignas(16) float dr[ST][BM];
     };
+    static const int SMEM = (BN * LD + ST * 2 * BM * LD + BN * LDS) * (int)sizeof(T) + ST * 2 * BM * (int)sizeof(float);
+};
+
+// The Q or dO tile of a step: thread tid copies the 16-byte chunks of row tid / CPR + k*RS,
+// k < NC, at element column (tid % CPR) * CH, so that per step a thread issues NC copies at
+// fixed offsets (its first chunk's, plus k * RS rows) instead of a loop of divisions and
+// 64-bit index math. Views whose rows cannot be copied in 16-byte pieces take element loads.
+template <typename T, int ROWS, int DP, int NT> struct MmaRows {
+    static const int CH = 16 / (int)sizeof(T), CPR = DP / CH, RS = NT / CPR, NC = ROWS / RS;
+    static_assert(NT % CPR == 0 && ROWS % RS == 0, "chunks per thread");
+    int row, col;  // this thread's first chunk
+    TL_DEV MmaRows(int tid) : row(tid / CPR), col((tid % CPR) * CH) {}
+    // rows r0 .. r0+ROWS of head h into dst (row stride ld); rows past n_rows are zeros
+    TL_DEV void load(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) const {
+        const T* base = src + v.offset + bi * v.s0 + h * v.s1 + r0 * v.s2;
+        const i64 rows = n_rows - r0;
+        // (RS rows of the view apart fit an int: checked with the rest, uniform per block)
+        if (d == DP && v.s3 == 1 && v.s2 % CH == 0 && v.s2 * RS < 0x7fffffff && ((u64)base & 15) == 0) {
+            const T* g = base + row * v.s2 + col;
+            T* sdst = dst + row * ld + col;
+            const int step = RS * (int)v.s2;
+            // rows past the end: zeros, their (unread) source clamped to the tile's first row
+#pragma unroll
+            for (int k = 0; k < NC; ++k) {
+                const bool in = row + k * RS < rows;
+                tl_cp_async16_zfill(sdst + k * RS * ld, in ? g + k * step : base, in);
+            }
+            return;
+        }
+        const int tid = row * CPR + col / CH;
+        for (int e = tid; e < ROWS * DP; e += NT) {
+            const int r = e / DP, c = e % DP;
+            T x = Tr<T>::store(0.0f);
+            if (r < rows && c < d) x = base[r * v.s2 + c * v.s3];
+            dst[r * ld + c] = x;
+        }
+    }
 };
 
 template <typename T, int DP, int NW>
@@ -881,13 +924,13 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                           float* dq, T* dk, T* dv) {
 #if defined(TL_HAS_MMA)
     typedef MmaBwdTile<T, DP, NW> B;
-    const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16;
+    const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16, ST = B::ST;
     const int RT = B::RT, QW = B::QW, CPW = B::CPW;
-    static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= 2 * BM, "tile split");
-    __shared__ typename B::Smem sm;
-    T* sq = sm.qg;
-    T* sg = sm.qg + BM * LD;
-    const int w = threadIdx.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= ST * 2 * BM, "tile split");
+    static_assert(sizeof(typename B::Smem) == B::SMEM, "MmaBwdTile::SMEM (mirrored by the host)");
+    typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
+    const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
+    const MmaRows<T, BM, DP, TL_MMA_LANES * NW> rows(tid);
     const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
 
     // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
@@ -898,12 +941,12 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const i64 j0 = kt * BN, jw = j0 + 16 * w;  // the block's and this warp's first key
 
     mma_load_tile<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
-    mma_load_tile<T, BN, DP>(sm.qg, LD, v, vv, bi, hkv, j0, p.S, p.dv);
+    mma_load_tile<T, BN, DP>(sm.qg[0], LD, v, vv, bi, hkv, j0, p.S, p.dv);
     tl_cp_async_wait_all();
     __syncthreads();
     TlFragA vf[KD];
 #pragma unroll
-    for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg + 16 * w * LD + 16 * c, LD);
+    for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg[0] + 16 * w * LD + 16 * c, LD);
     TlAcc adk[KD], adv[KD];
 #pragma unroll
     for (int c = 0; c < KD; ++c) { tl_mma_zero(adk[c]); tl_mma_zero(adv[c]); }
@@ -914,24 +957,42 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         i_begin = first > 0 ? (first / BM) * BM : 0;
     }
     // Steps walk (query head of the group, query tile); each stages its Q, dO, lse and Dr.
-    i64 hh = 0, i0 = i_begin;
-    __syncthreads();  // every warp holds its V fragments: the staging area becomes Q and dO
-    if (i0 < p.L) {
-        const i64 h = hkv * groups, row0 = (bi * p.hq + h) * p.L;
-        mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, i0, p.L, p.d);
-        mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, h, i0, p.L, p.dv);
-        if (tid < BM) {
-            const bool in = i0 + tid < p.L;
-            const float x = in ? lse[row0 + i0 + tid] : att_neg_inf();
-            sm.lse2[tid] = x == att_neg_inf() ? -att_neg_inf() : x * LOG2E;
-            sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+    // (hh, i0): the step computed; (lh, li): the next step to request.
+    int hh = i_begin < p.L ? 0 : (int)groups, lh = hh;  // query head within the group
+    i64 i0 = i_begin, li = i0;
+    float nl = att_neg_inf(), nd = 0.0f;  // a requested step's lse and Dr of row tid, stored later
+    // Request the step (lh, li) into stage slot: one cp.async group per call, empty when no
+    // step is left (the waits count groups); lse and Dr of row tid into nl, nd.
+    auto request = [&](int slot) {
+        if (lh < groups) {
+            const i64 h = hkv * groups + lh, row0 = (bi * p.hq + h) * p.L;
+            rows.load(sm.qg[slot], LD, q, qv, bi, h, li, p.L, p.d);
+            rows.load(sm.qg[slot] + BM * LD, LD, g, gv, bi, h, li, p.L, p.dv);
+            const bool in = tid < BM && li + tid < p.L;
+            nl = in ? lse[row0 + li + tid] : att_neg_inf();
+            nd = in ? Dr[row0 + li + tid] : 0.0f;
+            li += BM;
+            if (li >= p.L) { li = i_begin; ++lh; }
         }
-    } else {
-        hh = groups;
-    }
+        tl_cp_async_commit();
+    };
+    auto stage_rows = [&](int slot) {  // nl, nd of the last request into its slot
+        if (tid < BM) {
+            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
+            sm.dr[slot][tid] = nd;
+        }
+    };
+    __syncthreads();  // every warp holds its V fragments: the staging area becomes Q and dO
+#pragma unroll
+    for (int s = 0; s < ST; ++s) { request(s); stage_rows(s); }
+    int slot = 0;
     while (hh < groups) {
         const i64 h = hkv * groups + hh;
-        tl_cp_async_wait_all();
+        const T* sq = sm.qg[slot];
+        const T* sg = sm.qg[slot] + BM * LD;
+        const float* slse = sm.lse2[slot];
+        const float* sdr = sm.dr[slot];
+        tl_cp_async_wait_prior<ST - 1>();  // this step's group (the later ones may be in flight)
         __syncthreads();  // the step's tiles are in; every warp is done with the previous dS
         // Rows past the causal diagonal of all this warp's keys: P = dS = 0 here.
         const bool active = jw < p.S && !(p.causal && jw > i0 + BM - 1 + p.causal_shift);
@@ -954,7 +1015,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             }
             // Scores in log2 units; the per-element path (its own loop, so that steps inside the
             // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind || jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+            if (p.mask_kind) {
 #pragma unroll
                 for (int n = 0; n < MT; ++n)
 #pragma unroll
@@ -962,6 +1023,20 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                         const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
                         s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
                                                          : att_neg_inf();
+                    }
+            } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+                // Bounds and the causal diagonal only (the diagonal steps of a causal mask): in
+                // offsets within the step, row rr of the step keeps key jj of the warp when
+                // rr < nr, jj < nj and jj - rr <= dg.
+                const i64 dg64 = p.causal ? i0 + p.causal_shift - jw : (i64)BM;
+                const int nr = (int)(p.L - i0 < BM ? p.L - i0 : BM), nj = (int)(p.S - jw < 16 ? p.S - jw : 16);
+                const int dg = (int)(dg64 < -BM ? -BM : (dg64 > BM ? BM : dg64));
+#pragma unroll
+                for (int n = 0; n < MT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                        const int rr = 16 * n + tl_mma_acc_col(i), jj = tl_mma_acc_row(i);
+                        s[n].x[i] = (rr < nr && jj < nj && jj - rr <= dg) ? s[n].x[i] * sc : att_neg_inf();
                     }
             } else {
 #pragma unroll
@@ -974,9 +1049,10 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                 for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                     const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
-                    const float pij = exp2f(s[n].x[i] - sm.lse2[r]);  // dropped (-inf) or dead row (+inf lse2): 0
+                    // dropped (-inf) or dead row (+inf lse2): 0
+                    const float pij = tl_exp2_approx(s[n].x[i] - slse[r]);
                     s[n].x[i] = pij;
-                    dpt[n].x[i] = pij * (dpt[n].x[i] - sm.dr[r]);
+                    dpt[n].x[i] = pij * (dpt[n].x[i] - sdr[r]);
                 }
             // dV += P^T dO, dK += dS^T Q
 #pragma unroll
@@ -994,47 +1070,53 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 }
             }
         }
+        // dS^T is stored scaled (dQ's factor, half the multiplies of scaling the dQ tiles)
 #pragma unroll
-        for (int n = 0; n < MT; ++n) tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
-        __syncthreads();  // dS^T is complete; every warp is done with Q, dO, lse and Dr
-        const i64 ci0 = i0;
+        for (int n = 0; n < MT; ++n) {
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) dpt[n].x[i] *= p.scale;
+            tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
+        }
+        __syncthreads();  // dS^T is complete; every warp is done with this stage
+        // The step ST ahead streams into the freed stage during dQ; its lse and Dr are read
+        // into registers now and stored after dQ (no wait on global memory before it).
+        request(slot);
+        // dQ[rows of tile rt][dims of tiles w / RT + QW * t] += (scale dS) K over the block's
+        // keys. Every output tile at once (registers of S and dP^T, dead now): CPW independent
+        // accumulations in flight instead of one dependent chain, dS^T read once per key tile.
+        const int rt = w % RT;
+        const i64 l = i0 + 16 * rt;
+        TlAcc aq[CPW];
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) tl_mma_zero(aq[t]);
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            TlFragA da;
+            tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                TlFragB kb;
+                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + 16 * (w / RT + QW * t), LD);
+                tl_mma_16x16x16<T>(aq[t], da, kb);
+            }
+        }
+        float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
+        // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
+        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], 1.0f);
+        } else {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                const int x = 16 * (w / RT + QW * t);
+                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], 1.0f, (int)(p.L - l < 16 ? p.L - l : 16),
+                                      (int)(p.d - x < 16 ? p.d - x : 16));
+            }
+        }
+        stage_rows(slot);  // read after the next barrier, by the step that uses this stage
+        slot = slot + 1 == ST ? 0 : slot + 1;
         i0 += BM;
         if (i0 >= p.L) { i0 = i_begin; ++hh; }
-        // The next step's tiles stream in during dQ; its lse and Dr are read into registers
-        // now and stored after dQ (no wait on global memory before it).
-        const bool next = hh < groups, mine = next && tid < BM && i0 + tid < p.L;
-        float nl = att_neg_inf(), nd = 0.0f;
-        if (next) {
-            const i64 nh = hkv * groups + hh, nrow0 = (bi * p.hq + nh) * p.L;
-            mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, nh, i0, p.L, p.d);
-            mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, nh, i0, p.L, p.dv);
-            if (mine) { nl = lse[nrow0 + i0 + tid]; nd = Dr[nrow0 + i0 + tid]; }
-        }
-        // dQ[rows of tile rt][dims of tiles c] += scale * dS K over the block's keys
-        // (one output tile at a time: the dK / dV accumulators leave few registers)
-        const int rt = w % RT;
-        const i64 l = ci0 + 16 * rt;
-#pragma unroll
-        for (int t = 0; t < CPW; ++t) {
-            const int x = 16 * (w / RT + QW * t);
-            TlAcc aq;
-            tl_mma_zero(aq);
-#pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                TlFragA da;
-                TlFragB kb;
-                tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
-                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + x, LD);
-                tl_mma_16x16x16<T>(aq, da, kb);
-            }
-            tl_mma_atomic_add_acc(dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2 + x, dqv.s2, aq, p.scale,
-                                  (int)(p.L - l < 16 ? p.L - l : 16),
-                                  (int)(p.d - x < 16 ? p.d - x : 16));
-        }
-        if (next && tid < BM) {  // lse2 and dr are read again after the next barrier
-            sm.lse2[tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
-            sm.dr[tid] = nd;
-        }
     }
 #pragma unroll
     for (int c = 0; c < KD; ++c)

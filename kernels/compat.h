@@ -595,6 +595,24 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
     }
 }
+// The same for a complete tile (16 rows, 16 cols) whose rows start 8-byte aligned, zeros
+// included (no per-element test): on sm_90 column pairs as 4 vector reductions per lane.
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane();
+    float* r0 = p + (l >> 2) * ld + 2 * (l & 3);  // row l/4; row l/4 + 8 is 8 * ld further
+    float* r8 = r0 + 8 * ld;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        float* q = ((i & 2) ? r8 : r0) + 8 * (i >> 2);
+#if __CUDA_ARCH__ >= 900
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(c.x[i] * scale), "f"(c.x[i + 1] * scale)
+                     : "memory");
+#else
+        atomicAdd(q, c.x[i] * scale);
+        atomicAdd(q + 1, c.x[i + 1] * scale);
+#endif
+    }
+}
 // An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
 // the m16n8 accumulator layout is the A layout, so this is a register repack.
 template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
@@ -675,6 +693,11 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
     }
 }
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) atomicAdd(p + (4 * (l >> 4) + i) * ld + (l & 15), c.x[i] * scale);
+}
 // The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
 // held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
 template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
@@ -732,7 +755,7 @@ TL_DEV float tl_mma_row_sum(float v) {
 #endif
 
 // 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
-// cp.async, waited for by tl_cp_async_wait_all; elsewhere a plain copy). `dst` and `src`
+// cp.async, waited for by tl_cp_async_wait_all / _prior; elsewhere a plain copy). `dst` and `src`
 // 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 TL_DEV void tl_cp_async16(void* dst, const void* src) {
@@ -749,6 +772,9 @@ template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src
 }
 TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Wait until at most N of this thread's most recent committed groups are pending (a
+// pipeline of N + 1 stages: the oldest group is in, the later ones may still be landing).
+template <int N> TL_DEV void tl_cp_async_wait_prior() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #else
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
 template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) { tl_cp_async16((char*)dst + OFF, src); }
@@ -758,4 +784,7 @@ template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src
 }
 TL_DEV void tl_cp_async_commit() {}
 TL_DEV void tl_cp_async_wait_all() {}
+template <int N> TL_DEV void tl_cp_async_wait_prior() {}
 #endif
+// tl_cp_async16_zfill_at<0>: the destination's address computed at run time.
+TL_DEV void tl_cp_async16_zfill(void* dst, const void* src, bool full) { tl_cp_async16_zfill_at<0>(dst, src, full); }

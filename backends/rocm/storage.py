@@ -1352,9 +1352,12 @@ class GpuStorage(BackendStorage):
             k, k_layout = _flash_operand(k, k_layout, dp, mma)
             v, v_layout = _flash_operand(v, v_layout, dp, mma)
             grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
+            smem = 0
             if mma:  # tensor cores: MMA_WARPS warps, 16 keys each
                 kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+                bm, st = (32 if dp > 64 else 64), _MMA_BWD_STAGES  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
+                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * (bm + 8)) * self.dtype.itemsize + st * 2 * bm * 4
             else:
                 kernel = _kernel(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
@@ -1365,7 +1368,8 @@ class GpuStorage(BackendStorage):
                         ("bytes", _view4(dk_layout)), ("bytes", _view4(dv_layout)), *mask_args,
                         ("ptr", q.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
                         ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr), ("ptr", dr.buffer.ptr),
-                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)])
+                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)],
+                       shared_mem=smem)
         dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
         return dq, dk, dvs
 
@@ -1425,6 +1429,7 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
 
 
 _MMA_WARPS = 4                                   # MMA_WARPS in attention.hip (backward)
+_MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.hip
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
 _MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
