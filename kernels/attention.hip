@@ -542,16 +542,19 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 // feeds RT products) and keeps the scores S = Q K^T of a key tile and the output accumulator
 // in tensor-core tiles (compat.h, Part 3); its Q fragments are re-read from shared memory
 // (too many registers otherwise). Softmax runs in f32 on the accumulator elements, in the
-// log2 domain (exp2); P is rounded to T as the A operand of P V. Q, K and V tiles are staged
-// row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of static
-// shared memory at DP 128: the host opts in), rows padded by 8 elements (16 bytes: fragment
-// loads stay aligned and rows fall on different banks).
+// log2 domain (exp2); P is rounded to T as the A operand of P V. Q and STAGES K and V tiles
+// are staged row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of
+// static shared memory: the host opts in), rows padded by 8 elements (16 bytes: fragment
+// loads stay aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
 #define MMA_FWD_WARPS 4  // forward
 #define MMA_WARPS 4      // backward: 16 keys per warp (shared memory holds 64 keys at DP 128)
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int RT = 2;                                   // 16-row tiles per warp
     static const int BM = 16 * RT * NW, BN = DP > 64 ? 32 : 64, LD = DP + 8;
-    static const int SMEM = (BM + 2 * BN) * LD * (int)sizeof(T);  // Q, K, V (52 KiB at DP 128)
+    static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (compat.h)
+    // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 68 KiB with 2; mirrored
+    // by sdpa in backends/rocm/storage.py (_MMA_FWD_STAGES)
+    static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };
 // ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
 // Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
@@ -583,6 +586,65 @@ TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, 
     }
 }
 
+// The forward's tile copies: a ROWS x DP tile (row stride LD in shared memory) of a view
+// whose rows take 16-byte pieces (mma_vec_ok), as cp.async chunks by NT threads. NT is a
+// compile-time count, so a copy is PASSES LDGSTS in a row with no loop or branch: one
+// shared address register (the passes are immediate offsets), one global pointer that steps
+// by a 32-bit byte count (mma_vec_ok bounds ROWS * s2), both derived from the thread index.
+// Only a tile that can end past the view's rows (PARTIAL) tests rows: those past it are
+// zero-filled by the copy itself (padding must not carry NaN into the sums).
+template <typename T, int ROWS, int DP, int LD, int NT> struct MmaTileCopy {
+    static const int CH = 16 / sizeof(T), CPR = DP / CH, RPP = NT / CPR;  // chunks per row, rows per pass
+    static const int PASSES = ROWS / RPP;
+    static_assert(NT % CPR == 0 && ROWS % RPP == 0, "whole passes");
+    // pass K: rows K * RPP + (the thread's row); rows_left counts rows from the thread's row on
+    template <bool PARTIAL, int K> struct Pass {
+        static TL_DEV void run(T* d, const char* g, u32 step, i64 rows_left, const void* any) {
+            const int OFF = K * RPP * LD * (int)sizeof(T);
+            if (PARTIAL)  // `any`: a readable address for the rows that read nothing
+                tl_cp_async16_zfill_at<OFF>(d, K * RPP < rows_left ? (const void*)g : any, K * RPP < rows_left);
+            else
+                tl_cp_async16_at<OFF>(d, g);
+            Pass<PARTIAL, K + 1>::run(d, g + step, step, rows_left, any);
+        }
+    };
+    template <bool PARTIAL> struct Pass<PARTIAL, PASSES> {
+        static TL_DEV void run(T*, const char*, u32, i64, const void*) {}
+    };
+    // rows r0 .. r0+ROWS of the view at base (row stride s2, n_rows rows) into dst; commits
+    // one cp.async group
+    template <bool PARTIAL> static TL_DEV void copy(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
+        const int tid = threadIdx.y * TL_MMA_LANES + threadIdx.x, row = tid / CPR, c = (tid % CPR) * CH;
+        const T* g = base + r0 * s2 + ((u32)row * (u32)s2 + c);
+        Pass<PARTIAL, 0>::run(dst + row * LD + c, (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)), n_rows - r0 - row,
+                              base);
+        tl_cp_async_commit();
+    }
+};
+
+// Whether rows of (bi, h) of a view (at base) take MmaTileCopy: complete contiguous rows
+// (d == DP) whose starts are 16-byte aligned, and a tile spanning under 2^32 bytes.
+template <typename T, int ROWS, int DP>
+TL_DEV bool mma_vec_ok(const T* base, const View4& v, i64 d) {
+    return d == DP && v.s3 == 1 && v.s2 >= 0 && v.s2 % (16 / (int)sizeof(T)) == 0 &&
+           v.s2 < (1ll << 32) / ROWS / (i64)sizeof(T) && ((u64)base & 15) == 0;
+}
+
+// A tile of the forward: MmaTileCopy where the view allows it (the view's last tile testing
+// rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
+// recomputed per tile from the kernel's arguments: cheaper than registers held across the loop.
+template <typename T, int ROWS, int DP, int LD, int NT>
+TL_DEV void mma_fwd_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+    typedef MmaTileCopy<T, ROWS, DP, LD, NT> C;
+    const T* base = src + v.offset + bi * v.s0 + h * v.s1;
+    if (!mma_vec_ok<T, ROWS, DP>(base, v, d))
+        mma_load_tile<T, ROWS, DP>(dst, LD, src, v, bi, h, r0, n_rows, d);
+    else if (r0 + ROWS <= n_rows)
+        C::template copy<false>(dst, base, v.s2, r0, n_rows);
+    else
+        C::template copy<true>(dst, base, v.s2, r0, n_rows);
+}
+
 template <typename T, int DP, int NW>
 TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
                           const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out,
@@ -591,8 +653,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     typedef MmaFwdTile<T, DP, NW> F;
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
     T* sq = (T*)att_dyn_smem;
-    T* sk = sq + BM * LD;
-    T* sv = sk + BN * LD;
+    T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
     const int w = threadIdx.y;
     const float LOG2E = 1.4426950408889634f;
 
@@ -621,17 +682,32 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
         w_end = wlast < w_end ? (wlast > 0 ? wlast : 0) : w_end;
     }
-    // Q stays; one K and one V buffer, filled while the other is in use (the FlashAttention-2
-    // pipeline): V_j streams in during Q K_j^T and the softmax, K_{j+1} during P V_j.
-    mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, l0, p.L, p.d);
-    if (n_end > 0) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, 0, p.S, p.d);
+    // Q stays. Two stages (NVIDIA): K_{j+1} and V_{j+1} stream in during all of tile j, into
+    // the stage tile j-1 used; one barrier per tile. One stage (AMD: 64 KiB of LDS, and the
+    // copies are synchronous there anyway): one K and one V buffer, each filled while the
+    // other is in use (the FlashAttention-2 pipeline): V_j during Q K_j^T and the softmax,
+    // K_{j+1} during P V_j.
+    const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
+    mma_fwd_tile<T, BM, DP, LD, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    if (n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
+    if (STAGES > 1 && n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
+    int cur = 0;  // the stage of tile j (element offset in skv)
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
+        T* const sk = skv + cur;
+        T* const sv = sk + BN * LD;
         tl_cp_async_wait_all();
-        __syncthreads();  // K_j (and Q) are in; every warp is done with V_{j-1}
-        mma_load_tile<T, BN, DP>(sv, LD, v, vv, bi, hk, j0, p.S, p.dv);
+        __syncthreads();  // K_j (2 stages: and V_j; first: and Q) are in; every warp is done with tile j-1
+        if (STAGES == 1) {
+            mma_fwd_tile<T, BN, DP, LD, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
+        } else {
+            cur ^= 2 * BN * LD;
+            if (j0 + BN < n_end) {
+                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
+                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
+            }
+        }
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
         TlAcc s[RT][NT];
-        float rs[RT][TL_MMA_ROW_SLOTS];
         if (active) {
 #pragma unroll
             for (int t = 0; t < RT; ++t)
@@ -650,32 +726,45 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
                 }
             }
-            // Scores in log2 units; the per-element path (its own loop, so that tiles inside the
-            // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind || j0 + BN > p.S || lw + WR > p.L || (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
+            // Scores s times f are in log2 units. Unmasked tiles keep the raw products (f =
+            // scale * log2(e), folded into the exponent's FFMA below); the per-element path (its
+            // own loop, so that tiles inside the allowed region run none of it) scales them
+            // (f = 1) only where something can be dropped, or where the scale is not positive
+            // (the raw max would not be the scaled one).
+            float f = p.scale * LOG2E;
+            if (p.mask_kind || !(p.scale > 0.0f) || j0 + BN > p.S || lw + WR > p.L ||
+                (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
+                // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
+                // and under a causal mask c - r <= dg.
+                const i64 dg64 = p.causal ? lw + p.causal_shift - j0 : BN;
+                const int nr = (int)(p.L - lw < WR ? p.L - lw : WR), nc = (int)(p.S - j0 < BN ? p.S - j0 : BN);
+                const int dg = (int)(dg64 < -WR ? -WR : (dg64 > BN ? BN : dg64));
 #pragma unroll
                 for (int t = 0; t < RT; ++t)
 #pragma unroll
-                    for (int n = 0; n < NT; ++n)
+                    for (int n = 0; n < NT; ++n) {
 #pragma unroll
                         for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                            const i64 l = lw + 16 * t + tl_mma_acc_row(i), j = j0 + 16 * n + tl_mma_acc_col(i);
-                            s[t][n].x[i] = (l < p.L && j < p.S)
-                                               ? att_score<T>(s[t][n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
-                                               : att_neg_inf();
+                            const int r = 16 * t + tl_mma_acc_row(i), c = 16 * n + tl_mma_acc_col(i);
+                            float x = s[t][n].x[i] * p.scale;
+                            if (r >= nr || c >= nc || c - r > dg) x = att_neg_inf();
+                            else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
+                            s[t][n].x[i] = x * LOG2E;
                         }
-            } else {
-                const float sc = p.scale * LOG2E;
-#pragma unroll
-                for (int t = 0; t < RT; ++t)
-#pragma unroll
-                    for (int n = 0; n < NT; ++n)
-#pragma unroll
-                        for (int i = 0; i < TL_MMA_ACC_N; ++i) s[t][n].x[i] *= sc;
+                        // one 16x16 tile's mask reads at a time: all of them in flight at once
+                        // cost registers the whole loop pays for (spills, NVRTC 13)
+                        asm volatile("" ::: "memory");
+                    }
+                f = 1.0f;
             }
+            // Online softmax. Rows whose max grew rescale their sum and output by alpha; the
+            // output's rescale (RT * KD * TL_MMA_ACC_N multiplies) runs only when some row of
+            // the warp grew, which late tiles seldom do.
+            float base[RT][TL_MMA_ROW_SLOTS], alpha[RT][TL_MMA_ROW_SLOTS];
+            bool grew = false;
 #pragma unroll
             for (int t = 0; t < RT; ++t) {
-                float mt[TL_MMA_ROW_SLOTS], base[TL_MMA_ROW_SLOTS];
+                float mt[TL_MMA_ROW_SLOTS];
 #pragma unroll
                 for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
 #pragma unroll
@@ -685,31 +774,38 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                         mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], s[t][n].x[i]);
 #pragma unroll
                 for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]));
-                    base[r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
-                    const float alpha = exp2f(m[t][r] - base[r]);
-                    ls[t][r] *= alpha;
+                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]) * f);
+                    base[t][r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
+                    alpha[t][r] = mn > m[t][r] ? tl_exp2_approx(m[t][r] - base[t][r]) : 1.0f;
+                    grew |= mn > m[t][r];
+                    ls[t][r] *= alpha[t][r];
                     m[t][r] = mn;
-                    mt[r] = alpha;
-                    rs[t][r] = 0.0f;
                 }
+            }
+            if (tl_warp_any(grew)) {
 #pragma unroll
-                for (int c = 0; c < KD; ++c)
+                for (int t = 0; t < RT; ++t)
 #pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= mt[tl_mma_acc_slot(i)];
+                    for (int c = 0; c < KD; ++c)
+#pragma unroll
+                        for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= alpha[t][tl_mma_acc_slot(i)];
+            }
+#pragma unroll
+            for (int t = 0; t < RT; ++t)
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
 #pragma unroll
                     for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                        const float e = exp2f(s[t][n].x[i] - base[tl_mma_acc_slot(i)]);
+                        const float e = tl_exp2_approx(fmaf(s[t][n].x[i], f, -base[t][tl_mma_acc_slot(i)]));
                         s[t][n].x[i] = e;
-                        rs[t][tl_mma_acc_slot(i)] += e;
+                        ls[t][tl_mma_acc_slot(i)] += e;
                     }
-            }
         }
-        tl_cp_async_wait_all();
-        __syncthreads();  // V_j is in; every warp is done with K_j
-        if (j0 + BN < n_end) mma_load_tile<T, BN, DP>(sk, LD, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        if (STAGES == 1) {
+            tl_cp_async_wait_all();
+            __syncthreads();  // V_j is in; every warp is done with K_j
+            if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
+        }
         if (!active) continue;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
@@ -724,10 +820,6 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(o[t][c], pa[t], vb);
             }
         }
-#pragma unroll
-        for (int t = 0; t < RT; ++t)
-#pragma unroll
-            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) ls[t][r] += rs[t][r];
     }
 #pragma unroll
     for (int t = 0; t < RT; ++t) {
@@ -767,19 +859,62 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // accumulator elements and reused as the A operand of dV += P^T dO and dK += dS^T Q. dS^T is
 // also stored (as T) to shared memory, where every warp reads it back transposed for its
 // share of dQ = dS K, added atomically to the f32 dq (other key tiles add to the same rows).
-// The next step's Q and dO stream in (cp.async) while dQ is computed.
+// Q, dO, lse and Dr of a step are staged MMA_BWD_STAGES (2) deep: a step's tiles are
+// requested as soon as the step two back is done with its stage (mid-step), so they have
+// a step and a half to land. Shared memory: MmaBwdTile::SMEM bytes of dynamic shared
+// memory (56.5 KiB at DP 128, above the 48 KiB of static shared memory: the host opts in;
+// under AMD's 64 KiB of LDS), mirrored by sdpa_backward in backends/rocm/storage.py.
+#define MMA_BWD_STAGES 2
 template <typename T, int DP, int NW> struct MmaBwdTile {
     static const int BN = 16 * NW;            // keys per block
-    static const int BM = DP > 64 ? 32 : 64;  // query rows per step (48 KiB of static shared memory)
-    static const int LD = DP + 8, LDS = BM + 8;
+    static const int BM = DP > 64 ? 32 : 64;  // query rows per step
+    static const int LD = DP + 8, LDS = BM + 8, ST = MMA_BWD_STAGES;
     // dQ (BM x DP) as 16x16 tiles: warp w takes row tile w % RT and every QW-th dim tile
     static const int RT = BM / 16, QW = NW / RT, CPW = DP / 16 / QW;
     struct Smem {
         alignas(16) T k[BN * LD];
-        alignas(16) T qg[2 * BM * LD];  // Q then dO of the step; V is staged here first
-        alignas(16) T ds[BN * LDS];     // dS^T of the step: keys x rows
-        float lse2[BM], dr[BM];         // lse in log2 units (+inf: row contributes nothing), Dr
+        alignas(16) T qg[ST][2 * BM * LD];  // per stage Q then dO of a step; V is staged here first
+        alignas(16) T ds[BN * LDS];         // dS^T of the step: keys x rows
+        alignas(16) float lse2[ST][BM];     // lse in log2 units (+inf: row contributes nothing)
+        alignas(16) float dr[ST][BM];
     };
+    static const int SMEM = (BN * LD + ST * 2 * BM * LD + BN * LDS) * (int)sizeof(T) + ST * 2 * BM * (int)sizeof(float);
+};
+
+// The Q or dO tile of a step: thread tid copies the 16-byte chunks of row tid / CPR + k*RS,
+// k < NC, at element column (tid % CPR) * CH, so that per step a thread issues NC copies at
+// fixed offsets (its first chunk's, plus k * RS rows) instead of a loop of divisions and
+// 64-bit index math. Views whose rows cannot be copied in 16-byte pieces take element loads.
+template <typename T, int ROWS, int DP, int NT> struct MmaRows {
+    static const int CH = 16 / (int)sizeof(T), CPR = DP / CH, RS = NT / CPR, NC = ROWS / RS;
+    static_assert(NT % CPR == 0 && ROWS % RS == 0, "chunks per thread");
+    int row, col;  // this thread's first chunk
+    TL_DEV MmaRows(int tid) : row(tid / CPR), col((tid % CPR) * CH) {}
+    // rows r0 .. r0+ROWS of head h into dst (row stride ld); rows past n_rows are zeros
+    TL_DEV void load(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) const {
+        const T* base = src + v.offset + bi * v.s0 + h * v.s1 + r0 * v.s2;
+        const i64 rows = n_rows - r0;
+        // (RS rows of the view apart fit an int: checked with the rest, uniform per block)
+        if (d == DP && v.s3 == 1 && v.s2 % CH == 0 && v.s2 * RS < 0x7fffffff && ((u64)base & 15) == 0) {
+            const T* g = base + row * v.s2 + col;
+            T* sdst = dst + row * ld + col;
+            const int step = RS * (int)v.s2;
+            // rows past the end: zeros, their (unread) source clamped to the tile's first row
+#pragma unroll
+            for (int k = 0; k < NC; ++k) {
+                const bool in = row + k * RS < rows;
+                tl_cp_async16_zfill(sdst + k * RS * ld, in ? g + k * step : base, in);
+            }
+            return;
+        }
+        const int tid = row * CPR + col / CH;
+        for (int e = tid; e < ROWS * DP; e += NT) {
+            const int r = e / DP, c = e % DP;
+            T x = Tr<T>::store(0.0f);
+            if (r < rows && c < d) x = base[r * v.s2 + c * v.s3];
+            dst[r * ld + c] = x;
+        }
+    }
 };
 
 template <typename T, int DP, int NW>
@@ -789,13 +924,13 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                           float* dq, T* dk, T* dv) {
 #if defined(TL_HAS_MMA)
     typedef MmaBwdTile<T, DP, NW> B;
-    const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16;
+    const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16, ST = B::ST;
     const int RT = B::RT, QW = B::QW, CPW = B::CPW;
-    static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= 2 * BM, "tile split");
-    __shared__ typename B::Smem sm;
-    T* sq = sm.qg;
-    T* sg = sm.qg + BM * LD;
-    const int w = threadIdx.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= ST * 2 * BM, "tile split");
+    static_assert(sizeof(typename B::Smem) == B::SMEM, "MmaBwdTile::SMEM (mirrored by the host)");
+    typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
+    const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
+    const MmaRows<T, BM, DP, TL_MMA_LANES * NW> rows(tid);
     const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
 
     // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
@@ -806,12 +941,12 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const i64 j0 = kt * BN, jw = j0 + 16 * w;  // the block's and this warp's first key
 
     mma_load_tile<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
-    mma_load_tile<T, BN, DP>(sm.qg, LD, v, vv, bi, hkv, j0, p.S, p.dv);
+    mma_load_tile<T, BN, DP>(sm.qg[0], LD, v, vv, bi, hkv, j0, p.S, p.dv);
     tl_cp_async_wait_all();
     __syncthreads();
     TlFragA vf[KD];
 #pragma unroll
-    for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg + 16 * w * LD + 16 * c, LD);
+    for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg[0] + 16 * w * LD + 16 * c, LD);
     TlAcc adk[KD], adv[KD];
 #pragma unroll
     for (int c = 0; c < KD; ++c) { tl_mma_zero(adk[c]); tl_mma_zero(adv[c]); }
@@ -822,24 +957,42 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         i_begin = first > 0 ? (first / BM) * BM : 0;
     }
     // Steps walk (query head of the group, query tile); each stages its Q, dO, lse and Dr.
-    i64 hh = 0, i0 = i_begin;
-    __syncthreads();  // every warp holds its V fragments: the staging area becomes Q and dO
-    if (i0 < p.L) {
-        const i64 h = hkv * groups, row0 = (bi * p.hq + h) * p.L;
-        mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, h, i0, p.L, p.d);
-        mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, h, i0, p.L, p.dv);
-        if (tid < BM) {
-            const bool in = i0 + tid < p.L;
-            const float x = in ? lse[row0 + i0 + tid] : att_neg_inf();
-            sm.lse2[tid] = x == att_neg_inf() ? -att_neg_inf() : x * LOG2E;
-            sm.dr[tid] = in ? Dr[row0 + i0 + tid] : 0.0f;
+    // (hh, i0): the step computed; (lh, li): the next step to request.
+    int hh = i_begin < p.L ? 0 : (int)groups, lh = hh;  // query head within the group
+    i64 i0 = i_begin, li = i0;
+    float nl = att_neg_inf(), nd = 0.0f;  // a requested step's lse and Dr of row tid, stored later
+    // Request the step (lh, li) into stage slot: one cp.async group per call, empty when no
+    // step is left (the waits count groups); lse and Dr of row tid into nl, nd.
+    auto request = [&](int slot) {
+        if (lh < groups) {
+            const i64 h = hkv * groups + lh, row0 = (bi * p.hq + h) * p.L;
+            rows.load(sm.qg[slot], LD, q, qv, bi, h, li, p.L, p.d);
+            rows.load(sm.qg[slot] + BM * LD, LD, g, gv, bi, h, li, p.L, p.dv);
+            const bool in = tid < BM && li + tid < p.L;
+            nl = in ? lse[row0 + li + tid] : att_neg_inf();
+            nd = in ? Dr[row0 + li + tid] : 0.0f;
+            li += BM;
+            if (li >= p.L) { li = i_begin; ++lh; }
         }
-    } else {
-        hh = groups;
-    }
+        tl_cp_async_commit();
+    };
+    auto stage_rows = [&](int slot) {  // nl, nd of the last request into its slot
+        if (tid < BM) {
+            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
+            sm.dr[slot][tid] = nd;
+        }
+    };
+    __syncthreads();  // every warp holds its V fragments: the staging area becomes Q and dO
+#pragma unroll
+    for (int s = 0; s < ST; ++s) { request(s); stage_rows(s); }
+    int slot = 0;
     while (hh < groups) {
         const i64 h = hkv * groups + hh;
-        tl_cp_async_wait_all();
+        const T* sq = sm.qg[slot];
+        const T* sg = sm.qg[slot] + BM * LD;
+        const float* slse = sm.lse2[slot];
+        const float* sdr = sm.dr[slot];
+        tl_cp_async_wait_prior<ST - 1>();  // this step's group (the later ones may be in flight)
         __syncthreads();  // the step's tiles are in; every warp is done with the previous dS
         // Rows past the causal diagonal of all this warp's keys: P = dS = 0 here.
         const bool active = jw < p.S && !(p.causal && jw > i0 + BM - 1 + p.causal_shift);
@@ -862,7 +1015,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             }
             // Scores in log2 units; the per-element path (its own loop, so that steps inside the
             // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind || jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+            if (p.mask_kind) {
 #pragma unroll
                 for (int n = 0; n < MT; ++n)
 #pragma unroll
@@ -870,6 +1023,20 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                         const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
                         s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
                                                          : att_neg_inf();
+                    }
+            } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+                // Bounds and the causal diagonal only (the diagonal steps of a causal mask): in
+                // offsets within the step, row rr of the step keeps key jj of the warp when
+                // rr < nr, jj < nj and jj - rr <= dg.
+                const i64 dg64 = p.causal ? i0 + p.causal_shift - jw : (i64)BM;
+                const int nr = (int)(p.L - i0 < BM ? p.L - i0 : BM), nj = (int)(p.S - jw < 16 ? p.S - jw : 16);
+                const int dg = (int)(dg64 < -BM ? -BM : (dg64 > BM ? BM : dg64));
+#pragma unroll
+                for (int n = 0; n < MT; ++n)
+#pragma unroll
+                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                        const int rr = 16 * n + tl_mma_acc_col(i), jj = tl_mma_acc_row(i);
+                        s[n].x[i] = (rr < nr && jj < nj && jj - rr <= dg) ? s[n].x[i] * sc : att_neg_inf();
                     }
             } else {
 #pragma unroll
@@ -882,9 +1049,10 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                 for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                     const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
-                    const float pij = exp2f(s[n].x[i] - sm.lse2[r]);  // dropped (-inf) or dead row (+inf lse2): 0
+                    // dropped (-inf) or dead row (+inf lse2): 0
+                    const float pij = tl_exp2_approx(s[n].x[i] - slse[r]);
                     s[n].x[i] = pij;
-                    dpt[n].x[i] = pij * (dpt[n].x[i] - sm.dr[r]);
+                    dpt[n].x[i] = pij * (dpt[n].x[i] - sdr[r]);
                 }
             // dV += P^T dO, dK += dS^T Q
 #pragma unroll
@@ -902,47 +1070,53 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 }
             }
         }
+        // dS^T is stored scaled (dQ's factor, half the multiplies of scaling the dQ tiles)
 #pragma unroll
-        for (int n = 0; n < MT; ++n) tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
-        __syncthreads();  // dS^T is complete; every warp is done with Q, dO, lse and Dr
-        const i64 ci0 = i0;
+        for (int n = 0; n < MT; ++n) {
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) dpt[n].x[i] *= p.scale;
+            tl_mma_store_acc<T>(sm.ds + 16 * w * LDS + 16 * n, LDS, dpt[n]);
+        }
+        __syncthreads();  // dS^T is complete; every warp is done with this stage
+        // The step ST ahead streams into the freed stage during dQ; its lse and Dr are read
+        // into registers now and stored after dQ (no wait on global memory before it).
+        request(slot);
+        // dQ[rows of tile rt][dims of tiles w / RT + QW * t] += (scale dS) K over the block's
+        // keys. Every output tile at once (registers of S and dP^T, dead now): CPW independent
+        // accumulations in flight instead of one dependent chain, dS^T read once per key tile.
+        const int rt = w % RT;
+        const i64 l = i0 + 16 * rt;
+        TlAcc aq[CPW];
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) tl_mma_zero(aq[t]);
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            TlFragA da;
+            tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                TlFragB kb;
+                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + 16 * (w / RT + QW * t), LD);
+                tl_mma_16x16x16<T>(aq[t], da, kb);
+            }
+        }
+        float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
+        // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
+        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], 1.0f);
+        } else {
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                const int x = 16 * (w / RT + QW * t);
+                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], 1.0f, (int)(p.L - l < 16 ? p.L - l : 16),
+                                      (int)(p.d - x < 16 ? p.d - x : 16));
+            }
+        }
+        stage_rows(slot);  // read after the next barrier, by the step that uses this stage
+        slot = slot + 1 == ST ? 0 : slot + 1;
         i0 += BM;
         if (i0 >= p.L) { i0 = i_begin; ++hh; }
-        // The next step's tiles stream in during dQ; its lse and Dr are read into registers
-        // now and stored after dQ (no wait on global memory before it).
-        const bool next = hh < groups, mine = next && tid < BM && i0 + tid < p.L;
-        float nl = att_neg_inf(), nd = 0.0f;
-        if (next) {
-            const i64 nh = hkv * groups + hh, nrow0 = (bi * p.hq + nh) * p.L;
-            mma_load_tile<T, BM, DP>(sq, LD, q, qv, bi, nh, i0, p.L, p.d);
-            mma_load_tile<T, BM, DP>(sg, LD, g, gv, bi, nh, i0, p.L, p.dv);
-            if (mine) { nl = lse[nrow0 + i0 + tid]; nd = Dr[nrow0 + i0 + tid]; }
-        }
-        // dQ[rows of tile rt][dims of tiles c] += scale * dS K over the block's keys
-        // (one output tile at a time: the dK / dV accumulators leave few registers)
-        const int rt = w % RT;
-        const i64 l = ci0 + 16 * rt;
-#pragma unroll
-        for (int t = 0; t < CPW; ++t) {
-            const int x = 16 * (w / RT + QW * t);
-            TlAcc aq;
-            tl_mma_zero(aq);
-#pragma unroll
-            for (int kc = 0; kc < BN / 16; ++kc) {
-                TlFragA da;
-                TlFragB kb;
-                tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
-                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + x, LD);
-                tl_mma_16x16x16<T>(aq, da, kb);
-            }
-            tl_mma_atomic_add_acc(dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2 + x, dqv.s2, aq, p.scale,
-                                  (int)(p.L - l < 16 ? p.L - l : 16),
-                                  (int)(p.d - x < 16 ? p.d - x : 16));
-        }
-        if (next && tid < BM) {  // lse2 and dr are read again after the next barrier
-            sm.lse2[tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
-            sm.dr[tid] = nd;
-        }
     }
 #pragma unroll
     for (int c = 0; c < KD; ++c)

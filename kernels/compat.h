@@ -37,6 +37,22 @@ template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
 }
 #endif
 
+// Whether p holds on any lane of the warp (wavefront); every lane must call it.
+#if defined(TL_HIP)
+TL_DEV bool tl_warp_any(bool p) { return __any(p); }
+#else
+TL_DEV bool tl_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
+#endif
+
+// 2^x for x <= 0 (softmax exponents), by the hardware's approximation where exp2f adds an
+// IEEE path around it: NVIDIA ex2.approx.ftz (2 ulp; results below 2^-126 flush to 0, which
+// against a softmax row sum >= 1 is below f32 rounding). exp2f elsewhere.
+#if defined(TL_CUDA)
+TL_DEV float tl_exp2_approx(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+#else
+TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
+#endif
+
 // IEEE half <-> float/double with the hardware's round-to-nearest-even.
 #if defined(TL_HIP)
 union tl_half_bits { _Float16 h; u16 u; };
@@ -501,6 +517,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
 #define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
 #define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
+#define TL_MMA_STAGES 2     // K/V buffers of the MMA forward (shared memory: up to 227 KiB per block)
 struct TlFragA { u32 x[4]; };
 struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
 struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2
@@ -510,11 +527,10 @@ TL_DEV int tl_mma_acc_slot(int i) { return (i >> 1) & 1; }
 TL_DEV int tl_mma_slot_row(int s) { return (tl_lane() >> 2) + 8 * s; }
 TL_DEV int tl_mma_acc_col(int i) { return 8 * (i >> 2) + 2 * (tl_lane() & 3) + (i & 1); }
 
-TL_DEV u32 tl_smem_addr(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
+// The 32-bit shared-memory address of p. The compiler's own conversion (not inline asm):
+// it sees through it, so addresses stay 32-bit shared offsets ([R+imm] operands of LDSM /
+// LDGSTS) instead of 64-bit generic pointers converted one by one.
+TL_DEV u32 tl_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 TL_DEV void tl_ldmatrix_x4(u32* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
@@ -579,6 +595,24 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
     }
 }
+// The same for a complete tile (16 rows, 16 cols) whose rows start 8-byte aligned, zeros
+// included (no per-element test): on sm_90 column pairs as 4 vector reductions per lane.
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane();
+    float* r0 = p + (l >> 2) * ld + 2 * (l & 3);  // row l/4; row l/4 + 8 is 8 * ld further
+    float* r8 = r0 + 8 * ld;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        float* q = ((i & 2) ? r8 : r0) + 8 * (i >> 2);
+#if __CUDA_ARCH__ >= 900
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(c.x[i] * scale), "f"(c.x[i + 1] * scale)
+                     : "memory");
+#else
+        atomicAdd(q, c.x[i] * scale);
+        atomicAdd(q + 1, c.x[i + 1] * scale);
+#endif
+    }
+}
 // An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
 // the m16n8 accumulator layout is the A layout, so this is a register repack.
 template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
@@ -607,6 +641,7 @@ template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const T
 #define TL_MMA_ROW_SLOTS 4
 #define TL_MMA_ROW_LANES 16
 #define TL_MMA_LANES 64
+#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
 typedef short tl_short4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
 typedef float tl_float4 __attribute__((ext_vector_type(4)));
@@ -658,6 +693,11 @@ TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale,
         if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
     }
 }
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) atomicAdd(p + (4 * (l >> 4) + i) * ld + (l & 15), c.x[i] * scale);
+}
 // The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
 // held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
 template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
@@ -692,6 +732,7 @@ template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const 
 
 #ifndef TL_MMA_LANES
 #define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
+#define TL_MMA_STAGES 1
 #endif
 #if defined(TL_HAS_MMA)
 TL_DEV void tl_mma_zero(TlAcc& c) {
@@ -714,16 +755,36 @@ TL_DEV float tl_mma_row_sum(float v) {
 #endif
 
 // 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
-// cp.async, waited for by tl_cp_async_wait_all; elsewhere a plain copy). `dst` and `src`
+// cp.async, waited for by tl_cp_async_wait_all / _prior; elsewhere a plain copy). `dst` and `src`
 // 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 TL_DEV void tl_cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src));
 }
+// 16 bytes to dst + OFF bytes (OFF a compile-time constant: the immediate of the instruction,
+// so copies into one tile share one address register); zeros where !keep (src not read).
+template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF));
+}
+template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {
+    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16, %3;"
+                 :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF), "r"(keep ? 16 : 0));
+}
 TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Wait until at most N of this thread's most recent committed groups are pending (a
+// pipeline of N + 1 stages: the oldest group is in, the later ones may still be landing).
+template <int N> TL_DEV void tl_cp_async_wait_prior() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #else
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
+template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) { tl_cp_async16((char*)dst + OFF, src); }
+template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {
+    const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
+    *(Vec4<u32>*)((char*)dst + OFF) = keep ? *(const Vec4<u32>*)src : z;
+}
 TL_DEV void tl_cp_async_commit() {}
 TL_DEV void tl_cp_async_wait_all() {}
+template <int N> TL_DEV void tl_cp_async_wait_prior() {}
 #endif
+// tl_cp_async16_zfill_at<0>: the destination's address computed at run time.
+TL_DEV void tl_cp_async16_zfill(void* dst, const void* src, bool full) { tl_cp_async16_zfill_at<0>(dst, src, full); }

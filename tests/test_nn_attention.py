@@ -394,3 +394,55 @@ def test_sdpa_on_unaligned_head_views(device, rng, dtype):
     _check([("out", out.numpy(), ref.numpy())] + [
         (f"d{n}", x.grad.numpy(), r.grad.numpy().transpose(0, 2, 1, 3).reshape(x.shape))
         for n, x, r in zip("qkv", (ql, kl, vl), refs)], dtype)
+
+
+def _np_attention(q, k, v, scale, causal):
+    """float64 numpy attention (b, h, L/S, d) with top-left causal masking: (out, lse)."""
+    s = np.einsum("bhld,bhsd->bhls", q, k) * scale
+    if causal:
+        L, S = s.shape[-2:]
+        s = np.where(np.arange(S)[None, :] > np.arange(L)[:, None], -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    lse = (m + np.log(e.sum(-1, keepdims=True)))[..., 0]
+    return np.einsum("bhls,bhsd->bhld", e / e.sum(-1, keepdims=True), v), lse
+
+
+# name -> (L, S, causal, scale, keys' scores along the sequence)
+SOFTMAX_CASES = {
+    "rising": (130, 300, False, None, "rising"),        # the running max grows in every key tile
+    "falling": (130, 300, False, None, "falling"),      # it never grows after the first tile
+    "falling_steep": (70, 300, False, 4.0, "falling"),  # exponents far below -126 (flushed to 0)
+    "negative_scale": (97, 161, True, -0.7, "random"),
+    "exact_tiles": (256, 256, True, None, "random"),    # no partial query or key tile
+    "one_row_tails": (129, 257, True, 0.5, "random"),   # one-row last query and key tiles
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOFTMAX_CASES))
+@pytest.mark.parametrize("d,dtype", [(64, tl.bfloat16), (128, tl.float16), (128, tl.bfloat16)], ids=str)
+def test_sdpa_forward_online_softmax_edges(device, rng, name, d, dtype):
+    """The flash forward's online softmax and tile pipeline (on GPUs with tensor cores the
+    MMA kernel for these dtypes and head dims) against float64 numpy, out and lse: a running
+    max that grows in every key tile or never after the first (the output's rescale is
+    skipped then), exponents that underflow, a negative scale, and sequences that are exact
+    multiples of the tiles or end one row into a tile (many key tiles: the K/V stages
+    alternate)."""
+    L, S, causal, scale, scores = SOFTMAX_CASES[name]
+    b, h = 1, 2
+    q = random_array(rng, (b, h, L, d), dtype, -1.0, 1.0)
+    k = random_array(rng, (b, h, S, d), dtype, -1.0, 1.0)
+    v = random_array(rng, (b, h, S, d), dtype)
+    if scores != "random":  # q >= 0 and keys near ramp_j * (1, ..., 1): every row's scores follow the ramp
+        q = np.abs(q)
+        ramp = np.linspace(0.0, 3.0, S) if scores == "rising" else np.linspace(3.0, 0.0, S)
+        k = (ramp[None, None, :, None] + 0.05 * k.astype(np.float64)).astype(k.dtype)
+    ts = [tl.tensor(a, dtype=dtype, device=device) for a in (q, k, v)]
+    out, lse = ts[0]._storage.sdpa(ts[0]._layout, ts[1]._storage, ts[1]._layout, ts[2]._storage, ts[2]._layout,
+                                   None, None, scale, causal, return_lse=True)
+    out = F._wrap_as(out, sdpa_layout(ts[0]._layout, d), dtype).numpy()
+    lse = F._wrap(lse, (b, h, L)).numpy()
+    ref, ref_lse = _np_attention(*(a.astype(np.float64) for a in (q, k, v)),
+                                 1.0 / np.sqrt(d) if scale is None else scale, causal)
+    assert _rel_err(out, ref) < REL_TOL[dtype.name], name
+    np.testing.assert_allclose(lse, ref_lse, rtol=2e-3, atol=2e-3)

@@ -1309,7 +1309,8 @@ class GpuStorage(BackendStorage):
         if mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
-            smem = (bm + 2 * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
+            stages = _MMA_FWD_STAGES["sm_" if dev.arch.startswith("sm_") else "gfx"]
+            smem = (bm + 2 * stages * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
@@ -1360,9 +1361,12 @@ class GpuStorage(BackendStorage):
             k, k_layout = _flash_operand(k, k_layout, dp, mma)
             v, v_layout = _flash_operand(v, v_layout, dp, mma)
             grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
+            smem = 0
             if mma:  # tensor cores: MMA_WARPS warps, 16 keys each
                 kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+                bm, st = (32 if dp > 64 else 64), _MMA_BWD_STAGES  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
+                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * (bm + 8)) * self.dtype.itemsize + st * 2 * bm * 4
             else:
                 kernel = _kernel(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
@@ -1373,7 +1377,8 @@ class GpuStorage(BackendStorage):
                         ("bytes", _view4(dk_layout)), ("bytes", _view4(dv_layout)), *mask_args,
                         ("ptr", q.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
                         ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr), ("ptr", dr.buffer.ptr),
-                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)])
+                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)],
+                       shared_mem=smem)
         dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
         return dq, dk, dvs
 
@@ -1433,7 +1438,9 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
 
 
 _MMA_WARPS = 4                                   # MMA_WARPS in attention.hip (backward)
+_MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.hip
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
+_MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
 
 
