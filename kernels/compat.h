@@ -90,6 +90,7 @@ TL_DEV float tl_bf16_bits_to_f32(u16 u) { return tl_bits_f32((u32)u << 16); }
 TL_DEV u16 tl_f32_to_bf16_bits(float x) {
     // Integer ops on purpose: sm_90's single cvt.rn.bf16.f32 measured slower in bf16 row
     // kernels (rms_norm -15%, rope -23% on the H100): conversions issue at a lower rate.
+    // (The pair conversion is faster in the row kernels: rows.h round_run.)
     u32 u = tl_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -442,6 +443,13 @@ template <typename A> struct SumOp {
 template <typename A> struct MaxOp {
     typedef A State;
     static TL_DEV A combine(A a, A b) { return (tl_isnan(a) || a > b) ? a : b; }
+    static TL_DEV A shfl(A v, int m, int w) { return tl_shfl_xor(v, m, w); }
+};
+// max that skips NaN (one instruction, not a compare and a select): for softmax, whose
+// exp sum turns a NaN anywhere in the row into NaN by itself.
+template <typename A> struct FMaxOp {
+    typedef A State;
+    static TL_DEV A combine(A a, A b) { return fmax(a, b); }
     static TL_DEV A shfl(A v, int m, int w) { return tl_shfl_xor(v, m, w); }
 };
 template <typename A> struct MinOp {

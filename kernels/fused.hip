@@ -105,8 +105,7 @@ struct RowRegs {
                     A t[N];
                     values(c, t);
                     h((i64)(vector(c) * (int)N), t, (int)N);
-#pragma unroll
-                    for (int e = 0; e < N; ++e) raw[c].v[e] = Tr<T>::store(t[e]);
+                    round_run<T, N>(raw[c], t);
                 }
             }
 #pragma unroll
@@ -206,6 +205,16 @@ TL_DEV bool rows_fit_regs(i64 n_rows, i64 row_len, const Strided& outer, i64 inn
            tl_aligned16(out) && tl_rows_aligned16(outer, n_rows, in);
 }
 
+// The sum of map(x) over a thread's elements of a row; Keep: each x is replaced by map(x).
+template <bool Keep, typename Row, typename M>
+TL_DEV typename Row::A sum_held(Row& r, M map) {
+    typedef typename Row::A A;
+    if constexpr (Keep)
+        return r.template fold_keep<SumOp<A> >(A(0), map);
+    else
+        return r.template fold<SumOp<A> >(A(0), map);
+}
+
 template <typename T, bool Log, typename Row>
 TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, T* out) {
     typedef typename Tr<T>::acc A;
@@ -220,14 +229,12 @@ TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         // output costs a multiply, not a second exp
         constexpr bool keep = Row::KEEPS && !Log && sizeof(T) == sizeof(A);
         MaxSum<A> st;
-        st.m = r.template fold<MaxOp<A> >(tl_lowest<A>(), [](A v) { return v; });
+        st.m = r.template fold<FMaxOp<A> >(tl_lowest<A>(), [](A v) { return v; });
         const A mt = st.m;
-        // a share of only -inf adds 0 (exp(-inf - -inf) would be NaN)
-        const auto ex = [&](A v) { return mt == tl_lowest<A>() ? A(0) : row_exp<T>(v - mt); };
-        if constexpr (keep)
-            st.s = r.template fold_keep<SumOp<A> >(A(0), ex);
-        else
-            st.s = r.template fold<SumOp<A> >(A(0), ex);
+        // a thread that saw only -inf and NaN: exp(-inf - max) adds 0, a NaN NaN (testing
+        // once per thread, not per element, keeps the exps unpredicated)
+        st.s = mt == tl_lowest<A>() ? sum_held<keep>(r, [](A v) { return v == v ? A(0) : v; })
+                                    : sum_held<keep>(r, [&](A v) { return row_exp<T>(v - mt); });
         st = tl_row_merge<MaxSumOp<A> >(st, smem);
         if (!valid) continue;
         // An all -inf row gives NaN (0 * inf, or exp(NaN)), as on cpu and in torch.
