@@ -5,7 +5,7 @@
 // Row ops see the input as n_rows rows of row_len elements: `outer` addresses each row's
 // first element, `inner_stride` steps along the row. Blocks are (tpr, rows_per_block) as
 // at tl_row_allreduce in compat.h; outputs are contiguous.
-#include "rows.h"  // Run, load_run, store_run, row_exp
+#include "rows.h"  // Run, load_run, store_run, store_run_aligned, row_exp
 
 // ---- softmax, log_softmax, layer_norm, rms_norm over rows --------------------------------
 // Each thread first reduces its own elements of a row completely (no barrier), then the
@@ -356,10 +356,10 @@ TL_DEV void rope_groups(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, con
             A yy[2 * G];
 #pragma unroll
             for (int g = 0; g < G; ++g) { yy[2 * g] = y0[g]; yy[2 * g + 1] = y1[g]; }
-            store_run<T, 2 * G>(out + ob + 2 * i, yy);
+            store_run_aligned<T, 2 * G>(out + ob + 2 * i, yy);
         } else {
-            store_run<T, G>(out + ob + i, y0);
-            store_run<T, G>(out + ob + half + i, y1);
+            store_run_aligned<T, G>(out + ob + i, y0);
+            store_run_aligned<T, G>(out + ob + half + i, y1);
         }
     }
 }
@@ -373,7 +373,8 @@ TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const 
                      const T* x, const T* cs, const T* sn, T* out, int inverse) {
     const int G = RopeGroup<T, Variant>::G;
     const bool narrow = n_pairs < ((i64)1 << 31);
-    if ((d / 2) % G == 0) {
+    // out is contiguous: every run of it is aligned where its start is (stores unchecked)
+    if ((d / 2) % G == 0 && tl_aligned<Variant == 1 ? 2 * G : G>(out)) {
         if (narrow) rope_groups<T, Variant, G, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
         else rope_groups<T, Variant, G, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
     } else {
