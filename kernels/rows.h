@@ -21,8 +21,8 @@ TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
 }
 // q = src rounded to T. f16/bf16 on NVIDIA sm_80+ round pairs with one cvt.rn.{f16x2,bf16x2}.f32,
 // fewer instructions and registers than compat.h's per-element rounding: on the H100 bf16
-// layer_norm +19%, rms_norm +7%, softmax +6%, but rope -22% (why is not known), so only the
-// row kernels (RowRegs) use it.
+// layer_norm +19%, rms_norm +7%, softmax +6%, but rope -22% (measured before rope's stores
+// became single 16-byte stores; why is not known), so only the row kernels (RowRegs) use it.
 template <typename T, int R>
 TL_DEV void round_run(Run<T, R>& q, const typename Tr<T>::acc* src) {
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
