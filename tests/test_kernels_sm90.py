@@ -10,7 +10,7 @@ has checked the PTX too.
 - the CUBIN is an sm_90 ELF and every entry point of `storage.KERNELS` is a kernel in it
   (a FUNC symbol marked as a CUDA entry), so a missing instantiation fails here.
 
-Needs NVRTC (libnvrtc.so.13 or .12, e.g. `pip install "nvidia-cuda-nvrtc>=13,<14"`); the
+Needs NVRTC (libnvrtc.so.13 or .12, e.g. `pip install "nvidia-cuda-nvrtc==13.0.*"`, the H100's version, as .ci/run); the
 module is skipped where it cannot be loaded. With TENSORLITE_SM90_REPORT=<path>, a per-kernel
 resource table (registers, stack, shared, local bytes; from `cuobjdump --dump-resource-usage`,
 e.g. the nvidia-cuda-cuobjdump wheel) is written to <path>.
@@ -38,7 +38,7 @@ try:
     PLATFORM = get_platform("cuda")
     PLATFORM.rtc  # only NVRTC: no libcuda, no GPU
 except BackendUnavailable as e:
-    pytest.skip(f"NVRTC cannot be loaded (pip install 'nvidia-cuda-nvrtc>=13,<14'): {e}", allow_module_level=True)
+    pytest.skip(f"NVRTC cannot be loaded (pip install 'nvidia-cuda-nvrtc==13.0.*'): {e}", allow_module_level=True)
 
 _EM_CUDA = 190
 
