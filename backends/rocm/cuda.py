@@ -11,6 +11,7 @@ nvidia/cublas/lib, ...) and the loader path; newest soname first.
 """
 from __future__ import annotations
 
+import glob
 import os
 from threading import get_ident
 
@@ -204,6 +205,10 @@ class CudaPlatform(PlatformBase):
             self._rtc, self.rtc_path = dlopen_first(
                 self.ffi, "libnvrtc (NVRTC)",
                 ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"), self._dirs())
+            # libnvrtc dlopens libnvrtc-builtins.so.<version> by soname at the first compile; from a
+            # wheel's directory outside the loader path, 13.0 does not find it (13.5 does)
+            d = os.path.dirname(self.rtc_path or "")
+            _preload_globally(sorted(glob.glob(os.path.join(d, "libnvrtc-builtins.so.*"))) if d else [])
         return self._rtc
 
     @property
@@ -489,24 +494,29 @@ _CUDNN_BATCHNORM_SPATIAL = 1
 _CUDNN_ALGO_COUNT = 16   # more than CUDNN_CONVOLUTION_FWD_ALGO_COUNT (8) / BWD_DATA (6)
 
 
-def _preload_cudnn_sublibraries(path):
-    """cuDNN 9's libcudnn.so.9 dlopens its sub-libraries by soname; when it came from a
-    directory outside the loader path (a pip wheel's nvidia/cudnn/lib) they would not be
-    found, so load the ones next to it first, globally, in dependency order."""
+def _preload_globally(paths):
+    """Load these libraries globally, in order, so that a library that dlopens them by
+    soname finds them although their directory (a pip wheel's) is outside the loader path.
+    One that fails to load is left to the library that needs it to report."""
     import ctypes
+    for p in paths:
+        try:
+            ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+
+
+def _preload_cudnn_sublibraries(path):
+    """cuDNN 9's libcudnn.so.9 dlopens its sub-libraries by soname: load the ones next to it
+    first, in dependency order (_preload_globally)."""
     d = os.path.dirname(path)
     if not d:
         return
+    found = []
     for name in ("libcudnn_graph", "libcudnn_engines_precompiled", "libcudnn_engines_runtime_compiled",
                  "libcudnn_heuristic", "libcudnn_ops", "libcudnn_cnn", "libcudnn_adv"):
-        for so in (f"{name}.so.9", f"{name}.so.8"):
-            p = os.path.join(d, so)
-            if os.path.exists(p):
-                try:
-                    ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
-                except OSError:  # a missing optional dependency: cudnnCreate below reports it
-                    pass
-                break
+        found += [p for p in (os.path.join(d, f"{name}.so.{v}") for v in (9, 8)) if os.path.exists(p)][:1]
+    _preload_globally(found)
 
 
 class CudnnLib(DnnLib):
