@@ -418,19 +418,29 @@ TL_DEV int tl_table_tensor(const i64* first_block, i64 b) {
 // static State shfl(State, int mask, int width).
 #define TL_MAX_WARPS 32  // 1024 threads / 32 lanes
 
+// At each shuffle step both partners combine (lower lane's part, higher lane's part), so
+// all of a row's threads get bit-identical results also for an Op whose combine is not
+// exactly commutative (rows.h MeanM2Op); the warps' parts are merged by a shuffle tree.
 template <typename Op>
 TL_DEV typename Op::State tl_row_allreduce(typename Op::State v, typename Op::State* smem) {
-    const int tpr = blockDim.x;
+    typedef typename Op::State S;
+    const int tpr = blockDim.x, pos = threadIdx.x;  // pos: this thread's place in its row
     const int width = tpr < warpSize ? tpr : warpSize;
-    for (int m = width >> 1; m > 0; m >>= 1) v = Op::combine(v, Op::shfl(v, m, width));
+    for (int m = width >> 1; m > 0; m >>= 1) {
+        const S o = Op::shfl(v, m, width);
+        v = (pos & m) ? Op::combine(o, v) : Op::combine(v, o);
+    }
     if (tpr <= warpSize) return v;
-    const int wpr = tpr / warpSize, lane = threadIdx.x % warpSize;
-    typename Op::State* const s = smem + threadIdx.y * wpr;
+    const int lane = pos % warpSize, wpr = tpr / warpSize;  // a power of two <= warpSize
+    S* const s = smem + threadIdx.y * wpr;
     __syncthreads();  // smem may still be read by the previous call
-    if (lane == 0) s[threadIdx.x / warpSize] = v;
+    if (lane == 0) s[pos / warpSize] = v;
     __syncthreads();
-    v = s[0];
-    for (int w = 1; w < wpr; ++w) v = Op::combine(v, s[w]);
+    v = s[lane & (wpr - 1)];
+    for (int m = wpr >> 1; m > 0; m >>= 1) {
+        const S o = Op::shfl(v, m, wpr);
+        v = (lane & m) ? Op::combine(o, v) : Op::combine(v, o);
+    }
     return v;
 }
 

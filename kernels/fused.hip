@@ -5,11 +5,11 @@
 // Row ops see the input as n_rows rows of row_len elements: `outer` addresses each row's
 // first element, `inner_stride` steps along the row. Blocks are (tpr, rows_per_block) as
 // at tl_row_allreduce in compat.h; outputs are contiguous.
-#include "rows.h"  // Run, load_run, store_run, store_run_aligned, row_exp
+#include "rows.h"  // Run, load_run, load_part, store_run, store_run_aligned, row_exp
 
 // ---- softmax, log_softmax, layer_norm, rms_norm over rows --------------------------------
 // Each thread first reduces its own elements of a row completely (no barrier), then the
-// row's threads merge one small state in a single all-reduction (rows.h tl_row_merge:
+// row's threads merge one small state in a single all-reduction (compat.h tl_row_allreduce:
 // MaxSum for softmax, MeanM2 for layer_norm, a sum of squares for rms_norm), then each thread
 // writes its elements. A thread's elements are held one of two ways, chosen once per
 // launch so that only one of them occupies registers:
@@ -183,17 +183,7 @@ struct RowCache {
     }
     // dst[0 .. cnt) = elements j .. j+cnt-1 of an operand row p with stride s (a whole
     // vector on the vector path: ops_vec).
-    static TL_DEV void operand(const T* p, i64 s, i64 j, int cnt, A* dst) {
-        if (cnt == 1) {
-#pragma unroll
-            for (int e = 1; e < N; ++e) dst[e] = A(0);
-            dst[0] = Tr<T>::load(p[j * s]);
-        } else {
-            const Run<T, N> q = *(const Run<T, N>*)(p + j);
-#pragma unroll
-            for (int e = 0; e < N; ++e) dst[e] = Tr<T>::load(q.v[e]);
-        }
-    }
+    static TL_DEV void operand(const T* p, i64 s, i64 j, int cnt, A* dst) { load_part<T, N>(p + j * s, s, cnt, dst); }
 };
 
 // Whether RowRegs can hold every row of the launch (and write the contiguous output).
@@ -235,7 +225,7 @@ TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         // once per thread, not per element, keeps the exps unpredicated)
         st.s = mt == tl_lowest<A>() ? sum_held<keep>(r, [](A v) { return v == v ? A(0) : v; })
                                     : sum_held<keep>(r, [&](A v) { return row_exp<T>(v - mt); });
-        st = tl_row_merge<MaxSumOp<A> >(st, smem);
+        st = tl_row_allreduce<MaxSumOp<A> >(st, smem);
         if (!valid) continue;
         // An all -inf row gives NaN (0 * inf, or exp(NaN)), as on cpu and in torch.
         const A m = st.m, log_s = Log ? tl_log(st.s) : A(0), inv_s = A(1) / st.s;
@@ -273,7 +263,7 @@ TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
         A mean = A(0), var;
         if constexpr (Rms) {
             const A sq = r.template fold<SumOp<A> >(A(0), [](A v) { return v * v; });
-            var = tl_row_merge<SumOp<A> >(sq, smem_sq) / (A)row_len;
+            var = tl_row_allreduce<SumOp<A> >(sq, smem_sq) / (A)row_len;
         } else {  // this thread's mean, then squared deviations from it: two-pass accuracy
             MeanM2<A> st;
             st.n = r.count();
@@ -281,7 +271,7 @@ TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
             st.mean = st.n > A(0) ? sum / st.n : A(0);
             const A mt = st.mean;
             st.m2 = r.template fold<SumOp<A> >(A(0), [&](A v) { return (v - mt) * (v - mt); });
-            st = tl_row_merge<MeanM2Op<A> >(st, smem_mv);
+            st = tl_row_allreduce<MeanM2Op<A> >(st, smem_mv);
             mean = st.mean;
             var = st.m2 / (A)row_len;
         }
@@ -373,8 +363,9 @@ TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const 
                      const T* x, const T* cs, const T* sn, T* out, int inverse) {
     const int G = RopeGroup<T, Variant>::G;
     const bool narrow = n_pairs < ((i64)1 << 31);
-    // out is contiguous: every run of it is aligned where its start is (stores unchecked)
-    if ((d / 2) % G == 0 && tl_aligned<Variant == 1 ? 2 * G : G>(out)) {
+    // out is a fresh contiguous allocation (aligned far beyond a run), so rope_groups writes
+    // its runs without an alignment test
+    if ((d / 2) % G == 0) {
         if (narrow) rope_groups<T, Variant, G, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
         else rope_groups<T, Variant, G, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
     } else {

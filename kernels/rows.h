@@ -195,32 +195,6 @@ TL_DEV bool tl_rows_aligned16(const Strided& outer, i64 n_rows, const T* x) {
     return ok;
 }
 
-// tl_row_allreduce (compat.h) for an Op that need not be exactly commutative: at each
-// shuffle step both partners combine (lower lane's part, higher lane's part), so all of a
-// row's threads get bit-identical results (MeanM2Op's merge is not symmetric in its
-// rounding); the warps' parts are then merged by a shuffle tree, not a loop.
-template <typename Op>
-TL_DEV typename Op::State tl_row_merge(typename Op::State v, typename Op::State* smem) {
-    typedef typename Op::State S;
-    const int tpr = blockDim.x, pos = threadIdx.x;  // pos: this thread's place in its row
-    const int width = tpr < warpSize ? tpr : warpSize;
-    for (int m = width >> 1; m > 0; m >>= 1) {
-        const S o = Op::shfl(v, m, width);
-        v = (pos & m) ? Op::combine(o, v) : Op::combine(v, o);
-    }
-    if (tpr <= warpSize) return v;
-    const int lane = pos % warpSize, nwarps = tpr / warpSize;  // a power of two <= warpSize
-    __syncthreads();  // smem may still be read by the previous call
-    if (lane == 0) smem[pos / warpSize] = v;
-    __syncthreads();
-    v = smem[lane & (nwarps - 1)];
-    for (int m = nwarps >> 1; m > 0; m >>= 1) {
-        const S o = Op::shfl(v, m, nwarps);
-        v = (lane & m) ? Op::combine(o, v) : Op::combine(v, o);
-    }
-    return v;
-}
-
 // Softmax state of part of a row: its max m of the values that are not NaN and s =
 // sum(exp(x - m)) (where m is -inf, nothing else was seen: s is 0, or NaN if a NaN was).
 // Merged with rescaling, so a row needs one all-reduction; NaN and +inf give NaN sums, as
