@@ -547,12 +547,21 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 // static shared memory: the host opts in), rows padded by 8 elements (16 bytes: fragment
 // loads stay aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
 #define MMA_FWD_WARPS 4  // forward
-#define MMA_WARPS 4      // backward: 16 keys per warp (shared memory holds 64 keys at DP 128)
+// backward: 16 keys per warp. NVIDIA: 8 warps (128 keys, 78.5 KiB of shared memory at DP 128;
+// each staged Q / dO tile then serves twice the keys: fwd+bwd 149 -> 159 TFLOP/s on the H100);
+// AMD: 4, as 64 KiB of LDS holds 64 keys at DP 128.
+#if TL_MMA_STAGES > 1
+#define MMA_WARPS 8
+#else
+#define MMA_WARPS 4
+#endif
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int RT = 2;                                   // 16-row tiles per warp
-    static const int BM = 16 * RT * NW, BN = DP > 64 ? 32 : 64, LD = DP + 8;
     static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (compat.h)
-    // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 68 KiB with 2; mirrored
+    // keys per tile: 64 (half the barriers, online-softmax updates and tile waits per key of
+    // 32: 203 -> 212 TFLOP/s on the H100) where the shared memory holds two stages of them
+    static const int BM = 16 * RT * NW, BN = DP > 64 && STAGES == 1 ? 32 : 64, LD = DP + 8;
+    // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 102 KiB with 2; mirrored
     // by sdpa in backends/rocm/storage.py (_MMA_FWD_STAGES)
     static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };

@@ -1309,8 +1309,9 @@ class GpuStorage(BackendStorage):
         if mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
-            stages = _MMA_FWD_STAGES["sm_" if dev.arch.startswith("sm_") else "gfx"]
-            smem = (bm + 2 * stages * (32 if dp > 64 else 64)) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
+            stages = _MMA_FWD_STAGES[_arch_family(dev)]
+            bn = 32 if dp > 64 and stages == 1 else 64
+            smem = (bm + 2 * stages * bn) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
         else:
             kernel = _kernel(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
@@ -1364,7 +1365,8 @@ class GpuStorage(BackendStorage):
             smem = 0
             if mma:  # tensor cores: MMA_WARPS warps, 16 keys each
                 kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
-                bn, block = 16 * _MMA_WARPS, (dev.warp_size, _MMA_WARPS)
+                warps = _MMA_WARPS[_arch_family(dev)]
+                bn, block = 16 * warps, (dev.warp_size, warps)
                 bm, st = (32 if dp > 64 else 64), _MMA_BWD_STAGES  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
                 smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * (bm + 8)) * self.dtype.itemsize + st * 2 * bm * 4
             else:
@@ -1437,7 +1439,12 @@ def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]
     return next((dp for dp in (32, 64, 128) if widest <= dp), None)
 
 
-_MMA_WARPS = 4                                   # MMA_WARPS in attention.hip (backward)
+def _arch_family(dev) -> str:
+    """The key of the per-arch tile constants below: "sm_" (NVIDIA) or "gfx" (AMD)."""
+    return "sm_" if dev.arch.startswith("sm_") else "gfx"
+
+
+_MMA_WARPS = {"sm_": 8, "gfx": 4}                # MMA_WARPS in attention.hip (backward), per arch prefix
 _MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.hip
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
 _MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
