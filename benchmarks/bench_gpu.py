@@ -6,7 +6,8 @@
 Each case runs the same op on the same data in both frameworks: warm-up first (kernels
 compiled and loaded, allocator caches filled), then `reps` timed repetitions of `iters`
 calls; the median repetition is reported. GPU work is timed with device events on each
-framework's own stream (torch.cuda.Event; tensorlite's GpuDevice.event); the tiny-op
+framework's own stream (torch.cuda.Event; tensorlite's GpuDevice.event), each repetition
+queued behind a short lead of device work (LEAD_BYTES below says why); the tiny-op
 dispatch case and the training step are timed on the host (perf_counter around many calls,
 synchronized at both ends), because there the host is part of what is measured. With
 `--device cpu` every case uses host timers (and torch on the CPU): numbers from such a run
@@ -41,11 +42,22 @@ GROUPS = ("core", "norms", "sdpa", "conv", "gpt")
 NN_GROUPS = ("norms", "sdpa", "conv", "gpt")
 
 
-def _median_ms(record_start, record_end, sync_end, elapsed, fn, iters, reps, warmup):
+# Each timed repetition starts behind ~0.7 ms of queued device work (copies of a scratch
+# buffer, on the timed stream), so that the host's latency to its first launch after the
+# previous repetition's synchronize is not inside the timed region: once the lead drains,
+# the calls are queued back to back and the events measure device time per call. Without
+# it the first launch's host latency (~30 us for torch, ~100 us for tensorlite on the H100)
+# was spread over `iters` calls (8-10% of a 100 us kernel at iters=10).
+LEAD_BYTES, LEAD_COPIES = 64 << 20, 16
+
+
+def _median_ms(record_start, record_end, sync_end, elapsed, fn, iters, reps, warmup, lead=None):
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
+        if lead is not None:
+            lead()
         start, end = record_start(), None
         for _ in range(iters):
             fn()
@@ -60,12 +72,24 @@ def time_torch(torch, fn, iters, reps, warmup=3):
         e = torch.cuda.Event(enable_timing=True)
         e.record()
         return e
-    return _median_ms(rec, rec, lambda e: e.synchronize(), lambda a, b: a.elapsed_time(b), fn, iters, reps, warmup)
+    src = torch.empty(LEAD_BYTES // 4, device="cuda")
+    dst = torch.empty_like(src)
+
+    def lead():
+        for _ in range(LEAD_COPIES):
+            dst.copy_(src)
+    return _median_ms(rec, rec, lambda e: e.synchronize(), lambda a, b: a.elapsed_time(b), fn, iters, reps, warmup,
+                      lead)
 
 
 def time_tl(dev, fn, iters, reps, warmup=3):
+    src, dst = dev.alloc(LEAD_BYTES), dev.alloc(LEAD_BYTES)
+
+    def lead():
+        for _ in range(LEAD_COPIES):
+            dev.dtod(dst.ptr, src.ptr, LEAD_BYTES)
     return _median_ms(lambda: dev.event().record(), lambda: dev.event().record(), lambda e: e.synchronize(),
-                      lambda a, b: a.elapsed_ms(b), fn, iters, reps, warmup)
+                      lambda a, b: a.elapsed_ms(b), fn, iters, reps, warmup, lead)
 
 
 def host_us_per_call(fn, sync, iters, reps, warmup=200):
