@@ -21,8 +21,8 @@ TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
 }
 // q = src rounded to T. f16/bf16 on NVIDIA sm_80+ round pairs with one cvt.rn.{f16x2,bf16x2}.f32,
 // fewer instructions and registers than compat.h's per-element rounding: on the H100 bf16
-// layer_norm +19%, rms_norm +7%, softmax +6%, but rope -22% (measured before rope's stores
-// became single 16-byte stores; why is not known), so only the row kernels (RowRegs) use it.
+// layer_norm +19%, rms_norm +7%, softmax +6% (RowRegs::store), rope +4% (store_run_aligned;
+// it was -22% while NVRTC split rope's stores into 4-byte pieces).
 template <typename T, int R>
 TL_DEV void round_run(Run<T, R>& q, const typename Tr<T>::acc* src) {
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -42,8 +42,7 @@ TL_DEV void round_run(Run<T, R>& q, const typename Tr<T>::acc* src) {
 template <typename T, int R>
 TL_DEV void store_run_aligned(T* p, const typename Tr<T>::acc* src) {
     union { Run<T, R> run; u32 w[(sizeof(Run<T, R>) + 3) / 4]; } q;
-#pragma unroll
-    for (int r = 0; r < R; ++r) q.run.v[r] = Tr<T>::store(src[r]);
+    round_run<T, R>(q.run, src);
 #if defined(TL_CUDA)
     if constexpr (sizeof(Run<T, R>) == 16) {
         asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.v4.b32 [g], {%1, %2, %3, %4}; }"

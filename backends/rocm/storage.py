@@ -124,7 +124,6 @@ _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHU
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
-_ROW_VECTORS = 4                                 # TL_ROW_VECTORS in fused.hip: vectors RowRegs holds per thread
 _TILE_UNITS = 8                                  # vectors per thread the RowTile kernels are sized for
 _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
 _COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
@@ -259,15 +258,21 @@ def _row_vector(dtype, row_len: int, inner_stride: int) -> int:
     return n if inner_stride == 1 and row_len % n == 0 else 1
 
 
+def _row_vectors(vector: int) -> int:
+    """Vectors per thread that fused.hip's RowRegs holds (RowRegs::V): 8 for 16-bit types
+    (vectors of 8 elements), else 4."""
+    return 8 if vector == 8 else 4
+
+
 def _launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1, held: bool = False):
     """`vector` > 1: the kernel reads the rows by vectors of that many elements. `held`: it
-    holds a row in registers, _ROW_VECTORS vectors per thread (fused.hip RowRegs), so a row
+    holds a row in registers, _row_vectors(vector) vectors per thread (fused.hip RowRegs), so a row
     gets the threads to hold it whole, past _row_block's usual cap where needed (a row that
     does not fit is read three times); else it streams _TILE_UNITS vectors per thread
     (rows.h RowTile). Fewer threads per row leave room for more rows in flight. Blocks stay
     within the kernel's own limit (its registers can lower the device's)."""
     held = held and vector > 1
-    units = -(-row_len // (vector * (_ROW_VECTORS if held else _TILE_UNITS))) if vector > 1 else row_len
+    units = -(-row_len // (vector * (_row_vectors(vector) if held else _TILE_UNITS))) if vector > 1 else row_len
     tpr, rpb = _row_block(dev, n_rows, units, kernel.max_threads, fit=held)
     # small blocks: enough of them to fill each multiprocessor's 2048 threads
     grid = min(-(-n_rows // rpb), _sm_count(dev) * max(16, 2048 // (tpr * rpb)))
