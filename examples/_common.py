@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import numpy as np
 
 import tensorlite as tl
-from tensorlite.backend import best_device
+from tensorlite.backend import best_device, get_device
 
 
 def add_device_args(parser: argparse.ArgumentParser, dtypes=("f32", "bf16")) -> None:
@@ -29,6 +30,18 @@ def resolve_device(name) -> str:
     if status is not True:
         sys.exit(f"device {name!r} is unavailable here: {status}")
     return name
+
+
+def warm_up_kernels(device: str) -> None:
+    """On a GPU device, compile (or load from the disk cache) every kernel family at once,
+    in parallel: on a fresh machine each family otherwise compiles on first use, one after
+    another (over 100 s for train_gpt.py on the H100 machine). Nothing to do on cpu."""
+    if device.split(":")[0] == "cpu":
+        return
+    print(f"{device}: loading GPU kernels (compiled on a machine's first run, then cached)", flush=True)
+    start = time.perf_counter()
+    get_device(device).warmup()
+    print(f"{device}: kernels ready in {time.perf_counter() - start:.1f} s", flush=True)
 
 
 def token_ids(tokens, device) -> tl.Tensor:

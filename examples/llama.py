@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common wh
 import tensorlite as tl  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device, token_ids  # noqa: E402
+from _common import add_device_args, progress, resolve_device, token_ids, warm_up_kernels  # noqa: E402
 
 
 # ---- configuration and rotary tables -----------------------------------------------------
@@ -292,6 +292,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     device = resolve_device(args.device)
+    warm_up_kernels(device)
     model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype)
     tokenizer = None
     tokenizer_path = os.path.join(args.path, "tokenizer.json")

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common wh
 import tensorlite as tl  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device  # noqa: E402
+from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
 
 
 def default_model_dir() -> str:
@@ -214,6 +214,7 @@ def main(argv=None) -> int:
                                    "The girl is carrying a baby.", "A monkey is playing drums.",
                                    "Someone in a gorilla costume is playing a set of drums."]
     device = resolve_device(args.device)
+    warm_up_kernels(device)
     encoder = SentenceEncoder(args.model, device)
     vectors = encoder(sentences, show_progress=True)
     similarity = vectors @ vectors.T  # unit vectors: dot product = cosine similarity

@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common wh
 import tensorlite as tl  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device  # noqa: E402
+from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
 
 PLUS, EQUALS = 10, 11
 VOCAB = 12  # '0'..'9', '+', '='
@@ -303,6 +303,7 @@ def train(args: argparse.Namespace):
     reaches --stop-at: most runs get there in a fraction of --steps, and the rest use the
     remaining steps to get past the plateau where the model adds digits but not yet carries."""
     device = resolve_device(args.device)
+    warm_up_kernels(device)
     tl.manual_seed(args.seed)
     early_stop = args.stop_at > 0 and args.validation > 0
     data = AdditionProblems(args.digits, args.heldout, args.seed, args.validation if early_stop else 0)
