@@ -213,10 +213,12 @@ def test_activations(device, rng, dtype):
 @pytest.mark.parametrize("per_batch", [False, True])
 @pytest.mark.parametrize("d, transposed", [(8, False), (32, False), (32, True)],
                          ids=["d8", "d32", "d32-transposed-view"])
-def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed):
+@pytest.mark.parametrize("h", [3, 4, 6])
+def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed, h):
     # d 32: the GPU kernel rotates runs of pairs with vector loads; a transposed view of x
-    # (the other of (b, h, t, d) / (b, t, h, d)) takes the strided path.
-    b, h, t = 2, 3, 5
+    # (the other of (b, h, t, d) / (b, t, h, d)) takes the strided path. h 4 / 6 / 3: a
+    # GPU thread rotates 4 / 2 / 1 heads.
+    b, t = 2, 5
     shape = (b, t, h, d) if variant == "rope_thd" else (b, h, t, d)
     if transposed:
         x, a = make_tensor(rng, (shape[0], shape[2], shape[1], d), dtype, device)

@@ -993,10 +993,12 @@ class GpuStorage(BackendStorage):
         n_pairs = n0 * n1 * n2 * (d // 2)
         out = self._new(layout.numel())
         if n_pairs:
-            # a thread rotates `group` pairs where d/2 allows (fused.hip RopeGroup)
+            # a thread rotates `group` pairs where d/2 allows (fused.hip RopeGroup), in 4, 2
+            # or 1 heads, the most that divides the head count (rope_heads)
             group = (8 if variant == "rope_i" else 16) // self.dtype.itemsize
             group = group if (d // 2) % group == 0 else 1
-            dev.launch(kernel, _grid(dev, n_pairs // group), _BLOCK,
+            heads = next(h for h in (4, 2, 1) if (n2 if variant == "rope_thd" else n1) % h == 0)
+            dev.launch(kernel, _grid(dev, n_pairs // (group * heads)), _BLOCK,
                        [("int64", n_pairs), ("int64", n1), ("int64", n2), ("int64", d), ("bytes", _view4(layout)),
                         ("bytes", _VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
                         ("bytes", _VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
