@@ -54,27 +54,11 @@ struct RowRegs {
     TL_DEV A count() const { return A(live * N); }
     // Op over map(x) of this thread's elements (`id` if none): a tree over each vector,
     // then over the slots, so no chain of dependent operations is longer than log2.
-    template <typename Op, typename M>
-    TL_DEV A fold(A id, M map) const {
-        A part[V];
-#pragma unroll
-        for (int c = 0; c < V; ++c) {
-            part[c] = id;
-            if (c < live) {
-                A t[N];
-                values(c, t);
-#pragma unroll
-                for (int e = 0; e < N; ++e) t[e] = map(t[e]);
-                part[c] = tl_tree<Op, N>(t);
-            }
-        }
-        return tl_tree<Op, V>(part);
-    }
-    // fold that also replaces each held value by map(x), so that a later pass reads it
-    // rather than computing it again (exact only where T is the arithmetic type: KEEPS).
+    // Keep: each held value is replaced by map(x), so that a later pass reads it rather
+    // than computing it again (exact only where T is the arithmetic type: KEEPS).
     enum { KEEPS = 1 };
-    template <typename Op, typename M>
-    TL_DEV A fold_keep(A id, M map) {
+    template <typename Op, bool Keep = false, typename M>
+    TL_DEV A fold(A id, M map) {
         A part[V];
 #pragma unroll
         for (int c = 0; c < V; ++c) {
@@ -85,7 +69,7 @@ struct RowRegs {
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
                     t[e] = map(t[e]);
-                    raw[c].v[e] = Tr<T>::store(t[e]);
+                    if constexpr (Keep) raw[c].v[e] = Tr<T>::store(t[e]);
                 }
                 part[c] = tl_tree<Op, N>(t);
             }
@@ -131,7 +115,7 @@ struct RowCache {
     const T* x;
     i64 n, stride;
     bool vec;  // by vectors k = threadIdx.x + i * blockDim.x, else elements j likewise
-    enum { KEEPS = 0 };  // no fold_keep: nothing is held
+    enum { KEEPS = 0 };  // nothing is held: fold's Keep must be false
     // ops_vec: the operand rows (operand()) can be read by vectors too.
     TL_DEV RowCache(const T* x_, i64 n_, i64 stride_, bool ops_vec)
         : x(x_), n(n_), stride(stride_), vec(ops_vec && stride_ == 1 && n_ % N == 0 && tl_aligned16(x_)) {}
@@ -140,8 +124,9 @@ struct RowCache {
         const i64 mine = units > t ? (units - 1 - t) / blockDim.x + 1 : 0;
         return A(vec ? mine * N : mine);
     }
-    template <typename Op, typename M>
+    template <typename Op, bool Keep = false, typename M>
     TL_DEV A fold(A id, M map) const {
+        static_assert(!Keep, "RowCache holds nothing to keep");
         A acc = id;
         if (vec) {
 #pragma unroll 2
@@ -197,16 +182,6 @@ TL_DEV bool rows_fit_regs(i64 n_rows, i64 row_len, const Strided& outer, i64 inn
            tl_aligned16(out) && tl_rows_aligned16(outer, n_rows, in);
 }
 
-// The sum of map(x) over a thread's elements of a row; Keep: each x is replaced by map(x).
-template <bool Keep, typename Row, typename M>
-TL_DEV typename Row::A sum_held(Row& r, M map) {
-    typedef typename Row::A A;
-    if constexpr (Keep)
-        return r.template fold_keep<SumOp<A> >(A(0), map);
-    else
-        return r.template fold<SumOp<A> >(A(0), map);
-}
-
 template <typename T, bool Log, typename Row>
 TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, T* out) {
     typedef typename Tr<T>::acc A;
@@ -225,8 +200,8 @@ TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         const A mt = st.m;
         // a thread that saw only -inf and NaN: exp(-inf - max) adds 0, a NaN NaN (testing
         // once per thread, not per element, keeps the exps unpredicated)
-        st.s = mt == tl_lowest<A>() ? sum_held<keep>(r, [](A v) { return v == v ? A(0) : v; })
-                                    : sum_held<keep>(r, [&](A v) { return row_exp<T>(v - mt); });
+        st.s = mt == tl_lowest<A>() ? r.template fold<SumOp<A>, keep>(A(0), [](A v) { return v == v ? A(0) : v; })
+                                    : r.template fold<SumOp<A>, keep>(A(0), [&](A v) { return row_exp<T>(v - mt); });
         st = tl_row_allreduce<MaxSumOp<A> >(st, smem);
         if (!valid) continue;
         // An all -inf row gives NaN (0 * inf, or exp(NaN)), as on cpu and in torch.
