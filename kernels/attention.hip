@@ -10,6 +10,8 @@
 //   flash_fwd{DP}_<t>   out (b, hq, L, dv) through its view ov, lse (b, hq, L) f32 contiguous (may be null)
 //   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
 //                       device has them (compat.h TL_HAS_MMA; the host checks the arch)
+//   flash_fwd_wg{DP}_<t>   flash_fwd_mma's cases on Hopper's warpgroup products (wgmma: code
+//                       built for sm_90a only; the host picks it there)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) in T through their views dkv, dvv; dq accumulated
@@ -57,6 +59,7 @@ template <typename T, int DP> struct BwdCfg {
 #define TL_ATT_THREADS 256  // two blocks per SM/CU (__launch_bounds__): registers capped at 128
 
 TL_DEV float att_neg_inf() { return -tl_inf_f32(); }
+constexpr float ATT_LOG2E = 1.4426950408889634f;  // the tensor-core kernels' softmax runs in log2 units
 
 // Scaled score x of key j for query l (both in range) after the mask (p.mask_kind != 0).
 template <typename T>
@@ -565,23 +568,50 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
     // by sdpa in backends/rocm/storage.py (_MMA_FWD_STAGES)
     static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };
-// ROWS x DP tile of a (b, h, t, d) view, row-major into dst[r * ld + c], zero-padded.
+// Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
+// PaddedRows: rows of LD elements (ldmatrix operands; the padding puts rows on different
+// banks). Swizzled128 (below): wgmma operands. PITCH: the offset of the row 8k rows further
+// (of any row further for PaddedRows). chunk: which 16-byte chunk (row r, chunk column cc of
+// cpr per row) the e-th copy writes.
+template <int LD> struct PaddedRows {
+    static const int PITCH = LD;
+    static TL_DEV int at(int r, int c) { return r * LD + c; }
+    static TL_DEV void chunk(int e, int cpr, int& r, int& cc) { r = e / cpr; cc = e % cpr; }
+};
+// Swizzled128: a ROWS x DP tile as column blocks of 128-byte rows (64 16-bit values), each
+// block ROWS rows of 128 bytes, the 16-byte chunks of row r permuted by XOR with r % 8
+// (wgmma's 128-byte swizzle: the tensor cores read 8 rows of a chunk column from 8
+// different bank groups). Blocks must start 1024-byte aligned.
+template <typename T, int ROWS, int DP> struct Swizzled128 {
+    static const int CH = 16 / (int)sizeof(T), AW = 128 / (int)sizeof(T), PITCH = AW;
+    static_assert(DP % AW == 0 && ROWS % 8 == 0, "whole atoms");
+    static TL_DEV int at(int r, int c) {
+        const int cc = c % AW;
+        return c / AW * ROWS * AW + r * AW + ((cc / CH) ^ (r & 7)) * CH + cc % CH;
+    }
+    static TL_DEV void chunk(int e, int cpr, int& r, int& cc) { r = e / cpr; cc = e % cpr; }
+};
+
+// ROWS x DP tile of a (b, h, t, d) view into dst in layout Lay, zero-padded.
 // Rows of 16 bytes at once when the view's rows are contiguous, aligned and complete, as
-// asynchronous copies: the tile is ready after tl_cp_async_wait_all() and a barrier.
-template <typename T, int ROWS, int DP>
-TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+// asynchronous copies: the tile (one cp.async group, whichever way it is copied) is ready
+// after the wait for its group and a barrier.
+template <typename T, int ROWS, int DP, typename Lay>
+TL_DEV void mma_load_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
     const int tid = threadIdx.y * blockDim.x + threadIdx.x, nt = blockDim.x * blockDim.y;
     const T* base = src + v.offset + bi * v.s0 + h * v.s1 + r0 * v.s2;
     const i64 rows = n_rows - r0;
     const int CH = 16 / sizeof(T);  // elements per 16-byte chunk
     if (d == DP && v.s3 == 1 && v.s2 % CH == 0 && ((u64)base & 15) == 0) {
         for (int e = tid; e < ROWS * DP / CH; e += nt) {
-            const int r = e / (DP / CH), c = (e % (DP / CH)) * CH;
+            int r, cc;
+            Lay::chunk(e, DP / CH, r, cc);
+            const int c = cc * CH;
             if (r < rows) {
-                tl_cp_async16(dst + r * ld + c, base + r * v.s2 + c);
+                tl_cp_async16(dst + Lay::at(r, c), base + r * v.s2 + c);
             } else {
                 const Vec4<u32> z = {{0u, 0u, 0u, 0u}};
-                *(Vec4<u32>*)(dst + r * ld + c) = z;
+                *(Vec4<u32>*)(dst + Lay::at(r, c)) = z;
             }
         }
         tl_cp_async_commit();
@@ -591,25 +621,26 @@ TL_DEV void mma_load_tile(T* dst, int ld, const T* src, const View4& v, i64 bi, 
         const int r = e / DP, c = e % DP;
         T x = Tr<T>::store(0.0f);
         if (r < rows && c < d) x = base[r * v.s2 + c * v.s3];
-        dst[r * ld + c] = x;
+        dst[Lay::at(r, c)] = x;
     }
+    tl_cp_async_commit();  // an empty group: every tile is one group (pipelines count them)
 }
 
-// The forward's tile copies: a ROWS x DP tile (row stride LD in shared memory) of a view
+// The forward's tile copies: a ROWS x DP tile (layout Lay in shared memory) of a view
 // whose rows take 16-byte pieces (mma_vec_ok), as cp.async chunks by NT threads. NT is a
 // compile-time count, so a copy is PASSES LDGSTS in a row with no loop or branch: one
 // shared address register (the passes are immediate offsets), one global pointer that steps
 // by a 32-bit byte count (mma_vec_ok bounds ROWS * s2), both derived from the thread index.
 // Only a tile that can end past the view's rows (PARTIAL) tests rows: those past it are
 // zero-filled by the copy itself (padding must not carry NaN into the sums).
-template <typename T, int ROWS, int DP, int LD, int NT> struct MmaTileCopy {
+template <typename T, int ROWS, int DP, typename Lay, int NT> struct MmaTileCopy {
     static const int CH = 16 / sizeof(T), CPR = DP / CH, RPP = NT / CPR;  // chunks per row, rows per pass
     static const int PASSES = ROWS / RPP;
-    static_assert(NT % CPR == 0 && ROWS % RPP == 0, "whole passes");
+    static_assert(NT % (8 * CPR) == 0 && ROWS % RPP == 0, "whole passes of whole groups of 8 rows");
     // pass K: rows K * RPP + (the thread's row); rows_left counts rows from the thread's row on
     template <bool PARTIAL, int K> struct Pass {
         static TL_DEV void run(T* d, const char* g, u32 step, i64 rows_left, const void* any) {
-            const int OFF = K * RPP * LD * (int)sizeof(T);
+            const int OFF = K * RPP * Lay::PITCH * (int)sizeof(T);
             if (PARTIAL)  // `any`: a readable address for the rows that read nothing
                 tl_cp_async16_zfill_at<OFF>(d, K * RPP < rows_left ? (const void*)g : any, K * RPP < rows_left);
             else
@@ -623,9 +654,11 @@ template <typename T, int ROWS, int DP, int LD, int NT> struct MmaTileCopy {
     // rows r0 .. r0+ROWS of the view at base (row stride s2, n_rows rows) into dst; commits
     // one cp.async group
     template <bool PARTIAL> static TL_DEV void copy(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
-        const int tid = threadIdx.y * TL_MMA_LANES + threadIdx.x, row = tid / CPR, c = (tid % CPR) * CH;
+        int row, cc;
+        Lay::chunk(threadIdx.y * TL_MMA_LANES + threadIdx.x, CPR, row, cc);
+        const int c = cc * CH;
         const T* g = base + r0 * s2 + ((u32)row * (u32)s2 + c);
-        Pass<PARTIAL, 0>::run(dst + row * LD + c, (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)), n_rows - r0 - row,
+        Pass<PARTIAL, 0>::run(dst + Lay::at(row, c), (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)), n_rows - r0 - row,
                               base);
         tl_cp_async_commit();
     }
@@ -642,17 +675,144 @@ TL_DEV bool mma_vec_ok(const T* base, const View4& v, i64 d) {
 // A tile of the forward: MmaTileCopy where the view allows it (the view's last tile testing
 // rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
 // recomputed per tile from the kernel's arguments: cheaper than registers held across the loop.
-template <typename T, int ROWS, int DP, int LD, int NT>
+template <typename T, int ROWS, int DP, typename Lay, int NT>
 TL_DEV void mma_fwd_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
-    typedef MmaTileCopy<T, ROWS, DP, LD, NT> C;
+    typedef MmaTileCopy<T, ROWS, DP, Lay, NT> C;
     const T* base = src + v.offset + bi * v.s0 + h * v.s1;
     if (!mma_vec_ok<T, ROWS, DP>(base, v, d))
-        mma_load_tile<T, ROWS, DP>(dst, LD, src, v, bi, h, r0, n_rows, d);
+        mma_load_tile<T, ROWS, DP, Lay>(dst, src, v, bi, h, r0, n_rows, d);
     else if (r0 + ROWS <= n_rows)
         C::template copy<false>(dst, base, v.s2, r0, n_rows);
     else
         C::template copy<true>(dst, base, v.s2, r0, n_rows);
 }
+
+#if defined(TL_HAS_MMA)
+// One key tile's scores to probabilities, for a warp whose rows start at query lw (RT tiles of
+// 16) and a tile of 16 * NT keys from j0: s = Q K^T becomes exp2 of the scaled, masked scores
+// less the running row max m (log2 units); the partial sums ls are rescaled by alpha where a
+// row's max grew, and so must the output accumulator be (mma_rescale) when this returns true
+// (some row of the warp grew, which late tiles seldom do). Shared by the mma.sync and the
+// wgmma forward.
+template <typename T, int RT, int NT>
+TL_DEV bool mma_softmax_tile(TlAcc (&s)[RT][NT], float (&m)[RT][TL_MMA_ROW_SLOTS], float (&ls)[RT][TL_MMA_ROW_SLOTS],
+                             float (&alpha)[RT][TL_MMA_ROW_SLOTS], const AttnShape& p, i64 bi, i64 h, i64 lw, i64 j0,
+                             const View4& mv, const void* mask) {
+    const int BN = 16 * NT, WR = 16 * RT;
+    // Scores s times f are in log2 units. Unmasked tiles keep the raw products (f =
+    // scale * log2(e), folded into the exponent's FFMA below); the per-element path (its
+    // own loop, so that tiles inside the allowed region run none of it) scales them
+    // (f = 1) only where something can be dropped, or where the scale is not positive
+    // (the raw max would not be the scaled one).
+    float f = p.scale * ATT_LOG2E;
+    if (p.mask_kind || !(p.scale > 0.0f) || j0 + BN > p.S || lw + WR > p.L ||
+        (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
+        // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
+        // and under a causal mask c - r <= dg.
+        const i64 dg64 = p.causal ? lw + p.causal_shift - j0 : BN;
+        const int nr = (int)(p.L - lw < WR ? p.L - lw : WR), nc = (int)(p.S - j0 < BN ? p.S - j0 : BN);
+        const int dg = (int)(dg64 < -WR ? -WR : (dg64 > BN ? BN : dg64));
+#pragma unroll
+        for (int t = 0; t < RT; ++t)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+#pragma unroll
+                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                    const int r = 16 * t + tl_mma_acc_row(i), c = 16 * n + tl_mma_acc_col(i);
+                    float x = s[t][n].x[i] * p.scale;
+                    if (r >= nr || c >= nc || c - r > dg) x = att_neg_inf();
+                    else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
+                    s[t][n].x[i] = x * ATT_LOG2E;
+                }
+                // one 16x16 tile's mask reads at a time: all of them in flight at once
+                // cost registers the whole loop pays for (spills, NVRTC 13)
+                asm volatile("" ::: "memory");
+            }
+        f = 1.0f;
+    }
+    // Online softmax. Rows whose max grew rescale their sum (and output) by alpha.
+    float base[RT][TL_MMA_ROW_SLOTS];
+    bool grew = false;
+#pragma unroll
+    for (int t = 0; t < RT; ++t) {
+        float mt[TL_MMA_ROW_SLOTS];
+#pragma unroll
+        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i)
+                mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], s[t][n].x[i]);
+#pragma unroll
+        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+            const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]) * f);
+            base[t][r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
+            alpha[t][r] = mn > m[t][r] ? tl_exp2_approx(m[t][r] - base[t][r]) : 1.0f;
+            grew |= mn > m[t][r];
+            ls[t][r] *= alpha[t][r];
+            m[t][r] = mn;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < RT; ++t)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                const float e = tl_exp2_approx(fmaf(s[t][n].x[i], f, -base[t][tl_mma_acc_slot(i)]));
+                s[t][n].x[i] = e;
+                ls[t][tl_mma_acc_slot(i)] += e;
+            }
+    return tl_warp_any(grew);
+}
+
+// o *= alpha of each element's row (after mma_softmax_tile returned true).
+template <int RT, int KD>
+TL_DEV void mma_rescale(TlAcc (&o)[RT][KD], const float (&alpha)[RT][TL_MMA_ROW_SLOTS]) {
+#pragma unroll
+    for (int t = 0; t < RT; ++t)
+#pragma unroll
+        for (int c = 0; c < KD; ++c)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= alpha[t][tl_mma_acc_slot(i)];
+}
+
+// The forward's end for a warp whose rows start at query lw: out = o / row sum, lse in
+// natural-log units (a row with no key kept: zeros and -inf).
+template <typename T, int RT, int KD>
+TL_DEV void mma_fwd_finish(TlAcc (&o)[RT][KD], float (&m)[RT][TL_MMA_ROW_SLOTS], float (&ls)[RT][TL_MMA_ROW_SLOTS],
+                           const AttnShape& p, i64 bi, i64 h, i64 lw, const View4& ov, T* out, float* lse) {
+#pragma unroll
+    for (int t = 0; t < RT; ++t) {
+        const i64 lt = lw + 16 * t;
+        float inv[TL_MMA_ROW_SLOTS];
+#pragma unroll
+        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+            ls[t][r] = tl_mma_row_sum(ls[t][r]);
+            inv[r] = ls[t][r] > 0.0f ? 1.0f / ls[t][r] : 0.0f;  // a row with no key kept: zeros
+        }
+#pragma unroll
+        for (int c = 0; c < KD; ++c)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                const i64 l = lt + tl_mma_acc_row(i);
+                const int x = 16 * c + tl_mma_acc_col(i);
+                if (l < p.L && x < p.dv)
+                    out[ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2 + x] =
+                        Tr<T>::store(o[t][c].x[i] * inv[tl_mma_acc_slot(i)]);
+            }
+        if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
+#pragma unroll
+            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
+                const i64 l = lt + tl_mma_slot_row(r);
+                if (l < p.L)
+                    lse[(bi * p.hq + h) * p.L + l] = ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / ATT_LOG2E : att_neg_inf();
+            }
+        }
+    }
+}
+
+#endif
 
 template <typename T, int DP, int NW>
 TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
@@ -664,7 +824,6 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     T* sq = (T*)att_dyn_smem;
     T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
     const int w = threadIdx.y;
-    const float LOG2E = 1.4426950408889634f;
 
     // Consecutive blocks share a head (its K and V stay in L2 while they run), heaviest
     // (latest, under a causal mask) query tiles first within it.
@@ -697,9 +856,9 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     // other is in use (the FlashAttention-2 pipeline): V_j during Q K_j^T and the softmax,
     // K_{j+1} during P V_j.
     const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
-    mma_fwd_tile<T, BM, DP, LD, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
-    if (n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
-    if (STAGES > 1 && n_end > 0) mma_fwd_tile<T, BN, DP, LD, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
+    mma_fwd_tile<T, BM, DP, PaddedRows<LD>, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    if (n_end > 0) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
+    if (STAGES > 1 && n_end > 0) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
     int cur = 0;  // the stage of tile j (element offset in skv)
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
         T* const sk = skv + cur;
@@ -707,12 +866,12 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         tl_cp_async_wait_all();
         __syncthreads();  // K_j (2 stages: and V_j; first: and Q) are in; every warp is done with tile j-1
         if (STAGES == 1) {
-            mma_fwd_tile<T, BN, DP, LD, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
+            mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
         } else {
             cur ^= 2 * BN * LD;
             if (j0 + BN < n_end) {
-                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
-                mma_fwd_tile<T, BN, DP, LD, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
+                mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
+                mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
             }
         }
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
@@ -735,85 +894,13 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
                 }
             }
-            // Scores s times f are in log2 units. Unmasked tiles keep the raw products (f =
-            // scale * log2(e), folded into the exponent's FFMA below); the per-element path (its
-            // own loop, so that tiles inside the allowed region run none of it) scales them
-            // (f = 1) only where something can be dropped, or where the scale is not positive
-            // (the raw max would not be the scaled one).
-            float f = p.scale * LOG2E;
-            if (p.mask_kind || !(p.scale > 0.0f) || j0 + BN > p.S || lw + WR > p.L ||
-                (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
-                // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
-                // and under a causal mask c - r <= dg.
-                const i64 dg64 = p.causal ? lw + p.causal_shift - j0 : BN;
-                const int nr = (int)(p.L - lw < WR ? p.L - lw : WR), nc = (int)(p.S - j0 < BN ? p.S - j0 : BN);
-                const int dg = (int)(dg64 < -WR ? -WR : (dg64 > BN ? BN : dg64));
-#pragma unroll
-                for (int t = 0; t < RT; ++t)
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-                        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                            const int r = 16 * t + tl_mma_acc_row(i), c = 16 * n + tl_mma_acc_col(i);
-                            float x = s[t][n].x[i] * p.scale;
-                            if (r >= nr || c >= nc || c - r > dg) x = att_neg_inf();
-                            else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
-                            s[t][n].x[i] = x * LOG2E;
-                        }
-                        // one 16x16 tile's mask reads at a time: all of them in flight at once
-                        // cost registers the whole loop pays for (spills, NVRTC 13)
-                        asm volatile("" ::: "memory");
-                    }
-                f = 1.0f;
-            }
-            // Online softmax. Rows whose max grew rescale their sum and output by alpha; the
-            // output's rescale (RT * KD * TL_MMA_ACC_N multiplies) runs only when some row of
-            // the warp grew, which late tiles seldom do.
-            float base[RT][TL_MMA_ROW_SLOTS], alpha[RT][TL_MMA_ROW_SLOTS];
-            bool grew = false;
-#pragma unroll
-            for (int t = 0; t < RT; ++t) {
-                float mt[TL_MMA_ROW_SLOTS];
-#pragma unroll
-                for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) mt[r] = att_neg_inf();
-#pragma unroll
-                for (int n = 0; n < NT; ++n)
-#pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i)
-                        mt[tl_mma_acc_slot(i)] = fmaxf(mt[tl_mma_acc_slot(i)], s[t][n].x[i]);
-#pragma unroll
-                for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-                    const float mn = fmaxf(m[t][r], tl_mma_row_max(mt[r]) * f);
-                    base[t][r] = mn == att_neg_inf() ? 0.0f : mn;  // nothing kept yet: exp2(-inf - -inf) is NaN
-                    alpha[t][r] = mn > m[t][r] ? tl_exp2_approx(m[t][r] - base[t][r]) : 1.0f;
-                    grew |= mn > m[t][r];
-                    ls[t][r] *= alpha[t][r];
-                    m[t][r] = mn;
-                }
-            }
-            if (tl_warp_any(grew)) {
-#pragma unroll
-                for (int t = 0; t < RT; ++t)
-#pragma unroll
-                    for (int c = 0; c < KD; ++c)
-#pragma unroll
-                        for (int i = 0; i < TL_MMA_ACC_N; ++i) o[t][c].x[i] *= alpha[t][tl_mma_acc_slot(i)];
-            }
-#pragma unroll
-            for (int t = 0; t < RT; ++t)
-#pragma unroll
-                for (int n = 0; n < NT; ++n)
-#pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                        const float e = tl_exp2_approx(fmaf(s[t][n].x[i], f, -base[t][tl_mma_acc_slot(i)]));
-                        s[t][n].x[i] = e;
-                        ls[t][tl_mma_acc_slot(i)] += e;
-                    }
+            float alpha[RT][TL_MMA_ROW_SLOTS];
+            if (mma_softmax_tile<T, RT, NT>(s, m, ls, alpha, p, bi, h, lw, j0, mv, mask)) mma_rescale(o, alpha);
         }
         if (STAGES == 1) {
             tl_cp_async_wait_all();
             __syncthreads();  // V_j is in; every warp is done with K_j
-            if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, LD, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
+            if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
         }
         if (!active) continue;
 #pragma unroll
@@ -830,34 +917,146 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             }
         }
     }
+    mma_fwd_finish<T, RT, KD>(o, m, ls, p, bi, h, lw, ov, out, lse);
+#endif
+}
+
+// ---- Hopper forward (sm_90a warpgroup products; f16/bf16, DP 64 or 128) ----------------
+// Same contract as flash_fwd. A block is WG_FWD_GROUPS warpgroups of 4 warps (threads
+// (32, 4 * WG_FWD_GROUPS)); warpgroup g owns query rows l0 + 64g .. +64 and computes, per key
+// tile, S = Q K^T (64 x BN) and O += P V (64 x DP) as wgmma products (compat.h): Q, K and V
+// are read by the tensor cores straight from shared memory, P from the registers S was
+// rounded into. The accumulators are per warp what flash_fwd_mma holds for one 16-row tile,
+// so the masking, the online softmax and the end are its (mma_softmax_tile, mma_fwd_finish).
+// The products overlap the softmax (FlashAttention-3's pipelining within a warpgroup): S_{j+1}
+// is issued before P_j V_j, and its softmax runs while P_j V_j does; O is rescaled and S_{j+1}
+// rounded into P_{j+1} once P_j V_j is done. Q and WG_FWD_STAGES K/V tiles are staged in
+// 128-byte swizzled rows (Swizzled128) by cp.async: tile j+2 is requested while tile j is
+// multiplied. WgFwdTile::SMEM bytes of dynamic shared memory (129 KiB at DP 128), mirrored by
+// sdpa in backends/rocm/storage.py (_WG_FWD_*). On the H100 (b8 h16 s2048 d128 bf16 causal)
+// 270 TFLOP/s against flash_fwd_mma's 215 in the same run; unswizzled tiles (8 x 8 core
+// matrices) ran at 194, and a version that waited for each product before the softmax at 190.
+#define WG_FWD_GROUPS 2
+#define WG_FWD_BN 64
+#define WG_FWD_STAGES 3
+template <typename T, int DP> struct WgFwdTile {
+    static const int BM = 64 * WG_FWD_GROUPS, BN = WG_FWD_BN, STAGES = WG_FWD_STAGES;
+    static const int SMEM = (BM + 2 * STAGES * BN) * DP * (int)sizeof(T) + 1024;  // + alignment slack
+};
+
+template <typename T, int DP>
+TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
+                         const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+#if defined(TL_HAS_WGMMA)
+    typedef WgFwdTile<T, DP> F;
+    typedef Swizzled128<T, F::BM, DP> QLay;
+    typedef Swizzled128<T, F::BN, DP> KVLay;
+    const int BM = F::BM, BN = F::BN, KD = DP / 16, NT = BN / 16, NTH = 128 * WG_FWD_GROUPS, STAGE = 2 * BN * DP;
+    const int AW = QLay::AW;  // elements per 128-byte row of a column block (4 products of 16 along K)
+    // Swizzled tiles start 1024-byte aligned (the host asks for 1 KiB more)
+    T* const sq = (T*)((char*)att_dyn_smem + ((1024 - (tl_smem_addr(att_dyn_smem) & 1023)) & 1023));
+    T* const skv = sq + BM * DP;  // stage b: K at skv + b * STAGE, V after it
+    // the warp and its group; g from lane 0, so that ptxas knows it is uniform in the warp (else a
+    // branch on it around a product is 'divergent', and ptxas serializes every product)
+    const int w = threadIdx.y, g = __shfl_sync(0xffffffffu, w / 4, 0);
+
+    // Block order as flash_fwd_mma: a head's query tiles together, heaviest first.
+    const i64 nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x % nq, bh = (i64)blockIdx.x / nq;
+    const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
+    const i64 l0 = qt * BM, lg = l0 + 64 * g, lw = lg + 16 * (w % 4);  // the block's, group's, warp's first row
+
+    float m[1][TL_MMA_ROW_SLOTS], ls[1][TL_MMA_ROW_SLOTS], alpha[1][TL_MMA_ROW_SLOTS];
+    TlAcc o[1][KD];
 #pragma unroll
-    for (int t = 0; t < RT; ++t) {
-        const i64 lt = lw + 16 * t;
-        float inv[TL_MMA_ROW_SLOTS];
+    for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) { m[0][r] = att_neg_inf(); ls[0][r] = 0.0f; }
 #pragma unroll
-        for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-            ls[t][r] = tl_mma_row_sum(ls[t][r]);
-            inv[r] = ls[t][r] > 0.0f ? 1.0f / ls[t][r] : 0.0f;  // a row with no key kept: zeros
-        }
+    for (int c = 0; c < KD; ++c) tl_mma_zero(o[0][c]);
+
+    // Tiles of the block (up to its last row's causal diagonal), and of this group: later
+    // ones are wholly masked for it (it computes nothing there, but keeps the barriers).
+    i64 n_end = p.S, g_end = p.S;
+    if (p.causal) {
+        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) + p.causal_shift, glast = lg + 64 + p.causal_shift;
+        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
+        g_end = glast < g_end ? (glast > 0 ? glast : 0) : g_end;
+    }
+    const int tiles = (int)((n_end + BN - 1) / BN), g_tiles = lg < p.L ? (int)((g_end + BN - 1) / BN) : 0;
+    // Tile t's K and V: two cp.async groups into stage t % STAGES.
+    auto fetch = [&](int t) {
+        T* st = skv + (t % F::STAGES) * STAGE;
+        mma_fwd_tile<T, BN, DP, KVLay, NTH>(st, k, kv, bi, hk, (i64)t * BN, p.S, p.d);
+        mma_fwd_tile<T, BN, DP, KVLay, NTH>(st + BN * DP, v, vv, bi, hk, (i64)t * BN, p.S, p.dv);
+    };
+    TlFragA pa[NT];  // P_j, the A operand of P_j V_j
+    // K-major Q and K: 8-row groups 1024 bytes apart; product c reads 16 dims, 32 bytes into
+    // the rows of column block c / 4
+    const u64 qdesc = tl_wg_desc_sw128(sq + 64 * g * AW, 16, 1024);
+    // S = Q K_t^T, issued after its own fence (as CUTLASS fences each batch) and committed; D is
+    // written from scratch (the first product does not accumulate)
+    auto scores = [&](TlAcc (&s)[1][NT], int t) {
+        const u64 kdesc = tl_wg_desc_sw128(skv + (t % F::STAGES) * STAGE, 16, 1024);
+        tl_wg_fence();
 #pragma unroll
         for (int c = 0; c < KD; ++c)
+            tl_wg_ss<T, BN>(s[0], qdesc + ((c / 4 * BM * 128 + c % 4 * 32) >> 4),
+                            kdesc + ((c / 4 * BN * 128 + c % 4 * 32) >> 4), c > 0);
+        tl_wg_commit();
+    };
+
+    // O += P_t V_t, issued after its own fence and committed
+    auto values = [&](int t) {
+        // V is K x N (keys x dims), N-major: column blocks (64 dims) BN * 128 bytes apart, 8-key
+        // groups 1024 bytes apart; product n reads keys 16n .. 16n+15
+        const u64 vdesc = tl_wg_desc_sw128(skv + (t % F::STAGES) * STAGE + BN * DP, BN * 128, 1024);
+        tl_wg_fence();
 #pragma unroll
-            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                const i64 l = lt + tl_mma_acc_row(i);
-                const int x = 16 * c + tl_mma_acc_col(i);
-                if (l < p.L && x < p.dv)
-                    out[ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2 + x] =
-                        Tr<T>::store(o[t][c].x[i] * inv[tl_mma_acc_slot(i)]);
-            }
-        if (lse && tl_mma_acc_col(0) == 0) {  // one lane per row writes its slots
+        for (int n = 0; n < NT; ++n) tl_wg_rs<T, DP>(o[0], pa[n], vdesc + ((2048 * n) >> 4));
+        tl_wg_commit();
+    };
+
+    mma_fwd_tile<T, BM, DP, QLay, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    if (tiles > 0) fetch(0);
+    if (tiles > 1) fetch(1);
+    if (tiles > 1) tl_cp_async_wait_prior<2>(); else tl_cp_async_wait_all();  // Q and tile 0 are in
+    tl_fence_async_smem();  // this thread's copies, visible to the tensor cores after the barrier
+    __syncthreads();
+    if (g_tiles > 0) {
+        TlAcc s[1][NT];
+        scores(s, 0);
+        tl_wg_wait<0>();
+        tl_wg_hold(s[0]);
+        mma_softmax_tile<T, 1, NT>(s, m, ls, alpha, p, bi, h, lw, 0, mv, mask);  // o is still 0
 #pragma unroll
-            for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
-                const i64 l = lt + tl_mma_slot_row(r);
-                if (l < p.L)
-                    lse[(bi * p.hq + h) * p.L + l] = ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / LOG2E : att_neg_inf();
-            }
+        for (int n = 0; n < NT; ++n) tl_mma_acc_to_a<T>(pa[n], s[0][n]);
+    }
+    for (int j = 0; j < tiles; ++j) {
+        tl_cp_async_wait_all();  // tile j+1 is in (requested an iteration ago)
+        tl_fence_async_smem();
+        __syncthreads();         // ... for every thread; every group is done with tile j-1's stage
+        if (j + 2 < tiles) fetch(j + 2);
+        if (j >= g_tiles) continue;
+        // Every product is issued unconditionally within its branch (both uniform): ptxas
+        // serializes all products of the kernel where a group may or may not have been issued.
+        if (j + 1 < g_tiles) {
+            TlAcc s[1][NT];
+            scores(s, j + 1);
+            values(j);
+            tl_wg_wait<1>();  // S_{j+1} is done; P_j V_j may still run
+            tl_wg_hold(s[0]);
+            const bool grew = mma_softmax_tile<T, 1, NT>(s, m, ls, alpha, p, bi, h, lw, (i64)(j + 1) * BN, mv, mask);
+            tl_wg_wait<0>();  // P_j V_j is done: O may be rescaled and P_j's registers reused
+            tl_wg_hold(o[0]);
+            if (grew) mma_rescale(o, alpha);
+#pragma unroll
+            for (int n = 0; n < NT; ++n) tl_mma_acc_to_a<T>(pa[n], s[0][n]);
+        } else {  // the group's last tile
+            values(j);
+            tl_wg_wait<0>();
+            tl_wg_hold(o[0]);
         }
     }
+    mma_fwd_finish<T, 1, KD>(o, m, ls, p, bi, h, lw, ov, out, lse);
 #endif
 }
 
@@ -940,7 +1139,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
     const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
     const MmaRows<T, BM, DP, TL_MMA_LANES * NW> rows(tid);
-    const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
+    const float sc = p.scale * ATT_LOG2E;
 
     // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
     // key tiles near the start see the most queries under a causal mask: first within it.
@@ -949,8 +1148,8 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
     const i64 j0 = kt * BN, jw = j0 + 16 * w;  // the block's and this warp's first key
 
-    mma_load_tile<T, BN, DP>(sm.k, LD, k, kv, bi, hkv, j0, p.S, p.d);
-    mma_load_tile<T, BN, DP>(sm.qg[0], LD, v, vv, bi, hkv, j0, p.S, p.dv);
+    mma_load_tile<T, BN, DP, PaddedRows<LD> >(sm.k, k, kv, bi, hkv, j0, p.S, p.d);
+    mma_load_tile<T, BN, DP, PaddedRows<LD> >(sm.qg[0], v, vv, bi, hkv, j0, p.S, p.dv);
     tl_cp_async_wait_all();
     __syncthreads();
     TlFragA vf[KD];
@@ -987,7 +1186,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     };
     auto stage_rows = [&](int slot) {  // nl, nd of the last request into its slot
         if (tid < BM) {
-            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * LOG2E;
+            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * ATT_LOG2E;
             sm.dr[slot][tid] = nd;
         }
     };
@@ -1030,7 +1229,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                     for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                         const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
-                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * LOG2E
+                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * ATT_LOG2E
                                                          : att_neg_inf();
                     }
             } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
@@ -1145,6 +1344,11 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
         flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);       \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
+        flash_fwd_wg<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                       \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \

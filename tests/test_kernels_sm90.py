@@ -1,13 +1,14 @@
-"""Every GPU kernel compiled for NVIDIA sm_90 (H100) without a GPU or driver, through the
+"""Every GPU kernel compiled for NVIDIA sm_90a (the H100: cuda.py builds for the arch-specific
+target on cc 9.0, for wgmma) without a GPU or driver, through the
 cuda platform's own compile path (NVRTC via backends/rocm/compiler.py), and checked against
-the dispatch table: the sm_90 counterpart of test_kernels_gfx90a.py.
+the dispatch table: the sm_90a counterpart of test_kernels_gfx90a.py.
 
 This is what compiles the CUDA-only code (compat.h's NVIDIA branch, inline PTX: mma.sync,
-ldmatrix, cp.async, red) where no NVIDIA GPU is lent: NVRTC's output is a CUBIN, so ptxas
+ldmatrix, cp.async, red, wgmma) where no NVIDIA GPU is lent: NVRTC's output is a CUBIN, so ptxas
 has checked the PTX too.
 
-- each kernels/*.hip compiles for sm_90 (in parallel threads: NVRTC releases the GIL);
-- the CUBIN is an sm_90 ELF and every entry point of `storage.KERNELS` is a kernel in it
+- each kernels/*.hip compiles for sm_90a (in parallel threads: NVRTC releases the GIL);
+- the CUBIN is an sm_90a ELF and every entry point of `storage.KERNELS` is a kernel in it
   (a FUNC symbol marked as a CUDA entry), so a missing instantiation fails here.
 
 Needs NVRTC (libnvrtc.so.13 or .12, e.g. `pip install "nvidia-cuda-nvrtc==13.0.*"`, the H100's version, as .ci/run); the
@@ -31,7 +32,7 @@ from tensorlite.backends.rocm import compiler, get_platform, nvidia_wheel_lib_di
 from tensorlite.backends.rocm import storage as gpu_storage
 from tensorlite.errors import BackendUnavailable, CompileError
 
-ARCH = "sm_90"
+ARCH = "sm_90a"
 SOURCES = compiler.list_kernel_sources()  # every file, so one missing from KERNELS is compiled too
 
 try:
@@ -92,10 +93,24 @@ def test_compiles_with_every_entry_point(cubins, source):
     code = cubins[source]
     if isinstance(code, CompileError):
         pytest.fail(f"{source} does not compile for {ARCH} ({PLATFORM.rtc_version()}):\n{code}", pytrace=False)
-    assert _elf_arch(code) == int(ARCH[3:]), f"{source}: CUBIN is not for {ARCH}"
+    assert _elf_arch(code) == int(ARCH[3:].rstrip("a")), f"{source}: CUBIN is not for {ARCH}"
     assert source in gpu_storage.KERNELS, f"{source} is not in storage.KERNELS"
     missing = sorted(set(gpu_storage.KERNELS[source]) - cuda_entry_points(code))
     assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
+
+
+def test_wgmma_products_stay_asynchronous():
+    """ptxas serializes every wgmma of a kernel, leaving only an info line under -v, when it
+    cannot prove the pipeline safe (products issued in a branch that may not run, registers
+    of an unfinished product touched): flash_fwd_wg* would then lose its overlap of the
+    products with the softmax, without any error."""
+    src, headers = compiler.read_kernel_source("attention.hip")
+    log = []
+    PLATFORM.rtc_compile(src, "attention.hip", headers, PLATFORM.rtc_options(ARCH) + ["-Xptxas", "-v"], log=log)
+    text = "\n".join(log)
+    assert "Compiling entry function 'flash_fwd_wg128_bf16'" in text, "no ptxas -v report for the wgmma kernels"
+    serialized = [line for line in text.splitlines() if "wgmma.mma_async instructions are serialized" in line]
+    assert not serialized, "\n".join(serialized)
 
 
 # ---- optional: resource table (TENSORLITE_SM90_REPORT=<path>) ------------------------------

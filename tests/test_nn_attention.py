@@ -13,7 +13,7 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from conftest import random_array
 from tensorlite.layout import Layout
-from tensorlite.backend import sdpa_layout
+from tensorlite.backend import get_device, sdpa_layout
 
 HALF_AND_F32 = [tl.float32, tl.float16, tl.bfloat16]
 # max |got - ref| / max |ref| per dtype (outputs round to the dtype; sums run in f32)
@@ -101,6 +101,19 @@ def test_sdpa_forward_backward_match_float64_composite(device, rng, dtype, d, na
 def test_sdpa_other_head_dims(device, rng, d, dv):
     """Head dims that the kernels pad (to 32, 64, 128), with dv != d."""
     _check(_run(CASES["causal_gqa"], tl.float32, d, dv, device, rng), tl.float32)
+
+
+@pytest.mark.parametrize("name", ["plain_multi_tile", "causal_gqa", "bool_mask_dead_rows", "transposed_views"])
+@pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16], ids=lambda t: t.name)
+def test_sdpa_sm80_forward_on_hopper(device, rng, monkeypatch, dtype, name):
+    """On sm_90a the half-precision forward runs the wgmma kernel (flash_fwd_wg*), which the
+    tests above cover there; TENSORLITE_WGMMA=0 selects the mma.sync kernel of other NVIDIA
+    GPUs, held to the same reference on the same device."""
+    arch = getattr(get_device(device), "arch", None)
+    if arch != "sm_90a":
+        pytest.skip(f"needs a Hopper GPU (sm_90a), where both forward kernels run; {device}: {arch or 'no GPU arch'}")
+    monkeypatch.setenv("TENSORLITE_WGMMA", "0")
+    _check(_run(CASES[name], dtype, 128, 128, device, rng), dtype)
 
 
 def _forbid(monkeypatch, cls, name):
@@ -234,12 +247,19 @@ def _mma_or_skip(device, monkeypatch):
                                         (96, 128, tl.float16)], ids=str)
 def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
     """On devices with tensor cores the f16/bf16 forward with padded head dim 64/128 runs
-    flash_fwd_mma*; its output and lse match the scalar flash kernel (forced through the
-    selector) and the float64 reference, over several key tiles, causal skipping, GQA,
-    masks, dead rows and transposed views."""
+    flash_fwd_mma* (on Hopper flash_fwd_wg*, or flash_fwd_mma* with TENSORLITE_WGMMA=0); each
+    tensor-core kernel's output and lse match the scalar flash kernel (forced through the
+    selector) and the float64 reference, over several key and query tiles, causal skipping,
+    GQA, masks, dead rows and transposed views."""
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
     real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
+    hopper = gpu_storage._flash_wgmma(get_device(device))
+    # path -> (the tensor-core selector's answer, TENSORLITE_WGMMA, the kernel expected)
+    paths = {"scalar": (False, "1", f"flash_fwd{dp}_{dtype.short}"),
+             "mma": (True, "0", f"flash_fwd_mma{dp}_{dtype.short}")}
+    if hopper:
+        paths["wg"] = (True, "1", f"flash_fwd_wg{dp}_{dtype.short}")
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
                                                            (1, 2, 2, 70, 70, True, "additive", False),
@@ -249,24 +269,28 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
         mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)
         mlay = None if mask is None else mask._layout.broadcast_as((b, hq, L, S))
         runs = {}
-        for mma in (True, False):
+        for path, (mma, wgmma, expected) in paths.items():
             monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            monkeypatch.setenv("TENSORLITE_WGMMA", wgmma)
             names.clear()
             out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout,
                                        None if mask is None else mask._storage, mlay, None, causal, return_lse=True)
-            expected = f"flash_fwd_mma{dp}_{dtype.short}" if mma else f"flash_fwd{dp}_{dtype.short}"
             assert names == [expected]
-            runs[mma] = (F._wrap_as(out, sdpa_layout(q._layout, dv), dtype).numpy().astype(np.float64),
+            runs[path] = (F._wrap_as(out, sdpa_layout(q._layout, dv), dtype).numpy().astype(np.float64),
                              F._wrap(lse, (b, hq, L)).numpy())  # out in q's memory order
         ref = F.sdpa_slow(tl.tensor(q64), tl.tensor(k64), tl.tensor(v64), attn_mask=mask64, is_causal=causal).numpy()
-        assert _rel_err(runs[True][0], ref) < REL_TOL[dtype.name]
-        assert _rel_err(runs[True][0], runs[False][0]) < REL_TOL[dtype.name]
-        dead = np.isneginf(runs[False][1])
-        np.testing.assert_array_equal(np.isneginf(runs[True][1]), dead)
-        np.testing.assert_allclose(runs[True][1][~dead], runs[False][1][~dead], rtol=2e-3, atol=2e-3)
-    # the default selector picks the MMA kernel for this case, and the scalar one for f32
+        scalar = runs.pop("scalar")
+        dead = np.isneginf(scalar[1])
+        for path, (got, lse) in runs.items():
+            assert _rel_err(got, ref) < REL_TOL[dtype.name], path
+            assert _rel_err(got, scalar[0]) < REL_TOL[dtype.name], path
+            np.testing.assert_array_equal(np.isneginf(lse), dead, err_msg=path)
+            np.testing.assert_allclose(lse[~dead], scalar[1][~dead], rtol=2e-3, atol=2e-3, err_msg=path)
+    # the default selector picks the tensor-core kernel for this case, and the scalar one for f32
     monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
-    for dt, expected in ((dtype, f"flash_fwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_fwd{dp}_f32")):
+    monkeypatch.delenv("TENSORLITE_WGMMA")
+    tensor_core = "flash_fwd_wg" if hopper else "flash_fwd_mma"
+    for dt, expected in ((dtype, f"{tensor_core}{dp}_{dtype.short}"), (tl.float32, f"flash_fwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
         names.clear()

@@ -17,7 +17,7 @@ with the same small interface (runtime, rtc compiler, BLAS), which `device.py`,
     event_create() / event_record(e, s) / event_synchronize(e) / event_elapsed_ms(a, b) / event_destroy(e)
     module_load(image) / module_get_function(module, name)
     launch(func, grid3, block3, shared_mem, stream, params)   params: a `void*[]` cdata
-    rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options) -> bytes
+    rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options[, log]) -> bytes
     blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
 
 Nothing here loads a library at import time: a missing library or device surfaces as
@@ -269,14 +269,15 @@ class PlatformBase:
         self._rtc_check(call, getattr(self.rtc, call)(major, minor))
         return f"{self.RTC_PREFIX} {major[0]}.{minor[0]}"  # no path: caches may travel between machines
 
-    def rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
-        """hiprtc/NVRTC: create, compile, read the log, fetch the code object."""
+    def rtc_compile(self, source: str, name: str, headers: dict, options, log: list = None) -> bytes:
+        """hiprtc/NVRTC: create, compile, read the log, fetch the code object. `log`: a list the
+        compiler's log is appended to on success too (e.g. ptxas -v reports)."""
         if self.RTC_THREAD_SAFE:
-            return self._rtc_compile(source, name, headers, options)
+            return self._rtc_compile(source, name, headers, options, log)
         with self._rtc_lock:
-            return self._rtc_compile(source, name, headers, options)
+            return self._rtc_compile(source, name, headers, options, log)
 
-    def _rtc_compile(self, source: str, name: str, headers: dict, options) -> bytes:
+    def _rtc_compile(self, source: str, name: str, headers: dict, options, log_out=None) -> bytes:
         ffi, prefix = self.ffi, self.RTC_PREFIX
         fn = lambda suffix: getattr(self.rtc, prefix + suffix)  # noqa: E731
         keep = []  # the C strings must outlive the calls
@@ -297,6 +298,8 @@ class PlatformBase:
             log_buf = ffi.new("char[]", max(int(size[0]), 1))
             self._rtc_check(f"{prefix}GetProgramLog", fn("GetProgramLog")(prog[0], log_buf))
             log = ffi.string(log_buf).decode(errors="replace").strip()
+            if log_out is not None:
+                log_out.append(log)
             if err:
                 raise CompileError(f"{prefix}CompileProgram failed for {name!r} "
                                    f"(options {' '.join(options)}):\n{log or '(empty log)'}")

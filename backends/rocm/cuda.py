@@ -259,7 +259,10 @@ class CudaPlatform(PlatformBase):
         total = self.ffi.new("size_t*")
         self.check("cuDeviceTotalMem_v2", self.rt.cuDeviceTotalMem_v2(total, dev))
         cc = (attrs.pop("cc_major"), attrs.pop("cc_minor"))
-        return {"name": self.ffi.string(name).decode(errors="replace"), "arch": f"sm_{cc[0]}{cc[1]}",
+        # sm_90a: Hopper's arch-specific instructions (wgmma, kernels/compat.h) exist only in code
+        # built for it, which then loads on cc 9.0 alone, as this device is
+        arch = f"sm_{cc[0]}{cc[1]}" + ("a" if cc == (9, 0) else "")
+        return {"name": self.ffi.string(name).decode(errors="replace"), "arch": arch,
                 "total_memory": int(total[0]), "compute_capability": cc, **attrs}
 
     def activate(self, ordinal: int):

@@ -90,7 +90,8 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
                            for t in ("f32", "f16", "bf16"))
     + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16"))
-    + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16")),
+    + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
+    + tuple(f"flash_fwd_wg{dp}_{t}" for dp in (64, 128) for t in ("f16", "bf16")),
 }
 _SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
 
@@ -1313,7 +1314,12 @@ class GpuStorage(BackendStorage):
         q, layout = _flash_operand(self, layout, dp, mma)
         k, k_layout = _flash_operand(k, k_layout, dp, mma)
         v, v_layout = _flash_operand(v, v_layout, dp, mma)
-        if mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
+        if mma and _flash_wgmma(dev):  # Hopper: warpgroups of 4 warps, 64 rows each
+            kernel = _kernel(dev, f"flash_fwd_wg{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm, block = 64 * _WG_FWD_GROUPS, (dev.warp_size, 4 * _WG_FWD_GROUPS)
+            # WgFwdTile::SMEM: Q, the K/V stages, 1 KiB to align them to 1 KiB
+            smem = (bm + 2 * _WG_FWD_STAGES * _WG_FWD_BN) * dp * self.dtype.itemsize + 1024
+        elif mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = _kernel(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
             stages = _MMA_FWD_STAGES[_arch_family(dev)]
@@ -1456,6 +1462,14 @@ _MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.h
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
 _MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
+_WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 64, 3  # WG_FWD_GROUPS, _BN, _STAGES in attention.hip
+
+
+def _flash_wgmma(dev) -> bool:
+    """Whether the forward takes the Hopper kernels (flash_fwd_wg*: wgmma, compat.h TL_HAS_WGMMA)
+    where the tensor-core kernels cover the case: code built for sm_90a (cuda.py), unless
+    TENSORLITE_WGMMA=0 (read at every call) asks for the sm_80 kernels (mma.sync) instead."""
+    return dev.arch == "sm_90a" and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0"
 
 
 def _flash_mma(dev, dtype, dp: int) -> bool:
