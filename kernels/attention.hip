@@ -570,9 +570,9 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
 };
 // Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
 // PaddedRows: rows of LD elements (ldmatrix operands; the padding puts rows on different
-// banks). Swizzled128 (below): wgmma operands. PITCH: the offset of the row 8k rows further
-// (of any row further for PaddedRows). chunk: which 16-byte chunk (row r, chunk column cc of
-// cpr per row) the e-th copy writes.
+// banks). Swizzled128 (below): wgmma operands. PITCH: rows r and r + n lie n * PITCH elements
+// apart (n a multiple of 8 for Swizzled128). chunk: which 16-byte chunk (row r, chunk column
+// cc of cpr per row) the e-th copy writes.
 template <int LD> struct PaddedRows {
     static const int PITCH = LD;
     static TL_DEV int at(int r, int c) { return r * LD + c; }
