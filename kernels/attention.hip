@@ -658,8 +658,8 @@ template <typename T, int ROWS, int DP, typename Lay, int NT> struct MmaTileCopy
         Lay::chunk(threadIdx.y * TL_MMA_LANES + threadIdx.x, CPR, row, cc);
         const int c = cc * CH;
         const T* g = base + r0 * s2 + ((u32)row * (u32)s2 + c);
-        Pass<PARTIAL, 0>::run(dst + Lay::at(row, c), (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)), n_rows - r0 - row,
-                              base);
+        Pass<PARTIAL, 0>::run(dst + Lay::at(row, c), (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)),
+                              n_rows - r0 - row, base);
         tl_cp_async_commit();
     }
 };
@@ -806,7 +806,8 @@ TL_DEV void mma_fwd_finish(TlAcc (&o)[RT][KD], float (&m)[RT][TL_MMA_ROW_SLOTS],
             for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) {
                 const i64 l = lt + tl_mma_slot_row(r);
                 if (l < p.L)
-                    lse[(bi * p.hq + h) * p.L + l] = ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / ATT_LOG2E : att_neg_inf();
+                    lse[(bi * p.hq + h) * p.L + l] =
+                        ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / ATT_LOG2E : att_neg_inf();
             }
         }
     }
@@ -858,7 +859,8 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
     mma_fwd_tile<T, BM, DP, PaddedRows<LD>, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
     if (n_end > 0) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
-    if (STAGES > 1 && n_end > 0) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
+    if (STAGES > 1 && n_end > 0)
+        mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
     int cur = 0;  // the stage of tile j (element offset in skv)
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
         T* const sk = skv + cur;
