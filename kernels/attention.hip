@@ -934,12 +934,13 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // is issued before P_j V_j, and its softmax runs while P_j V_j does; O is rescaled and S_{j+1}
 // rounded into P_{j+1} once P_j V_j is done. Q and WG_FWD_STAGES K/V tiles are staged in
 // 128-byte swizzled rows (Swizzled128) by cp.async: tile j+2 is requested while tile j is
-// multiplied. WgFwdTile::SMEM bytes of dynamic shared memory (129 KiB at DP 128), mirrored by
-// sdpa in backends/rocm/storage.py (_WG_FWD_*). On the H100 (b8 h16 s2048 d128 bf16 causal)
-// 270 TFLOP/s against flash_fwd_mma's 215 in the same run; unswizzled tiles (8 x 8 core
-// matrices) ran at 194, and a version that waited for each product before the softmax at 190.
+// multiplied. WgFwdTile::SMEM bytes of dynamic shared memory (225 KiB at DP 128, of the 227
+// a block may have), mirrored by sdpa in backends/rocm/storage.py (_WG_FWD_*). On the H100
+// (b8 h16 s2048 d128 bf16 causal): 296 TFLOP/s with key tiles of 128, 270-273 with 64 (same
+// run), against flash_fwd_mma's 215; unswizzled tiles (8 x 8 core matrices) ran at 194, and a
+// version that waited for each product before the softmax at 190.
 #define WG_FWD_GROUPS 2
-#define WG_FWD_BN 64
+#define WG_FWD_BN 128  // keys per tile
 #define WG_FWD_STAGES 3
 template <typename T, int DP> struct WgFwdTile {
     static const int BM = 64 * WG_FWD_GROUPS, BN = WG_FWD_BN, STAGES = WG_FWD_STAGES;

@@ -1462,7 +1462,7 @@ _MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.h
 _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
 _MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
-_WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 64, 3  # WG_FWD_GROUPS, _BN, _STAGES in attention.hip
+_WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 128, 3  # WG_FWD_GROUPS, _BN, _STAGES in attention.hip
 
 
 def _flash_wgmma(dev) -> bool:
