@@ -937,8 +937,9 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // multiplied. WgFwdTile::SMEM bytes of dynamic shared memory (225 KiB at DP 128, of the 227
 // a block may have), mirrored by sdpa in backends/rocm/storage.py (_WG_FWD_*). On the H100
 // (b8 h16 s2048 d128 bf16 causal): 296 TFLOP/s with key tiles of 128, 270-273 with 64 (same
-// run), against flash_fwd_mma's 215; unswizzled tiles (8 x 8 core matrices) ran at 194, and a
-// version that waited for each product before the softmax at 190.
+// run), against flash_fwd_mma's 215; before the swizzle, with 8 x 8 core-matrix tiles and
+// products that ptxas serialized (both fixed at once), 194; waiting for each product before
+// the softmax, 190.
 #define WG_FWD_GROUPS 2
 #define WG_FWD_BN 128  // keys per tile
 #define WG_FWD_STAGES 3
