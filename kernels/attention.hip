@@ -59,7 +59,6 @@ template <typename T, int DP> struct BwdCfg {
 #define TL_ATT_THREADS 256  // two blocks per SM/CU (__launch_bounds__): registers capped at 128
 
 TL_DEV float att_neg_inf() { return -tl_inf_f32(); }
-constexpr float ATT_LOG2E = 1.4426950408889634f;  // the tensor-core kernels' softmax runs in log2 units
 
 // Scaled score x of key j for query l (both in range) after the mask (p.mask_kind != 0).
 template <typename T>
@@ -704,7 +703,7 @@ TL_DEV bool mma_softmax_tile(TlAcc (&s)[RT][NT], float (&m)[RT][TL_MMA_ROW_SLOTS
     // own loop, so that tiles inside the allowed region run none of it) scales them
     // (f = 1) only where something can be dropped, or where the scale is not positive
     // (the raw max would not be the scaled one).
-    float f = p.scale * ATT_LOG2E;
+    float f = p.scale * TL_LOG2E;
     if (p.mask_kind || !(p.scale > 0.0f) || j0 + BN > p.S || lw + WR > p.L ||
         (p.causal && j0 + BN - 1 > lw + p.causal_shift)) {
         // In tile coordinates (row r, key c; 32-bit, few registers): keep r < nr, c < nc,
@@ -722,7 +721,7 @@ TL_DEV bool mma_softmax_tile(TlAcc (&s)[RT][NT], float (&m)[RT][TL_MMA_ROW_SLOTS
                     float x = s[t][n].x[i] * p.scale;
                     if (r >= nr || c >= nc || c - r > dg) x = att_neg_inf();
                     else if (p.mask_kind) x = att_mask<T>(x, p, bi, h, lw + r, j0 + c, mv, mask);
-                    s[t][n].x[i] = x * ATT_LOG2E;
+                    s[t][n].x[i] = x * TL_LOG2E;
                 }
                 // one 16x16 tile's mask reads at a time: all of them in flight at once
                 // cost registers the whole loop pays for (spills, NVRTC 13)
@@ -807,7 +806,7 @@ TL_DEV void mma_fwd_finish(TlAcc (&o)[RT][KD], float (&m)[RT][TL_MMA_ROW_SLOTS],
                 const i64 l = lt + tl_mma_slot_row(r);
                 if (l < p.L)
                     lse[(bi * p.hq + h) * p.L + l] =
-                        ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / ATT_LOG2E : att_neg_inf();
+                        ls[t][r] > 0.0f ? (m[t][r] + log2f(ls[t][r])) / TL_LOG2E : att_neg_inf();
             }
         }
     }
@@ -1143,7 +1142,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
     const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
     const MmaRows<T, BM, DP, TL_MMA_LANES * NW> rows(tid);
-    const float sc = p.scale * ATT_LOG2E;
+    const float sc = p.scale * TL_LOG2E;
 
     // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
     // key tiles near the start see the most queries under a causal mask: first within it.
@@ -1190,7 +1189,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     };
     auto stage_rows = [&](int slot) {  // nl, nd of the last request into its slot
         if (tid < BM) {
-            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * ATT_LOG2E;
+            sm.lse2[slot][tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * TL_LOG2E;
             sm.dr[slot][tid] = nd;
         }
     };
@@ -1233,7 +1232,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                     for (int i = 0; i < TL_MMA_ACC_N; ++i) {
                         const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
-                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * ATT_LOG2E
+                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * TL_LOG2E
                                                          : att_neg_inf();
                     }
             } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {

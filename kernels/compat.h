@@ -52,6 +52,7 @@ TL_DEV float tl_exp2_approx(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;"
 #else
 TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
 #endif
+#define TL_LOG2E 1.4426950408889634f  // exp(x) = 2^(x * TL_LOG2E)
 
 // IEEE half <-> float/double with the hardware's round-to-nearest-even.
 #if defined(TL_HIP)

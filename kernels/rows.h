@@ -67,7 +67,7 @@ TL_DEV void store_run(T* p, const typename Tr<T>::acc* src) {
 // approximation's few-ulp f32 error (nor its flush of results below 2^-126 to 0), and the
 // accurate expf costs enough instructions to bound bf16/f16 softmax.
 template <typename T, typename A>
-TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)tl_exp2_approx((float)x * 1.44269504f) : tl_exp(x); }
+TL_DEV A row_exp(A x) { return sizeof(T) == 2 ? (A)tl_exp2_approx((float)x * TL_LOG2E) : tl_exp(x); }
 
 // Vector k (elements k*N .. k*N+N-1) of a row of n elements at stride s, zeros past the
 // end (n <= 0: all zeros, nothing read). `vec`: the row is contiguous and 16-byte aligned,
