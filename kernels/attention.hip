@@ -13,6 +13,7 @@
 //   flash_fwd_wg{DP}_<t>   flash_fwd_mma's cases on Hopper's warpgroup products (wgmma: code
 //                       built for sm_90a only; the host picks it there)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
+//   flash_bwd_wg{DP}_<t>   flash_bwd_mma's cases on warpgroup products (as flash_fwd_wg)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) in T through their views dkv, dvv; dq accumulated
 //                       atomically into a zeroed f32 (b, hq, L, d) buffer through its view dqv
@@ -1128,6 +1129,97 @@ template <typename T, int ROWS, int DP, int NT> struct MmaRows {
     }
 };
 
+#if defined(TL_HAS_MMA)
+// A step of the tensor-core backward for a warp holding keys jw .. jw+15 (the accumulator
+// rows) and query rows i0 .. i0+BM (BM = 16 MT, the columns): s = K Q^T becomes P^T =
+// exp2(scaled, masked s - lse) and dpt = dP^T = V dO^T becomes dS^T = P^T (dP^T - Dr), from
+// the step's rows' lse (log2 units; +inf: the row contributes nothing) and Dr in slse, sdr.
+// Shared by flash_bwd_mma and flash_bwd_wg.
+template <typename T, int MT>
+TL_DEV void mma_bwd_probs(TlAcc (&s)[MT], TlAcc (&dpt)[MT], const AttnShape& p, i64 bi, i64 h, i64 i0, i64 jw,
+                          const float* slse, const float* sdr, const View4& mv, const void* mask) {
+    const int BM = 16 * MT;
+    const float sc = p.scale * TL_LOG2E;
+    // Scores in log2 units; the per-element path (its own loop, so that steps inside the
+    // allowed region run none of it) only where something can be dropped.
+    if (p.mask_kind) {
+#pragma unroll
+        for (int n = 0; n < MT; ++n)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
+                s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * TL_LOG2E
+                                                 : att_neg_inf();
+            }
+    } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
+        // Bounds and the causal diagonal only (the diagonal steps of a causal mask): in
+        // offsets within the step, row rr of the step keeps key jj of the warp when
+        // rr < nr, jj < nj and jj - rr <= dg.
+        const i64 dg64 = p.causal ? i0 + p.causal_shift - jw : (i64)BM;
+        const int nr = (int)(p.L - i0 < BM ? p.L - i0 : BM), nj = (int)(p.S - jw < 16 ? p.S - jw : 16);
+        const int dg = (int)(dg64 < -BM ? -BM : (dg64 > BM ? BM : dg64));
+#pragma unroll
+        for (int n = 0; n < MT; ++n)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+                const int rr = 16 * n + tl_mma_acc_col(i), jj = tl_mma_acc_row(i);
+                s[n].x[i] = (rr < nr && jj < nj && jj - rr <= dg) ? s[n].x[i] * sc : att_neg_inf();
+            }
+    } else {
+#pragma unroll
+        for (int n = 0; n < MT; ++n)
+#pragma unroll
+            for (int i = 0; i < TL_MMA_ACC_N; ++i) s[n].x[i] *= sc;
+    }
+#pragma unroll
+    for (int n = 0; n < MT; ++n)
+#pragma unroll
+        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+            const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
+            // dropped (-inf) or dead row (+inf lse2): 0
+            const float pij = tl_exp2_approx(s[n].x[i] - slse[r]);
+            s[n].x[i] = pij;
+            dpt[n].x[i] = pij * (dpt[n].x[i] - sdr[r]);
+        }
+}
+
+// dq rows l .. l+15 of head h, dims x0 + 16 XS t (t < CT) += the warp's tiles aq[t],
+// atomically (other key tiles add to the same rows).
+template <int DP, int CT, int XS>
+TL_DEV void mma_bwd_add_dq(float* dq, const View4& dqv, const TlAcc (&aq)[CT], const AttnShape& p, i64 bi, i64 h,
+                           i64 l, int x0) {
+    float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
+    // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
+    if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
+#pragma unroll
+        for (int t = 0; t < CT; ++t) tl_mma_atomic_add_tile(dqt + x0 + 16 * XS * t, dqv.s2, aq[t], 1.0f);
+    } else {
+#pragma unroll
+        for (int t = 0; t < CT; ++t) {
+            const int x = x0 + 16 * XS * t;
+            tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], 1.0f, (int)(p.L - l < 16 ? p.L - l : 16),
+                                  (int)(p.d - x < 16 ? p.d - x : 16));
+        }
+    }
+}
+
+// The backward's end for a warp holding keys jw .. jw+15: dk = scale * its accumulator, dv.
+template <typename T, int KD>
+TL_DEV void mma_bwd_finish(const TlAcc (&adk)[KD], const TlAcc (&adv)[KD], const AttnShape& p, i64 bi, i64 hkv,
+                           i64 jw, const View4& dkv, const View4& dvv, T* dk, T* dv) {
+#pragma unroll
+    for (int c = 0; c < KD; ++c)
+#pragma unroll
+        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
+            const i64 j = jw + tl_mma_acc_row(i);
+            const int x = 16 * c + tl_mma_acc_col(i);
+            if (j >= p.S) continue;
+            if (x < p.d) dk[dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2 + x] = Tr<T>::store(adk[c].x[i] * p.scale);
+            if (x < p.dv) dv[dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2 + x] = Tr<T>::store(adv[c].x[i]);
+        }
+}
+#endif
+
 template <typename T, int DP, int NW>
 TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
                           const View4& dqv, const View4& dkv, const View4& dvv, const View4& mv, const void* mask,
@@ -1142,7 +1234,6 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
     const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
     const MmaRows<T, BM, DP, TL_MMA_LANES * NW> rows(tid);
-    const float sc = p.scale * TL_LOG2E;
 
     // Consecutive blocks share a kv head (its Q, dO and dq rows stay in L2 while they run);
     // key tiles near the start see the most queries under a causal mask: first within it.
@@ -1224,47 +1315,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                     tl_mma_16x16x16<T>(dpt[n], vf[c], gb);
                 }
             }
-            // Scores in log2 units; the per-element path (its own loop, so that steps inside the
-            // allowed region run none of it) only where something can be dropped.
-            if (p.mask_kind) {
-#pragma unroll
-                for (int n = 0; n < MT; ++n)
-#pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                        const i64 l = i0 + 16 * n + tl_mma_acc_col(i), j = jw + tl_mma_acc_row(i);
-                        s[n].x[i] = (l < p.L && j < p.S) ? att_score<T>(s[n].x[i], p, bi, h, l, j, mv, mask) * TL_LOG2E
-                                                         : att_neg_inf();
-                    }
-            } else if (jw + 16 > p.S || i0 + BM > p.L || (p.causal && jw + 15 > i0 + p.causal_shift)) {
-                // Bounds and the causal diagonal only (the diagonal steps of a causal mask): in
-                // offsets within the step, row rr of the step keeps key jj of the warp when
-                // rr < nr, jj < nj and jj - rr <= dg.
-                const i64 dg64 = p.causal ? i0 + p.causal_shift - jw : (i64)BM;
-                const int nr = (int)(p.L - i0 < BM ? p.L - i0 : BM), nj = (int)(p.S - jw < 16 ? p.S - jw : 16);
-                const int dg = (int)(dg64 < -BM ? -BM : (dg64 > BM ? BM : dg64));
-#pragma unroll
-                for (int n = 0; n < MT; ++n)
-#pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                        const int rr = 16 * n + tl_mma_acc_col(i), jj = tl_mma_acc_row(i);
-                        s[n].x[i] = (rr < nr && jj < nj && jj - rr <= dg) ? s[n].x[i] * sc : att_neg_inf();
-                    }
-            } else {
-#pragma unroll
-                for (int n = 0; n < MT; ++n)
-#pragma unroll
-                    for (int i = 0; i < TL_MMA_ACC_N; ++i) s[n].x[i] *= sc;
-            }
-#pragma unroll
-            for (int n = 0; n < MT; ++n)
-#pragma unroll
-                for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-                    const int r = 16 * n + tl_mma_acc_col(i);  // the step's query row
-                    // dropped (-inf) or dead row (+inf lse2): 0
-                    const float pij = tl_exp2_approx(s[n].x[i] - slse[r]);
-                    s[n].x[i] = pij;
-                    dpt[n].x[i] = pij * (dpt[n].x[i] - sdr[r]);
-                }
+            mma_bwd_probs<T, MT>(s, dpt, p, bi, h, i0, jw, slse, sdr, mv, mask);
             // dV += P^T dO, dK += dS^T Q
 #pragma unroll
             for (int n = 0; n < MT; ++n) {
@@ -1311,34 +1362,188 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 tl_mma_16x16x16<T>(aq[t], da, kb);
             }
         }
-        float* const dqt = dq + dqv.offset + bi * dqv.s0 + h * dqv.s1 + l * dqv.s2;
-        // complete tiles (all but the last rows; d == DP) with 8-byte aligned rows: vector adds
-        if (l + 16 <= p.L && p.d == DP && (dqv.s2 & 1) == 0 && ((u64)dqt & 7) == 0) {
-#pragma unroll
-            for (int t = 0; t < CPW; ++t) tl_mma_atomic_add_tile(dqt + 16 * (w / RT + QW * t), dqv.s2, aq[t], 1.0f);
-        } else {
-#pragma unroll
-            for (int t = 0; t < CPW; ++t) {
-                const int x = 16 * (w / RT + QW * t);
-                tl_mma_atomic_add_acc(dqt + x, dqv.s2, aq[t], 1.0f, (int)(p.L - l < 16 ? p.L - l : 16),
-                                      (int)(p.d - x < 16 ? p.d - x : 16));
-            }
-        }
+        mma_bwd_add_dq<DP, CPW, QW>(dq, dqv, aq, p, bi, h, l, 16 * (w / RT));
         stage_rows(slot);  // read after the next barrier, by the step that uses this stage
         slot = slot + 1 == ST ? 0 : slot + 1;
         i0 += BM;
         if (i0 >= p.L) { i0 = i_begin; ++hh; }
     }
+    mma_bwd_finish<T, KD>(adk, adv, p, bi, hkv, jw, dkv, dvv, dk, dv);
+#endif
+}
+
+// ---- Hopper tensor-core backward (sm_90a: wgmma) ------------------------------------------
+// Same contract as flash_bwd. A block is two warpgroups (8 warps) and owns BN = 128 keys of one
+// kv head: group g keys j0 + 64g .. +64, its warp w % 4 16 of them (jw, as flash_bwd_mma's
+// warps, so the per-warp accumulator helpers apply). A step is BM = 8192 / DP query rows (64 at
+// DP 128, 128 at DP 64) of one query head:
+//   S^T = K Q^T, dP^T = V dO^T   warpgroup products, K, V, Q, dO in 128-byte-swizzled tiles
+//   P^T, dS^T                    mma_bwd_probs on the accumulators
+//   dV += P^T dO, dK += dS^T Q   P^T and dS^T from registers, dO and Q read MN-major
+//   dQ = (scale dS) K            from dS^T stored to shared memory (read MN-major): group g
+//                                a 64 x 64 tile (rows 64 (g % QM), dims 64 (g / QM)), added
+//                                atomically to dq
+// Q and dO (lse and Dr) are staged WG_BWD_STAGES deep: a step requests the step ST - 1 ahead
+// into the stage of the step before, whose products every group waited for before its barrier.
+#define WG_BWD_BN 128
+#define WG_BWD_STAGES 3
+template <typename T, int DP> struct WgBwdTile {
+    static const int BN = WG_BWD_BN, BM = 8192 / DP, ST = WG_BWD_STAGES, QM = BM / 64;
+    // K, V; ST times Q and dO; dS^T; ST rows of lse and of Dr; 1 KiB to align the tiles (every
+    // tile is a multiple of 1 KiB). Mirrored by sdpa_backward in backends/rocm/storage.py.
+    static const int SMEM = (2 * BN * DP + ST * 2 * BM * DP + BN * BM) * (int)sizeof(T) + 2 * ST * BM * 4 + 1024;
+};
+
+#if defined(TL_HAS_WGMMA)
+// An accumulator tile times scale, rounded to T, into rows r0 .. r0+15, columns c0 .. c0+15
+// of a tile in layout Lay (column pairs as one word; NVIDIA's accumulator layout).
+template <typename T, typename Lay> TL_DEV void mma_store_acc_at(T* tile, int r0, int c0, const TlAcc& a, float scale) {
+    const int l = tl_lane();
 #pragma unroll
-    for (int c = 0; c < KD; ++c)
+    for (int i = 0; i < 8; i += 2) {
+        const int r = r0 + (l >> 2) + 8 * ((i >> 1) & 1), c = c0 + 8 * (i >> 2) + 2 * (l & 3);
+        *(u32*)(tile + Lay::at(r, c)) = tl_pack2<T>(a.x[i] * scale, a.x[i + 1] * scale);
+    }
+}
+#endif
+
+template <typename T, int DP>
+TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& gv,
+                         const View4& dqv, const View4& dkv, const View4& dvv, const View4& mv, const void* mask,
+                         const T* q, const T* k, const T* v, const T* g, const float* lse, const float* Dr,
+                         float* dq, T* dk, T* dv) {
+#if defined(TL_HAS_WGMMA)
+    typedef WgBwdTile<T, DP> B;
+    const int BN = B::BN, BM = B::BM, ST = B::ST, QM = B::QM, KD = DP / 16, MT = BM / 16, NTH = 256;
+    typedef Swizzled128<T, BN, DP> KLay;  // K, V: keys x dims
+    typedef Swizzled128<T, BM, DP> QLay;  // Q, dO: rows x dims
+    typedef Swizzled128<T, BN, BM> SLay;  // dS^T: keys x rows
+    const int AW = KLay::AW;              // elements per 128-byte row of a column block
+    T* const sk = (T*)((char*)att_dyn_smem + ((1024 - (tl_smem_addr(att_dyn_smem) & 1023)) & 1023));
+    T* const sv = sk + BN * DP;
+    T* const sqg = sv + BN * DP;  // stage s: Q at sqg + 2 s BM DP, dO after it
+    T* const sds = sqg + ST * 2 * BM * DP;
+    float* const slse = (float*)(sds + BN * BM);  // stage s: BM lse (log2 units; +inf: the row contributes nothing)
+    float* const sdr = slse + ST * BM;            // stage s: BM Dr
+    // the group from lane 0: known to be warp-uniform (see flash_fwd_wg)
+    const int w = threadIdx.y, grp = __shfl_sync(0xffffffffu, w / 4, 0), tid = w * TL_MMA_LANES + threadIdx.x;
+
+    // Block order as flash_bwd_mma: a kv head's key tiles together, the first (most queries
+    // under a causal mask) first.
+    const i64 nk = (p.S + BN - 1) / BN;
+    const i64 kt = (i64)blockIdx.x % nk, bh = (i64)blockIdx.x / nk;
+    const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
+    const i64 j0 = kt * BN, jw = j0 + 64 * grp + 16 * (w % 4);  // the block's and this warp's first key
+
+    mma_fwd_tile<T, BN, DP, KLay, NTH>(sk, k, kv, bi, hkv, j0, p.S, p.d);
+    mma_fwd_tile<T, BN, DP, KLay, NTH>(sv, v, vv, bi, hkv, j0, p.S, p.dv);
+    TlAcc adk[KD], adv[KD];
 #pragma unroll
-        for (int i = 0; i < TL_MMA_ACC_N; ++i) {
-            const i64 j = jw + tl_mma_acc_row(i);
-            const int x = 16 * c + tl_mma_acc_col(i);
-            if (j >= p.S) continue;
-            if (x < p.d) dk[dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2 + x] = Tr<T>::store(adk[c].x[i] * p.scale);
-            if (x < p.dv) dv[dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2 + x] = Tr<T>::store(adv[c].x[i]);
+    for (int c = 0; c < KD; ++c) { tl_mma_zero(adk[c]); tl_mma_zero(adv[c]); }
+
+    i64 i_begin = 0;  // query tiles wholly above the diagonal of the block's first key see none of its keys
+    if (p.causal) {
+        const i64 first = j0 - p.causal_shift;
+        i_begin = first > 0 ? (first / BM) * BM : 0;
+    }
+    // Steps walk (query head of the group, query tile) as flash_bwd_mma's: (hh, i0) the step
+    // computed, (lh, li) the next step to request.
+    int hh = i_begin < p.L ? 0 : (int)groups, lh = hh;
+    i64 i0 = i_begin, li = i0;
+    float nl = att_neg_inf(), nd = 0.0f;  // a requested step's lse and Dr of row tid, staged later
+    // Request the step (lh, li) into stage slot: two cp.async groups (Q, dO; empty when no step
+    // is left: the waits count groups); lse and Dr of row tid into nl, nd.
+    auto request = [&](int slot) {
+        T* const st = sqg + slot * 2 * BM * DP;
+        if (lh < groups) {
+            const i64 h = hkv * groups + lh, row0 = (bi * p.hq + h) * p.L;
+            mma_fwd_tile<T, BM, DP, QLay, NTH>(st, q, qv, bi, h, li, p.L, p.d);
+            mma_fwd_tile<T, BM, DP, QLay, NTH>(st + BM * DP, g, gv, bi, h, li, p.L, p.dv);
+            const bool in = tid < BM && li + tid < p.L;
+            nl = in ? lse[row0 + li + tid] : att_neg_inf();
+            nd = in ? Dr[row0 + li + tid] : 0.0f;
+            li += BM;
+            if (li >= p.L) { li = i_begin; ++lh; }
+        } else {
+            tl_cp_async_commit();
+            tl_cp_async_commit();
         }
+    };
+    auto stage_rows = [&](int slot) {  // nl, nd of the last request into its slot
+        if (tid < BM) {
+            slse[slot * BM + tid] = nl == att_neg_inf() ? -att_neg_inf() : nl * TL_LOG2E;
+            sdr[slot * BM + tid] = nd;
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) { request(s); stage_rows(s); }
+    // Descriptors. K-major operands (S^T = K Q^T, dP^T = V dO^T): 8-row groups 1024 bytes
+    // apart, product c reads 16 dims, 32 bytes into the rows of column block c / 4 (off).
+    // MN-major ones (Q, dO of dV, dK; dS^T and K of dQ): column blocks ROWS * 128 bytes apart,
+    // 8-row groups along K 1024 bytes apart; product n reads rows 16n .. 16n+15 (2048 n bytes).
+    auto off = [](int c, int rows) { return (u64)((c / 4 * rows * 128 + c % 4 * 32) >> 4); };
+    const u64 kdesc = tl_wg_desc_sw128(sk + 64 * grp * AW, 16, 1024);
+    const u64 vdesc = tl_wg_desc_sw128(sv + 64 * grp * AW, 16, 1024);
+    const u64 dsdesc = tl_wg_desc_sw128(sds + (grp % QM) * BN * AW, BN * 128, 1024);
+    const u64 kndesc = tl_wg_desc_sw128(sk + (grp / QM) * BN * AW, BN * 128, 1024);
+    int slot = 0;
+    while (hh < groups) {
+        const i64 h = hkv * groups + hh;
+        T* const sq = sqg + slot * 2 * BM * DP;
+        T* const sg = sq + BM * DP;
+        tl_cp_async_wait_prior<2 * (ST - 2)>();  // this step's groups (later steps' may be in flight)
+        tl_fence_async_smem();
+        __syncthreads();  // the step's tiles are in; every group is done with the step before
+        const int ahead = slot == 0 ? ST - 1 : slot - 1;  // the previous step's stage
+        request(ahead);
+
+        TlAcc st[MT], dpt[MT];
+        {
+            const u64 qdesc = tl_wg_desc_sw128(sq, 16, 1024), gdesc = tl_wg_desc_sw128(sg, 16, 1024);
+            tl_wg_fence();
+#pragma unroll
+            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(st, kdesc + off(c, BN), qdesc + off(c, BM), c > 0);
+#pragma unroll
+            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(dpt, vdesc + off(c, BN), gdesc + off(c, BM), c > 0);
+            tl_wg_commit();
+        }
+        tl_wg_wait<0>();
+        tl_wg_hold(st);
+        tl_wg_hold(dpt);
+        mma_bwd_probs<T, MT>(st, dpt, p, bi, h, i0, jw, slse + slot * BM, sdr + slot * BM, mv, mask);
+        // dV += P^T dO, dK += dS^T Q
+        TlFragA pa[MT], da[MT];
+#pragma unroll
+        for (int n = 0; n < MT; ++n) { tl_mma_acc_to_a<T>(pa[n], st[n]); tl_mma_acc_to_a<T>(da[n], dpt[n]); }
+        {
+            const u64 gndesc = tl_wg_desc_sw128(sg, BM * 128, 1024), qndesc = tl_wg_desc_sw128(sq, BM * 128, 1024);
+            tl_wg_fence();
+#pragma unroll
+            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adv, pa[n], gndesc + ((2048 * n) >> 4));
+#pragma unroll
+            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adk, da[n], qndesc + ((2048 * n) >> 4));
+            tl_wg_commit();
+        }
+        // dS^T stored scaled (dQ's factor) while they run
+#pragma unroll
+        for (int n = 0; n < MT; ++n) mma_store_acc_at<T, SLay>(sds, jw - j0, 16 * n, dpt[n], p.scale);
+        tl_fence_async_smem();
+        __syncthreads();  // dS^T is complete
+        TlAcc aq[4];
+        tl_wg_fence();
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc)
+            tl_wg_ss<T, 64, 1, 1>(aq, dsdesc + ((2048 * kc) >> 4), kndesc + ((2048 * kc) >> 4), kc > 0);
+        tl_wg_commit();
+        tl_wg_wait<0>();  // every product of the step: its stage and dS^T may be overwritten after the next barrier
+        tl_wg_hold(aq);
+        mma_bwd_add_dq<DP, 4, 1>(dq, dqv, aq, p, bi, h, i0 + 64 * (grp % QM) + 16 * (w % 4), 64 * (grp / QM));
+        stage_rows(ahead);  // read after the next barrier, by the step that uses that stage
+        slot = slot + 1 == ST ? 0 : slot + 1;
+        i0 += BM;
+        if (i0 >= p.L) { i0 = i_begin; ++hh; }
+    }
+    mma_bwd_finish<T, KD>(adk, adv, p, bi, hkv, jw, dkv, dvv, dk, dv);
 #endif
 }
 
@@ -1359,6 +1564,12 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
         flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
                                         dq, dk, dv);                                               \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd_wg##DP##_##sfx(                 \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
+        View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
+        const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
+        flash_bwd_wg<T, DP>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
 ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)

@@ -780,8 +780,8 @@ TL_DEV float tl_mma_row_sum(float v) {
 // as a group by tl_wg_commit(), and D is read after tl_wg_wait<0>() and tl_wg_hold(D). D is
 // N / 16 TlAcc tiles in which warp w of the group holds rows 16w .. 16w+15 in Part 3's m16n8
 // layout, so the tile helpers above apply per warp, and tl_mma_acc_to_a turns a tile into
-// the A operand of a register-A product (P of P V). Shared-memory operands (16-bit values)
-// are described by tl_wg_desc_sw128. Shared memory written by stores or cp.async is read by
+// the A operand of a register-A product (P of P V, P^T of P^T dO). Shared-memory operands
+// (16-bit values) are described by tl_wg_desc_sw128. Shared memory written by stores or cp.async is read by
 // wgmma only after each writer's tl_fence_async_smem() and a barrier. Products issued in a
 // branch that may not run, and registers of an unfinished product read or written, make
 // ptxas serialize every product of the kernel ('Potential Performance Loss' in its -v
@@ -790,10 +790,11 @@ TL_DEV float tl_mma_row_sum(float v) {
 #define TL_HAS_WGMMA 1
 // A matrix in 128-byte swizzled rows: groups of 8 rows of 128 bytes, 1024-byte aligned, the
 // 16-byte chunk k of row r stored at chunk k ^ (r % 8); p points into such a group (at the
-// operand's first 16 values along K for K-major operands). `lead`: for N-major operands
-// (B stored K x N: V of P V) the bytes between groups of 64 values along N, unused for
-// K-major ones; `rows8`: the bytes between groups of 8 rows (along M/N for K-major, along K
-// for N-major). Checked on the H100 by the attention tests (flash_fwd_wg).
+// operand's first 16 values along K for K-major operands). `lead`: for MN-major operands
+// (B stored K x N: V of P V; A stored K x M: dS^T of dS K) the bytes between groups of 64
+// values along M/N, unused for K-major ones; `rows8`: the bytes between groups of 8 rows
+// (along M/N for K-major, along K for MN-major). Checked on the H100 by the attention tests
+// (flash_fwd_wg, flash_bwd_wg).
 TL_DEV u64 tl_wg_desc_sw128(const void* p, u32 lead, u32 rows8) {
     return (u64)((tl_smem_addr(p) & 0x3FFFF) >> 4) | ((u64)(lead >> 4) << 16) | ((u64)(rows8 >> 4) << 32) |
            (1ull << 62);  // layout type 1: 128-byte swizzle
@@ -810,11 +811,16 @@ template <int K> TL_DEV void tl_wg_hold(TlAcc (&d)[K]) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[k].x[i])::"memory");
 }
-// D = (acc ? D : 0) + A B with A (64 x 16, K-major) and B (stored N x K, K-major: K of Q K^T)
-// in shared memory; D += A B with A in registers (each warp its 16 rows) and B stored K x N
-// (N-major: V of P V).
-template <typename T, int N> TL_DEV void tl_wg_ss(TlAcc (&d)[N / 16], u64 a, u64 b, int acc);
-template <typename T, int N> TL_DEV void tl_wg_rs(TlAcc (&d)[N / 16], const TlFragA& a, u64 b);
+// D = (acc ? D : 0) + A B with A (64 x 16) and B (16 x N) in shared memory, each K-major (A
+// stored M x K, B stored N x K: K of Q K^T) or, with TA / TB = 1, MN-major (A stored K x M:
+// dS^T of dS K; B stored K x N: V of P V); D += A B with A in registers (each warp its 16
+// rows) and B stored K x N (MN-major).
+template <typename T, int N> struct TlWg;
+template <typename T, int N, int TA = 0, int TB = 0>
+TL_DEV void tl_wg_ss(TlAcc (&d)[N / 16], u64 a, u64 b, int acc) { TlWg<T, N>::template ss<TA, TB>(d, a, b, acc); }
+template <typename T, int N> TL_DEV void tl_wg_rs(TlAcc (&d)[N / 16], const TlFragA& a, u64 b) {
+    TlWg<T, N>::rs(d, a, b);
+}
 #define TL_WG_ACC(c) "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3]), "+f"(c.x[4]), "+f"(c.x[5]), \
                      "+f"(c.x[6]), "+f"(c.x[7])
 #define TL_WG_ACC64(d) TL_WG_ACC(d[0]), TL_WG_ACC(d[1]), TL_WG_ACC(d[2]), TL_WG_ACC(d[3])
@@ -826,21 +832,23 @@ template <typename T, int N> TL_DEV void tl_wg_rs(TlAcc (&d)[N / 16], const TlFr
                    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
                    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 // N, its D operand list and accumulator constraints, then the numbers of the operands after D
-#define TL_WG_PRODUCTS(T, TY, N, DSTR, ACCS, I0, I1, I2, I3, I4, I5)                                  \
-    template <> TL_DEV void tl_wg_ss<T, N>(TlAcc (&d)[N / 16], u64 a, u64 b, int acc) {               \
-        asm volatile("{ .reg .pred p; setp.ne.b32 p, %" I2 ", 0; wgmma.mma_async.sync.aligned.m64n" #N   \
-                     "k16.f32." TY "." TY " " DSTR ", %" I0 ", %" I1 ", p, 1, 1, 0, 0; }"                 \
-                     : ACCS(d) : "l"(a), "l"(b), "r"(acc) : "memory");                                 \
-    }                                                                                                  \
-    template <> TL_DEV void tl_wg_rs<T, N>(TlAcc (&d)[N / 16], const TlFragA& a, u64 b) {            \
-        asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n" #N         \
-                     "k16.f32." TY "." TY " " DSTR ", {%" I0 ", %" I1 ", %" I2 ", %" I3 "}, %" I4     \
-                     ", p, 1, 1, 1; }"                                                                 \
-                     : ACCS(d) : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b) : "memory"); \
-    }
+#define TL_WG_PRODUCTS(T, TY, N, DSTR, ACCS, I0, I1, I2, I3, I4)                                    \
+    template <> struct TlWg<T, N> {                                                                  \
+        template <int TA, int TB> static TL_DEV void ss(TlAcc (&d)[N / 16], u64 a, u64 b, int acc) { \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %" I2 ", 0; wgmma.mma_async.sync.aligned.m64n" #N \
+                         "k16.f32." TY "." TY " " DSTR ", %" I0 ", %" I1 ", p, 1, 1, %" I3 ", %" I4 "; }" \
+                         : ACCS(d) : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB) : "memory");         \
+        }                                                                                            \
+        static TL_DEV void rs(TlAcc (&d)[N / 16], const TlFragA& a, u64 b) {                         \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n" #N   \
+                         "k16.f32." TY "." TY " " DSTR ", {%" I0 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 \
+                         ", p, 1, 1, 1; }"                                                           \
+                         : ACCS(d) : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b) : "memory"); \
+        }                                                                                            \
+    };
 #define TL_WG_TYPE(T, TY)                                                                    \
-    TL_WG_PRODUCTS(T, TY, 64, TL_WG_D64, TL_WG_ACC64, "32", "33", "34", "35", "36", "37")    \
-    TL_WG_PRODUCTS(T, TY, 128, TL_WG_D128, TL_WG_ACC128, "64", "65", "66", "67", "68", "69")
+    TL_WG_PRODUCTS(T, TY, 64, TL_WG_D64, TL_WG_ACC64, "32", "33", "34", "35", "36")    \
+    TL_WG_PRODUCTS(T, TY, 128, TL_WG_D128, TL_WG_ACC128, "64", "65", "66", "67", "68")
 TL_WG_TYPE(bf16, "bf16")
 TL_WG_TYPE(f16, "f16")
 #undef TL_WG_TYPE

@@ -102,13 +102,14 @@ def test_compiles_with_every_entry_point(cubins, source):
 def test_wgmma_products_stay_asynchronous():
     """ptxas serializes every wgmma of a kernel, leaving only an info line under -v, when it
     cannot prove the pipeline safe (products issued in a branch that may not run, registers
-    of an unfinished product touched): flash_fwd_wg* would then lose its overlap of the
-    products with the softmax, without any error."""
+    of an unfinished product touched): flash_fwd_wg* and flash_bwd_wg* would then lose the
+    overlap of their products with the rest of the work, without any error."""
     src, headers = compiler.read_kernel_source("attention.hip")
     log = []
     PLATFORM.rtc_compile(src, "attention.hip", headers, PLATFORM.rtc_options(ARCH) + ["-Xptxas", "-v"], log=log)
     text = "\n".join(log)
-    assert "Compiling entry function 'flash_fwd_wg128_bf16'" in text, "no ptxas -v report for the wgmma kernels"
+    for kernel in ("flash_fwd_wg128_bf16", "flash_bwd_wg128_bf16"):
+        assert f"Compiling entry function '{kernel}'" in text, f"no ptxas -v report for {kernel}"
     serialized = [line for line in text.splitlines() if "wgmma.mma_async instructions are serialized" in line]
     assert not serialized, "\n".join(serialized)
 

@@ -105,13 +105,13 @@ def test_sdpa_other_head_dims(device, rng, d, dv):
 
 @pytest.mark.parametrize("name", ["plain_multi_tile", "causal_gqa", "bool_mask_dead_rows", "transposed_views"])
 @pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16], ids=lambda t: t.name)
-def test_sdpa_sm80_forward_on_hopper(device, rng, monkeypatch, dtype, name):
-    """On sm_90a the half-precision forward runs the wgmma kernel (flash_fwd_wg*), which the
-    tests above cover there; TENSORLITE_WGMMA=0 selects the mma.sync kernel of other NVIDIA
-    GPUs, held to the same reference on the same device."""
+def test_sdpa_sm80_kernels_on_hopper(device, rng, monkeypatch, dtype, name):
+    """On sm_90a the half-precision forward and backward run the wgmma kernels (flash_*_wg*),
+    which the tests above cover there; TENSORLITE_WGMMA=0 selects the mma.sync kernels of
+    other NVIDIA GPUs, held to the same reference on the same device."""
     arch = getattr(get_device(device), "arch", None)
     if arch != "sm_90a":
-        pytest.skip(f"needs a Hopper GPU (sm_90a), where both forward kernels run; {device}: {arch or 'no GPU arch'}")
+        pytest.skip(f"needs a Hopper GPU (sm_90a), where both kernel families run; {device}: {arch or 'no GPU arch'}")
     monkeypatch.setenv("TENSORLITE_WGMMA", "0")
     _check(_run(CASES[name], dtype, 128, 128, device, rng), dtype)
 
@@ -302,12 +302,19 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
                                         (40, 24, tl.float16), (96, 128, tl.bfloat16)], ids=str)
 def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
     """On devices with tensor cores the f16/bf16 backward with padded head dim 64/128 runs
-    flash_bwd_mma*; its gradients match the scalar flash_bwd (forced through the selector)
+    flash_bwd_mma* (on Hopper flash_bwd_wg*, or flash_bwd_mma* with TENSORLITE_WGMMA=0); each
+    tensor-core kernel's gradients match the scalar flash_bwd (forced through the selector)
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
     real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
+    hopper = gpu_storage._flash_wgmma(get_device(device))
+    # path -> (the tensor-core selector's answer, TENSORLITE_WGMMA, the backward kernel expected)
+    paths = {"scalar": (False, "1", f"flash_bwd{dp}_{dtype.short}"),
+             "mma": (True, "0", f"flash_bwd_mma{dp}_{dtype.short}")}
+    if hopper:
+        paths["wg"] = (True, "1", f"flash_bwd_wg{dp}_{dtype.short}")
     cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
              (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views
              (1, 2, 2, 45, 170, True, "bool", False, None),     # causal L < S + bool mask, dead row
@@ -316,19 +323,24 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     for case in cases:
         seed = int(rng.integers(1 << 31))
         runs = {}
-        for mma in (True, False):
+        for path, (mma, wgmma, expected) in paths.items():
             monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            monkeypatch.setenv("TENSORLITE_WGMMA", wgmma)
             names.clear()
-            runs[mma] = _run(case, dtype, d, dv, device, np.random.default_rng(seed))
+            runs[path] = _run(case, dtype, d, dv, device, np.random.default_rng(seed))
             bwd = [n for n in names if n.startswith("flash_bwd") and not n.startswith("flash_bwd_pre")]
-            assert bwd == [f"flash_bwd_mma{dp}_{dtype.short}" if mma else f"flash_bwd{dp}_{dtype.short}"], names
-        _check(runs[True], dtype)
-        for (what, got, _), (_, scalar, ref) in zip(runs[True], runs[False]):
-            err = np.abs(got.astype(np.float64) - scalar).max() / max(np.abs(ref).max(), 1e-30)
-            assert err < REL_TOL[dtype.name], f"{what}: mma vs scalar {err:.2e} in case {case}"
-    # the default selector picks the MMA backward for this case, and the scalar one for f32
+            assert bwd == [expected], names
+        scalar = runs.pop("scalar")
+        for path, run in runs.items():
+            _check(run, dtype)
+            for (what, got, _), (_, want, ref) in zip(run, scalar):
+                err = np.abs(got.astype(np.float64) - want).max() / max(np.abs(ref).max(), 1e-30)
+                assert err < REL_TOL[dtype.name], f"{what}: {path} vs scalar {err:.2e} in case {case}"
+    # the default selector picks the tensor-core backward for this case, and the scalar one for f32
     monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
-    for dt, expected in ((dtype, f"flash_bwd_mma{dp}_{dtype.short}"), (tl.float32, f"flash_bwd{dp}_f32")):
+    monkeypatch.delenv("TENSORLITE_WGMMA")
+    tensor_core = "flash_bwd_wg" if hopper else "flash_bwd_mma"
+    for dt, expected in ((dtype, f"{tensor_core}{dp}_{dtype.short}"), (tl.float32, f"flash_bwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
         names.clear()

@@ -91,7 +91,7 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
                            for t in ("f32", "f16", "bf16"))
     + tuple(f"flash_bwd_pre_{t}" for t in ("f32", "f16", "bf16"))
     + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
-    + tuple(f"flash_fwd_wg{dp}_{t}" for dp in (64, 128) for t in ("f16", "bf16")),
+    + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16")),
 }
 _SOURCE_OF = {name: src for src, names in KERNELS.items() for name in names}
 
@@ -1376,7 +1376,12 @@ class GpuStorage(BackendStorage):
             v, v_layout = _flash_operand(v, v_layout, dp, mma)
             grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
             smem = 0
-            if mma:  # tensor cores: MMA_WARPS warps, 16 keys each
+            if mma and _flash_wgmma(dev):  # Hopper: two warpgroups, 64 keys each
+                kernel = _kernel(dev, f"flash_bwd_wg{dp}_{t}", "sdpa_backward", q=(self, layout))
+                bn, block, bm, st = _WG_BWD_BN, (dev.warp_size, 8), 8192 // dp, _WG_BWD_STAGES
+                # WgBwdTile::SMEM: K, V, the Q/dO stages, dS^T, lse/Dr stages, 1 KiB alignment slack
+                smem = (2 * bn * dp + st * 2 * bm * dp + bn * bm) * self.dtype.itemsize + 2 * st * bm * 4 + 1024
+            elif mma:  # tensor cores: MMA_WARPS warps, 16 keys each
                 kernel = _kernel(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 warps = _MMA_WARPS[_arch_family(dev)]
                 bn, block = 16 * warps, (dev.warp_size, warps)
@@ -1463,10 +1468,11 @@ _MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hi
 _MMA_FWD_STAGES = {"sm_": 2, "gfx": 1}           # TL_MMA_STAGES in compat.h (K/V buffers), per arch prefix
 _MMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA with f16 and bf16_1k MFMA
 _WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 128, 3  # WG_FWD_GROUPS, _BN, _STAGES in attention.hip
+_WG_BWD_BN, _WG_BWD_STAGES = 128, 3              # WG_BWD_BN, WG_BWD_STAGES in attention.hip
 
 
 def _flash_wgmma(dev) -> bool:
-    """Whether the forward takes the Hopper kernels (flash_fwd_wg*: wgmma, compat.h TL_HAS_WGMMA)
+    """Whether sdpa and its backward take the Hopper kernels (flash_{fwd,bwd}_wg*: wgmma, compat.h TL_HAS_WGMMA)
     where the tensor-core kernels cover the case: code built for sm_90a (cuda.py), unless
     TENSORLITE_WGMMA=0 (read at every call) asks for the sm_80 kernels (mma.sync) instead."""
     return dev.arch == "sm_90a" and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0"
