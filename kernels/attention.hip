@@ -571,12 +571,10 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
 // Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
 // PaddedRows: rows of LD elements (ldmatrix operands; the padding puts rows on different
 // banks). Swizzled128 (below): wgmma operands. PITCH: rows r and r + n lie n * PITCH elements
-// apart (n a multiple of 8 for Swizzled128). chunk: which 16-byte chunk (row r, chunk column
-// cc of cpr per row) the e-th copy writes.
+// apart (n a multiple of 8 for Swizzled128).
 template <int LD> struct PaddedRows {
     static const int PITCH = LD;
     static TL_DEV int at(int r, int c) { return r * LD + c; }
-    static TL_DEV void chunk(int e, int cpr, int& r, int& cc) { r = e / cpr; cc = e % cpr; }
 };
 // Swizzled128: a ROWS x DP tile as column blocks of 128-byte rows (64 16-bit values), each
 // block ROWS rows of 128 bytes, the 16-byte chunks of row r permuted by XOR with r % 8
@@ -589,7 +587,16 @@ template <typename T, int ROWS, int DP> struct Swizzled128 {
         const int cc = c % AW;
         return c / AW * ROWS * AW + r * AW + ((cc / CH) ^ (r & 7)) * CH + cc % CH;
     }
-    static TL_DEV void chunk(int e, int cpr, int& r, int& cc) { r = e / cpr; cc = e % cpr; }
+#if defined(TL_HAS_WGMMA)
+    // wgmma descriptors of the tile from p on (compat.h tl_wg_desc_sw128): K-major (its rows
+    // along M or N) and MN-major (its rows along K); what to add to them for product c of a
+    // K-major operand (16 values along K: column block c / 4, 32 bytes into its rows) and
+    // product n of an MN-major one (rows 16n .. 16n+15), in the descriptor's 16-byte units.
+    static TL_DEV u64 kmajor(const T* p) { return tl_wg_desc_sw128(p, 16, 1024); }
+    static TL_DEV u64 mnmajor(const T* p) { return tl_wg_desc_sw128(p, ROWS * 128, 1024); }
+    static TL_DEV u64 kstep(int c) { return (u64)((c / 4 * ROWS * 128 + c % 4 * 32) >> 4); }
+    static TL_DEV u64 mnstep(int n) { return (u64)((16 * 128 * n) >> 4); }
+#endif
 };
 
 // ROWS x DP tile of a (b, h, t, d) view into dst in layout Lay, zero-padded.
@@ -604,9 +611,7 @@ TL_DEV void mma_load_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i
     const int CH = 16 / sizeof(T);  // elements per 16-byte chunk
     if (d == DP && v.s3 == 1 && v.s2 % CH == 0 && ((u64)base & 15) == 0) {
         for (int e = tid; e < ROWS * DP / CH; e += nt) {
-            int r, cc;
-            Lay::chunk(e, DP / CH, r, cc);
-            const int c = cc * CH;
+            const int r = e / (DP / CH), c = (e % (DP / CH)) * CH;
             if (r < rows) {
                 tl_cp_async16(dst + Lay::at(r, c), base + r * v.s2 + c);
             } else {
@@ -654,9 +659,7 @@ template <typename T, int ROWS, int DP, typename Lay, int NT> struct MmaTileCopy
     // rows r0 .. r0+ROWS of the view at base (row stride s2, n_rows rows) into dst; commits
     // one cp.async group
     template <bool PARTIAL> static TL_DEV void copy(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
-        int row, cc;
-        Lay::chunk(threadIdx.y * TL_MMA_LANES + threadIdx.x, CPR, row, cc);
-        const int c = cc * CH;
+        const int tid = threadIdx.y * TL_MMA_LANES + threadIdx.x, row = tid / CPR, c = (tid % CPR) * CH;
         const T* g = base + r0 * s2 + ((u32)row * (u32)s2 + c);
         Pass<PARTIAL, 0>::run(dst + Lay::at(row, c), (const char*)g, (u32)(RPP * s2 * (i64)sizeof(T)),
                               n_rows - r0 - row, base);
@@ -993,29 +996,24 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         mma_fwd_tile<T, BN, DP, KVLay, NTH>(st + BN * DP, v, vv, bi, hk, (i64)t * BN, p.S, p.dv);
     };
     TlFragA pa[NT];  // P_j, the A operand of P_j V_j
-    // K-major Q and K: 8-row groups 1024 bytes apart; product c reads 16 dims, 32 bytes into
-    // the rows of column block c / 4
-    const u64 qdesc = tl_wg_desc_sw128(sq + 64 * g * AW, 16, 1024);
+    const u64 qdesc = QLay::kmajor(sq + 64 * g * AW);  // the group's 64 rows
     // S = Q K_t^T, issued after its own fence (as CUTLASS fences each batch) and committed; D is
     // written from scratch (the first product does not accumulate)
     auto scores = [&](TlAcc (&s)[1][NT], int t) {
-        const u64 kdesc = tl_wg_desc_sw128(skv + (t % F::STAGES) * STAGE, 16, 1024);
+        const u64 kdesc = KVLay::kmajor(skv + (t % F::STAGES) * STAGE);
         tl_wg_fence();
 #pragma unroll
-        for (int c = 0; c < KD; ++c)
-            tl_wg_ss<T, BN>(s[0], qdesc + ((c / 4 * BM * 128 + c % 4 * 32) >> 4),
-                            kdesc + ((c / 4 * BN * 128 + c % 4 * 32) >> 4), c > 0);
+        for (int c = 0; c < KD; ++c) tl_wg_ss<T, BN>(s[0], qdesc + QLay::kstep(c), kdesc + KVLay::kstep(c), c > 0);
         tl_wg_commit();
     };
 
     // O += P_t V_t, issued after its own fence and committed
     auto values = [&](int t) {
-        // V is K x N (keys x dims), N-major: column blocks (64 dims) BN * 128 bytes apart, 8-key
-        // groups 1024 bytes apart; product n reads keys 16n .. 16n+15
-        const u64 vdesc = tl_wg_desc_sw128(skv + (t % F::STAGES) * STAGE + BN * DP, BN * 128, 1024);
+        // V is K x N (keys x dims): MN-major; product n reads keys 16n .. 16n+15
+        const u64 vdesc = KVLay::mnmajor(skv + (t % F::STAGES) * STAGE + BN * DP);
         tl_wg_fence();
 #pragma unroll
-        for (int n = 0; n < NT; ++n) tl_wg_rs<T, DP>(o[0], pa[n], vdesc + ((2048 * n) >> 4));
+        for (int n = 0; n < NT; ++n) tl_wg_rs<T, DP>(o[0], pa[n], vdesc + KVLay::mnstep(n));
         tl_wg_commit();
     };
 
@@ -1214,7 +1212,8 @@ TL_DEV void mma_bwd_finish(const TlAcc (&adk)[KD], const TlAcc (&adv)[KD], const
             const i64 j = jw + tl_mma_acc_row(i);
             const int x = 16 * c + tl_mma_acc_col(i);
             if (j >= p.S) continue;
-            if (x < p.d) dk[dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2 + x] = Tr<T>::store(adk[c].x[i] * p.scale);
+            if (x < p.d)
+                dk[dkv.offset + bi * dkv.s0 + hkv * dkv.s1 + j * dkv.s2 + x] = Tr<T>::store(adk[c].x[i] * p.scale);
             if (x < p.dv) dv[dvv.offset + bi * dvv.s0 + hkv * dvv.s1 + j * dvv.s2 + x] = Tr<T>::store(adv[c].x[i]);
         }
 }
@@ -1396,14 +1395,12 @@ template <typename T, int DP> struct WgBwdTile {
 
 #if defined(TL_HAS_WGMMA)
 // An accumulator tile times scale, rounded to T, into rows r0 .. r0+15, columns c0 .. c0+15
-// of a tile in layout Lay (column pairs as one word; NVIDIA's accumulator layout).
+// of a tile in layout Lay: on NVIDIA elements i and i + 1 (i even) are a column pair, one word.
 template <typename T, typename Lay> TL_DEV void mma_store_acc_at(T* tile, int r0, int c0, const TlAcc& a, float scale) {
-    const int l = tl_lane();
 #pragma unroll
-    for (int i = 0; i < 8; i += 2) {
-        const int r = r0 + (l >> 2) + 8 * ((i >> 1) & 1), c = c0 + 8 * (i >> 2) + 2 * (l & 3);
-        *(u32*)(tile + Lay::at(r, c)) = tl_pack2<T>(a.x[i] * scale, a.x[i + 1] * scale);
-    }
+    for (int i = 0; i < TL_MMA_ACC_N; i += 2)
+        *(u32*)(tile + Lay::at(r0 + tl_mma_acc_row(i), c0 + tl_mma_acc_col(i))) =
+            tl_pack2<T>(a.x[i] * scale, a.x[i + 1] * scale);
 }
 #endif
 
@@ -1477,15 +1474,10 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     };
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) { request(s); stage_rows(s); }
-    // Descriptors. K-major operands (S^T = K Q^T, dP^T = V dO^T): 8-row groups 1024 bytes
-    // apart, product c reads 16 dims, 32 bytes into the rows of column block c / 4 (off).
-    // MN-major ones (Q, dO of dV, dK; dS^T and K of dQ): column blocks ROWS * 128 bytes apart,
-    // 8-row groups along K 1024 bytes apart; product n reads rows 16n .. 16n+15 (2048 n bytes).
-    auto off = [](int c, int rows) { return (u64)((c / 4 * rows * 128 + c % 4 * 32) >> 4); };
-    const u64 kdesc = tl_wg_desc_sw128(sk + 64 * grp * AW, 16, 1024);
-    const u64 vdesc = tl_wg_desc_sw128(sv + 64 * grp * AW, 16, 1024);
-    const u64 dsdesc = tl_wg_desc_sw128(sds + (grp % QM) * BN * AW, BN * 128, 1024);
-    const u64 kndesc = tl_wg_desc_sw128(sk + (grp / QM) * BN * AW, BN * 128, 1024);
+    // Operands read K-major: K, V (the group's 64 keys), Q, dO of S^T and dP^T; MN-major: Q, dO
+    // of dV and dK, dS^T (the group's 64 rows) and K (its 64 dims) of dQ.
+    const u64 kdesc = KLay::kmajor(sk + 64 * grp * AW), vdesc = KLay::kmajor(sv + 64 * grp * AW);
+    const u64 dsdesc = SLay::mnmajor(sds + (grp % QM) * BN * AW), kndesc = KLay::mnmajor(sk + (grp / QM) * BN * AW);
     int slot = 0;
     while (hh < groups) {
         const i64 h = hkv * groups + hh;
@@ -1499,12 +1491,12 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 
         TlAcc st[MT], dpt[MT];
         {
-            const u64 qdesc = tl_wg_desc_sw128(sq, 16, 1024), gdesc = tl_wg_desc_sw128(sg, 16, 1024);
+            const u64 qdesc = QLay::kmajor(sq), gdesc = QLay::kmajor(sg);
             tl_wg_fence();
 #pragma unroll
-            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(st, kdesc + off(c, BN), qdesc + off(c, BM), c > 0);
+            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(st, kdesc + KLay::kstep(c), qdesc + QLay::kstep(c), c > 0);
 #pragma unroll
-            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(dpt, vdesc + off(c, BN), gdesc + off(c, BM), c > 0);
+            for (int c = 0; c < KD; ++c) tl_wg_ss<T, BM>(dpt, vdesc + KLay::kstep(c), gdesc + QLay::kstep(c), c > 0);
             tl_wg_commit();
         }
         tl_wg_wait<0>();
@@ -1516,12 +1508,12 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 #pragma unroll
         for (int n = 0; n < MT; ++n) { tl_mma_acc_to_a<T>(pa[n], st[n]); tl_mma_acc_to_a<T>(da[n], dpt[n]); }
         {
-            const u64 gndesc = tl_wg_desc_sw128(sg, BM * 128, 1024), qndesc = tl_wg_desc_sw128(sq, BM * 128, 1024);
+            const u64 gndesc = QLay::mnmajor(sg), qndesc = QLay::mnmajor(sq);
             tl_wg_fence();
 #pragma unroll
-            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adv, pa[n], gndesc + ((2048 * n) >> 4));
+            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adv, pa[n], gndesc + QLay::mnstep(n));
 #pragma unroll
-            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adk, da[n], qndesc + ((2048 * n) >> 4));
+            for (int n = 0; n < MT; ++n) tl_wg_rs<T, DP>(adk, da[n], qndesc + QLay::mnstep(n));
             tl_wg_commit();
         }
         // dS^T stored scaled (dQ's factor) while they run
@@ -1533,7 +1525,7 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         tl_wg_fence();
 #pragma unroll
         for (int kc = 0; kc < BN / 16; ++kc)
-            tl_wg_ss<T, 64, 1, 1>(aq, dsdesc + ((2048 * kc) >> 4), kndesc + ((2048 * kc) >> 4), kc > 0);
+            tl_wg_ss<T, 64, 1, 1>(aq, dsdesc + SLay::mnstep(kc), kndesc + KLay::mnstep(kc), kc > 0);
         tl_wg_commit();
         tl_wg_wait<0>();  // every product of the step: its stage and dS^T may be overwritten after the next barrier
         tl_wg_hold(aq);

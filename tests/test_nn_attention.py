@@ -243,6 +243,18 @@ def _mma_or_skip(device, monkeypatch):
     return gpu_storage, names
 
 
+def _flash_paths(gpu_storage, device, op, dp, dtype):
+    """The flash_{op} kernels a half-precision case can run on `device`: path -> (the tensor-core
+    selector's answer, TENSORLITE_WGMMA, the kernel expected) for the scalar and mma.sync
+    kernels and, on Hopper, the wgmma one; and the tensor-core kernel the default selection picks."""
+    hopper = gpu_storage._flash_wgmma(get_device(device))
+    paths = {"scalar": (False, "1", f"flash_{op}{dp}_{dtype.short}"),
+             "mma": (True, "0", f"flash_{op}_mma{dp}_{dtype.short}")}
+    if hopper:
+        paths["wg"] = (True, "1", f"flash_{op}_wg{dp}_{dtype.short}")
+    return paths, paths["wg" if hopper else "mma"][2]
+
+
 @pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (40, 24, tl.bfloat16),
                                         (96, 128, tl.float16)], ids=str)
 def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
@@ -254,12 +266,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
     real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
-    hopper = gpu_storage._flash_wgmma(get_device(device))
-    # path -> (the tensor-core selector's answer, TENSORLITE_WGMMA, the kernel expected)
-    paths = {"scalar": (False, "1", f"flash_fwd{dp}_{dtype.short}"),
-             "mma": (True, "0", f"flash_fwd_mma{dp}_{dtype.short}")}
-    if hopper:
-        paths["wg"] = (True, "1", f"flash_fwd_wg{dp}_{dtype.short}")
+    paths, tensor_core = _flash_paths(gpu_storage, device, "fwd", dp, dtype)
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
                                                            (1, 2, 2, 70, 70, True, "additive", False),
@@ -289,8 +296,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     # the default selector picks the tensor-core kernel for this case, and the scalar one for f32
     monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    tensor_core = "flash_fwd_wg" if hopper else "flash_fwd_mma"
-    for dt, expected in ((dtype, f"{tensor_core}{dp}_{dtype.short}"), (tl.float32, f"flash_fwd{dp}_f32")):
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
         names.clear()
@@ -309,12 +315,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     gpu_storage, names = _mma_or_skip(device, monkeypatch)
     real_selector = gpu_storage._flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
-    hopper = gpu_storage._flash_wgmma(get_device(device))
-    # path -> (the tensor-core selector's answer, TENSORLITE_WGMMA, the backward kernel expected)
-    paths = {"scalar": (False, "1", f"flash_bwd{dp}_{dtype.short}"),
-             "mma": (True, "0", f"flash_bwd_mma{dp}_{dtype.short}")}
-    if hopper:
-        paths["wg"] = (True, "1", f"flash_bwd_wg{dp}_{dtype.short}")
+    paths, tensor_core = _flash_paths(gpu_storage, device, "bwd", dp, dtype)
     cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
              (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views
              (1, 2, 2, 45, 170, True, "bool", False, None),     # causal L < S + bool mask, dead row
@@ -339,8 +340,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     # the default selector picks the tensor-core backward for this case, and the scalar one for f32
     monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    tensor_core = "flash_bwd_wg" if hopper else "flash_bwd_mma"
-    for dt, expected in ((dtype, f"{tensor_core}{dp}_{dtype.short}"), (tl.float32, f"flash_bwd{dp}_f32")):
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
         names.clear()
