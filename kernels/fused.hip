@@ -225,9 +225,13 @@ TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
 
 // layer_norm: (x - mean) / sqrt(var + eps) * w + b; rms_norm: x / sqrt(mean(x^2) + eps) * w.
 // w / b may be null (no affine part); they are 1-d with strides w_stride / b_stride.
+// __restrict__: out is a fresh buffer (storage.py _rows_op) and the inputs are only read, so
+// the compiler may move loads across the output's stores (H100, rows of 4096: bf16
+// layer_norm without w and b 90.4 -> 92.2% of the copy bandwidth, the other cases unchanged).
 template <typename T, bool Rms, typename Row>
-TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
-                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* out, bool ops_vec) {
+TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* __restrict__ in,
+                      const T* __restrict__ w, i64 w_stride, const T* __restrict__ b, i64 b_stride, double eps,
+                      T* __restrict__ out, bool ops_vec) {
     typedef typename Tr<T>::acc A;
     enum { N = Row::N };
     __shared__ A smem_sq[TL_MAX_WARPS];
