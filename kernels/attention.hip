@@ -675,11 +675,12 @@ TL_DEV bool mma_vec_ok(const T* base, const View4& v, i64 d) {
            v.s2 < (1ll << 32) / ROWS / (i64)sizeof(T) && ((u64)base & 15) == 0;
 }
 
-// A tile of the forward: MmaTileCopy where the view allows it (the view's last tile testing
-// rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
+// A ROWS x DP tile of a view into shared memory (layout Lay) by NT threads, for the forward
+// kernels' Q, K, V tiles and the Hopper backward's: MmaTileCopy where the view allows it (the
+// view's last tile testing rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
 // recomputed per tile from the kernel's arguments: cheaper than registers held across the loop.
 template <typename T, int ROWS, int DP, typename Lay, int NT>
-TL_DEV void mma_fwd_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
+TL_DEV void mma_copy_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
     typedef MmaTileCopy<T, ROWS, DP, Lay, NT> C;
     const T* base = src + v.offset + bi * v.s0 + h * v.s1;
     if (!mma_vec_ok<T, ROWS, DP>(base, v, d))
@@ -860,10 +861,10 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     // other is in use (the FlashAttention-2 pipeline): V_j during Q K_j^T and the softmax,
     // K_{j+1} during P V_j.
     const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
-    mma_fwd_tile<T, BM, DP, PaddedRows<LD>, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
-    if (n_end > 0) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
+    mma_copy_tile<T, BM, DP, PaddedRows<LD>, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    if (n_end > 0) mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv, k, kv, bi, hk, 0, p.S, p.d);
     if (STAGES > 1 && n_end > 0)
-        mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
+        mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + BN * LD, v, vv, bi, hk, 0, p.S, p.dv);
     int cur = 0;  // the stage of tile j (element offset in skv)
     for (i64 j0 = 0; j0 < n_end; j0 += BN) {
         T* const sk = skv + cur;
@@ -871,12 +872,12 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         tl_cp_async_wait_all();
         __syncthreads();  // K_j (2 stages: and V_j; first: and Q) are in; every warp is done with tile j-1
         if (STAGES == 1) {
-            mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
+            mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(sv, v, vv, bi, hk, j0, p.S, p.dv);
         } else {
             cur ^= 2 * BN * LD;
             if (j0 + BN < n_end) {
-                mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
-                mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
+                mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur, k, kv, bi, hk, j0 + BN, p.S, p.d);
+                mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(skv + cur + BN * LD, v, vv, bi, hk, j0 + BN, p.S, p.dv);
             }
         }
         const bool active = j0 < w_end && lw < p.L;  // else every key of the tile is masked for this warp
@@ -905,7 +906,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         if (STAGES == 1) {
             tl_cp_async_wait_all();
             __syncthreads();  // V_j is in; every warp is done with K_j
-            if (j0 + BN < n_end) mma_fwd_tile<T, BN, DP, PaddedRows<LD>, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
+            if (j0 + BN < n_end) mma_copy_tile<T, BN, DP, PaddedRows<LD>, NTH>(sk, k, kv, bi, hk, j0 + BN, p.S, p.d);
         }
         if (!active) continue;
 #pragma unroll
@@ -992,8 +993,8 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     // Tile t's K and V: two cp.async groups into stage t % STAGES.
     auto fetch = [&](int t) {
         T* st = skv + (t % F::STAGES) * STAGE;
-        mma_fwd_tile<T, BN, DP, KVLay, NTH>(st, k, kv, bi, hk, (i64)t * BN, p.S, p.d);
-        mma_fwd_tile<T, BN, DP, KVLay, NTH>(st + BN * DP, v, vv, bi, hk, (i64)t * BN, p.S, p.dv);
+        mma_copy_tile<T, BN, DP, KVLay, NTH>(st, k, kv, bi, hk, (i64)t * BN, p.S, p.d);
+        mma_copy_tile<T, BN, DP, KVLay, NTH>(st + BN * DP, v, vv, bi, hk, (i64)t * BN, p.S, p.dv);
     };
     TlFragA pa[NT];  // P_j, the A operand of P_j V_j
     const u64 qdesc = QLay::kmajor(sq + 64 * g * AW);  // the group's 64 rows
@@ -1017,7 +1018,7 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         tl_wg_commit();
     };
 
-    mma_fwd_tile<T, BM, DP, QLay, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
+    mma_copy_tile<T, BM, DP, QLay, NTH>(sq, q, qv, bi, h, l0, p.L, p.d);
     if (tiles > 0) fetch(0);
     if (tiles > 1) fetch(1);
     if (tiles > 1) tl_cp_async_wait_prior<2>(); else tl_cp_async_wait_all();  // Q and tile 0 are in
@@ -1432,8 +1433,8 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     const i64 bi = bh / p.hk, hkv = bh % p.hk, groups = p.hq / p.hk;
     const i64 j0 = kt * BN, jw = j0 + 64 * grp + 16 * (w % 4);  // the block's and this warp's first key
 
-    mma_fwd_tile<T, BN, DP, KLay, NTH>(sk, k, kv, bi, hkv, j0, p.S, p.d);
-    mma_fwd_tile<T, BN, DP, KLay, NTH>(sv, v, vv, bi, hkv, j0, p.S, p.dv);
+    mma_copy_tile<T, BN, DP, KLay, NTH>(sk, k, kv, bi, hkv, j0, p.S, p.d);
+    mma_copy_tile<T, BN, DP, KLay, NTH>(sv, v, vv, bi, hkv, j0, p.S, p.dv);
     TlAcc adk[KD], adv[KD];
 #pragma unroll
     for (int c = 0; c < KD; ++c) { tl_mma_zero(adk[c]); tl_mma_zero(adv[c]); }
@@ -1454,8 +1455,8 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         T* const st = sqg + slot * 2 * BM * DP;
         if (lh < groups) {
             const i64 h = hkv * groups + lh, row0 = (bi * p.hq + h) * p.L;
-            mma_fwd_tile<T, BM, DP, QLay, NTH>(st, q, qv, bi, h, li, p.L, p.d);
-            mma_fwd_tile<T, BM, DP, QLay, NTH>(st + BM * DP, g, gv, bi, h, li, p.L, p.dv);
+            mma_copy_tile<T, BM, DP, QLay, NTH>(st, q, qv, bi, h, li, p.L, p.d);
+            mma_copy_tile<T, BM, DP, QLay, NTH>(st + BM * DP, g, gv, bi, h, li, p.L, p.dv);
             const bool in = tid < BM && li + tid < p.L;
             nl = in ? lse[row0 + li + tid] : att_neg_inf();
             nd = in ? Dr[row0 + li + tid] : 0.0f;
