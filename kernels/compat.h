@@ -27,6 +27,15 @@ typedef long long i64;
 
 #define TL_DEV __device__ __forceinline__
 
+// A kernel's registers capped at n per thread where NVRTC takes __maxnreg__ (CUDA 12.4 on),
+// without fixing its block size as __launch_bounds__ would. A tuning for NVIDIA's register
+// file (64K per SM); elsewhere it expands to nothing.
+#if defined(TL_CUDA) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define TL_MAX_REGS(n) __maxnreg__(n)
+#else
+#define TL_MAX_REGS(n)
+#endif
+
 // Shuffle-xor within groups of `width` lanes (a power of two <= warpSize). CDNA
 // wavefronts have 64 lanes, NVIDIA warps 32: callers pass the width, never assume 32.
 #if defined(TL_HIP)
@@ -133,6 +142,21 @@ template <> struct Tr<bf16> {
     static TL_DEV float load(bf16 x) { return tl_bf16_bits_to_f32(x.bits); }
     static TL_DEV bf16 store(float x) { bf16 r; r.bits = tl_f32_to_bf16_bits(x); return r; }
 };
+#if defined(TL_CUDA)
+// A word of two 16-bit values (lo in the low half) widened to f32 by volatile asm: the same
+// conversions as Tr<T>::load, which the compiler may not move (rows.h widen_held).
+template <typename T> TL_DEV void tl_unpack2_opaque(u32 w, float& lo, float& hi);
+template <> TL_DEV void tl_unpack2_opaque<bf16>(u32 w, float& lo, float& hi) {
+    u32 l, h;  // bf16 -> f32 is exact: its bits become the upper half (selector 4: a zero byte)
+    asm volatile("prmt.b32 %0, %2, 0, 0x1044;\n\tprmt.b32 %1, %2, 0, 0x3244;" : "=r"(l), "=r"(h) : "r"(w));
+    lo = tl_bits_f32(l);
+    hi = tl_bits_f32(h);
+}
+template <> TL_DEV void tl_unpack2_opaque<f16>(u32 w, float& lo, float& hi) {
+    asm volatile("{ .reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h; }"
+                 : "=f"(lo), "=f"(hi) : "r"(w));
+}
+#endif
 template <> struct Tr<u8> {
     typedef u32 acc; static const bool is_float = false;
     static TL_DEV u32 load(u8 x) { return x; }
