@@ -17,7 +17,8 @@
 //   16-byte vectors and at most RowRegs::V vectors per thread (slot c holds vector
 //   threadIdx.x + c * blockDim.x, so neighbouring threads read neighbouring memory). Read
 //   once and kept in the storage type (a bf16 vector is 4 registers, not 8); reduced as
-//   trees; 32-bit index math (a row fits one block). f32/f64 softmax keeps its exps there.
+//   trees; 32-bit index math (a row fits one block). softmax keeps its exps there (in f32
+//   beside the row for the 16-bit types).
 // - RowCache, any other row (strided, misaligned, not whole vectors, longer than the
 //   block holds): re-read from memory on each pass (L1/L2 hits after the first), by
 //   vectors where the row, weight and bias allow, else element by element. It holds
@@ -25,8 +26,10 @@
 //   fast path's.
 // The host picks threads per row so that a row of vectors fits (storage.py, _launch_rows).
 #define TL_ROW_GROUP 2  // RowRegs::store: vectors computed before any is written
-// layer_norm's register cap (RowRegs::Operand): 8 blocks of 64 threads per NVIDIA SM
-#define TL_NORM_REGS 128
+// Register cap of the RowRegs kernels that hold a second set beside the row (softmax's
+// kept exps, layer_norm's weight and bias: RowRegs::wide, RowRegs::Operand): 8 blocks of
+// 64 threads per NVIDIA SM.
+#define TL_ROW_REGS_CAP 128
 
 template <typename T>
 struct RowRegs {
@@ -36,6 +39,12 @@ struct RowRegs {
     // bandwidth and rms_norm from 88% to 90%, but f32 rms_norm from 94% to 89%; 2 was slower.
     enum { N = 16 / sizeof(T), V = sizeof(T) == 2 ? 8 : 4 };
     Run<T, N> raw[V];
+    // A Keep fold's values where T is narrower than A (rounding them to T would lose
+    // precision); where T is A they replace raw. Unused (and so no registers) otherwise.
+    // On the H100 at rows of 4096, bf16 softmax keeping its exps here rather than computing
+    // them again went from 90.8% to 92.3% of the copy bandwidth (with TL_ROW_REGS_CAP:
+    // 139 registers uncapped, 87.7%).
+    A wide[V][N];
     int live;  // slots 0 .. live-1 hold vectors of the row
     // The row x of n elements (n / N vectors; n = 0: nothing is read).
     TL_DEV RowRegs(const T* x, i64 n, i64, bool) : live(0) {
@@ -56,8 +65,8 @@ struct RowRegs {
     TL_DEV A count() const { return A(live * N); }
     // Op over map(x) of this thread's elements (`id` if none): a tree over each vector,
     // then over the slots, so no chain of dependent operations is longer than log2.
-    // Keep: each held value is replaced by map(x), so that a later pass reads it rather
-    // than computing it again (exact only where T is the arithmetic type: KEEPS).
+    // Keep: each held value is replaced by map(x) (in wide where T is narrower than A), so
+    // that a later pass (store<true>) reads it rather than computing it again.
     enum { KEEPS = 1 };
     template <typename Op, bool Keep = false, typename M>
     TL_DEV A fold(A id, M map) {
@@ -71,7 +80,8 @@ struct RowRegs {
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
                     t[e] = map(t[e]);
-                    if constexpr (Keep) raw[c].v[e] = Tr<T>::store(t[e]);
+                    if constexpr (Keep && sizeof(T) == sizeof(A)) raw[c].v[e] = Tr<T>::store(t[e]);
+                    if constexpr (Keep && sizeof(T) != sizeof(A)) wide[c][e] = t[e];
                 }
                 part[c] = tl_tree<Op, N>(t);
             }
@@ -80,8 +90,9 @@ struct RowRegs {
     }
     // y (the output row: contiguous, 16-byte aligned) = h(j, c, vals, N) mapping in place
     // the values of the vector at element j (slot c), TL_ROW_GROUP vectors at a time: all of
-    // a group are computed (into raw) before any is written.
-    template <typename H>
+    // a group are computed (into raw) before any is written. Kept: the values are those a
+    // Keep fold left.
+    template <bool Kept = false, typename H>
     TL_DEV void store(T* y, H h) {
 #pragma unroll
         for (int c0 = 0; c0 < V; c0 += TL_ROW_GROUP) {
@@ -89,7 +100,12 @@ struct RowRegs {
             for (int c = c0; c < c0 + TL_ROW_GROUP; ++c) {
                 if (c < live) {
                     A t[N];
-                    values(c, t);
+                    if constexpr (Kept && sizeof(T) != sizeof(A)) {
+#pragma unroll
+                        for (int e = 0; e < N; ++e) t[e] = wide[c][e];
+                    } else {
+                        values(c, t);
+                    }
                     h((i64)(vector(c) * (int)N), c, t, (int)N);
                     round_run<T, N>(raw[c], t);
                 }
@@ -105,7 +121,7 @@ struct RowRegs {
     // where p is null. On the H100 at rows of 4096, holding them rather than reading them
     // again for each row took bf16 layer_norm from 87.5% to 91.5% of the copy bandwidth,
     // bf16 rms_norm from 90.6% to 94%, f32 layer_norm from 92.7% to 94%. bf16 layer_norm
-    // needs TL_MAX_REGS(128) for it: uncapped, its 150 registers left room for too few
+    // needs TL_ROW_REGS_CAP for it: uncapped, its 150 registers left room for too few
     // rows per SM (86%).
     struct Operand {
         Run<T, N> q[V];
@@ -159,9 +175,10 @@ struct RowCache {
         return acc;
     }
     // y (the contiguous output row) = h(j, 0, vals, cnt) mapping in place the cnt values
-    // from element j on (cnt = N on the vector path, else 1).
-    template <typename H>
+    // from element j on (cnt = N on the vector path, else 1). Nothing is ever kept.
+    template <bool Kept = false, typename H>
     TL_DEV void store(T* y, H h) const {
+        static_assert(!Kept, "RowCache holds nothing to keep");
         A t[N];
 #pragma unroll
         for (int e = 0; e < N; ++e) t[e] = A(0);
@@ -220,9 +237,9 @@ TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
         Row r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride, true);
-        // keep: f32/f64 softmax keeps exp(x - this thread's max) where x was, so that the
-        // output costs a multiply, not a second exp
-        constexpr bool keep = Row::KEEPS && !Log && sizeof(T) == sizeof(A);
+        // keep: softmax keeps exp(x - this thread's max) (in RowRegs::wide for 16-bit T), so
+        // that the output costs a multiply, not a second exp
+        constexpr bool keep = Row::KEEPS && !Log;
         MaxSum<A> st;
         st.m = r.template fold<FMaxOp<A> >(tl_lowest<A>(), [](A v) { return v; });
         const A mt = st.m;
@@ -235,7 +252,7 @@ TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
         // An all -inf row gives NaN (0 * inf, or exp(NaN)), as on cpu and in torch.
         const A m = st.m, log_s = Log ? tl_log(st.s) : A(0), inv_s = A(1) / st.s;
         const A scale = keep ? tl_exp(mt - m) * inv_s : A(0);
-        r.store(out + row * row_len, [&](i64, int, A* v, int) {
+        r.template store<keep>(out + row * row_len, [&](i64, int, A* v, int) {
 #pragma unroll
             for (int e = 0; e < N; ++e)
                 v[e] = Log ? v[e] - m - log_s : keep ? v[e] * scale : row_exp<T>(v[e] - m) * inv_s;
@@ -456,15 +473,15 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
 }
 
 #define FUSED_ENTRIES(T, sfx)                                                              \
-    extern "C" __global__ void softmax_##sfx(i64 n_rows, i64 row_len, Strided outer,      \
-                                             i64 inner_stride, const T* in, T* out) {     \
+    extern "C" __global__ void TL_MAX_REGS(TL_ROW_REGS_CAP) softmax_##sfx(i64 n_rows,     \
+        i64 row_len, Strided outer, i64 inner_stride, const T* in, T* out) {              \
         softmax_rows<T, false>(n_rows, row_len, outer, inner_stride, in, out);            \
     }                                                                                     \
     extern "C" __global__ void log_softmax_##sfx(i64 n_rows, i64 row_len, Strided outer,  \
                                                  i64 inner_stride, const T* in, T* out) { \
         softmax_rows<T, true>(n_rows, row_len, outer, inner_stride, in, out);             \
     }                                                                                     \
-    extern "C" __global__ void TL_MAX_REGS(TL_NORM_REGS) layer_norm_##sfx(i64 n_rows,     \
+    extern "C" __global__ void TL_MAX_REGS(TL_ROW_REGS_CAP) layer_norm_##sfx(i64 n_rows,     \
         i64 row_len, Strided outer, i64 inner_stride, const T* in, const T* w, i64 w_stride, \
         const T* b, i64 b_stride, double eps, T* out) {                                   \
         norm_rows<T, false>(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out); \
