@@ -676,9 +676,10 @@ TL_DEV bool mma_vec_ok(const T* base, const View4& v, i64 d) {
 }
 
 // A ROWS x DP tile of a view into shared memory (layout Lay) by NT threads, for the forward
-// kernels' Q, K, V tiles and the Hopper backward's: MmaTileCopy where the view allows it (the
-// view's last tile testing rows), else mma_load_tile's element loads. The view's (bi, h) base and the check are
-// recomputed per tile from the kernel's arguments: cheaper than registers held across the loop.
+// kernels' Q, K, V tiles and the Hopper backward's: MmaTileCopy where the view allows it
+// (the view's last tile testing rows), else mma_load_tile's element loads. The view's
+// (bi, h) base and the check are recomputed per tile from the kernel's arguments: cheaper
+// than registers held across the loop.
 template <typename T, int ROWS, int DP, typename Lay, int NT>
 TL_DEV void mma_copy_tile(T* dst, const T* src, const View4& v, i64 bi, i64 h, i64 r0, i64 n_rows, i64 d) {
     typedef MmaTileCopy<T, ROWS, DP, Lay, NT> C;
