@@ -43,6 +43,7 @@ def _register_builtin_backends():
     _backend.register("cpu", cpu)
     _backend.register("cuda", gpu("cuda"))
     _backend.register("rocm", gpu("rocm"))
+    _backend.register("amdemu", gpu("amdemu"))  # AMD code run by an ISA interpreter (opt-in: TENSORLITE_AMDEMU)
 
 
 _register_builtin_backends()

@@ -16,7 +16,6 @@ Nothing here runs on AMD hardware.
 from __future__ import annotations
 
 import itertools
-import struct
 
 import numpy as np
 import pytest
@@ -27,6 +26,7 @@ from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import compiler, get_platform
 from tensorlite.backends.rocm import storage as gpu_storage
+from tensorlite.backends.rocm.amdemu.codeobject import CodeObject
 from tensorlite.backends.rocm.device import Kernel
 
 ARCH = "gfx90a"
@@ -52,97 +52,13 @@ def code_object(source: str) -> bytes:
     return _CODE[source]
 
 
-# ---- reading the code object: ELF symbols and the AMDGPU metadata note -------------------
-
-def _sections(elf: bytes):
-    assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF code object"
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    out = []
-    for i in range(shnum):
-        _name, typ, _flags, _addr, off, size, link, _info, _align, entsize = struct.unpack_from(
-            "<IIQQQQIIQQ", elf, shoff + i * shentsize)
-        out.append((typ, off, size, link, entsize))
-    return out
-
-
-def elf_function_symbols(elf: bytes) -> set:
-    secs, names = _sections(elf), set()
-    for typ, off, size, link, entsize in secs:
-        if typ not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
-            continue
-        str_off = secs[link][1]
-        for pos in range(off, off + size, entsize or 24):
-            st_name, st_info = struct.unpack_from("<IB", elf, pos)
-            if st_info & 0xF == 2:  # STT_FUNC
-                end = elf.index(b"\0", str_off + st_name)
-                names.add(elf[str_off + st_name:end].decode())
-    return names
-
-
-def _msgpack(buf: bytes, pos: int = 0):
-    """Decode one msgpack value (the subset AMDGPU metadata uses); returns (value, next pos)."""
-    b = buf[pos]
-    pos += 1
-
-    def take(fmt):
-        return struct.unpack_from(">" + fmt, buf, pos)[0], pos + struct.calcsize(fmt)
-
-    def seq(n, p, is_map):
-        items = []
-        for _ in range(n * (2 if is_map else 1)):
-            v, p = _msgpack(buf, p)
-            items.append(v)
-        return (dict(zip(items[::2], items[1::2])) if is_map else items), p
-
-    if b <= 0x7F:
-        return b, pos
-    if b >= 0xE0:
-        return b - 0x100, pos
-    if 0x80 <= b <= 0x8F:
-        return seq(b & 0x0F, pos, True)
-    if 0x90 <= b <= 0x9F:
-        return seq(b & 0x0F, pos, False)
-    if 0xA0 <= b <= 0xBF:
-        n = b & 0x1F
-        return buf[pos:pos + n].decode(), pos + n
-    simple = {0xC0: None, 0xC2: False, 0xC3: True}
-    if b in simple:
-        return simple[b], pos
-    scalars = {0xCC: "B", 0xCD: "H", 0xCE: "I", 0xCF: "Q", 0xD0: "b", 0xD1: "h", 0xD2: "i", 0xD3: "q",
-               0xCA: "f", 0xCB: "d"}
-    if b in scalars:
-        return take(scalars[b])
-    lengths = {0xD9: "B", 0xDA: "H", 0xDB: "I", 0xC4: "B", 0xC5: "H", 0xC6: "I"}
-    if b in lengths:
-        n, pos = take(lengths[b])
-        raw = buf[pos:pos + n]
-        return (raw.decode() if b >= 0xD9 else raw), pos + n
-    containers = {0xDC: ("H", False), 0xDD: ("I", False), 0xDE: ("H", True), 0xDF: ("I", True)}
-    if b in containers:
-        fmt, is_map = containers[b]
-        n, pos = take(fmt)
-        return seq(n, pos, is_map)
-    raise ValueError(f"msgpack: unsupported type byte 0x{b:02x} at {pos - 1}")
-
+# ---- reading the code object (amdemu's loader: ELF symbols and the AMDGPU metadata note) --
 
 def kernel_signatures(elf: bytes) -> dict:
-    """name -> ((offset, size), ...) of the explicit kernel arguments, from the
+    """name -> ((offset, size), ...) of the explicit kernel arguments, from the code object's
     NT_AMDGPU_METADATA note (hidden arguments the runtime appends are left out)."""
-    for typ, off, size, _link, _entsize in _sections(elf):
-        if typ != 7:  # SHT_NOTE
-            continue
-        pos = off
-        while pos < off + size:
-            namesz, descsz, ntype = struct.unpack_from("<III", elf, pos)
-            desc = pos + 12 + ((namesz + 3) & ~3)
-            if ntype == 32:  # NT_AMDGPU_METADATA
-                meta, _ = _msgpack(elf[desc:desc + descsz])
-                return {k[".name"]: tuple((a[".offset"], a[".size"]) for a in k[".args"]
-                                          if not a[".value_kind"].startswith("hidden"))
-                        for k in meta["amdhsa.kernels"]}
-            pos = desc + ((descsz + 3) & ~3)
-    raise AssertionError("no NT_AMDGPU_METADATA note in the code object")
+    return {name: tuple((a["offset"], a["size"]) for a in k.explicit_args)
+            for name, k in CodeObject.parse(elf).kernels.items()}
 
 
 # ---- compile + entry points ------------------------------------------------------------
@@ -150,7 +66,7 @@ def kernel_signatures(elf: bytes) -> dict:
 @pytest.mark.parametrize("source", SOURCES, ids=[f"{ARCH}-{s}" for s in SOURCES])
 def test_compiles_with_every_entry_point(source):
     code = code_object(source)
-    symbols = elf_function_symbols(code)
+    symbols = {name for name, sym in CodeObject.parse(code).symbols.items() if sym.type == "FUNC"}
     missing = sorted(set(gpu_storage.KERNELS[source]) - symbols)
     assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
     signatures = kernel_signatures(code)

@@ -36,7 +36,7 @@ import cffi
 
 from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
 
-PLATFORMS = ("rocm", "cuda")
+PLATFORMS = ("rocm", "cuda", "amdemu")
 _PLATFORMS = {}
 _LOCK = threading.Lock()
 
@@ -50,6 +50,8 @@ def get_platform(name: str):
                 from .hip import HipPlatform as cls
             elif name == "cuda":
                 from .cuda import CudaPlatform as cls
+            elif name == "amdemu":
+                from .amdemu.platform import AmdEmuPlatform as cls
             else:
                 raise BackendUnavailable(f"unknown GPU platform {name!r}; expected one of {PLATFORMS}")
             plat = _PLATFORMS[name] = cls()

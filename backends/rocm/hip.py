@@ -242,14 +242,19 @@ class HipPlatform(PlatformBase):
     RTC_PREFIX, RTC_CODE = "hiprtc", "Code"
     RTC_THREAD_SAFE = False  # HIP 5.2's hiprtc crashes when two programs compile at once
 
-    def __init__(self):
+    def __init__(self, root: str = None):
+        """`root`: a ROCm folder to load the libraries from, before anything else (the
+        emulated AMD platform compiles gfx940/gfx1100 with the hiprtc of another ROCm)."""
         super().__init__(RUNTIME_CDEFS, HIPRTC_CDEFS, ROCBLAS_CDEFS)
+        self.root = root
 
     def devptr(self, ptr: int):
         return self.ffi.cast("void*", ptr)  # hipDeviceptr_t is void*
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):
+        if self.root:
+            return env_lib_dirs((), (self.root,))
         return env_lib_dirs(_ROCM_DIRS, _ROCM_DEFAULTS)
 
     @property

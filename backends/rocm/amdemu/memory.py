@@ -1,0 +1,101 @@
+"""Global memory of the emulated device: host memory, so kernel pointers are host addresses.
+
+Every buffer the platform hands out (and each code object's loaded image, kernarg block
+and dispatch packet) is a numpy byte array registered here by its host address. Kernel
+loads and stores are vectorised gathers and scatters over these arrays; an address outside
+every registered range raises `MemoryFault` naming it (a wild pointer in a kernel is an
+error the emulator reports, never a write into the interpreter's own memory).
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from tensorlite.errors import BackendError
+
+
+class MemoryFault(BackendError):
+    """A kernel touched memory outside every live allocation."""
+
+
+class HostMemory:
+    def __init__(self):
+        self._bases, self._ends, self._arrays = [], [], []
+        self.total = 0
+
+    # ---- allocations ------------------------------------------------------------------
+    def register(self, array: np.ndarray) -> int:
+        """Make a C-contiguous uint8 array addressable; returns its address."""
+        assert array.dtype == np.uint8 and array.flags.c_contiguous
+        base = array.ctypes.data
+        i = bisect.bisect(self._bases, base)
+        self._bases.insert(i, base)
+        self._ends.insert(i, base + array.nbytes)
+        self._arrays.insert(i, array)
+        self.total += array.nbytes
+        return base
+
+    def alloc(self, nbytes: int, align: int = 256) -> int:
+        raw = np.zeros(max(int(nbytes), 1) + align, np.uint8)
+        start = -raw.ctypes.data % align
+        return self.register(raw[start:start + max(int(nbytes), 1)])
+
+    def free(self, addr: int) -> None:
+        i = bisect.bisect(self._bases, addr) - 1
+        if i < 0 or self._bases[i] != addr:
+            raise MemoryFault(f"free of 0x{addr:x}, which is not the start of an allocation")
+        self.total -= self._arrays[i].nbytes
+        del self._bases[i], self._ends[i], self._arrays[i]
+
+    def view(self, addr: int, nbytes: int) -> np.ndarray:
+        """The bytes [addr, addr + nbytes) of one allocation, as a writable view."""
+        i = bisect.bisect(self._bases, addr) - 1
+        if nbytes == 0:
+            return np.zeros(0, np.uint8)
+        if i < 0 or addr + nbytes > self._ends[i]:
+            raise MemoryFault(f"host access of {nbytes} bytes at 0x{addr:x} is outside every allocation")
+        off = addr - self._bases[i]
+        return self._arrays[i][off:off + nbytes]
+
+    # ---- kernel accesses ----------------------------------------------------------------
+    def _locate(self, addrs: np.ndarray, size: int, what: str):
+        bases = np.asarray(self._bases, np.uint64)
+        idx = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1
+        ends = np.asarray(self._ends, np.uint64)
+        bad = (idx < 0) | (addrs + np.uint64(size) > ends[np.maximum(idx, 0)]) if len(bases) else \
+            np.ones(addrs.shape, bool)
+        if np.any(bad):
+            a = int(addrs[np.argmax(bad)])
+            raise MemoryFault(f"{what} of {size} bytes at 0x{a:x} is outside every allocation")
+        return idx, addrs - bases[idx]
+
+    def gather(self, addrs: np.ndarray, size: int, what: str = "load") -> np.ndarray:
+        """(N, size) bytes read at each of N addresses (uint64)."""
+        out = np.empty((addrs.size, size), np.uint8)
+        if addrs.size == 0:
+            return out
+        idx, offs = self._locate(addrs, size, what)
+        cols = np.arange(size, dtype=np.uint64)
+        for i in np.unique(idx):
+            sel = idx == i
+            out[sel] = self._arrays[i][(offs[sel][:, None] + cols).astype(np.intp)]
+        return out
+
+    def scatter(self, addrs: np.ndarray, data: np.ndarray, what: str = "store") -> None:
+        """Write data[j] (size bytes) at addrs[j]; the later of two writes to one byte wins."""
+        if addrs.size == 0:
+            return
+        size = data.shape[1]
+        idx, offs = self._locate(addrs, size, what)
+        cols = np.arange(size, dtype=np.uint64)
+        for i in np.unique(idx):
+            sel = idx == i
+            self._arrays[i][(offs[sel][:, None] + cols).astype(np.intp)] = data[sel]
+
+    def owner(self, addr: int):
+        """(base, array) of the allocation holding addr, or None."""
+        i = bisect.bisect(self._bases, addr) - 1
+        if i >= 0 and addr < self._ends[i]:
+            return self._bases[i], self._arrays[i]
+        return None

@@ -1,0 +1,180 @@
+"""The `amdemu` platform: the GPU backend's runtime replaced by host memory and the
+instruction executor, for one emulated AMD architecture per process.
+
+`TENSORLITE_AMDEMU` names the architecture (gfx90a, gfx940 or gfx1100) and switches the
+platform on: it is opt-in because emulation is slow (a kernel of a few thousand threads
+takes tens of milliseconds). Everything above the runtime is the `rocm` platform's own:
+GpuDevice, GpuStorage, launch geometry, kernel sources and the hiprtc compile path, with
+hiprtc taken from Debian's HIP for gfx90a and from PyPI's `pytorch-triton-rocm==2.1.0`
+(hiprtc 5.4.2) for gfx940 and gfx1100 (Debian's hiprtc 5.2 aborts on those targets).
+
+No BLAS or DNN library exists here (rocBLAS and MIOpen cannot be had): `blas_create`
+raises, so the storage falls back to what it can run on kernels alone.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+
+from tensorlite.errors import BackendError, BackendUnavailable
+
+from .. import PlatformBase
+from .memory import HostMemory
+
+ARCHS = {"gfx90a": 64, "gfx940": 64, "gfx1100": 32}   # wavefront size
+ENV = "TENSORLITE_AMDEMU"
+_TRITON_ROCM = ("triton", "third_party", "rocm")
+
+
+def triton_rocm_root():
+    """site-packages/triton/third_party/rocm of pytorch-triton-rocm (found, not imported)."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = os.path.join(list(spec.submodule_search_locations)[0], *_TRITON_ROCM[1:])
+    return root if os.path.isdir(os.path.join(root, "lib")) else None
+
+
+class _Kernel:
+    __slots__ = ("program", "name")
+
+    def __init__(self, program, name):
+        self.program, self.name = program, name
+
+
+class AmdEmuPlatform(PlatformBase):
+    name = runtime_name = "amdemu"
+    CALLS = {"launch": "emulated launch"}
+    RTC_THREAD_SAFE = False  # hiprtc 5.x crashes compiling two programs at once
+
+    def __init__(self, arch: str = None):
+        super().__init__()
+        self.arch = arch or os.environ.get(ENV, "").strip() or None
+        self.memory = HostMemory()
+        self._compiler = None
+
+    # ---- devices --------------------------------------------------------------------
+    def init(self) -> int:
+        self.arch = self.arch or os.environ.get(ENV, "").strip() or None
+        if not self.arch:
+            raise BackendUnavailable(f"the emulated AMD platform is opt-in: set {ENV}=gfx90a, gfx940 or gfx1100")
+        if self.arch not in ARCHS:
+            raise BackendUnavailable(f"{ENV}={self.arch!r}: emulated architectures are {', '.join(ARCHS)}")
+        try:
+            import tinygrad.runtime.autogen.amd.cdna.str_pcode  # noqa: F401
+        except ImportError:
+            raise BackendUnavailable("the emulated AMD platform needs tinygrad==0.14.0 (AMD's instruction "
+                                     "tables): pip install tinygrad==0.14.0") from None
+        self.compiler.rtc  # a missing hiprtc says so now, not at the first kernel
+        return 1
+
+    @property
+    def compiler(self):
+        """The hiprtc platform that compiles for self.arch."""
+        if self._compiler is None:
+            from ..hip import HipPlatform
+            root = None
+            if self.arch != "gfx90a":
+                root = triton_rocm_root()
+                if root is None:
+                    raise BackendUnavailable(f"compiling for {self.arch} needs the hiprtc 5.4.2 of "
+                                             "pytorch-triton-rocm==2.1.0 (Debian's hiprtc 5.2 aborts on it)")
+            self._compiler = HipPlatform(root)
+        return self._compiler
+
+    def device_properties(self, ordinal):
+        return {"name": f"emulated AMD {self.arch} (an interpreter of AMD's ISA, not hardware)", "arch": self.arch,
+                "gcn_arch_name": self.arch, "warp_size": ARCHS[self.arch],
+                # few multiprocessors: launch geometry sized from them keeps grids small
+                "multiprocessor_count": 2, "max_threads_per_block": 1024,
+                "max_shared_memory_per_block": 64 * 1024, "total_memory": 1 << 34, "l2_cache_size": 0,
+                "compute_capability": (0, 0)}
+
+    def activate(self, ordinal):
+        pass
+
+    def error_name(self, code):
+        return f"emulated error {int(code)}"
+
+    # ---- memory: host arrays at their own addresses ---------------------------------
+    def malloc(self, nbytes):
+        return self.memory.alloc(nbytes)
+
+    def free(self, ptr):
+        self.memory.free(ptr)
+
+    def mem_get_info(self):
+        return (1 << 34) - self.memory.total, 1 << 34
+
+    def htod_async(self, dst, src_host, nbytes, stream):
+        self.memory.view(dst, nbytes)[:] = np.frombuffer(self.ffi.buffer(self.ffi.cast("char*", src_host), nbytes),
+                                                         np.uint8)
+
+    def dtoh_async(self, dst_host, src, nbytes, stream):
+        self.ffi.memmove(self.ffi.cast("char*", dst_host), self.memory.view(src, nbytes).tobytes(), nbytes)
+
+    def dtod_async(self, dst, src, nbytes, stream):
+        self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes).copy()
+
+    def memset_d8_async(self, dst, byte, nbytes, stream):
+        self.memory.view(dst, nbytes)[:] = byte
+
+    # ---- streams and events: everything completes at once ---------------------------
+    def _nothing(self, *args):
+        return None
+
+    stream_synchronize = event_record = event_synchronize = event_destroy = _nothing
+
+    def stream_create(self):
+        return None
+
+    def event_create(self):
+        return object()
+
+    def event_elapsed_ms(self, start, stop):
+        return 0.0
+
+    # ---- modules and launches -------------------------------------------------------
+    def module_load(self, image):
+        from .executor import Program
+        return Program(bytes(image), self.memory, self.arch)
+
+    def module_get_function(self, module, name):
+        if name not in module.kernels:
+            raise BackendError(f"no kernel {name!r} in the code object")
+        return _Kernel(module, name)
+
+    def function_max_threads(self, function):
+        return int(function.program.kernels[function.name].max_flat_workgroup_size or 1024)
+
+    def function_allow_shared(self, function, nbytes):
+        pass
+
+    def launch_function(self):
+        from .executor import launch
+
+        def run(kernel, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
+            info = kernel.program.kernels[kernel.name]
+            args = bytearray(max(info.kernarg_segment_size, 8))
+            for i, arg in enumerate(info.explicit_args):
+                off, size = arg["offset"], arg["size"]
+                args[off:off + size] = self.ffi.buffer(params[i], size)[:]
+            launch(kernel.program, kernel.name, (gx, gy, gz), (bx, by, bz), shared_mem, bytes(args), self.memory)
+            return 0
+        return run
+
+    # ---- the compiler is hiprtc's ---------------------------------------------------
+    def rtc_version(self):
+        return self.compiler.rtc_version()
+
+    def rtc_options(self, arch):
+        return self.compiler.rtc_options(arch)
+
+    def rtc_compile(self, source, name, headers, options, log=None):
+        return self.compiler.rtc_compile(source, name, headers, options, log)
+
+    # ---- no BLAS, no DNN library ----------------------------------------------------
+    def blas_create(self, stream, workspace_ptr=0, workspace_bytes=0):
+        raise BackendUnavailable("no BLAS on the emulated AMD platform: rocBLAS cannot be had here")
