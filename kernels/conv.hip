@@ -116,11 +116,17 @@ TL_DEV void upsample_nearest2d_map(i64 n, const Geom2d& g, const View4& x, const
     }
 }
 
-// C[b] (m x n, row stride ldc, batch stride c_sb) = A[b] (m x k) . B[b] (k x n), any
-// strides. One output per thread: only for integer dtypes, floats go to vendor BLAS.
+// alpha scales float products; integer GEMMs are always called with alpha = 1
+TL_DEV float gemm_scale(float acc, double alpha) { return acc * (float)alpha; }
+TL_DEV double gemm_scale(double acc, double alpha) { return acc * alpha; }
+template <typename A> TL_DEV A gemm_scale(A acc, double) { return acc; }
+
+// C[b] (m x n, row stride ldc, batch stride c_sb) = alpha A[b] (m x k) . B[b] (k x n), any
+// strides, 16-bit floats accumulated in f32. One output per thread: the portable GEMM of
+// integer dtypes everywhere and of floats where the platform has no BLAS (amdemu).
 template <typename T>
 TL_DEV void gemm_map(i64 batch, i64 m, i64 n, i64 k, const View3& a, const View3& b, i64 c_sb,
-                     i64 ldc, const T* A_, const T* B_, T* C) {
+                     i64 ldc, double alpha, const T* A_, const T* B_, T* C) {
     typedef typename Tr<T>::acc A;
     TL_GRID_LOOP(e, batch * m * n) {
         const i64 j = e % n, i = (e / n) % m, bi = e / (n * m);
@@ -128,7 +134,7 @@ TL_DEV void gemm_map(i64 batch, i64 m, i64 n, i64 k, const View3& a, const View3
         const T* pb = B_ + b.offset + bi * b.s0 + j * b.s2;
         A acc = A(0);
         for (i64 p = 0; p < k; ++p) acc += Tr<T>::load(pa[p * a.s2]) * Tr<T>::load(pb[p * b.s1]);
-        C[bi * c_sb + i * ldc + j] = Tr<T>::store(acc);
+        C[bi * c_sb + i * ldc + j] = Tr<T>::store(gemm_scale(acc, alpha));
     }
 }
 
@@ -152,8 +158,9 @@ TL_DEV void gemm_map(i64 batch, i64 m, i64 n, i64 k, const View3& a, const View3
     }
 #define GEMM_ENTRY(T, sfx)                                                                 \
     extern "C" __global__ void gemm_##sfx(i64 batch, i64 m, i64 n, i64 k, View3 a, View3 b, \
-                                          i64 c_sb, i64 ldc, const T* A_, const T* B_, T* C) { \
-        gemm_map(batch, m, n, k, a, b, c_sb, ldc, A_, B_, C);                             \
+                                          i64 c_sb, i64 ldc, double alpha, const T* A_, const T* B_, \
+                                          T* C) {                                         \
+        gemm_map(batch, m, n, k, a, b, c_sb, ldc, alpha, A_, B_, C);                      \
     }
 TL_FOR_ALL(SPATIAL_ENTRIES)
-TL_FOR_NONFLOATS(GEMM_ENTRY)
+TL_FOR_ALL(GEMM_ENTRY)

@@ -364,6 +364,7 @@ class _LaunchPlatform:
     arguments through the params array during the call, as the driver does."""
     name, runtime_name = "fake", "no runtime"
     CALLS = {"launch": "fakeLaunchKernel"}
+    HAS_BLAS = True
 
     def __init__(self, slot_sizes, status=0):
         import cffi

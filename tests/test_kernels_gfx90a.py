@@ -107,6 +107,7 @@ class RecordingDevice:
     """The GpuDevice API without a GPU: checks launches against gfx90a signatures."""
     name, ordinal, arch, warp_size = "rocm", 0, ARCH, 64
     props = {"multiprocessor_count": 104}
+    has_blas = True  # False (the emulated platform): float GEMMs launch the portable gemm_<t>
 
     def __init__(self):
         self.calls, self._next, self._allocs = [], 1 << 20, []
@@ -287,8 +288,10 @@ def test_chunked_reductions_leave_their_counters_zeroed_instead_of_a_memset_per_
     assert len(memsets) == 1  # the counters, zeroed once when allocated
 
 
+@pytest.mark.parametrize("has_blas", [True, False], ids=["blas", "portable"])
 @pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
-def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt):
+def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt, has_blas):
+    dev.has_blas = has_blas
     a = _storage(dev, 2 * 3 * 4, dt)
     b = _storage(dev, 2 * 4 * 5, dt)
     lhs = [Layout((2, 3, 4)), Layout((2, 4, 3)).transpose(1, 2), Layout((1, 3, 4)).broadcast_as((2, 3, 4)),
@@ -297,6 +300,8 @@ def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt):
     for la, lb in itertools.product(lhs, rhs):
         assert a.matmul(b, (2, 3, 5, 4), la, lb).numel == 30
     a.matmul(b, (2, 3, 5, 0), Layout((2, 3, 0)), Layout((2, 0, 5)))
+    assert ("gemm" in dev.calls) == (has_blas and dt.is_floating_point)
+    assert (f"gemm_{dt.short}" in dev.calls) == (not has_blas or not dt.is_floating_point)
     x = _storage(dev, 2 * 4 * 9 * 8, dt)
     xl = Layout((2, 4, 9, 8))
     for groups in (1, 2):

@@ -146,6 +146,7 @@ class PlatformBase:
     STREAM_FLAGS = ()        # trailing arguments of the stream-create call
     EVENT_FLAGS = ()         # ... and of the event-create call
     BLAS_WORKSPACE = 0       # bytes of BLAS workspace to hand to the library (0: its own default)
+    HAS_BLAS = True          # False: float GEMMs run the portable gemm_<t> kernel (storage._gemm)
     OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
     RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN

@@ -75,7 +75,9 @@ def _platform(platform):
 
 def cache_key(plat, source: str, headers: Dict[str, str], options, arch: str) -> str:
     h = hashlib.sha256()
-    parts = [plat.name, arch, plat.rtc_version(), package_version(), "\0".join(options), source]
+    # a platform that compiles with another's compiler shares its cache (amdemu: rocm's hiprtc)
+    parts = [getattr(plat, "cache_name", plat.name), arch, plat.rtc_version(), package_version(),
+             "\0".join(options), source]
     parts += [f"{n}\0{headers[n]}" for n in sorted(headers)]
     for part in parts:
         h.update(part.encode())

@@ -268,6 +268,7 @@ class GpuDevice(BackendDevice):
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}
         self._blas = None
+        self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
         self._launch_fn, self._null = platform.launch_function(), platform.ffi.NULL
         self._activate = platform.activate

@@ -77,7 +77,7 @@ KERNELS: Dict[str, Tuple[str, ...]] = {
     "copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t in ALL),
     "conv.hip": tuple(f"{op}_{t}" for op in ("im2col", "col2im", "max_pool2d", "avg_pool2d",
                                               "upsample_nearest2d") for t in ALL)
-    + tuple(f"gemm_{t}" for t in NONFLOATS),
+    + tuple(f"gemm_{t}" for t in ALL),
     "random.hip": tuple(f"rand_{kind}_{t}" for kind in ("uniform", "normal") for t in FLOATS),
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
                                                "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
@@ -1578,7 +1578,8 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
     """C[i] = alpha * A[i] . B[i] for i < batch; A (batch, m, k) and B (batch, k, n) are any
     3-d layouts (batch stride 0 broadcasts); C rows start at c_offset + i*c_batch_stride +
     r*ldc. Floats go to the vendor BLAS (transposed views as op=T, copies only when no
-    leading dimension fits); other dtypes to the gemm_<t> kernel."""
+    leading dimension fits); other dtypes, and floats where the platform has no BLAS
+    (the emulated AMD platform), to the portable gemm_<t> kernel."""
     dev = a.device
     if batch * m * n == 0:
         return
@@ -1586,14 +1587,15 @@ def _gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
         c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
         return
     dtype = a.dtype
-    if not dtype.is_floating_point:
+    if not dtype.is_floating_point or not dev.has_blas:
         kernel = _kernel(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
         total = batch * m * n
         dev.launch(kernel, _grid(dev, total), _BLOCK,
                    [("int64", batch), ("int64", m), ("int64", n), ("int64", k),
                     ("bytes", _VIEW3.pack(a_layout.offset, *a_layout.strides)),
                     ("bytes", _VIEW3.pack(b_layout.offset, *b_layout.strides)),
-                    ("int64", c_batch_stride), ("int64", ldc), ("ptr", a.buffer.ptr), ("ptr", b.buffer.ptr),
+                    ("int64", c_batch_stride), ("int64", ldc), ("double", alpha), ("ptr", a.buffer.ptr),
+                    ("ptr", b.buffer.ptr),
                     ("ptr", c._addr(c_offset))])
         return
     (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)

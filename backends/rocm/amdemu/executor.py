@@ -66,7 +66,7 @@ def _float_kind(fmt_name: str):
 class Instr:
     """A decoded instruction prepared for execution: `run(st, w)` executes it for the
     waves `w` (an index array or slice) and returns nothing; it advances their PC."""
-    __slots__ = ("inst", "pc", "size", "name", "fmt", "run", "is_branch", "__dict__")
+    __slots__ = ("inst", "pc", "size", "name", "fmt", "run", "is_branch")
 
     def __init__(self, inst, pc, size):
         self.inst, self.pc, self.size = inst, pc, size
@@ -100,7 +100,10 @@ class WaveState:
         return ((e[:, None] >> self.lane[None, :]) & np.uint64(1)).astype(bool)
 
     def read_s64(self, w, r):
-        return self.sgpr[w, r].astype(np.uint64) | (self.sgpr[w, r + 1].astype(np.uint64) << np.uint64(32))
+        lo = self.sgpr[w, r].astype(np.uint64)
+        if self.L == 32 and r in (106, 126):  # wave32: VCC and EXEC are their low halves
+            return lo
+        return lo | (self.sgpr[w, r + 1].astype(np.uint64) << np.uint64(32))
 
     def write_s64(self, w, r, v):
         v = np.asarray(v, np.uint64)
@@ -136,8 +139,8 @@ def read_operand(st: WaveState, w, op: Operand, vector: bool):
         if nregs >= 2:
             v = v | (file[w, r + 1, :].astype(np.uint64) << np.uint64(32))
         return v if bits >= 32 else v & np.uint64((1 << bits) - 1)
-    if code <= 105 or 106 <= code <= 127:
-        if code in (124, 125) and code == 125:
+    if code <= 127:
+        if code == 125:
             raise KernelFault("read of a reserved scalar register (125)")
         v = st.sgpr[w, code].astype(np.uint64)
         if nregs >= 2:
@@ -281,8 +284,6 @@ def prepare_alu(ins: Instr, ex) -> None:
         raise UnsupportedInstruction(f"{name}: output modifier (omod)")
 
     # sources, in the order S0, S1, S2
-    names = [n for n in ("ssrc0", "src0", "vsrc0", "ssrc1", "src1", "vsrc1", "src2") if n in opinfo or
-             (n == "vsrc0" and sdwa)]
     srcs = []
     for fname in ("src0", "ssrc0", "src1", "vsrc1", "ssrc1", "src2"):
         if fname not in opinfo:
@@ -296,12 +297,13 @@ def prepare_alu(ins: Instr, ex) -> None:
             code -= 256
         fb, pk = _float_kind(opinfo[fname][0].name)
         srcs.append((fname, Operand(code, bits.get(fname, opinfo[fname][1]), fb, lit), pk))
-    del names
     vcc_src = next((i for i, (f, o, _) in enumerate(srcs) if opinfo[f][0].name == "FMT_NUM_M64" or
                     (f == "src2" and opinfo[f][0].name == "FMT_NUM_M64")), None)
     mask_src = srcs.pop(vcc_src) if vcc_src is not None else None
     # destination
     dst_field = "vdst" if "vdst" in opinfo else ("sdst" if "sdst" in opinfo else None)
+    if dst_field and opinfo[dst_field][2].name == "OPR_EXEC":  # gfx11 V_CMPX: EXEC is the only result
+        dst_field = None
     dst_bits = bits.get(dst_field, 32) if dst_field else 0
     dst_fmt = opinfo[dst_field][0].name if dst_field else ""
     dst_is_sgpr = dst_field and (opinfo[dst_field][2].name in ("OPR_SREG", "OPR_SDST") or not vector)
@@ -327,6 +329,7 @@ def prepare_alu(ins: Instr, ex) -> None:
     sdwa_mods = [(_field(inst, "src0_neg", 0), _field(inst, "src0_abs", 0)),
                  (_field(inst, "src1_neg", 0), _field(inst, "src1_abs", 0))] if sdwa else None
     dst_sel = (_field(inst, "dst_sel", 6), _field(inst, "dst_unused", 0)) if sdwa and dst_field else None
+    sdwa_dwords = [Operand(o.code, 32, o.fbits, o.lit) for _, o, _ in srcs[:2]] if sdwa else None
 
     def run(st, w):
         n = _n(st, w)
@@ -341,14 +344,15 @@ def prepare_alu(ins: Instr, ex) -> None:
                 v = lo_v | (hi_v << np.uint64(half))
                 if o.fbits:
                     v = apply_float_mods(v, o.fbits, (neg >> i) & 1, 0, True, (neg_hi >> i) & 1)
-            elif sdwa and i < 2:
+            elif sdwa and i < 2:  # select from the whole dword, not the operand's 16 bits
                 sel, sext = sdwa_sel[i]
-                v = _sdwa_select(v, sel, sext)
+                v = _sdwa_select(read_operand(st, w, sdwa_dwords[i], vector), sel, sext)
                 v = apply_float_mods(v, o.fbits, sdwa_mods[i][0], sdwa_mods[i][1])
             else:
                 if vop3 and o.bits == 16 and (opsel >> i) & 1:
                     v = read_operand(st, w, Operand(o.code, 32, o.fbits, o.lit), vector) >> np.uint64(16)
-                v = apply_float_mods(v, o.fbits, (neg >> i) & 1, (abs_ >> i) & 1)
+                # neg/abs on an untyped operand (v_cndmask_b32_e64 v3, -v3, ...) flip/clear its sign bit
+                v = apply_float_mods(v, o.fbits or o.bits, (neg >> i) & 1, (abs_ >> i) & 1)
             E[f"S{i}"] = P.T(v, "u", max(o.bits, 32))
         if sopk:  # S_CMPK_*: S0 is the register, S1 the constant; S_MOVK/S_ADDK...: S0 the constant
             k = P.T(np.full(n, simm16, np.uint64), "u", 16)
@@ -697,7 +701,8 @@ def prepare_memory(ins: Instr, ex) -> None:
             _field(inst, "vdst") if fmt != "MUBUF" else _field(inst, "vdata"), \
             _field(inst, "data") if fmt != "MUBUF" else _field(inst, "vdata")
         data_regs = [dreg, dreg + size // 4 if size >= 4 else dreg]
-        saddr_off = saddr in (0x7F, 124, 125) if ex.family == "cdna" else saddr == 124
+        # FLAT (segment 0) has no SGPR base: its address is always the VGPR pair
+        saddr_off = fmt == "FLAT" or (saddr in (0x7F, 124, 125) if ex.family == "cdna" else saddr == 124)
         sve = _field(inst, "sve", 0)
 
         if fmt == "MUBUF":
@@ -709,12 +714,16 @@ def prepare_memory(ins: Instr, ex) -> None:
             def addresses(st, w):
                 return [_buffer_address(st, w, srsrc, soffset, offen, idxen, addr_reg, offset, size)]
         elif fmt == "SCRATCH":
+            # gfx90a: the VGPR address is used when there is no SGPR one; gfx940 and gfx11 say
+            # so with the SVE bit (neither register: the offset alone addresses the lane's memory)
+            use_vaddr = saddr_off if ex.arch == "gfx90a" else bool(sve)
+
             def addresses(st, w):
                 n = _n(st, w)
                 a = np.zeros((n, lanes), np.uint64)
                 if not saddr_off:
                     a = a + st.sgpr[w, saddr].astype(np.uint64)[:, None]
-                if saddr_off or sve:
+                if use_vaddr:
                     a = a + st.vgpr[w, addr_reg, :].astype(np.uint64)
                 return [(a + np.uint64(offset & ((1 << 64) - 1))) & np.uint64(0xFFFFFFFF)]
         else:
@@ -898,10 +907,6 @@ def _prepare_lane_permute(ins, ex):
     ins.run = run
 
 
-def _src_code(inst, name):
-    return _field(inst, name)
-
-
 def _prepare_special(ins, ex):
     """Instructions run here rather than from pseudocode; returns False if `ins` is not one."""
     inst, name, L = ins.inst, ins.name, ex.lanes
@@ -1018,6 +1023,8 @@ def _prepare_special(ins, ex):
                     np.broadcast_to(read_operand(st, w, Operand(src0, 32, None, lit), True), e.shape)
                 write_vgpr(st, w, vdst, v, 32, e, agpr=True)
             st.pc[w] += ins.size
+    elif ins.fmt.startswith("VOPD"):
+        return _prepare_vopd(ins, ex)
     elif name.startswith("V_MFMA_"):
         return _prepare_mfma(ins, ex)
     elif name in ("V_FMA_MIX_F32", "V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16",
@@ -1043,6 +1050,48 @@ def _prepare_special(ins, ex):
             st.pc[w] += ins.size
     else:
         return False
+    ins.run = run
+    return True
+
+
+def _prepare_vopd(ins, ex):
+    """RDNA3 VOPD: two VOP2-like operations issued together; both read their operands before
+    either writes. Each half runs its VOP1/VOP2 namesake's pseudocode."""
+    inst = ins.inst
+    pcode, _ = tables(ex.family)
+    by_name = {op.name: text for op, text in pcode.items()}
+    lit = _field(inst, "literal")
+    vdstx = _field(inst, "vdstx")
+    halves = []
+    for op, src0, src1, vdst in ((inst.opx, _field(inst, "srcx0"), _field(inst, "vsrcx1"), vdstx),
+                                 (inst.opy, _field(inst, "srcy0"), _field(inst, "vsrcy1"),
+                                  (_field(inst, "vdsty") << 1) | ((vdstx & 1) ^ 1))):
+        base = op.name.replace("V_DUAL_", "V_")
+        text = by_name.get(base + "_E32")
+        if text is None:
+            raise UnsupportedInstruction(f"{op.name} (VOPD): no pseudocode for {base}")
+        try:
+            fn = P.compile_pcode(base + "_E32", text, True)
+        except P.Untranslatable as e:
+            raise UnsupportedInstruction(f"{op.name} (VOPD): {e}") from None
+        halves.append((fn, Operand(src0, 32, 32, lit), Operand(src1 + 256, 32, 32, lit), vdst))
+
+    def run(st, w):
+        n = _n(st, w)
+        e = st.exec_mask(w)
+        results = []
+        for fn, s0, s1, vdst in halves:
+            E = {"S0": P.T(read_operand(st, w, s0, True), "u", 32), "S1": P.T(read_operand(st, w, s1, True), "u", 32),
+                 "D0": P.T(st.vgpr[w, vdst, :].astype(np.uint64), "u", 32),
+                 "VCC": P.T(st.read_s64(w, 106).reshape(n, 1), "u", 64), "laneId": P.T(st.lane[None, :], "u", 32),
+                 "WAVE_MODE_IEEE": P.T(np.uint64(1), "u", 1),
+                 "SIMM32": P.T(np.full((n, 1), lit or 0, np.uint64), "u", 32)}
+            with np.errstate(all="ignore"):
+                fn(E)
+            results.append((vdst, np.broadcast_to(E["D0"].bits(), e.shape)))
+        for vdst, v in results:
+            write_vgpr(st, w, vdst, v, 32, e)
+        st.pc[w] += ins.size
     ins.run = run
     return True
 
@@ -1207,7 +1256,7 @@ class Program:
             elif fmt in ("SMEM", "DS", "GLOBAL", "FLAT", "SCRATCH", "MUBUF") or fmt.startswith(("DS", "GLOBAL")):
                 prepare_memory(ins, ex)
             elif fmt.startswith(("SOP", "VOP")):
-                if fmt.startswith(("VOPD", "VINTERP")):
+                if fmt.startswith("VINTERP"):
                     raise UnsupportedInstruction(f"{ins.name} ({fmt})")
                 prepare_alu(ins, ex)
             else:
@@ -1223,7 +1272,7 @@ class Dispatch:
     """What an instruction's preparation may ask of the launch (lanes, family, modes)."""
 
     def __init__(self, prog, kernel):
-        self.family, self.kernel_name = prog.family, kernel.name
+        self.family, self.arch, self.kernel_name = prog.family, prog.arch, kernel.name
         kd = kernel.descriptor
         self.lanes = kd.wavefront_size
         rsrc1 = kd.compute_pgm_rsrc1
@@ -1390,7 +1439,13 @@ def _run(st, prog, ex):
             pc = int(st.pc[runnable].min())
             w = np.nonzero(runnable & (st.pc == pc))[0]
         ins = prog.instr(pc, ex)
-        ins.run(st, w)
+        try:
+            ins.run(st, w)
+        except (MemoryFault, KernelFault) as e:
+            from .decode import mnemonic
+            vaddr = pc - prog.bias
+            raise type(e)(f"{e} (kernel {ex.kernel_name}, {mnemonic(ins.inst)} at vaddr 0x{vaddr:x}, "
+                          f"function {prog.code.function_at(vaddr)}, {prog.arch})") from None
         steps += 1
         if steps > MAX_STEPS:
             raise KernelFault(f"kernel {ex.kernel_name} ran more than {MAX_STEPS} steps (an endless loop?)")

@@ -353,12 +353,7 @@ def lnot(a):
 def select(c, a, b):
     """c ? a : b with both arms typed alike (C's conversions)."""
     a, b = wrap(a), wrap(b)
-    if a.k == b.k and a.n == b.n:
-        k, n = a.k, a.n
-    elif a.k == "f" or b.k == "f":
-        k, n = _common(a, b)
-    else:
-        k, n = _common(a, b)
+    k, n = (a.k, a.n) if (a.k, a.n) == (b.k, b.n) else _common(a, b)
     return T(np.where(truth(c), convert(a, k, n).a, convert(b, k, n).a), k, n)
 
 
@@ -964,7 +959,6 @@ class _Parser:
         rem = self.fresh("r")
         self.emit(f"{saved} = _m")
         self.emit(f"{rem} = _m")
-        first = True
         while True:
             self.next()  # if / elsif
             cond = self.expr()
@@ -978,7 +972,6 @@ class _Parser:
             self.emit("pass")
             end = self.block(("elsif", "else", "endif"))
             self.depth -= 1
-            first = False
             if end == "elsif":
                 continue
             if end == "else":
@@ -992,7 +985,6 @@ class _Parser:
             self.expect("endif")
             break
         self.emit(f"_m = {saved}" if not self.loop else f"_m = R.mandnot({saved}, _brk) if _brk is not None else {saved}")
-        del first
 
     def for_stmt(self):
         self.next()
@@ -1096,6 +1088,8 @@ def translate(name: str, text: str, vector: bool, regs) -> str:
     """Python source of `def op(E)` for one opcode's pseudocode. E maps register names to
     values; the function updates E in place with what the pseudocode assigns. `vector`:
     a VALU opcode (VCC and compare results are per-lane bits)."""
+    # `A = B = value` (V_CMPX: EXEC and D0 take one result) as two assignments of one value
+    text = re.sub(r"^(\S+) = (\S+) = (.*?)(;?)$", r"_chain = \3;\n\1 = _chain;\n\2 = _chain\4", text, flags=re.M)
     p = _Parser(text, vector, set(regs))
     p.emit("_m = None")
     p.emit("_brk = None")

@@ -8,8 +8,8 @@ GpuDevice, GpuStorage, launch geometry, kernel sources and the hiprtc compile pa
 hiprtc taken from Debian's HIP for gfx90a and from PyPI's `pytorch-triton-rocm==2.1.0`
 (hiprtc 5.4.2) for gfx940 and gfx1100 (Debian's hiprtc 5.2 aborts on those targets).
 
-No BLAS or DNN library exists here (rocBLAS and MIOpen cannot be had): `blas_create`
-raises, so the storage falls back to what it can run on kernels alone.
+No BLAS or DNN library exists here (rocBLAS and MIOpen cannot be had): matmuls run the
+portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable kernels.
 """
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ class AmdEmuPlatform(PlatformBase):
     name = runtime_name = "amdemu"
     CALLS = {"launch": "emulated launch"}
     RTC_THREAD_SAFE = False  # hiprtc 5.x crashes compiling two programs at once
+    HAS_BLAS = False         # rocBLAS cannot be had: matmuls run the portable gemm_<t> kernel
+    cache_name = "rocm"      # the code objects are hiprtc's, the same as the rocm platform's
 
     def __init__(self, arch: str = None):
         super().__init__()
