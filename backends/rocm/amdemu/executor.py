@@ -166,10 +166,9 @@ def read_operand(st: WaveState, w, op: Operand, vector: bool):
         v = (st.read_s64(w, 106) == 0).astype(np.uint64)
     elif code == 252:  # EXECZ
         v = (st.read_s64(w, 126) == 0).astype(np.uint64)
-    elif code in (235, 236, 237, 238):  # src_shared_base/limit, src_private_base/limit (high halves)
-        base = SHARED_BASE if code < 237 else PRIVATE_BASE
-        val = (base >> 32) if code in (235, 237) else ((base + APERTURE - 1) >> 32)
-        v = np.full(_n(st, w), val if bits <= 32 else base if code in (235, 237) else base + APERTURE - 1, np.uint64)
+    elif code in (235, 236, 237, 238):  # src_shared_base/limit, src_private_base/limit
+        addr = (SHARED_BASE if code < 237 else PRIVATE_BASE) + (APERTURE - 1 if code in (236, 238) else 0)
+        v = np.full(_n(st, w), addr >> 32 if bits <= 32 else addr, np.uint64)  # 32-bit reads: the high half
     else:
         raise UnsupportedInstruction(f"source operand encoding {code}")
     if bits < 64:
@@ -217,26 +216,23 @@ _TABLES: Dict[str, tuple] = {}
 
 
 def tables(family: str):
-    """(PCODE, OPERANDS) of tinygrad's tables for 'cdna' or 'rdna3'."""
+    """tinygrad's pseudocode texts for 'cdna' or 'rdna3', by opcode name."""
     t = _TABLES.get(family)
     if t is None:
         import importlib
         pc = importlib.import_module(f"tinygrad.runtime.autogen.amd.{family}.str_pcode").PCODE
-        ops = importlib.import_module(f"tinygrad.runtime.autogen.amd.{family}.operands").OPERANDS
-        t = _TABLES[family] = (pc, ops)
+        t = _TABLES[family] = {op.name: text for op, text in pc.items()}
     return t
 
 
 def _pcode_of(family, op):
     """The pseudocode of an opcode; VOP3 forms of VOP1/VOP2/VOPC opcodes share their text."""
-    pcode, _ = tables(family)
-    text = pcode.get(op)
-    if text is None:
-        for suffix in ("_E64", "_E32", ""):
-            for cand in pcode:
-                if cand.name in (op.name + suffix, op.name.replace("_E64", "_E32"), op.name.replace("_E32", "_E64")):
-                    return pcode[cand]
-    return text
+    by_name = tables(family)
+    for name in (op.name, op.name + "_E64", op.name + "_E32", op.name.replace("_E64", "_E32"),
+                 op.name.replace("_E32", "_E64")):
+        if name in by_name:
+            return by_name[name]
+    return None
 
 
 # ---- ALU instructions through their pseudocode -----------------------------------------------
@@ -1058,8 +1054,7 @@ def _prepare_vopd(ins, ex):
     """RDNA3 VOPD: two VOP2-like operations issued together; both read their operands before
     either writes. Each half runs its VOP1/VOP2 namesake's pseudocode."""
     inst = ins.inst
-    pcode, _ = tables(ex.family)
-    by_name = {op.name: text for op, text in pcode.items()}
+    by_name = tables(ex.family)
     lit = _field(inst, "literal")
     vdstx = _field(inst, "vdstx")
     halves = []
