@@ -79,6 +79,12 @@ TL_DEV void max_pool2d_map(i64 n, const Geom2d& g, const View4& x, const T* in, 
 
 // torch's divisor: with count_include_pad the window clipped to the padded input,
 // otherwise the number of real input elements it covers.
+// The window's mean as the store converts it: cpu's rule is "exact mean, then the dtype's
+// cast". Integers truncate toward zero, which acc / count does; a bool mean is nonzero
+// exactly when the sum is (acc / count would say false for 1 true element of 9).
+template <typename T, typename A> TL_DEV A tl_window_mean(A acc, i64 count) { return acc / (A)count; }
+template <> TL_DEV u32 tl_window_mean<tlbool, u32>(u32 acc, i64) { return acc; }
+
 template <typename T>
 TL_DEV void avg_pool2d_map(i64 n, const Geom2d& g, const View4& x, int count_include_pad,
                            const T* in, T* out) {
@@ -99,7 +105,7 @@ TL_DEV void avg_pool2d_map(i64 n, const Geom2d& g, const View4& x, int count_inc
         for (i64 iy = y0; iy < y1; ++iy)
             for (i64 ix = x0; ix < x1; ++ix) acc += Tr<T>::load(base[iy * x.s2 + ix * x.s3]);
         const i64 count = count_include_pad ? padded_count : (y1 - y0) * (x1 - x0);
-        out[e] = Tr<T>::store(count > 0 ? acc / (A)count : A(0));
+        out[e] = Tr<T>::store(count > 0 ? tl_window_mean<T>(acc, count) : A(0));
     }
 }
 

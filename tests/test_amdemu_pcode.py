@@ -69,6 +69,19 @@ def test_float_ops_and_ieee_max():
     assert got.tolist() == [2.0, 0.25, 3.0, 0.0] and not np.signbit(got[3])  # max(-0, +0) is +0
 
 
+def test_rdna3_lambda_definitions():
+    # RDNA3's V_MAX_F32 defines GT_NEG_ZERO = lambda(a, b) (...) and calls it: inlined as a macro
+    from tinygrad.runtime.autogen.amd.rdna3.enum import VOP2Op as RDNA3VOP2
+    from tinygrad.runtime.autogen.amd.rdna3.str_pcode import PCODE as RDNA3
+    op = RDNA3VOP2.V_MAX_F32_E32
+    assert "lambda" in RDNA3[op]
+    fn = P.compile_pcode(op.name, RDNA3[op], True)
+    e = fn({"S0": f32([1.5, np.nan, -3, -0.0]), "S1": f32([2, 0.25, 3, 0.0]), "D0": u32([0] * LANES),
+            "WAVE_MODE_IEEE": T(np.uint64(1), "u", 1), "laneId": T(np.arange(LANES, dtype=np.uint64)[None], "u", 32)})
+    got = words(e["D0"]).view(np.float32)
+    assert got.tolist() == [2.0, 0.25, 3.0, 0.0] and not np.signbit(got[3])
+
+
 def test_class_and_bit_scans():
     e = run(VOP3Op.V_CMP_CLASS_F32_E64, S0=f32([1.5, np.nan, -np.inf, -0.0]), S1=u32([1 << 8, 2, 1 << 2, 1 << 5]),
             D0=u32([0] * LANES, 64))

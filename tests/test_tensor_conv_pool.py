@@ -259,6 +259,13 @@ def test_pool_non_contiguous_and_integers(device, rng):
     got = tl.max_pool2d(tl.tensor(xi, device=device), 2)
     assert got.dtype is tl.int64
     assert_close(got, pool_ref(xi.astype(np.float64), "max", 2).astype(np.int64), tl.int64)
+    # the exact mean, then the dtype's cast: integers truncate toward zero, a bool is mean != 0
+    # (the GPU kernel divided the bool window's count of trues first: one true of four read false)
+    got = tl.avg_pool2d(tl.tensor(xi, device=device), 2)
+    assert_close(got, np.trunc(pool_ref(xi.astype(np.float64), "avg", 2)).astype(np.int64), tl.int64)
+    xb = np.eye(4, dtype=bool).reshape(1, 1, 4, 4)
+    assert_close(tl.avg_pool2d(tl.tensor(xb, device=device), 2), pool_ref(xb.astype(np.float64), "avg", 2) != 0,
+                 tl.bool_)
 
 
 # -------------------------------------------------------------------- upsample

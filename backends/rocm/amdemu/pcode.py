@@ -1084,12 +1084,47 @@ def is_denorm(x):
     return T(((e == 0) & (np.asarray(x.a) != 0)).astype(np.uint64), "u", 1)
 
 
+_LAMBDA = re.compile(r"^(\w+) = lambda\(([\w, ]*)\) \((.*?)\);[ \t]*$", re.M | re.S)
+
+
+def _expand_lambdas(text: str) -> str:
+    """RDNA3's `NAME = lambda(a, b) (expr);` definitions inlined at each `NAME(x, y)` call
+    (a macro: the parameters replaced by the argument texts, parenthesised)."""
+    while True:
+        m = _LAMBDA.search(text)
+        if m is None:
+            return text
+        fname, params, body = m.group(1), [p.strip() for p in m.group(2).split(",") if p.strip()], m.group(3)
+        text = text[:m.start()] + text[m.end():]
+        out, pos = [], 0
+        for call in re.finditer(rf"\b{fname}\(", text):
+            if call.start() < pos:
+                continue
+            depth, i, args, start = 1, call.end(), [], call.end()
+            while depth:
+                ch = text[i]
+                depth += (ch == "(") - (ch == ")")
+                if (ch == "," and depth == 1) or depth == 0:
+                    args.append(text[start:i].strip())
+                    start = i + 1
+                i += 1
+            if len(args) != len(params):
+                raise Untranslatable(f"{fname} called with {len(args)} arguments, defined with {len(params)}")
+            expr = body
+            for p_, a in zip(params, args):
+                expr = re.sub(rf"\b{p_}\b", lambda _m, a=a: f"({a})", expr)
+            out.append(text[pos:call.start()] + "(" + " ".join(expr.split()) + ")")
+            pos = i
+        text = "".join(out) + text[pos:]
+
+
 def translate(name: str, text: str, vector: bool, regs) -> str:
     """Python source of `def op(E)` for one opcode's pseudocode. E maps register names to
     values; the function updates E in place with what the pseudocode assigns. `vector`:
     a VALU opcode (VCC and compare results are per-lane bits)."""
     # `A = B = value` (V_CMPX: EXEC and D0 take one result) as two assignments of one value
     text = re.sub(r"^(\S+) = (\S+) = (.*?)(;?)$", r"_chain = \3;\n\1 = _chain;\n\2 = _chain\4", text, flags=re.M)
+    text = _expand_lambdas(text)
     p = _Parser(text, vector, set(regs))
     p.emit("_m = None")
     p.emit("_brk = None")
@@ -1102,7 +1137,7 @@ def translate(name: str, text: str, vector: bool, regs) -> str:
         else:
             head.append(f"    {r} = E.get({r!r})")
     tail = [f"    E[{r!r}] = {r}" for r in sorted(p.assigned)]
-    return "\n".join(head + body + tail + ["    return E"]), frozenset(p.assigned)
+    return "\n".join(head + body + tail + ["    return E"]), frozenset(p.assigned), frozenset(p.used)
 
 
 # Where AMD's pseudocode leaves a result implicit, the statement that makes it explicit
@@ -1120,11 +1155,11 @@ def compile_pcode(name: str, text: str, vector: bool):
     fn = _CACHE.get(key)
     if fn is None:
         try:
-            src, assigned = translate(name, PRELUDE.get(name, "") + text, vector, REGS)
+            src, assigned, used = translate(name, PRELUDE.get(name, "") + text, vector, REGS)
             ns = {"R": _RUNTIME}
             exec(compile(src, f"<pcode {name}>", "exec"), ns)
             fn = ns["op"]
-            fn.source, fn.assigned = src, assigned
+            fn.source, fn.assigned, fn.used = src, assigned, used
         except Untranslatable as e:
             fn = e
         _CACHE[key] = fn

@@ -13,6 +13,7 @@ portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable ker
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 
@@ -25,6 +26,7 @@ from .memory import HostMemory
 
 ARCHS = {"gfx90a": 64, "gfx940": 64, "gfx1100": 32}   # wavefront size
 ENV = "TENSORLITE_AMDEMU"
+COVERAGE_ENV = "TENSORLITE_AMDEMU_COVERAGE"  # a folder: each process records the kernels it ran there
 _TRITON_ROCM = ("triton", "third_party", "rocm")
 
 
@@ -56,6 +58,15 @@ class AmdEmuPlatform(PlatformBase):
         self.arch = arch or os.environ.get(ENV, "").strip() or None
         self.memory = HostMemory()
         self._compiler = None
+        self.launched = set()   # entry points run in this process (for the coverage check)
+        if os.environ.get(COVERAGE_ENV):
+            atexit.register(self._write_coverage, os.environ[COVERAGE_ENV])
+
+    def _write_coverage(self, folder):
+        if self.launched:
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, f"{self.arch}.{os.getpid()}.txt"), "w") as f:
+                f.write("\n".join(sorted(self.launched)) + "\n")
 
     # ---- devices --------------------------------------------------------------------
     def init(self) -> int:
@@ -164,6 +175,7 @@ class AmdEmuPlatform(PlatformBase):
                 off, size = arg["offset"], arg["size"]
                 args[off:off + size] = self.ffi.buffer(params[i], size)[:]
             launch(kernel.program, kernel.name, (gx, gy, gz), (bx, by, bz), shared_mem, bytes(args), self.memory)
+            self.launched.add(kernel.name)
             return 0
         return run
 

@@ -1,0 +1,284 @@
+"""Every kernel entry point once, on the emulated AMD architecture TENSORLITE_AMDEMU names,
+compared with `cpu`: the families and dtypes that the backend-swap files in
+tests/amdemu_suite.txt leave out (casts between every dtype pair, integer and bool kernels
+that the Tensor API routes elsewhere, the fused nn kernels and their backward, AdamW,
+random numbers, attention). Small shapes: every launch is interpreted instruction by
+instruction. The coverage check (backends/rocm/amdemu/coverage.py) lists what still never ran.
+
+Where the Tensor API never sends a dtype to a kernel (sum of bool promotes to int64, abs of
+bool...), the storage contract is called directly: the entry point exists in the code
+object, so it must compute what `cpu` computes.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tensorlite as tl
+from tensorlite import dtype as D
+from tensorlite.backend import REDUCE_OPS
+from tensorlite.backends.rocm.storage import _unary_ops
+from tensorlite.layout import Layout
+from tensorlite.nn import functional as F
+
+from conftest import assert_close, random_array
+
+pytestmark = pytest.mark.amdemu
+
+
+@pytest.fixture(scope="module")
+def emu():
+    if not os.environ.get("TENSORLITE_AMDEMU"):
+        pytest.skip("the emulated AMD platform is opt-in: TENSORLITE_AMDEMU=gfx90a|gfx940|gfx1100 is not set")
+    status = dict(tl.backend.available()).get("amdemu")
+    if status is not True:
+        pytest.skip(f"backend 'amdemu' unavailable: {status}")
+    return "amdemu"
+
+
+def _pair(a, emu, requires_grad=False):
+    return (tl.tensor(a, device="cpu", requires_grad=requires_grad),
+            tl.tensor(a, device=emu, requires_grad=requires_grad))
+
+
+def _storage_result(st, shape):
+    return np.asarray(st.to_cpu(Layout.contiguous(tuple(shape))))
+
+
+def _same(got, ref, dtype, terms=1):
+    assert_close(tl.tensor(got) if isinstance(got, np.ndarray) else got, _np(ref), dtype, terms, check_dtype=False)
+
+
+def _name(x):
+    """'cpu' or 'amdemu': the registry name of a tensor's device."""
+    return str(x.device).split(":")[0]
+
+
+def _np(x):
+    return x.numpy() if isinstance(x, tl.Tensor) else np.asarray(x)
+
+
+# ---- casts, unary, reductions: every dtype, through the storage where the API promotes ----
+
+def test_cast_every_pair(emu, rng):
+    for src in D.ALL:
+        a = random_array(rng, (3, 5), src, 0.0, 3.0)
+        c, e = _pair(a, emu)
+        for dst in D.ALL:
+            _same(e.to(dst), c.to(dst), dst)
+        # a strided view cast to its own dtype: the cast kernel as a gather (contiguous: a copy)
+        _same(e.mT.to(src), c.mT.to(src), src)
+
+
+@pytest.mark.parametrize("dst", D.FLOATS, ids=lambda d: d.name)
+def test_cast_many(emu, rng, dst):
+    arrays = [random_array(rng, s, src, -2, 2) for s, src in (((4,), dst), ((2, 3), D.float32), ((5,), D.float64),
+                                                               ((3,), D.float16), ((2,), D.bfloat16))]
+    cpu = tl.foreach_to([tl.tensor(a) for a in arrays], dst)
+    got = tl.foreach_to([tl.tensor(a, device=emu) for a in arrays], dst)
+    for g, c in zip(got, cpu):
+        _same(g, c, dst)
+    # the storage batches same-dtype casts too (foreach_to hands the tensors back as they are)
+    same = [tl.tensor(random_array(rng, (3,), dst), device=emu) for _ in range(2)]
+    for t, out in zip(same, type(same[0]._storage).to_dtype_many([(t._storage, t._layout) for t in same], dst)):
+        _same(_storage_result(out, (3,)), t, dst)
+
+
+@pytest.mark.parametrize("dtype", D.ALL, ids=lambda d: d.name)
+def test_unary_affine_and_reductions_every_dtype(emu, rng, dtype):
+    a = random_array(rng, (3, 6), dtype, 0.5, 3.0)
+    c, e = _pair(a, emu)
+    lay = c._layout
+    for op in _unary_ops(dtype.short):  # the ops with a u<op>_<dtype> entry point
+        _same(_storage_result(e._storage.unary_impl(op, lay), a.shape),
+              _storage_result(c._storage.unary_impl(op, lay), a.shape), dtype)
+    mul, add = (1.0, 1.0) if dtype is D.bool_ else (2.0, 1.0)
+    _same(_storage_result(e._storage.affine(lay, mul, add), a.shape),
+          _storage_result(c._storage.affine(lay, mul, add), a.shape), dtype)
+    if dtype.is_floating_point:
+        _same(_storage_result(e._storage.powf(lay, 1.5), a.shape), _storage_result(c._storage.powf(lay, 1.5), a.shape),
+              dtype)
+    for op in REDUCE_OPS:
+        shape = (3, 1)
+        out_dtype = D.int64 if op.startswith("arg") else dtype
+        _same(_storage_result(e._storage.reduce_op(op, lay, (1,)), shape),
+              _storage_result(c._storage.reduce_op(op, lay, (1,)), shape), out_dtype, terms=6)
+
+
+# ---- index ops: every (index dtype, data dtype) ------------------------------------------
+
+@pytest.mark.parametrize("dtype", D.ALL, ids=lambda d: d.name)
+def test_index_ops_every_dtype(emu, rng, dtype):
+    a = random_array(rng, (4, 3), dtype, 0.0, 3.0)
+    src = random_array(rng, (4, 2), dtype, 0.0, 3.0)
+    c, e = _pair(a, emu)
+    sc, se = _pair(src, emu)
+    s3c, s3e = _pair(random_array(rng, (3, 3), dtype, 0.0, 3.0), emu)
+    for ids_dtype in (D.int64, D.uint32, D.uint8):
+        ids = np.array([[2, 0], [1, 1], [0, 2], [2, 2]]).astype(ids_dtype.np)
+        ic, ie = _pair(ids, emu)
+        row_ids = np.array([3, 0, 3]).astype(ids_dtype.np)
+        rc, re_ = _pair(row_ids, emu)
+        _same(tl.index_select(e, 0, re_), tl.index_select(c, 0, rc), dtype)
+        _same(tl.gather(e, 1, ie), tl.gather(c, 1, ic), dtype)
+        if dtype is not D.bool_:  # sums of bools: the storage contract is called (the API refuses them)
+            _same(tl.scatter_add(e, 1, ie, se), tl.scatter_add(c, 1, ic, sc), dtype)
+            _same(tl.index_add(e, 0, re_, s3e), tl.index_add(c, 0, rc, s3c), dtype)
+        else:
+            got = e._storage.scatter_add(e._layout, ie._storage, ie._layout, se._storage, se._layout, 1)
+            ref = c._storage.scatter_add(c._layout, ic._storage, ic._layout, sc._storage, sc._layout, 1)
+            _same(_storage_result(got, a.shape), _storage_result(ref, a.shape), dtype)
+            got = e._storage.index_add(e._layout, re_._storage, re_._layout, s3e._storage, s3e._layout, 0)
+            ref = c._storage.index_add(c._layout, rc._storage, rc._layout, s3c._storage, s3c._layout, 0)
+            _same(_storage_result(got, a.shape), _storage_result(ref, a.shape), dtype)
+
+
+# ---- matmul, convolution, pooling, copies: every dtype, through the storage -------------
+
+@pytest.mark.parametrize("dtype", D.ALL, ids=lambda d: d.name)
+def test_conv_pool_copy_every_dtype(emu, rng, dtype):
+    from tensorlite.backend import ConvParams, PoolParams
+    x = random_array(rng, (1, 2, 5, 5), dtype, 0.0, 2.0)
+    k = random_array(rng, (3, 2, 2, 2), dtype, 0.0, 2.0)
+    (xc, xe), (kc, ke) = _pair(x, emu), _pair(k, emu)
+    terms = 8
+    conv = ConvParams((1, 1), (1, 1), (1, 1))
+    for name, call, shape in (
+            ("conv2d", lambda s, t, u: s._storage.conv2d(s._layout, u._storage, u._layout, conv), (1, 3, 6, 6)),
+            ("conv_transpose2d", lambda s, t, u: s._storage.conv_transpose2d(
+                s._layout, t._storage, t._layout, ConvParams((2, 2), (0, 0), (1, 1), 1, (0, 0))), (1, 2, 12, 12)),
+            ("max_pool2d", lambda s, t, u: s._storage.max_pool2d(s._layout, PoolParams((2, 2), (2, 2))), (1, 2, 2, 2)),
+            ("avg_pool2d", lambda s, t, u: s._storage.avg_pool2d(s._layout, PoolParams((3, 3), (1, 1), (1, 1))),
+             (1, 2, 5, 5)),
+            ("upsample_nearest2d", lambda s, t, u: s._storage.upsample_nearest2d(s._layout, 7, 3), (1, 2, 7, 3))):
+        if name == "conv_transpose2d":  # kernel (c_in, c_out, kh, kw): the input's 3 channels in
+            y = random_array(rng, (1, 3, 6, 6), dtype, 0.0, 2.0)
+            yc, ye = _pair(y, emu)
+            got, ref = call(ye, ke, None), call(yc, kc, None)
+        elif name == "conv2d":
+            got, ref = call(xe, None, ke), call(xc, None, kc)
+        else:
+            got, ref = call(xe, None, None), call(xc, None, None)
+        _same(_storage_result(got, shape), _storage_result(ref, shape), dtype, terms)
+    # copies: cat (copy2d) and fill (const_set)
+    a, b = random_array(rng, (2, 3), dtype), random_array(rng, (2, 2), dtype)
+    (ac, ae), (bc, be) = _pair(a, emu), _pair(b, emu)
+    _same(tl.cat([ae, be], 1), tl.cat([ac, bc], 1), dtype)
+    fill = True if dtype is D.bool_ else 3
+    _same(tl.full((2, 5), fill, dtype=dtype, device=emu), tl.full((2, 5), fill, dtype=dtype), dtype)
+    # a strided fill takes the const_set kernel (a contiguous one of equal bytes is a memset)
+    strided = Layout((2, 2), (3, 1), 1)
+    for t in (ac, ae):
+        t._storage.const_set(fill, strided)
+    _same(ae, ac, dtype)
+
+
+# ---- fused nn kernels and their backward: every float dtype ------------------------------
+
+def _forward_backward(emu, rng, dtype, shapes, program, terms=1):
+    """program(*tensors) -> tensor, on cpu and on the emulated device from the same inputs;
+    the outputs and the inputs' gradients (of a fixed random projection) agree."""
+    arrays = [random_array(rng, s, dtype, -1.5, 1.5) for s in shapes]
+    results = []
+    for dev in ("cpu", emu):
+        xs = [tl.tensor(a, device=dev, requires_grad=True) for a in arrays]
+        out = program(*xs)
+        proj = tl.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape), dtype=dtype, device=dev)
+        (out * proj).sum().backward()
+        results.append((out, [x.grad for x in xs]))
+    (out_c, grads_c), (out_e, grads_e) = results
+    _same(out_e, out_c, dtype, terms)
+    for ge, gc in zip(grads_e, grads_c):
+        _same(ge, gc, dtype, terms)
+
+
+FUSED = {  # name: (input shapes, program). Norm backward rows: 37 (fit), 64 (fit, whole 16-byte
+    # vectors), 4100 (longer than the fit kernels take: row kernel + column sums)
+    "softmax": ([(3, 40)], lambda x: F.softmax(x, -1)),
+    "log_softmax": ([(3, 40)], lambda x: F.log_softmax(x, -1)),
+    "layer_norm_fit": ([(3, 37), (37,), (37,)], lambda x, w, b: F.layer_norm(x, (37,), w, b)),
+    "layer_norm_fit_vec": ([(2, 64), (64,), (64,)], lambda x, w, b: F.layer_norm(x, (64,), w, b)),
+    "layer_norm_long": ([(2, 4100), (4100,), (4100,)], lambda x, w, b: F.layer_norm(x, (4100,), w, b)),
+    "rms_norm_fit": ([(3, 37), (37,)], lambda x, w: F.rms_norm(x, (37,), w)),
+    "rms_norm_fit_vec": ([(2, 64), (64,)], lambda x, w: F.rms_norm(x, (64,), w)),
+    "rms_norm_long": ([(2, 4100), (4100,)], lambda x, w: F.rms_norm(x, (4100,), w)),
+    "gelu": ([(3, 7)], lambda x: F.gelu(x, approximate="tanh")),
+    "gelu_erf": ([(3, 7)], lambda x: F.gelu(x)),
+    "silu": ([(3, 7)], lambda x: F.silu(x)),
+}
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_forward_backward(emu, rng, name, dtype):
+    shapes, program = FUSED[name]
+    _forward_backward(emu, rng, dtype, shapes, program, terms=shapes[0][-1])
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
+def test_rope_forward_backward(emu, rng, variant, dtype):
+    theta = rng.uniform(0, 2 * np.pi, (5, 4))
+    tables = {dev: [tl.tensor(f(theta), dtype=dtype, device=dev) for f in (np.cos, np.sin)] for dev in ("cpu", emu)}
+    fn = getattr(F, variant)
+    _forward_backward(emu, rng, dtype, [(2, 3, 5, 8) if variant != "rope_thd" else (2, 5, 3, 8)],
+                      lambda x: fn(x, *tables[_name(x)]))
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+def test_cross_entropy_forward_backward(emu, rng, dtype):
+    target = rng.integers(0, 11, 6)
+    targets = {dev: tl.tensor(target, device=dev) for dev in ("cpu", emu)}
+    _forward_backward(emu, rng, dtype, [(6, 11)],
+                      lambda x: F.cross_entropy(x, targets[_name(x)]).reshape(1), terms=11)
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])  # batched (adamw_many) / one by one (adamw)
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+def test_adamw(emu, rng, dtype, amsgrad):
+    arrays = [random_array(rng, s, dtype) for s in ((5,), (2, 3))]
+    grads = [random_array(rng, a.shape, dtype) for a in arrays]
+    final = {}
+    for dev in ("cpu", emu):
+        params = [tl.tensor(a, device=dev, requires_grad=True) for a in arrays]
+        opt = tl.optim.AdamW(params, lr=0.1, weight_decay=0.01, amsgrad=amsgrad)
+        for _ in range(2):
+            for p, g in zip(params, grads):
+                p.grad = tl.tensor(g, device=dev)
+            opt.step()
+        final[dev] = params
+    for pe, pc in zip(final[emu], final["cpu"]):
+        _same(pe, pc, dtype, terms=4)
+
+
+# ---- random numbers: statistics (the streams differ from cpu's by design) ----------------
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+def test_random(emu, dtype):
+    tl.manual_seed(3)
+    u = tl.rand(4096, dtype=dtype, device=emu).numpy().astype(np.float64)
+    n = tl.randn(4096, dtype=dtype, device=emu).numpy().astype(np.float64)
+    assert u.min() >= 0.0 and u.max() <= 1.0 and abs(u.mean() - 0.5) < 0.03 and abs(u.std() - 0.2887) < 0.03
+    assert abs(n.mean()) < 0.06 and abs(n.std() - 1.0) < 0.06
+    assert len(np.unique(u)) > (100 if dtype in (D.float16, D.bfloat16) else 4000)
+
+
+# ---- attention: the flash kernels per padded head dim, the score-matrix path, backward ----
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("d", [32, 64, 128])
+def test_attention_forward_backward(emu, rng, d, dtype, monkeypatch):
+    # no mask: the flash kernels (f64: the score-matrix path); causal: the same kernels masked;
+    # an additive mask under TENSORLITE_SDPA=gemm: the score matrix with attn_softmax
+    mask = rng.uniform(-1, 0, (6, 6))
+    masks = {dev: tl.tensor(mask, dtype=dtype, device=dev) for dev in ("cpu", emu)}
+    shapes = [(1, 2, 6, d), (1, 2, 6, d), (1, 2, 6, d)]
+    _forward_backward(emu, rng, dtype, shapes, lambda q, k, v: F.scaled_dot_product_attention(q, k, v), terms=d)
+    _forward_backward(emu, rng, dtype, shapes,
+                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), terms=d)
+    if d == 32:
+        monkeypatch.setenv("TENSORLITE_SDPA", "gemm")
+        _forward_backward(emu, rng, dtype, shapes,
+                          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=masks[_name(q)]), terms=d)
