@@ -11,8 +11,6 @@ object, so it must compute what `cpu` computes.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -30,17 +28,15 @@ pytestmark = pytest.mark.amdemu
 
 @pytest.fixture(scope="module")
 def emu():
-    if not os.environ.get("TENSORLITE_AMDEMU"):
-        pytest.skip("the emulated AMD platform is opt-in: TENSORLITE_AMDEMU=gfx90a|gfx940|gfx1100 is not set")
+    """The emulated device of this process (its architecture: TENSORLITE_AMDEMU)."""
     status = dict(tl.backend.available()).get("amdemu")
-    if status is not True:
+    if status is not True:  # e.g. "opt-in: set TENSORLITE_AMDEMU=gfx90a, gfx940 or gfx1100"
         pytest.skip(f"backend 'amdemu' unavailable: {status}")
     return "amdemu"
 
 
-def _pair(a, emu, requires_grad=False):
-    return (tl.tensor(a, device="cpu", requires_grad=requires_grad),
-            tl.tensor(a, device=emu, requires_grad=requires_grad))
+def _pair(a, emu):
+    return tl.tensor(a, device="cpu"), tl.tensor(a, device=emu)
 
 
 def _storage_result(st, shape):
