@@ -26,12 +26,10 @@ Nothing here runs on AMD hardware.
 """
 from __future__ import annotations
 
-import bisect
 import importlib.util
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -49,6 +47,7 @@ pytest.importorskip("tinygrad.renderer.amd", reason=_NEED_TINYGRAD)
 from tensorlite.errors import BackendError, BackendUnavailable  # noqa: E402
 from tensorlite.backends.rocm import compiler, get_platform  # noqa: E402
 from tensorlite.backends.rocm.amdemu import decode as D  # noqa: E402
+from tensorlite.backends.rocm.amdemu.codeobject import CodeObject  # noqa: E402
 
 ARCHS = ("gfx90a", "gfx940", "gfx1100")
 OBJDUMP = "llvm-objdump-14"
@@ -118,37 +117,11 @@ def code_objects(arch: str, tmp_root: Path) -> dict:
 
 # ---- the code object: .text and its function symbols ---------------------------------------
 
-def _sections(elf: bytes):
-    assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF code object"
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
-    secs = []
-    for i in range(shnum):
-        name, typ, _flags, addr, off, size, link, _info, _align, entsize = struct.unpack_from(
-            "<IIQQQQIIQQ", elf, shoff + i * shentsize)
-        secs.append(dict(name=name, type=typ, addr=addr, off=off, size=size, link=link, entsize=entsize))
-    strtab = secs[shstrndx]["off"]
-    for s in secs:
-        end = elf.index(b"\0", strtab + s["name"])
-        s["name"] = elf[strtab + s["name"]:end].decode()
-    return secs
-
-
-def text_and_functions(elf: bytes):
-    """(.text section, [(start vaddr, name)] of its function symbols, sorted)."""
-    secs = _sections(elf)
-    text = next(s for s in secs if s["name"] == ".text")
-    funcs = set()
-    for s in secs:
-        if s["type"] not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
-            continue
-        strs = secs[s["link"]]["off"]
-        for pos in range(s["off"], s["off"] + s["size"], s["entsize"] or 24):
-            st_name, st_info, _other, _shndx, value, _size = struct.unpack_from("<IBBHQQ", elf, pos)
-            if st_info & 0xF == 2:  # STT_FUNC
-                end = elf.index(b"\0", strs + st_name)
-                funcs.add((value, elf[strs + st_name:end].decode()))
-    return text, sorted(funcs)
+def text_of(elf: bytes):
+    """(the code object, the vaddr of its .text, the bytes of .text)."""
+    co = CodeObject(elf)
+    start, end = co.text
+    return co, start, co.read(start, end - start)
 
 
 # ---- LLVM's view ---------------------------------------------------------------------------
@@ -262,13 +235,13 @@ class Mismatches:
     def __init__(self, arch):
         self.arch, self.items, self.count, self.kinds = arch, [], 0, {}
 
-    def add(self, source, funcs, vaddr, data, ours, llvm, text):
+    def add(self, source, co, vaddr, data, ours, llvm, text):
         self.count += 1
         key = ("BackendError" if ours[1].startswith("BackendError") else ours[1], llvm[1])
         self.kinds[key] = self.kinds.get(key, 0) + 1
         if len(self.items) < MAX_REPORTED:
-            i = bisect.bisect_right([f[0] for f in funcs], vaddr) - 1
-            kernel = f"{funcs[i][1]}+{vaddr - funcs[i][0]:#x}" if i >= 0 else "?"
+            func = co.function_at(vaddr)
+            kernel = f"{func}+{vaddr - co.symbols[func].vaddr:#x}" if func else "?"
             self.items.append(f"{source} {kernel} (vaddr {vaddr:#x}) bytes {data.hex(' ', 4)}: "
                               f"ours {ours[1]!r} ({ours[0]} bytes), LLVM {llvm[1]!r} ({llvm[0]} bytes): {text}")
 
@@ -281,8 +254,7 @@ class Mismatches:
 
 
 def crosscheck_objdump(arch, source, elf, ref, bad: Mismatches) -> int:
-    text, funcs = text_and_functions(elf)
-    code = memoryview(elf)[text["off"]:text["off"] + text["size"]]
+    co, text_addr, code = text_of(elf)
     assert ref, f"{OBJDUMP} printed no instructions for {source}"
     # LLVM's instructions tile .text (checked below); ours must start where each of LLVM's does
     # and have its length, so comparing at LLVM's offsets compares the two walks. After a
@@ -291,13 +263,13 @@ def crosscheck_objdump(arch, source, elf, ref, bad: Mismatches) -> int:
     for vaddr, size, mn, line in ref:
         assert vaddr == prev_end, f"{source}: LLVM skipped .text bytes at {prev_end:#x}"
         prev_end = vaddr + size
-        pos = vaddr - text["addr"]
+        pos = vaddr - text_addr
         ours = _ours(code, pos, arch)
         if ours != (size, mn):
-            bad.add(source, funcs, vaddr, bytes(code[pos:pos + max(size, ours[0] or 0)]), ours, (size, mn), line)
-    end = ref[-1][0] + ref[-1][1] - text["addr"]
-    assert ref[0][0] == text["addr"] and end == text["size"], \
-        f"{source}: LLVM disassembled .text[{ref[0][0] - text['addr']:#x}:{end:#x}] of {text['size']:#x} bytes"
+            bad.add(source, co, vaddr, bytes(code[pos:pos + max(size, ours[0] or 0)]), ours, (size, mn), line)
+    end = ref[-1][0] + ref[-1][1] - text_addr
+    assert ref[0][0] == text_addr and end == len(code), \
+        f"{source}: LLVM disassembled .text[{ref[0][0] - text_addr:#x}:{end:#x}] of {len(code):#x} bytes"
     return len(ref)
 
 
@@ -305,8 +277,7 @@ def crosscheck_comgr(arch, source, elf, dis: Comgr, seen: dict, bad: Mismatches)
     """Walk .text with our decoder; ask LLVM about each distinct instruction's bytes once (the
     bytes LLVM sees start with that instruction and run on with the code that follows it, so
     a longer LLVM decode shows as a length mismatch)."""
-    text, funcs = text_and_functions(elf)
-    code = memoryview(elf)[text["off"]:text["off"] + text["size"]]
+    co, text_addr, code = text_of(elf)
     pos, n = 0, 0
     while pos < len(code):
         ours = _ours(code, pos, arch)
@@ -315,7 +286,7 @@ def crosscheck_comgr(arch, source, elf, dis: Comgr, seen: dict, bad: Mismatches)
         if llvm is None:
             llvm = seen[key] = dis.disassemble(bytes(code[pos:pos + 16]))
         if ours != llvm[:2]:
-            bad.add(source, funcs, text["addr"] + pos, bytes(code[pos:pos + max(ours[0] or 0, llvm[0] or 4)]),
+            bad.add(source, co, text_addr + pos, bytes(code[pos:pos + max(ours[0] or 0, llvm[0] or 4)]),
                     ours, llvm[:2], llvm[2])
         pos += ours[0] or llvm[0] or 4
         n += 1
@@ -366,10 +337,15 @@ def _words(*dw):
     return b"".join(d.to_bytes(4, "little") for d in dw)
 
 
-def _sweep_cdna():
-    """{(format, opcode): [candidate encodings]} for gfx9: LLVM insists that fields an
-    instruction does not use are zero, so each opcode gets variants with operands zeroed."""
-    V = lambda n: 256 + n  # noqa: E731
+_V = lambda n: 256 + n  # noqa: E731 - a VGPR operand
+# the 32-bit VOP encodings' first word per format (both families), and how many opcodes each has
+_VOP32 = (("VOP1", lambda op: 0x7E000000 | op << 9, 256),
+          ("VOP2", lambda op: op << 25 | 4 << 9, 64),
+          ("VOPC", lambda op: 0x7C000000 | op << 17 | 4 << 9, 256))
+
+
+def _sweep_shared():
+    """The encodings gfx9 and gfx11 share: the scalar SOP formats and 32-bit VOP1/VOP2/VOPC."""
     T = {}
     for op in range(256):
         T[("SOP1", op)] = [_words(0xBE800000 | op << 8 | 2 << 16 | 4)]
@@ -380,18 +356,23 @@ def _sweep_cdna():
     for op in range(0x80):
         T[("SOPC", op)] = [_words(0xBF000000 | op << 16 | 6 << 8 | 4)]
         T[("SOPP", op)] = [_words(0xBF800000 | op << 16)]
+    for space, word0, ops in _VOP32:
+        for op in range(ops):
+            T[(space, op)] = [_words(word0(op) | _V(2))]
+    return T
+
+
+def _sweep_cdna():
+    """{(format, opcode): [candidate encodings]} for gfx9: LLVM insists that fields an
+    instruction does not use are zero, so each opcode gets variants with operands zeroed."""
+    V = _V
+    T = _sweep_shared()
     for op in range(256):
         T[("SMEM", op)] = [_words(0xC0000000 | op << 18 | 1 << 17 | 4 << 6 | 2, 0x10), _words(0xC0000000 | op << 18, 0)]
-        T[("VOP1", op)] = [_words(0x7E000000 | op << 9 | V(2))]
-        T[("VOPC", op)] = [_words(0x7C000000 | op << 17 | 4 << 9 | V(2))]
         T[("DS", op)] = [_words(0xD8000000 | op << 17, 2 | d0 << 8 | d1 << 16 | vd << 24)
                          for vd in (8, 0) for d0 in (4, 0) for d1 in (6, 0)]
-    for op in range(64):
-        T[("VOP2", op)] = [_words(op << 25 | 4 << 9 | V(2))]
     # SDWA (src0 = 0xF9: sels DWORD) and DPP (src0 = 0xFA: quad_perm identity, all rows/banks)
-    for space, word0, ops in (("VOP1", lambda op: 0x7E000000 | op << 9, 256),
-                              ("VOP2", lambda op: op << 25 | 4 << 9, 64),
-                              ("VOPC", lambda op: 0x7C000000 | op << 17 | 4 << 9, 256)):
+    for space, word0, ops in _VOP32:
         for op in range(ops):
             T[(space + "_SDWA", op)] = [_words(word0(op) | 0xF9, 2 | 6 << 8 | 6 << 16 | 6 << 24),
                                         _words(word0(op) | 0xF9, 2 | 6 << 16 | 6 << 24)]
@@ -411,22 +392,13 @@ def _sweep_cdna():
 
 
 def _sweep_rdna3():
-    V = lambda n: 256 + n  # noqa: E731
-    T = {}
+    V = _V
+    T = _sweep_shared()
     for op in range(256):
-        T[("SOP1", op)] = [_words(0xBE800000 | op << 8 | 2 << 16 | 4)]
-        T[("VOP1", op)] = [_words(0x7E000000 | op << 9 | V(2))]
-        T[("VOPC", op)] = [_words(0x7C000000 | op << 17 | 4 << 9 | V(2))]
         T[("DS", op)] = [_words(0xD8000000 | op << 18, 2 | d0 << 8 | d1 << 16 | vd << 24)
                          for vd in (8, 0) for d0 in (4, 0) for d1 in (6, 0)]
         T[("SMEM", op)] = [_words(0xF4000000 | op << 18 | 4 << 6 | 2, 0xF8000010), _words(0xF4000000 | op << 18, 0xF8000000)]
-    for op in range(0x60):
-        T[("SOP2", op)] = [_words(0x80000000 | op << 23 | 2 << 16 | 6 << 8 | 4)]
-    for op in range(0x20):
-        T[("SOPK", op)] = [_words(0xB0000000 | op << 23 | 2 << 16 | 0x10)]
     for op in range(0x80):
-        T[("SOPC", op)] = [_words(0xBF000000 | op << 16 | 6 << 8 | 4)]
-        T[("SOPP", op)] = [_words(0xBF800000 | op << 16)]
         T[("VOP3P", op)] = [_words(0xCC000000 | op << 16 | h2 << 14, V(2) | V(4) << 9 | s2 << 18 | h << 27)
                             for s2 in (V(8), 0) for h2 in (1, 0) for h in (3, 0)]
         for seg, name in ((0, "FLAT"), (1, "SCRATCH"), (2, "GLOBAL")):
@@ -434,16 +406,12 @@ def _sweep_rdna3():
                              for sa in ((0x7C, 0) if seg else (0x7C,)) for vd in (8, 0) for d in (4, 0)]
         T[("MUBUF", op)] = [_words(0xE0000000 | op << 18, va | d << 8 | 1 << 16 | so << 24 | offen << 22)
                             for offen, va in ((1, 2), (0, 0)) for d in (4, 0) for so in (0x80, 0x7C)]
-    for op in range(64):
-        T[("VOP2", op)] = [_words(op << 25 | 4 << 9 | V(2))]
     for op in range(0x400):
         T[("VOP3", op)] = [_words(0xD4000000 | op << 16, V(2) | s1 << 9 | s2 << 18)
                            for s2 in (V(8), 0) for s1 in (V(4), 0)]
     # DPP16 (src0 = 0xFA: quad_perm identity, all rows/banks) and DPP8 (src0 = 0xE9, 0xEA with FI)
     dpp16, dpp8 = 0xFF00E402, 0x00FAC688 | 2
-    for space, word0, ops in (("VOP1", lambda op: 0x7E000000 | op << 9, 256),
-                              ("VOP2", lambda op: op << 25 | 4 << 9, 64),
-                              ("VOPC", lambda op: 0x7C000000 | op << 17 | 4 << 9, 256)):
+    for space, word0, ops in _VOP32:
         for op in range(ops):
             T[(space + "_DPP16", op)] = [_words(word0(op) | 0xFA, dpp16)]
             T[(space + "_DPP8", op)] = [_words(word0(op) | m, dpp8) for m in (0xE9, 0xEA)]

@@ -622,7 +622,7 @@ class CodeObject:
             if kd.size != KernelDescriptor.SIZE or kd.vaddr % 64:
                 raise BackendError(f"descriptor {symbol} is {kd.size} bytes at 0x{kd.vaddr:x}; "
                                    f"expected {KernelDescriptor.SIZE} bytes, 64-byte aligned")
-            descriptor = KernelDescriptor(self._read(kd.vaddr, kd.size), kd.vaddr, self.arch)
+            descriptor = KernelDescriptor(self.read(kd.vaddr, kd.size), kd.vaddr, self.arch)
             kernels[name] = KernelInfo.from_metadata(meta, descriptor)
             named.add(symbol)
         orphans = sorted(set(descriptors) - named)
@@ -631,7 +631,7 @@ class CodeObject:
                                f"{' ...' if len(orphans) > 5 else ''} ({len(orphans)})")
         return kernels
 
-    def _read(self, vaddr: int, size: int) -> bytes:
+    def read(self, vaddr: int, size: int) -> bytes:
         """Loaded bytes at a virtual address, from the file (zeros past filesz), unrelocated."""
         for seg in self.segments:
             if seg.vaddr <= vaddr and vaddr + size <= seg.vaddr + seg.memsz:

@@ -65,7 +65,8 @@ class AmdEmuPlatform(PlatformBase):
     def _write_coverage(self, folder):
         if self.launched:
             os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, f"{self.arch}.{os.getpid()}.txt"), "w") as f:
+            # one file per platform object: a process may hold several of one architecture
+            with open(os.path.join(folder, f"{self.arch}.{os.getpid()}.{id(self):x}.txt"), "w") as f:
                 f.write("\n".join(sorted(self.launched)) + "\n")
 
     # ---- devices --------------------------------------------------------------------
