@@ -48,7 +48,9 @@ template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
 
 // Whether p holds on any lane of the warp (wavefront); every lane must call it.
 #if defined(TL_HIP)
-TL_DEV bool tl_warp_any(bool p) { return __any(p); }
+// Not __any: hiprtc (5.2 and 5.4.2) links its wave32 variant for wave64 targets too, which
+// tests the low 32 lanes only (s_cmp_lg_u32 vcc_lo); __ballot's uicmp is the wave's width.
+TL_DEV bool tl_warp_any(bool p) { return __ballot(p) != 0ull; }
 #else
 TL_DEV bool tl_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 #endif

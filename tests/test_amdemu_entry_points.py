@@ -278,3 +278,20 @@ def test_attention_forward_backward(emu, rng, d, dtype, monkeypatch):
         monkeypatch.setenv("TENSORLITE_SDPA", "gemm")
         _forward_backward(emu, rng, dtype, shapes,
                           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=masks[_name(q)]), terms=d)
+
+
+@pytest.mark.parametrize("dtype", [D.float16, D.bfloat16], ids=lambda d: d.name)
+def test_attention_rescale_of_a_row_in_the_upper_lanes(emu, rng, dtype):
+    # Only query row 11 of a 16-row tile meets a larger score in the second key tile: its
+    # output must be rescaled. On a wave64 matrix-core tile that row sits in lanes 32-47;
+    # the kernel's "did any row grow" vote was __any, which hiprtc built to test lanes 0-31
+    # only, so the rescale was skipped (found here; tl_warp_any is now a full-width ballot).
+    d, S = 64, 80
+    q = np.zeros((1, 1, 16, d))
+    q[0, 0, 11] = 1.0
+    k = rng.uniform(-0.1, 0.1, (1, 1, S, d))
+    k[0, 0, 70] = 0.5  # row 11's score there: 64 * 0.5 / sqrt(64) = 4; its others are near 0
+    v = rng.uniform(-1, 1, (1, 1, S, d))
+    got = F.scaled_dot_product_attention(*(tl.tensor(a, dtype=dtype, device=emu) for a in (q, k, v)))
+    ref = F.scaled_dot_product_attention(*(tl.tensor(a, dtype=dtype) for a in (q, k, v)))
+    _same(got, ref, dtype, terms=S)
