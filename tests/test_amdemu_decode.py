@@ -17,7 +17,7 @@ The reference disassembler:
 Compilers: gfx90a through the process's own platform (Debian's HIP 5.2 hiprtc, as
 tests/test_kernels_gfx90a.py does); gfx940/gfx1100 need hiprtc 5.4.2, which the platform
 finds through $ROCM_PATH, and since the platform is cached per process they are compiled in
-a subprocess with ROCM_PATH pointing at pytorch-triton-rocm's `triton/third_party/rocm`.
+a subprocess with ROCM_PATH pointing at that ROCm (`amdemu.platform.rocm542_root`).
 
 `test_opcode_sweep` additionally decodes one instruction word for every opcode number of
 every format and compares with LLVM wherever LLVM decodes the word.
@@ -26,7 +26,6 @@ Nothing here runs on AMD hardware.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -48,6 +47,7 @@ from tensorlite.errors import BackendError, BackendUnavailable  # noqa: E402
 from tensorlite.backends.rocm import compiler, get_platform  # noqa: E402
 from tensorlite.backends.rocm.amdemu import decode as D  # noqa: E402
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject  # noqa: E402
+from tensorlite.backends.rocm.amdemu.platform import ROCM_ENV, rocm542_root  # noqa: E402
 
 ARCHS = ("gfx90a", "gfx940", "gfx1100")
 OBJDUMP = "llvm-objdump-14"
@@ -57,12 +57,9 @@ MAX_REPORTED = 25
 # ---- the compilers ------------------------------------------------------------------------
 
 def _rocm542_root():
-    """pytorch-triton-rocm's bundled ROCm 5.4.2 (hiprtc and comgr), or None."""
-    spec = importlib.util.find_spec("triton")  # locates the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0]) / "third_party" / "rocm"
-    return root if (root / "lib" / "libamdhip64.so").is_file() else None
+    """The ROCm 5.4.2 (hiprtc and comgr) the platform compiles gfx940/gfx1100 with, or None."""
+    root = rocm542_root()
+    return Path(root) if root else None
 
 
 _COMPILE_SCRIPT = r"""
@@ -99,8 +96,8 @@ def code_objects(arch: str, tmp_root: Path) -> dict:
     else:
         root = _rocm542_root()
         if root is None:
-            pytest.skip(f"{arch} needs the hiprtc of ROCm 5.4.2 that PyPI's pytorch-triton-rocm==2.1.0 "
-                        "ships (triton/third_party/rocm); it is not installed")
+            pytest.skip(f"{arch} needs the hiprtc of ROCm 5.4.2 (PyPI's pytorch-triton-rocm==2.1.0 ships it; "
+                        f"{ROCM_ENV} names its folder); it is not installed")
         out = tmp_root / f"co-{arch}"
         out.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, ROCM_PATH=str(root))

@@ -5,8 +5,8 @@ instruction executor, for one emulated AMD architecture per process.
 platform on: it is opt-in because emulation is slow (a kernel of a few thousand threads
 takes tens of milliseconds). Everything above the runtime is the `rocm` platform's own:
 GpuDevice, GpuStorage, launch geometry, kernel sources and the hiprtc compile path, with
-hiprtc taken from Debian's HIP for gfx90a and from PyPI's `pytorch-triton-rocm==2.1.0`
-(hiprtc 5.4.2) for gfx940 and gfx1100 (Debian's hiprtc 5.2 aborts on those targets).
+hiprtc taken from Debian's HIP for gfx90a and from a ROCm 5.4.2 for gfx940 and gfx1100
+(Debian's hiprtc 5.2 aborts on those targets): `rocm542_root()` says where.
 
 No BLAS or DNN library exists here (rocBLAS and MIOpen cannot be had): matmuls run the
 portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable kernels.
@@ -27,16 +27,30 @@ from .memory import HostMemory
 ARCHS = {"gfx90a": 64, "gfx940": 64, "gfx1100": 32}   # wavefront size
 ENV = "TENSORLITE_AMDEMU"
 COVERAGE_ENV = "TENSORLITE_AMDEMU_COVERAGE"  # a folder: each process records the kernels it ran there
-_TRITON_ROCM = ("triton", "third_party", "rocm")
+ROCM_ENV = "TENSORLITE_AMDEMU_ROCM"       # where the ROCm 5.4.2 that compiles gfx940/gfx1100 lives
+_TRITON_ROCM = ("triton", "third_party", "rocm")   # inside PyPI's pytorch-triton-rocm==2.1.0
 
 
-def triton_rocm_root():
-    """site-packages/triton/third_party/rocm of pytorch-triton-rocm (found, not imported)."""
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = os.path.join(list(spec.submodule_search_locations)[0], *_TRITON_ROCM[1:])
-    return root if os.path.isdir(os.path.join(root, "lib")) else None
+def rocm542_root():
+    """The ROCm 5.4.2 folder (lib/ holds its hiprtc and comgr) that compiles gfx940 and gfx1100, or None.
+
+    $TENSORLITE_AMDEMU_ROCM names it: a ROCm root, or a `pip install --target` folder of
+    pytorch-triton-rocm==2.1.0. That wheel is a toolchain here, never imported: installed into
+    an environment it shadows the `triton` package that PyTorch imports, and breaks PyTorch.
+    Without the variable, a pytorch-triton-rocm installed in the environment is found (not imported).
+    """
+    candidates = []
+    if os.environ.get(ROCM_ENV):
+        base = os.path.expanduser(os.environ[ROCM_ENV])
+        candidates += [base, os.path.join(base, *_TRITON_ROCM)]
+    else:
+        spec = importlib.util.find_spec("triton")
+        if spec is not None and spec.submodule_search_locations:
+            candidates.append(os.path.join(list(spec.submodule_search_locations)[0], *_TRITON_ROCM[1:]))
+    for root in candidates:
+        if os.path.isfile(os.path.join(root, "lib", "libamdhip64.so")):
+            return root
+    return None
 
 
 class _Kernel:
@@ -91,10 +105,11 @@ class AmdEmuPlatform(PlatformBase):
             from ..hip import HipPlatform
             root = None
             if self.arch != "gfx90a":
-                root = triton_rocm_root()
+                root = rocm542_root()
                 if root is None:
-                    raise BackendUnavailable(f"compiling for {self.arch} needs the hiprtc 5.4.2 of "
-                                             "pytorch-triton-rocm==2.1.0 (Debian's hiprtc 5.2 aborts on it)")
+                    raise BackendUnavailable(f"compiling for {self.arch} needs a hiprtc 5.4.2 (Debian's 5.2 aborts "
+                                             f"on it): set {ROCM_ENV} to a ROCm 5.4.2 root or to a folder made by "
+                                             "`pip install --no-deps --target DIR pytorch-triton-rocm==2.1.0`")
             self._compiler = HipPlatform(root)
         return self._compiler
 
