@@ -100,7 +100,7 @@ def main():
     import gc
     import tensorlite as tl
     from tensorlite import backend
-    from tensorlite.backends.rocm import storage as gpu_storage
+    from tensorlite.backends.rocm.launch import grid_for, pack_strided
 
     if args.device is None:
         stub = None if args.no_stub else _build_stub(workdir)
@@ -147,8 +147,8 @@ def main():
         n = la.numel()
         out = sa.binary_impl("add", sb, la, lb)
         kernel = dev.function("binary.hip", "badd_f32")
-        pa, pb = gpu_storage._pack_strided(la, lb)
-        grid = gpu_storage._grid(dev, n)
+        pa, pb = pack_strided(la, lb)
+        grid = grid_for(dev, n)
         launch_args = [("int64", n), ("bytes", pa), ("bytes", pb), ("ptr", sa.buffer.ptr),
                        ("ptr", sb.buffer.ptr), ("ptr", out.buffer.ptr)]
         dev.launch(kernel, grid, 256, launch_args)

@@ -33,7 +33,7 @@
 // padded tile rows keep lanes that read different rows off the same banks. Global tiles
 // are read with every load in flight at once, 16 bytes each where the view's rows allow
 // (AttStage). Tile sizes (FwdCfg/BwdCfg, FwdTile::SMEM) are mirrored by the launches in
-// backends/rocm/storage.py.
+// backends/rocm/ops/attention.py.
 #include "compat.h"
 
 struct View4 { i64 offset, s0, s1, s2, s3; };
@@ -170,7 +170,7 @@ template <typename T, int DP> struct FwdTile {
     static const int BM = C::BM, BN = C::BN, TM = BM / 16, TN = BN / 16, TD = DP / 16;
     static const int LD = DP + 4, LDP = BM + 4;  // padding against bank conflicts
     static const int VP = TD < 4 ? TD : 4;       // V piece per load (rows are 8-byte aligned at f16)
-    // Q, then K or V, then P^T (floats); mirrored by _sdpa_flash in backends/rocm/storage.py
+    // Q, then K or V, then P^T (floats); mirrored by _sdpa_flash in backends/rocm/ops/attention.py
     static const int SMEM = (BM + BN) * LD * (int)sizeof(T) + BN * LDP * (int)sizeof(float);
 };
 
@@ -565,7 +565,7 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
     // 32: 203 -> 212 TFLOP/s on the H100) where the shared memory holds two stages of them
     static const int BM = 16 * RT * NW, BN = DP > 64 && STAGES == 1 ? 32 : 64, LD = DP + 8;
     // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 102 KiB with 2; mirrored
-    // by sdpa in backends/rocm/storage.py (_MMA_FWD_STAGES)
+    // by sdpa in backends/rocm/ops/attention.py (the platform's MMA_STAGES)
     static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };
 // Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
@@ -940,7 +940,7 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // rounded into P_{j+1} once P_j V_j is done. Q and WG_FWD_STAGES K/V tiles are staged in
 // 128-byte swizzled rows (Swizzled128) by cp.async: tile j+2 is requested while tile j is
 // multiplied. WgFwdTile::SMEM bytes of dynamic shared memory (225 KiB at DP 128, of the 227
-// a block may have), mirrored by sdpa in backends/rocm/storage.py (_WG_FWD_*). On the H100
+// a block may have), mirrored by sdpa in backends/rocm/ops/attention.py (_WG_FWD_*). On the H100
 // (b8 h16 s2048 d128 bf16 causal): 296 TFLOP/s with key tiles of 128, 270-273 with 64 (same
 // run), against flash_fwd_mma's 215; before the swizzle, with 8 x 8 core-matrix tiles and
 // products that ptxas serialized (both fixed at once), 194; waiting for each product before
@@ -1075,7 +1075,7 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 // requested as soon as the step two back is done with its stage (mid-step), so they have
 // a step and a half to land. Shared memory: MmaBwdTile::SMEM bytes of dynamic shared
 // memory (56.5 KiB at DP 128, above the 48 KiB of static shared memory: the host opts in;
-// under AMD's 64 KiB of LDS), mirrored by sdpa_backward in backends/rocm/storage.py.
+// under AMD's 64 KiB of LDS), mirrored by sdpa_backward in backends/rocm/ops/attention.py.
 #define MMA_BWD_STAGES 2
 template <typename T, int DP, int NW> struct MmaBwdTile {
     static const int BN = 16 * NW;            // keys per block
@@ -1391,7 +1391,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 template <typename T, int DP> struct WgBwdTile {
     static const int BN = WG_BWD_BN, BM = 8192 / DP, ST = WG_BWD_STAGES, QM = BM / 64;
     // K, V; ST times Q and dO; dS^T; ST rows of lse and of Dr; 1 KiB to align the tiles (every
-    // tile is a multiple of 1 KiB). Mirrored by sdpa_backward in backends/rocm/storage.py.
+    // tile is a multiple of 1 KiB). Mirrored by sdpa_backward in backends/rocm/ops/attention.py.
     static const int SMEM = (2 * BN * DP + ST * 2 * BM * DP + BN * BM) * (int)sizeof(T) + 2 * ST * BM * 4 + 1024;
 };
 

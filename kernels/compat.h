@@ -263,7 +263,7 @@ template <> TL_DEV u32 tl_highest<u32>() { return 0xffffffffu; }
 template <> TL_DEV i64 tl_highest<i64>() { return (i64)(~0ull >> 1); }
 
 // ---- layouts by value -----------------------------------------------------------------
-// The host (backends/rocm/storage.py, `_pack_strided`) packs this struct byte for byte:
+// The host (backends/rocm/launch.py, `pack_strided`) packs this struct byte for byte:
 // offset, ndim, contiguous, then shape and strides with the INNERMOST dim first (after
 // merging dims that are contiguous with each other and dropping size-1 dims).
 #define TL_MAX_DIMS 8
@@ -538,7 +538,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 // ---- entry-point generation ----------------------------------------------------------
 // TL_FOR_ALL(M) calls M(type, suffix) for every dtype; the suffix is the dtype's short
 // name, the last part of every entry point (`badd_f32`, `cast_f16_bf16`). Which entry
-// points exist is mirrored by the KERNELS table in backends/rocm/storage.py.
+// points exist is mirrored by the KERNELS table in backends/rocm/kernel_table.py.
 #define TL_FOR_FLOATS(M) M(float, f32) M(f16, f16) M(bf16, bf16) M(double, f64)
 #define TL_FOR_INTEGERS(M) M(u8, u8) M(u32, u32) M(i64, i64)
 #define TL_FOR_NONFLOATS(M) TL_FOR_INTEGERS(M) M(tlbool, bool)

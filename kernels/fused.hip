@@ -24,7 +24,7 @@
 //   vectors where the row, weight and bias allow, else element by element. It holds
 //   nothing in registers, so that the kernel's register count (and occupancy) is the
 //   fast path's.
-// The host picks threads per row so that a row of vectors fits (storage.py, _launch_rows).
+// The host picks threads per row so that a row of vectors fits (launch.py, launch_rows).
 #define TL_ROW_GROUP 2  // RowRegs::store: vectors computed before any is written
 // Register cap of the RowRegs kernels that hold a second set beside the row (softmax's
 // kept exps, layer_norm's weight and bias: RowRegs::wide, RowRegs::Operand): 8 blocks of
@@ -34,7 +34,7 @@
 template <typename T>
 struct RowRegs {
     typedef typename Tr<T>::acc A;
-    // V, vectors held per thread (storage.py _row_vectors mirrors it): 8 for 16-bit types,
+    // V, vectors held per thread (launch.py _row_vectors mirrors it): 8 for 16-bit types,
     // else 4. On the H100 at rows of 4096, 8 took bf16 softmax from 84% to 90% of the copy
     // bandwidth and rms_norm from 88% to 90%, but f32 rms_norm from 94% to 89%; 2 was slower.
     enum { N = 16 / sizeof(T), V = sizeof(T) == 2 ? 8 : 4 };
@@ -271,7 +271,7 @@ TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
 
 // layer_norm: (x - mean) / sqrt(var + eps) * w + b; rms_norm: x / sqrt(mean(x^2) + eps) * w.
 // w / b may be null (no affine part); they are 1-d with strides w_stride / b_stride.
-// __restrict__: out is a fresh buffer (storage.py _rows_op) and the inputs are only read, so
+// __restrict__: out is a fresh buffer (ops/fused.py _rows_op) and the inputs are only read, so
 // the compiler may move loads across the output's stores (H100, rows of 4096: bf16
 // layer_norm without w and b 90.4 -> 92.2% of the copy bandwidth, the other cases unchanged).
 template <typename T, bool Rms, typename Row>
@@ -404,7 +404,7 @@ TL_DEV void rope_groups(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, con
 
 // Pairs per thread: 16 bytes of x per run (variant 1 reads both halves of its pairs in one
 // run); heads per thread: 4, 2 or 1, the most that divides the head count. The host sizes
-// the grid with the same rules (storage.py rope).
+// the grid with the same rules (ops/fused.py rope).
 template <typename T, int Variant> struct RopeGroup { enum { G = (Variant == 1 ? 8 : 16) / (int)sizeof(T) }; };
 
 template <typename T, int Variant, int G, typename I>

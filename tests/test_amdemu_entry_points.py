@@ -17,7 +17,7 @@ import pytest
 import tensorlite as tl
 from tensorlite import dtype as D
 from tensorlite.backend import REDUCE_OPS
-from tensorlite.backends.rocm.storage import _unary_ops
+from tensorlite.backends.rocm.kernel_table import unary_ops
 from tensorlite.layout import Layout
 from tensorlite.nn import functional as F
 
@@ -87,7 +87,7 @@ def test_unary_affine_and_reductions_every_dtype(emu, rng, dtype):
     a = random_array(rng, (3, 6), dtype, 0.5, 3.0)
     c, e = _pair(a, emu)
     lay = c._layout
-    for op in _unary_ops(dtype.short):  # the ops with a u<op>_<dtype> entry point
+    for op in unary_ops(dtype.short):  # the ops with a u<op>_<dtype> entry point
         _same(_storage_result(e._storage.unary_impl(op, lay), a.shape),
               _storage_result(c._storage.unary_impl(op, lay), a.shape), dtype)
     mul, add = (1.0, 1.0) if dtype is D.bool_ else (2.0, 1.0)

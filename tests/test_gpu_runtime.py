@@ -443,7 +443,7 @@ def test_launch_rejects_bad_geometry_values_and_signatures():
 def test_contiguity_fast_check_matches_layout():
     import itertools
     from tensorlite.layout import Layout
-    from tensorlite.backends.rocm import storage as gpu_storage
+    from tensorlite.backends.rocm.launch import pack_strided
     layouts = [Layout(()), Layout((0, 3)), Layout((2, 0), (5, 7)), Layout((4, 1, 3), (3, 99, 1)),
                Layout((4, 3)).transpose(0, 1), Layout((1, 6)).broadcast_as((4, 6)), Layout((5, 8)).narrow(1, 2, 6),
                Layout((5, 8), None, 40).narrow(0, 1, 4), Layout((4, 3)).reshape((2, 6)),
@@ -452,7 +452,7 @@ def test_contiguity_fast_check_matches_layout():
         assert lay.is_contiguous() == lay._is_contiguous() == lay.is_contiguous(), lay
     for la, lb in itertools.product(layouts, repeat=2):
         if la.shape == lb.shape:
-            packed = gpu_storage._pack_strided(la, lb)
+            packed = pack_strided(la, lb)
             # the kernels' contiguous flag (the third field of struct Strided)
             assert [struct.unpack_from("<qii", p)[2] for p in packed] == [la.is_contiguous(), lb.is_contiguous()]
 

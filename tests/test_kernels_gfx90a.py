@@ -2,7 +2,7 @@
 compile path (hiprtc via backends/rocm/compiler.py), and checked against the dispatch table.
 
 - each kernels/*.hip compiles for gfx90a;
-- every entry point of `storage.KERNELS` (the table dispatch uses) is a kernel symbol in
+- every entry point of `kernel_table.KERNELS` (the table dispatch uses) is a kernel symbol in
   the code object, so a missing instantiation fails here;
 - every launch that GpuStorage makes, for every storage method and dtype on strided,
   broadcast and offset layouts, passes arguments whose sizes and offsets match the
@@ -25,12 +25,14 @@ from tensorlite.backend import BINARY_OPS, CMP_OPS, UNARY_OPS, ConvParams, PoolP
 from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import compiler, get_platform
-from tensorlite.backends.rocm import storage as gpu_storage
+from tensorlite.backends.rocm import kernel_table, storage as gpu_storage
+from tensorlite.backends.rocm.ops.random import random_fill
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject
 from tensorlite.backends.rocm.device import Kernel
+from tensorlite.backends.rocm.hip import AmdArchitectures
 
 ARCH = "gfx90a"
-SOURCES = sorted(gpu_storage.KERNELS)
+SOURCES = sorted(kernel_table.KERNELS)
 
 
 def _hiprtc_or_skip():
@@ -67,15 +69,15 @@ def kernel_signatures(elf: bytes) -> dict:
 def test_compiles_with_every_entry_point(source):
     code = code_object(source)
     symbols = {name for name, sym in CodeObject.parse(code).symbols.items() if sym.type == "FUNC"}
-    missing = sorted(set(gpu_storage.KERNELS[source]) - symbols)
+    missing = sorted(set(kernel_table.KERNELS[source]) - symbols)
     assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
     signatures = kernel_signatures(code)
-    assert set(gpu_storage.KERNELS[source]) <= set(signatures)
+    assert set(kernel_table.KERNELS[source]) <= set(signatures)
 
 
 def test_table_covers_every_source_file():
     assert set(SOURCES) == set(compiler.list_kernel_sources()), \
-        "every kernels/*.hip must appear in storage.KERNELS (and vice versa)"
+        "every kernels/*.hip must appear in kernel_table.KERNELS (and vice versa)"
 
 
 # ---- every storage method's launches against the compiled signatures ----------------------
@@ -110,6 +112,7 @@ class RecordingDevice:
     has_blas = True  # False (the emulated platform): float GEMMs launch the portable gemm_<t>
 
     def __init__(self):
+        self.platform = AmdArchitectures()  # what gfx90a offers the kernels; no libraries (no DNN)
         self.calls, self._next, self._allocs = [], 1 << 20, []
         self.blas = _RecordingBlas(self)
         self._sigs = {}
@@ -190,13 +193,13 @@ LAYOUTS_4x6 = {
 
 @pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
 def test_elementwise_launches_match_gfx90a_signatures(dev, dt):
-    ops = UNARY_OPS if dt.is_floating_point else gpu_storage._unary_ops(dt.short)
+    ops = UNARY_OPS if dt.is_floating_point else kernel_table.unary_ops(dt.short)
     for (lname, (lay, n)), (rname, (ray, rn)) in itertools.product(LAYOUTS_4x6.items(), repeat=2):
         x, y = _storage(dev, n, dt), _storage(dev, rn, dt)
         for op in ops:
             assert x.unary_impl(op, lay).numel == 24
         x.affine(lay, 2.0, 1.0)
-        for op in gpu_storage._binary_ops(dt.short):
+        for op in kernel_table.binary_ops(dt.short):
             x.binary_impl(op, y, lay, ray)
         for op in CMP_OPS:
             assert x.cmp(op, y, lay, ray).dtype is dtypes.bool_
@@ -344,9 +347,9 @@ def test_fused_and_random_launches_match_gfx90a_signatures(dev, dt):
         for causal in (False, True):
             out = q.sdpa(ql, k, kl, v, vl, mask, mlay if mask is not None else None, 0.3, causal)
             assert out.numel == 2 * 4 * 5 * 6
-    gpu_storage.random_fill(x, "uniform", -1.0, 1.0, 1234, 8)
-    gpu_storage.random_fill(x, "normal", 0.0, 2.0, 1234, 12)
-    gpu_storage.random_fill(_storage(dev, 10, dtypes.int64), "uniform", 0.0, 9.0, 1, 0)
+    random_fill(x, "uniform", -1.0, 1.0, 1234, 8)
+    random_fill(x, "normal", 0.0, 2.0, 1234, 12)
+    random_fill(_storage(dev, 10, dtypes.int64), "uniform", 0.0, 9.0, 1, 0)
 
 
 @pytest.mark.parametrize("dt", dtypes.FLOATS, ids=[f"{ARCH}-{d.short}" for d in dtypes.FLOATS])

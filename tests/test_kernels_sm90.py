@@ -8,7 +8,7 @@ ldmatrix, cp.async, red, wgmma) where no NVIDIA GPU is lent: NVRTC's output is a
 has checked the PTX too.
 
 - each kernels/*.hip compiles for sm_90a (in parallel threads: NVRTC releases the GIL);
-- the CUBIN is an sm_90a ELF and every entry point of `storage.KERNELS` is a kernel in it
+- the CUBIN is an sm_90a ELF and every entry point of `kernel_table.KERNELS` is a kernel in it
   (a FUNC symbol marked as a CUDA entry), so a missing instantiation fails here.
 
 Needs NVRTC (libnvrtc.so.13 or .12, e.g. `pip install "nvidia-cuda-nvrtc==13.0.*"`, the H100's version, as .ci/run); the
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tensorlite.backends.rocm import compiler, get_platform, nvidia_wheel_lib_dirs
-from tensorlite.backends.rocm import storage as gpu_storage
+from tensorlite.backends.rocm import kernel_table
 from tensorlite.errors import BackendUnavailable, CompileError
 
 ARCH = "sm_90a"
@@ -94,8 +94,8 @@ def test_compiles_with_every_entry_point(cubins, source):
     if isinstance(code, CompileError):
         pytest.fail(f"{source} does not compile for {ARCH} ({PLATFORM.rtc_version()}):\n{code}", pytrace=False)
     assert _elf_arch(code) == int(ARCH[3:].rstrip("a")), f"{source}: CUBIN is not for {ARCH}"
-    assert source in gpu_storage.KERNELS, f"{source} is not in storage.KERNELS"
-    missing = sorted(set(gpu_storage.KERNELS[source]) - cuda_entry_points(code))
+    assert source in kernel_table.KERNELS, f"{source} is not in kernel_table.KERNELS"
+    missing = sorted(set(kernel_table.KERNELS[source]) - cuda_entry_points(code))
     assert not missing, f"{source} for {ARCH}: {len(missing)} entry points missing, e.g. {missing[:10]}"
 
 
@@ -153,7 +153,7 @@ if os.environ.get("TENSORLITE_SM90_REPORT"):  # only collected when asked for: t
         for source in SOURCES:
             if isinstance(cubins[source], bytes):
                 usage = _resource_usage(tool, cubins[source])
-                missing = sorted(set(gpu_storage.KERNELS.get(source, ())) - set(usage))
+                missing = sorted(set(kernel_table.KERNELS.get(source, ())) - set(usage))
                 assert not missing, f"cuobjdump reports no resources for {source}: {missing[:10]}"
                 rows += [(source, k, u) for k, u in usage.items()]
         rows.sort(key=lambda r: (-r[2]["REG"], r[0], r[1]))

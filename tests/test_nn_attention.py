@@ -11,7 +11,7 @@ import pytest
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
-from conftest import random_array
+from conftest import random_array, shares_storage
 from tensorlite.layout import Layout
 from tensorlite.backend import get_device, sdpa_layout
 
@@ -197,7 +197,7 @@ def test_lse_and_backward_contract(device, rng):
                                          Layout((b, hq, L, d)), g._storage, g._layout, lse, m._storage, mlay,
                                          0.25, False)
         shapes = [(b, hq, L, d), (b, hk, S, d), (b, hk, S, d)]
-        results[dev] = [F._wrap(lse, (b, hq, L)).numpy()] + [F._wrap(s, sh).numpy() for s, sh in zip(grads, shapes)]
+        results[dev] = [st.to_cpu(Layout(sh)) for st, sh in zip((lse,) + tuple(grads), [(b, hq, L)] + shapes)]
     kx = np.repeat(ka, hq // hk, axis=1).astype(np.float64)
     scores = np.where(keep, qa.astype(np.float64) @ kx.swapaxes(-1, -2) * 0.25, -np.inf)
     with np.errstate(divide="ignore"):
@@ -225,29 +225,29 @@ def test_sdpa_empty_queries_or_keys(device, L, S):
 
 
 def _mma_or_skip(device, monkeypatch):
-    """(the GPU storage module, the kernel names it looks up from now on) when `device` has
+    """(the attention ops module, the kernel names it looks up from now on) when `device` has
     the tensor-core kernels, else skip."""
     if device == "cpu":
         pytest.skip("cpu has no flash kernels")
-    from tensorlite.backends.rocm import storage as gpu_storage
+    from tensorlite.backends.rocm.ops import attention
     dev = tl.zeros(1, device=device)._storage.device
-    if not gpu_storage._flash_mma(dev, tl.bfloat16, 64):
+    if not attention.flash_mma(dev, tl.bfloat16, 64):
         pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+ or gfx90a/gfx94x)")
     names = []
-    real_kernel = gpu_storage._kernel
+    real_kernel = attention.kernel_for
 
     def spy(dev, name, op, **operands):
         names.append(name)
         return real_kernel(dev, name, op, **operands)
-    monkeypatch.setattr(gpu_storage, "_kernel", spy)
-    return gpu_storage, names
+    monkeypatch.setattr(attention, "kernel_for", spy)
+    return attention, names
 
 
-def _flash_paths(gpu_storage, device, op, dp, dtype):
+def _flash_paths(attention, device, op, dp, dtype):
     """The flash_{op} kernels a half-precision case can run on `device`: path -> (the tensor-core
     selector's answer, TENSORLITE_WGMMA, the kernel expected) for the scalar and mma.sync
     kernels and, on Hopper, the wgmma one; and the tensor-core kernel the default selection picks."""
-    hopper = gpu_storage._flash_wgmma(get_device(device))
+    hopper = attention.flash_wgmma(get_device(device))
     paths = {"scalar": (False, "1", f"flash_{op}{dp}_{dtype.short}"),
              "mma": (True, "0", f"flash_{op}_mma{dp}_{dtype.short}")}
     if hopper:
@@ -263,10 +263,10 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     tensor-core kernel's output and lse match the scalar flash kernel (forced through the
     selector) and the float64 reference, over several key and query tiles, causal skipping,
     GQA, masks, dead rows and transposed views."""
-    gpu_storage, names = _mma_or_skip(device, monkeypatch)
-    real_selector = gpu_storage._flash_mma
+    attention, names = _mma_or_skip(device, monkeypatch)
+    real_selector = attention.flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
-    paths, tensor_core = _flash_paths(gpu_storage, device, "fwd", dp, dtype)
+    paths, tensor_core = _flash_paths(attention, device, "fwd", dp, dtype)
     for b, hq, hk, L, S, causal, mask_kind, transposed in ((2, 4, 2, 150, 150, True, None, False),
                                                            (1, 2, 1, 37, 200, False, "bool", True),
                                                            (1, 2, 2, 70, 70, True, "additive", False),
@@ -277,14 +277,14 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
         mlay = None if mask is None else mask._layout.broadcast_as((b, hq, L, S))
         runs = {}
         for path, (mma, wgmma, expected) in paths.items():
-            monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            monkeypatch.setattr(attention, "flash_mma", lambda dev, dt, p, on=mma: on)
             monkeypatch.setenv("TENSORLITE_WGMMA", wgmma)
             names.clear()
             out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout,
                                        None if mask is None else mask._storage, mlay, None, causal, return_lse=True)
             assert names == [expected]
-            runs[path] = (F._wrap_as(out, sdpa_layout(q._layout, dv), dtype).numpy().astype(np.float64),
-                             F._wrap(lse, (b, hq, L)).numpy())  # out in q's memory order
+            runs[path] = (out.to_cpu(sdpa_layout(q._layout, dv)).astype(np.float64),  # out in q's memory order
+                          lse.to_cpu(Layout((b, hq, L))))
         ref = F.sdpa_slow(tl.tensor(q64), tl.tensor(k64), tl.tensor(v64), attn_mask=mask64, is_causal=causal).numpy()
         scalar = runs.pop("scalar")
         dead = np.isneginf(scalar[1])
@@ -294,7 +294,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
             np.testing.assert_array_equal(np.isneginf(lse), dead, err_msg=path)
             np.testing.assert_allclose(lse[~dead], scalar[1][~dead], rtol=2e-3, atol=2e-3, err_msg=path)
     # the default selector picks the tensor-core kernel for this case, and the scalar one for f32
-    monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
+    monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
     for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
@@ -312,10 +312,10 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     tensor-core kernel's gradients match the scalar flash_bwd (forced through the selector)
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
-    gpu_storage, names = _mma_or_skip(device, monkeypatch)
-    real_selector = gpu_storage._flash_mma
+    attention, names = _mma_or_skip(device, monkeypatch)
+    real_selector = attention.flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
-    paths, tensor_core = _flash_paths(gpu_storage, device, "bwd", dp, dtype)
+    paths, tensor_core = _flash_paths(attention, device, "bwd", dp, dtype)
     cases = [(2, 4, 2, 150, 150, True, None, False, None),       # GQA, partial last tiles
              (1, 2, 1, 90, 40, True, None, True, 0.3),          # causal L > S, transposed views
              (1, 2, 2, 45, 170, True, "bool", False, None),     # causal L < S + bool mask, dead row
@@ -325,7 +325,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
         seed = int(rng.integers(1 << 31))
         runs = {}
         for path, (mma, wgmma, expected) in paths.items():
-            monkeypatch.setattr(gpu_storage, "_flash_mma", lambda dev, dt, p, on=mma: on)
+            monkeypatch.setattr(attention, "flash_mma", lambda dev, dt, p, on=mma: on)
             monkeypatch.setenv("TENSORLITE_WGMMA", wgmma)
             names.clear()
             runs[path] = _run(case, dtype, d, dv, device, np.random.default_rng(seed))
@@ -338,7 +338,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
                 err = np.abs(got.astype(np.float64) - want).max() / max(np.abs(ref).max(), 1e-30)
                 assert err < REL_TOL[dtype.name], f"{what}: {path} vs scalar {err:.2e} in case {case}"
     # the default selector picks the tensor-core backward for this case, and the scalar one for f32
-    monkeypatch.setattr(gpu_storage, "_flash_mma", real_selector)
+    monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
     for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
@@ -388,12 +388,12 @@ def test_sdpa_on_head_views_copies_nothing(device, rng, monkeypatch, dtype, hk):
     q, k, v = (x.reshape(b, t, x.shape[2] // d, d).transpose(1, 2) for x in leaves)
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     y = out.transpose(1, 2).reshape(b, t, hq * d)
-    assert y._storage is out._storage and y._layout.is_contiguous(), out._layout
+    assert shares_storage(y, out) and y.is_contiguous(), out.stride()
     (y * w).sum().backward()
     if copies is not None:
         assert copies == [], copies
     for x in leaves:
-        assert x.grad._layout.is_contiguous()
+        assert x.grad.is_contiguous()
 
     refs = [tl.tensor(x.numpy().astype(np.float64).reshape(b, t, -1, d).transpose(0, 2, 1, 3), requires_grad=True)
             for x in leaves]
@@ -476,8 +476,8 @@ def test_sdpa_forward_online_softmax_edges(device, rng, name, d, dtype):
     ts = [tl.tensor(a, dtype=dtype, device=device) for a in (q, k, v)]
     out, lse = ts[0]._storage.sdpa(ts[0]._layout, ts[1]._storage, ts[1]._layout, ts[2]._storage, ts[2]._layout,
                                    None, None, scale, causal, return_lse=True)
-    out = F._wrap_as(out, sdpa_layout(ts[0]._layout, d), dtype).numpy()
-    lse = F._wrap(lse, (b, h, L)).numpy()
+    out = out.to_cpu(sdpa_layout(ts[0]._layout, d))
+    lse = lse.to_cpu(Layout((b, h, L)))
     ref, ref_lse = _np_attention(*(a.astype(np.float64) for a in (q, k, v)),
                                  1.0 / np.sqrt(d) if scale is None else scale, causal)
     assert _rel_err(out, ref) < REL_TOL[dtype.name], name

@@ -1,9 +1,11 @@
-"""The GPU backend: one backend, two platforms (`rocm` through HIP, `cuda` through the
-CUDA driver API), sharing storage, dispatch and kernel sources.
+"""The GPU backend: one backend, several platforms (`rocm` through HIP, `cuda` through the
+CUDA driver API; `amdemu`, AMD code objects run by an ISA interpreter; `null`, which runs
+nothing), sharing storage, dispatch and kernel sources.
 
-Only `hip.py` and `cuda.py` name vendor functions. Each provides a *platform* object
-with the same small interface (runtime, rtc compiler, BLAS), which `device.py`,
-`compiler.py` and `blas.py` use without knowing the vendor:
+Only `hip.py` and `cuda.py` name vendor functions, libraries and architectures. Each
+provides a *platform* object with the same small interface (runtime, rtc compiler, BLAS,
+what an architecture offers the kernels), which `device.py`, `compiler.py`, `blas.py` and
+the storage's ops use without knowing the vendor:
 
     name, runtime_name                     'rocm'/'cuda', 'libamdhip64'/'libcuda'
     ffi                                    the platform's cffi FFI (for kernel arguments)
@@ -19,6 +21,7 @@ with the same small interface (runtime, rtc compiler, BLAS), which `device.py`,
     launch(func, grid3, block3, shared_mem, stream, params)   params: a `void*[]` cdata
     rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options[, log]) -> bytes
     blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
+    matrix_cores(arch) -> "wgmma" | "mma" | None; MMA_STAGES   what the attention kernels may use
 
 Nothing here loads a library at import time: a missing library or device surfaces as
 `BackendUnavailable` when a device is first opened.
@@ -146,11 +149,12 @@ class PlatformBase:
     STREAM_FLAGS = ()        # trailing arguments of the stream-create call
     EVENT_FLAGS = ()         # ... and of the event-create call
     BLAS_WORKSPACE = 0       # bytes of BLAS workspace to hand to the library (0: its own default)
-    HAS_BLAS = True          # False: float GEMMs run the portable gemm_<t> kernel (storage._gemm)
+    HAS_BLAS = True          # False: float GEMMs run the portable gemm_<t> kernel (ops/matmul.gemm)
     OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
     RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
     RTC_THREAD_SAFE = True   # may programs compile concurrently in several threads?
+    MMA_STAGES = 1           # compat.h TL_MMA_STAGES of the vendor: K/V buffers of the tensor-core attention
 
     def __init__(self, *cdefs):
         self.ffi = cffi.FFI()
@@ -161,6 +165,12 @@ class PlatformBase:
         self._rtc_lock = threading.Lock()
         self._tls = threading.local()
         self._device_count = None
+
+    def matrix_cores(self, arch: str):
+        """The matrix instructions the attention kernels may use in code built for `arch`
+        (compat.h TL_HAS_WGMMA / TL_HAS_MMA): "wgmma" (Hopper warpgroups), "mma" (NVIDIA
+        mma.sync or AMD MFMA), or None. Vendor knowledge: each platform answers for its archs."""
+        return None
 
     # ---- checked calls --------------------------------------------------------------
     def check(self, call: str, code):

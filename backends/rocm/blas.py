@@ -2,7 +2,7 @@
 
 BLAS is column-major: C (m x n, leading dimension ldc) = alpha * op(A) op(B) + beta * C,
 op(A) m x k, op(B) k x n. A row-major caller computes C^T = B^T A^T, i.e. swaps the
-operands and m/n (storage.py's matmul does that). f16/bf16 inputs are multiplied with f32
+operands and m/n (ops/matmul.py's gemm does that). f16/bf16 inputs are multiplied with f32
 accumulation (compute type f32, scalars f32); f64 computes in f64.
 """
 from __future__ import annotations

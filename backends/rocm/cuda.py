@@ -173,6 +173,7 @@ class CudaPlatform(PlatformBase):
     BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
+    MMA_STAGES = 2       # compat.h TL_MMA_STAGES: up to 227 KiB of shared memory per block hold two K/V stages
 
     def __init__(self):
         super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
@@ -181,6 +182,14 @@ class CudaPlatform(PlatformBase):
         # (thread, GEMM shape) -> (desc, layouts, algo, heuristic result) or None (no algorithm);
         # per thread because each call sets the descriptor's bias pointer before running it
         self._lt_plans = {}
+
+    def matrix_cores(self, arch: str):
+        # wgmma exists only in code built for sm_90a (device_properties names Hopper so);
+        # mma.sync with f16/bf16 operands from sm_80 on
+        if arch == "sm_90a":
+            return "wgmma"
+        major_minor = int("".join(ch for ch in arch[3:] if ch.isdigit()) or 0)
+        return "mma" if major_minor >= 80 else None
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):

@@ -463,7 +463,7 @@ class GpuDevice(BackendDevice):
         self._seed, self._rng_offset = int(seed) & 0xFFFFFFFFFFFFFFFF, 0
 
     def _random(self, shape, dtype, kind, a, b):
-        from .storage import random_fill
+        from .ops.random import random_fill
         st = self.alloc_uninit(shape, dtype)
         if prod(shape):
             random_fill(st, kind, float(a), float(b), self._seed, self._rng_offset)

@@ -12,8 +12,8 @@ batch norm forward (inference and training, spatial mode). Optional ops a librar
 lack (`DnnLib.provides`): layer_norm, rms_norm and rope_i forward, which MIOpen's beta API
 has in some builds (miopenLayerNormForward, miopenT5LayerNormForward, miopenRoPEForward;
 each symbol probed) and cuDNN has not. Every op has the portable kernels as fallback;
-`storage.py` asks `dnn_for(device)` and uses the library only where `Dnn.supports_*`
-says so.
+The GPU storage's conv and fused ops (ops/conv.py, ops/fused.py) ask `dnn_for(device)` and
+use the library only where `Dnn.supports_*` says so.
 
 Switch: env TENSORLITE_DNN (read at every call, so tests can flip it)
   auto (default) use the library when it loads and supports the case; if it rejects a

@@ -220,7 +220,17 @@ def strip_arch_features(gcn_arch_name: str) -> str:
     return gcn_arch_name.split(":", 1)[0].strip()
 
 
-class HipPlatform(PlatformBase):
+class AmdArchitectures:
+    """What AMD's architectures offer the kernels, for every platform that runs AMD code
+    objects (HipPlatform here, the emulated AMD platform)."""
+    MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA2/3: f16 and bf16_1k MFMA (compat.h TL_HAS_MMA)
+    MMA_STAGES = 1   # compat.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
+
+    def matrix_cores(self, arch: str):
+        return "mma" if arch in self.MFMA_ARCHS else None
+
+
+class HipPlatform(AmdArchitectures, PlatformBase):
     name = "rocm"
     runtime_name = "libamdhip64"
     CALLS = dict(

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Dict, List, Set, Tuple
 
-from ..storage import _MMA_ARCHS
+from ..hip import AmdArchitectures
 
 
 def _not_launched(arch: str) -> List[Tuple[re.Pattern, str]]:
@@ -25,7 +25,7 @@ def _not_launched(arch: str) -> List[Tuple[re.Pattern, str]]:
     that the storage never launches there (their bodies are compiled out: compat.h)."""
     out = [(re.compile(r"flash_(fwd|bwd)_wg\d+_"),
             "Hopper's warpgroup (wgmma) attention: compiled only for sm_90a (TL_HAS_WGMMA), empty elsewhere")]
-    if arch not in _MMA_ARCHS:
+    if arch not in AmdArchitectures.MFMA_ARCHS:
         out.append((re.compile(r"flash_(fwd|bwd)_mma\d+_"),
                     f"matrix-core attention: {arch} has no MFMA (TL_HAS_MMA), the storage takes flash_fwd/bwd"))
     else:

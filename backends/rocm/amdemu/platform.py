@@ -22,6 +22,7 @@ import numpy as np
 from tensorlite.errors import BackendError, BackendUnavailable
 
 from .. import PlatformBase
+from ..hip import AmdArchitectures
 from .memory import HostMemory
 
 ARCHS = {"gfx90a": 64, "gfx940": 64, "gfx1100": 32}   # wavefront size
@@ -60,7 +61,7 @@ class _Kernel:
         self.program, self.name = program, name
 
 
-class AmdEmuPlatform(PlatformBase):
+class AmdEmuPlatform(AmdArchitectures, PlatformBase):
     name = runtime_name = "amdemu"
     CALLS = {"launch": "emulated launch"}
     RTC_THREAD_SAFE = False  # hiprtc 5.x crashes compiling two programs at once

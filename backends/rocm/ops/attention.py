@@ -1,0 +1,291 @@
+"""Scaled dot-product attention and its backward (attention.hip).
+
+Three tiers of flash kernels, chosen per call: Hopper's wgmma kernels (sm_90a), the
+tensor-core kernels (mma.sync on NVIDIA sm_80+, MFMA on CDNA2/3), and portable ones for
+f32 or other GPUs; which tier a device has is its platform's knowledge
+(`platform.matrix_cores`). Where no flash kernel covers the case (f64, head dims over 128)
+or TENSORLITE_SDPA=gemm asks for it, scores go through `gemm`, a masked softmax and `gemm`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import struct
+from typing import Optional, TYPE_CHECKING, Tuple
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import sdpa_layout, sdpa_mode
+from tensorlite.errors import DTypeError, ShapeError, storage_error, unsupported_dtype
+from tensorlite.layout import Layout
+
+from ..kernel_table import kernel_for
+from ..launch import VIEW4, launch_rows, ptr_or_null, view4
+from .matmul import gemm, matrix_view
+
+if TYPE_CHECKING:
+    from ..storage import GpuStorage
+
+
+class AttentionOps:
+    __slots__ = ()
+
+
+    def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
+        # TENSORLITE_SDPA (tensorlite.backend.sdpa_mode): the flash kernel where it covers the
+        # case (f32/f16/bf16, head dims <= 128), else scores via GEMM + masked softmax + GEMM.
+        mode = sdpa_mode()
+        dp = _flash_dim(self, layout, v_layout)
+        if mode == "flash" and dp is None:
+            _flash_unsupported(self, layout, k, k_layout, v, v_layout)
+        if mode != "gemm" and dp is not None:
+            out, lse = self._sdpa_flash(dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal,
+                                        return_lse)
+            return (out, lse) if return_lse else out
+        out = self._sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
+        out = _in_sdpa_layout(out, sdpa_layout(layout, v_layout.shape[3]))
+        return (out, None) if return_lse else out  # no lse: the caller differentiates the composite
+
+    def _sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
+        b, hq, L, d = layout.shape
+        hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
+        _check_sdpa(self, layout, k, k_layout, v, v_layout)
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        dev = self.device
+        out_layout = sdpa_layout(layout, dv)  # q's memory order (the contract)
+        out = self._new(b * hq * L * dv)
+        lse = self._new(b * hq * L, dtypes.float32) if want_lse else None
+        if b * hq * L == 0:
+            return out, lse
+        if S == 0:  # no keys: zeros (as the cpu reference), lse = log(0)
+            dev.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
+            if lse is not None:
+                lse.const_set(float("-inf"), Layout((lse.numel,)))
+            return out, lse
+        shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
+        smem = 0
+        mma = flash_mma(dev, self.dtype, dp)
+        q, layout = _flash_operand(self, layout, dp, mma)
+        k, k_layout = _flash_operand(k, k_layout, dp, mma)
+        v, v_layout = _flash_operand(v, v_layout, dp, mma)
+        if mma and flash_wgmma(dev):  # Hopper: warpgroups of 4 warps, 64 rows each
+            kernel = kernel_for(dev, f"flash_fwd_wg{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm, block = 64 * _WG_FWD_GROUPS, (dev.warp_size, 4 * _WG_FWD_GROUPS)
+            # WgFwdTile::SMEM: Q, the K/V stages, 1 KiB to align them to 1 KiB
+            smem = (bm + 2 * _WG_FWD_STAGES * _WG_FWD_BN) * dp * self.dtype.itemsize + 1024
+        elif mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
+            kernel = kernel_for(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
+            stages = _mma_stages(dev)
+            bn = 32 if dp > 64 and stages == 1 else 64
+            smem = (bm + 2 * stages * bn) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
+        else:
+            kernel = kernel_for(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
+            bn = 32 if dp > 64 else 64
+            block = (16, 16)
+            smem = (bm + bn) * (dp + 4) * self.dtype.itemsize + bn * (bm + 4) * 4  # FwdTile::SMEM
+        dev.launch(kernel, b * hq * (-(-L // bm)), block,
+                   [("bytes", shape), ("bytes", view4(layout)), ("bytes", view4(k_layout)),
+                    ("bytes", view4(v_layout)), ("bytes", view4(out_layout)), *mask_args, ("ptr", q.buffer.ptr),
+                    ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr), ("ptr", out.buffer.ptr),
+                    ("ptr", ptr_or_null(lse))],
+                   shared_mem=smem)
+        return out, lse
+
+    def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
+                      mask_layout, scale, is_causal):
+        b, hq, L, d = layout.shape
+        hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
+        _check_sdpa(self, layout, k, k_layout, v, v_layout)
+        dp = _flash_dim(self, layout, v_layout)
+        if dp is None:
+            _flash_unsupported(self, layout, k, k_layout, v, v_layout, "sdpa_backward")
+        if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.dtype is not dtypes.float32 \
+                or lse.numel != b * hq * L:
+            raise storage_error(DTypeError, "sdpa_backward", "out and grad must have q's dtype, lse float32 (b, hq, L)",
+                                q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        dev = self.device
+        # results in the operands' memory order (the contract); dq32's flat cast below keeps it
+        dq_layout, dk_layout, dv_layout = sdpa_layout(layout), sdpa_layout(k_layout), sdpa_layout(v_layout)
+        dq32 = self._new(b * hq * L * d, dtypes.float32)
+        dk, dvs = self._new(b * hk * S * d), self._new(b * hk * S * dv)
+        run = b * hq * L > 0 and S > 0
+        for st in ((dq32, dk, dvs) if not run else (dq32,)):  # dq: atomic sums; else empty L or S: zeros
+            if st.numel:
+                dev.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+        if run:
+            t = self.dtype.short
+            n_rows = b * hq * L
+            dr = self._new(n_rows, dtypes.float32)
+            dev.launch(kernel_for(dev, f"flash_bwd_pre_{t}", "sdpa_backward", q=(self, layout)), -(-n_rows // 16),
+                       (16, 16), [("int64", n_rows), ("int64", hq), ("int64", L), ("int64", dv),
+                                  ("bytes", view4(out_layout)), ("bytes", view4(grad_layout)),
+                                  ("ptr", out.buffer.ptr), ("ptr", grad.buffer.ptr), ("ptr", dr.buffer.ptr)])
+            shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
+            mma = flash_mma(dev, self.dtype, dp)
+            q, layout = _flash_operand(self, layout, dp, mma)
+            k, k_layout = _flash_operand(k, k_layout, dp, mma)
+            v, v_layout = _flash_operand(v, v_layout, dp, mma)
+            grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
+            smem = 0
+            if mma and flash_wgmma(dev):  # Hopper: two warpgroups, 64 keys each
+                kernel = kernel_for(dev, f"flash_bwd_wg{dp}_{t}", "sdpa_backward", q=(self, layout))
+                bn, block, bm, st = _WG_BWD_BN, (dev.warp_size, 8), 8192 // dp, _WG_BWD_STAGES
+                # WgBwdTile::SMEM: K, V, the Q/dO stages, dS^T, lse/Dr stages, 1 KiB alignment slack
+                smem = (2 * bn * dp + st * 2 * bm * dp + bn * bm) * self.dtype.itemsize + 2 * st * bm * 4 + 1024
+            elif mma:  # tensor cores: MMA_WARPS warps, 16 keys each
+                kernel = kernel_for(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
+                warps = _mma_bwd_warps(dev)
+                bn, block = 16 * warps, (dev.warp_size, warps)
+                bm, st = (32 if dp > 64 else 64), _MMA_BWD_STAGES  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
+                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * (bm + 8)) * self.dtype.itemsize + st * 2 * bm * 4
+            else:
+                kernel = kernel_for(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
+                bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
+                block = (16, 16)
+            dev.launch(kernel, b * hk * (-(-S // bn)), block,
+                       [("bytes", shape), ("bytes", view4(layout)), ("bytes", view4(k_layout)),
+                        ("bytes", view4(v_layout)), ("bytes", view4(grad_layout)), ("bytes", view4(dq_layout)),
+                        ("bytes", view4(dk_layout)), ("bytes", view4(dv_layout)), *mask_args,
+                        ("ptr", q.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
+                        ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr), ("ptr", dr.buffer.ptr),
+                        ("ptr", dq32.buffer.ptr), ("ptr", dk.buffer.ptr), ("ptr", dvs.buffer.ptr)],
+                       shared_mem=smem)
+        dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
+        return dq, dk, dvs
+
+    def _sdpa_gemm(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        b, hq, L, d = layout.shape
+        hk, S = k_layout.shape[1], k_layout.shape[2]
+        dv = v_layout.shape[3]
+        if hk == 0 or hq % hk:
+            raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+                                q=(self, layout), k=(k, k_layout), v=(v, v_layout))
+        if not self.dtype.is_floating_point:
+            raise unsupported_dtype("sdpa", q=(self, layout))
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        g = hq // hk
+        out = self._new(b * hq * L * dv)
+        if out.numel == 0:
+            return out
+        if S == 0:  # no keys: torch and the cpu reference give zeros
+            self.device.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
+            return out
+        # GQA without repeating k/v: query heads h = kv*g + j form (b*hk) batches of g*L rows
+        qs, ql = matrix_view(self, layout, (b * hk, g * L, d))
+        ks, kl = matrix_view(k, k_layout, (b * hk, S, d))
+        vs, vl = matrix_view(v, v_layout, (b * hk, S, dv))
+        scores = self._new(b * hq * L * S)
+        gemm(qs, ql, ks, kl.transpose(1, 2), scores, 0, g * L * S, S, b * hk, g * L, S, d, alpha=scale)
+        mask_args = [("int32", 0), ("bytes", VIEW4.pack(0, 0, 0, 0, 0)), ("ptr", 0)]
+        if mask is not None:
+            if mask.dtype is not dtypes.bool_ and mask.dtype is not self.dtype:
+                mask, mask_layout = mask._contiguous(mask_layout, self.dtype)
+            mask_args = [("int32", 1 if mask.dtype is dtypes.bool_ else 2), ("bytes", view4(mask_layout)),
+                         ("ptr", mask.buffer.ptr)]
+        dev = self.device
+        kernel = kernel_for(dev, f"attn_softmax_{self.dtype.short}", "sdpa", q=(self, layout))
+        n_rows = b * hq * L
+        launch_rows(dev, kernel, n_rows, S, [("int64", n_rows), ("int64", S), ("int64", L), ("int64", hq),
+                                             *mask_args, ("int32", int(bool(is_causal))),
+                                             ("ptr", scores.buffer.ptr)])
+        gemm(scores, Layout.contiguous((b * hk, g * L, S)), vs, vl, out, 0, g * L * dv, dv, b * hk, g * L, dv, S)
+        return out
+
+
+_ATTN_SHAPE = struct.Struct("<8qiif4x")          # struct AttnShape of attention.hip
+
+
+def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]:
+    """The head dim the flash kernels are instantiated for that fits q/v, or None when
+    they do not cover the case (f64, head dims over 128)."""
+    if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) or layout.ndim != 4 or v_layout.ndim != 4:
+        return None
+    widest = max(layout.shape[3], v_layout.shape[3])
+    return next((dp for dp in (32, 64, 128) if widest <= dp), None)
+
+
+_MMA_BWD_STAGES = 2                              # MMA_BWD_STAGES in attention.hip
+_MMA_FWD_WARPS = 4                               # MMA_FWD_WARPS in attention.hip
+_WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 128, 3  # WG_FWD_GROUPS, _BN, _STAGES in attention.hip
+_WG_BWD_BN, _WG_BWD_STAGES = 128, 3              # WG_BWD_BN, WG_BWD_STAGES in attention.hip
+
+
+def _mma_stages(dev) -> int:
+    """K/V buffers of the tensor-core forward (compat.h TL_MMA_STAGES, the platform's MMA_STAGES)."""
+    return dev.platform.MMA_STAGES
+
+
+def _mma_bwd_warps(dev) -> int:
+    """Warps of the tensor-core backward (MMA_WARPS in attention.hip: 8 where TL_MMA_STAGES > 1)."""
+    return 8 if _mma_stages(dev) > 1 else 4
+
+
+def flash_wgmma(dev) -> bool:
+    """Whether sdpa and its backward take the Hopper kernels (flash_{fwd,bwd}_wg*: wgmma, compat.h
+    TL_HAS_WGMMA) where the tensor-core kernels cover the case: the platform says the arch has
+    wgmma, unless TENSORLITE_WGMMA=0 (read at every call) asks for the mma.sync kernels instead."""
+    return (dev.platform.matrix_cores(dev.arch) == "wgmma"
+            and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0")
+
+
+def flash_mma(dev, dtype, dp: int) -> bool:
+    """Whether the tensor-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
+    `dev`: f16/bf16, padded head dim 64 or 128, an arch with matrix cores (its platform says)."""
+    if dtype not in (dtypes.float16, dtypes.bfloat16) or dp not in (64, 128):
+        return False
+    return dev.platform.matrix_cores(dev.arch) is not None
+
+
+def _flash_operand(st: GpuStorage, layout: Layout, dp: int, mma: bool) -> Tuple[GpuStorage, Layout]:
+    """(storage, layout) a flash kernel reads for a (b, h, t, d) operand: the view itself
+    (any strides: transposed (b, t, h, d) views need no copy), or a contiguous copy where the
+    tensor-core kernels' 16-byte tile loads (mma_load_tile, d == dp) could not take its rows:
+    rows not contiguous, or a row/head/batch stride or offset off 16 bytes. The kernel
+    checks the same per tile and falls back to element loads; deciding here keeps every
+    tile of a large operand on the fast path for the price of one copy."""
+    if not mma:
+        return st, layout
+    n, s = layout.shape, layout.strides
+    ch = 16 // st.dtype.itemsize
+    rows = n[3] <= 1 or s[3] == 1
+    aligned = (layout.offset % ch == 0 and st.buffer.ptr % 16 == 0
+               and all(m <= 1 or x % ch == 0 for m, x in zip(n[:3], s[:3])))
+    if rows and (aligned or n[3] != dp):  # d < dp: element loads whatever the layout
+        return st, layout
+    return st._contiguous(layout)
+
+
+def _in_sdpa_layout(out: GpuStorage, layout: Layout) -> GpuStorage:
+    """A contiguous (b, h, t, d) result re-laid as the dense `layout` (sdpa_layout)."""
+    if layout.is_contiguous():
+        return out
+    order = sorted(range(4), key=lambda i: -layout.strides[i])  # outermost first
+    return out.to_dtype(Layout.contiguous(layout.shape).permute(order), out.dtype)
+
+
+def _flash_unsupported(q, layout, k, k_layout, v, v_layout, op="sdpa"):
+    cls = DTypeError if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) else ShapeError
+    raise storage_error(cls, op, "TENSORLITE_SDPA=flash: the flash kernels cover f32/f16/bf16 with head dims <= 128",
+                        q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+
+
+def _check_sdpa(q, layout, k, k_layout, v, v_layout):
+    hq, hk = layout.shape[1], k_layout.shape[1]
+    if hk == 0 or hq % hk:
+        raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
+                            q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+    if k.dtype is not q.dtype or v.dtype is not q.dtype:
+        raise unsupported_dtype("sdpa", q=(q, layout), k=(k, k_layout), v=(v, v_layout))
+
+
+def _flash_shape(q, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout):
+    """(packed AttnShape, mask arguments) for the flash kernels."""
+    kind, mview, mptr = 0, VIEW4.pack(0, 0, 0, 0, 0), 0
+    if mask is not None:
+        if mask.dtype is not dtypes.bool_ and mask.dtype is not q.dtype:
+            mask, mask_layout = mask._contiguous(mask_layout, q.dtype)
+        kind, mview, mptr = (1 if mask.dtype is dtypes.bool_ else 2), view4(mask_layout), mask.buffer.ptr
+    shape = _ATTN_SHAPE.pack(b, hq, hk, L, S, d, dv, 0, int(bool(is_causal)), kind, scale)
+    return shape, [("bytes", mview), ("ptr", mptr)]

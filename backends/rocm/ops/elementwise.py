@@ -1,0 +1,124 @@
+"""Elementwise kernels (unary.hip, binary.hip, where.hip, cast.hip): one thread per
+output element over any strided or broadcast layouts (`pack_strided`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+import struct
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import UNARY_BACKWARD_OPS
+from tensorlite.layout import Layout
+
+from ..kernel_table import kernel_for
+from ..launch import BLOCK, grid_for, pack_strided, table_blocks
+
+if TYPE_CHECKING:
+    from ..storage import GpuStorage
+
+_CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
+_CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
+
+
+class ElementwiseOps:
+    __slots__ = ()
+
+    # ---- elementwise ----------------------------------------------------------------
+    def _map(self, name: str, op: str, layout: Layout, extra=(), out_dtype=None) -> "GpuStorage":
+        """Launch an elementwise kernel `name(n, L, in, out, *extra)`."""
+        dev = self.device
+        kernel = kernel_for(dev, name, op, self=(self, layout))
+        n = layout.numel()
+        out = self._new(n, out_dtype)
+        if n:
+            dev.launch(kernel, grid_for(dev, n), BLOCK,
+                       [("int64", n), ("bytes", pack_strided(layout)[0]), ("ptr", self.buffer.ptr),
+                        ("ptr", out.buffer.ptr), *extra])
+        return out
+
+    def affine(self, layout, mul, add):
+        return self._map(f"affine_{self.dtype.short}", "affine", layout,
+                         (("double", float(mul)), ("double", float(add))))
+
+    def powf(self, layout, e):
+        return self._map(f"powf_{self.dtype.short}", "powf", layout, (("double", float(e)),))
+
+    def elu(self, layout, alpha):
+        return self._map(f"elu_{self.dtype.short}", "elu", layout, (("double", float(alpha)),))
+
+    def unary_impl(self, op, layout):
+        return self._map(f"u{op}_{self.dtype.short}", op, layout)
+
+    def _binary(self, name: str, op: str, rhs, lhs_layout, rhs_layout, out_dtype=None):
+        dev = self.device
+        kernel = kernel_for(dev, name, op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        n = lhs_layout.numel()
+        out = self._new(n, out_dtype)
+        if n:
+            la, lb = pack_strided(lhs_layout, rhs_layout)
+            dev.launch(kernel, grid_for(dev, n), BLOCK,
+                       [("int64", n), ("bytes", la), ("bytes", lb), ("ptr", self.buffer.ptr),
+                        ("ptr", rhs.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
+        return self._binary(f"b{op}_{self.dtype.short}", op, rhs, lhs_layout, rhs_layout)
+
+    def cmp(self, op, rhs, lhs_layout, rhs_layout):
+        return self._binary(f"{op}_{self.dtype.short}", op, rhs, lhs_layout, rhs_layout, dtypes.bool_)
+
+    def where_cond(self, layout, t, t_layout, f, f_layout):
+        cond, layout = (self, layout) if self.dtype is dtypes.bool_ else self._contiguous(layout, dtypes.bool_)
+        dev = self.device
+        kernel = kernel_for(dev, f"where_{t.dtype.short}", "where_cond", cond=(self, layout),
+                            on_true=(t, t_layout), on_false=(f, f_layout))
+        n = layout.numel()
+        out = t._new(n)
+        if n:
+            lc, lt, lf = pack_strided(layout, t_layout, f_layout)
+            dev.launch(kernel, grid_for(dev, n), BLOCK,
+                       [("int64", n), ("bytes", lc), ("bytes", lt), ("bytes", lf), ("ptr", cond.buffer.ptr),
+                        ("ptr", t.buffer.ptr), ("ptr", f.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
+
+    def to_dtype(self, layout, dtype):
+        dtype = dtypes.get(dtype)
+        n = layout.numel()
+        if dtype is self.dtype and layout.is_contiguous():
+            out = self._new(n)
+            self.device.dtod(out.buffer.ptr, self._addr(layout.offset), n * dtype.itemsize)
+            return out
+        return self._map(f"cast_{self.dtype.short}_{dtype.short}", "to_dtype", layout, out_dtype=dtype)
+
+    @classmethod
+    def to_dtype_many(cls, items, dtype):
+        # contiguous, non-empty float tensors of one device and source dtype go by cast_many
+        # (_CAST_TENSORS per launch); the rest one by one
+        dtype = dtypes.get(dtype)
+        out, batches = [None] * len(items), {}
+        for i, (st, layout) in enumerate(items):
+            n = layout.numel()
+            if dtype.is_floating_point and st.dtype.is_floating_point and n and layout.is_contiguous():
+                batches.setdefault((st.device, st.dtype), []).append((i, st, st._addr(layout.offset), n))
+            else:
+                out[i] = st.to_dtype(layout, dtype)
+        for (dev, src), batch in batches.items():
+            kernel = kernel_for(dev, f"cast_many_{src.short}_{dtype.short}", "to_dtype")
+            for j in range(0, len(batch), _CAST_TENSORS):
+                chunk = batch[j:j + _CAST_TENSORS]
+                pad = [0] * (_CAST_TENSORS - len(chunk))
+                sizes, srcs, dsts = [], [], []
+                for i, st, addr, n in chunk:
+                    res = out[i] = st._new(n, dtype)
+                    sizes.append(n)
+                    srcs.append(addr)
+                    dsts.append(res.buffer.ptr)
+                first = table_blocks(sizes, _CAST_CHUNK)
+                table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *srcs, *pad, *dsts, *pad, len(chunk))
+                dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table)])
+        return out
+
+    def unary_backward(self, op, layout, grad, grad_layout):
+        if op not in UNARY_BACKWARD_OPS:
+            raise ValueError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
+        self._check_grad(f"{op}_backward", layout, grad, grad_layout)
+        return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)

@@ -1,0 +1,414 @@
+"""Fused nn kernels: row ops (fused.hip: softmax, log_softmax, layer_norm, rms_norm; rope),
+their backwards, cross-entropy and AdamW (fused_grad.hip).
+
+Row geometry: a row is the last dim; `launch_rows` (launch.py) sizes threads per row and
+rows per block. Kernels that hold a row in registers (RowRegs) take it by 16-byte vectors
+where the row allows; the long-row ones stream it (rows.h RowTile).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+import struct
+
+import numpy as np
+
+from tensorlite import dtype as dtypes
+from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_cross_entropy
+from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
+from tensorlite.layout import Layout
+
+from ..dnn import dnn_for, run as dnn_run
+from ..kernel_table import kernel_for
+from ..launch import (BLOCK, VIEW3, grid_for, launch_rows, pack_strided, ptr_or_null, rows_of, sm_count,
+                      table_blocks, view4)
+from .index import error_flag, ids_known_in_range
+
+if TYPE_CHECKING:
+    from ..storage import GpuStorage
+
+_ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
+# struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
+_ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
+_NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
+
+
+def _norm_fit_cols(dtype) -> int:
+    """Elements of a row per thread in norm_bwd_fit (NormFit::S in fused_grad.hip)."""
+    return 8 if dtype.itemsize == 8 else 16
+
+
+def _norm_fit_blocks(dtype, vec: bool) -> int:
+    """Resident blocks per SM that norm_bwd_fit's launch bounds keep (TL_NORM_FIT_VEC_BLOCKS)."""
+    return (2 if dtype.itemsize == 8 else 3) if vec else 1
+
+
+def _rows_vectorized(st, outer: Layout, inner: int, row_len: int) -> bool:
+    """Every row of `st` under (outer, inner) is contiguous, 16-byte aligned and whole
+    16-byte vectors (what norm_bwd_fit's Vec variant assumes without checking)."""
+    n = 16 // st.dtype.itemsize
+    return (inner == 1 and row_len % n == 0 and st._addr(outer.offset) % 16 == 0
+            and all(s % n == 0 for d, s in zip(outer.shape, outer.strides) if d > 1))
+
+
+
+def _tile_vector(dtype, inner_stride: int) -> int:
+    """Row geometry of the RowTile kernels (kernels/rows.h: cross_entropy, long-row norm
+    backward): contiguous rows go by 16-byte vectors (any length or alignment: the rest
+    element by element)."""
+    return 16 // dtype.itemsize if inner_stride == 1 else 1
+
+
+def _row_vector(dtype, row_len: int, inner_stride: int) -> int:
+    """Elements per 16-byte vector where fused.hip's RowRegs can hold rows by vectors
+    (the kernel also checks alignment), else 1."""
+    n = 16 // dtype.itemsize
+    return n if inner_stride == 1 and row_len % n == 0 else 1
+
+
+class FusedOps:
+    __slots__ = ()
+
+    # ---- fused nn ops ---------------------------------------------------------------
+    def _rows_op(self, name, op, layout, extra_in=(), extra_out=()) -> "GpuStorage":
+        """softmax-like kernels `name(n_rows, row_len, outer, inner_stride, in, *extra_in,
+        *extra_out, out)` over the rows of the last dim."""
+        dev = self.device
+        kernel = kernel_for(dev, f"{name}_{self.dtype.short}", op, self=(self, layout))
+        n_rows, row_len, outer, inner_stride = rows_of(layout)
+        out = self._new(n_rows * row_len)
+        if out.numel:
+            launch_rows(dev, kernel, n_rows, row_len,
+                        [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(outer)[0]),
+                         ("int64", inner_stride), ("ptr", self.buffer.ptr), *extra_in, *extra_out,
+                         ("ptr", out.buffer.ptr)],
+                        vector=_row_vector(self.dtype, row_len, inner_stride), held=True)
+        return out
+
+    def softmax_last_dim(self, layout):
+        return self._rows_op("softmax", "softmax_last_dim", layout)
+
+    def log_softmax(self, layout):
+        return self._rows_op("log_softmax", "log_softmax", layout)
+
+    def _affine_operand(self, op, name, st, lay, layout):
+        if st is None:
+            return [("ptr", 0), ("int64", 0)]
+        if st.dtype is not self.dtype or lay.ndim != 1 or lay.shape[0] != (layout.shape[-1] if layout.ndim else 1):
+            raise storage_error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
+                                self=(self, layout), **{name: (st, lay)})
+        return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
+
+    def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
+        dnn = dnn_for(self.device, "layer_norm")  # MIOpen's LayerNorm where it takes the case (TENSORLITE_DNN)
+        if dnn is not None and dnn.supports_layer_norm(self.dtype, layout, (weight, w_layout), (bias, b_layout)):
+            out = self._new(layout.numel())
+            if dnn_run(dnn, "layer_norm", dnn.layer_norm, self, layout, weight, w_layout, bias, b_layout, eps, out):
+                return out
+        args = (self._affine_operand("layer_norm", "weight", weight, w_layout, layout)
+                + self._affine_operand("layer_norm", "bias", bias, b_layout, layout))
+        return self._rows_op("layer_norm", "layer_norm", layout, args, (("double", float(eps)),))
+
+    def rms_norm(self, layout, weight, w_layout, eps):
+        dnn = dnn_for(self.device, "rms_norm")  # MIOpen's T5LayerNorm (= RMSNorm), as layer_norm
+        if dnn is not None and dnn.supports_rms_norm(self.dtype, layout, (weight, w_layout)):
+            out = self._new(layout.numel())
+            if dnn_run(dnn, "rms_norm", dnn.rms_norm, self, layout, weight, w_layout, eps, out):
+                return out
+        args = self._affine_operand("rms_norm", "weight", weight, w_layout, layout)
+        return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
+
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
+        dnn = None if _inverse else dnn_for(self.device, "rope_i")  # MIOpen's RoPE forward: rope_i only
+        if dnn is not None and dnn.supports_rope(self.dtype, variant, layout, cos, cos_layout, sin, sin_layout):
+            out = self._new(layout.numel())
+            if dnn_run(dnn, "rope_i", dnn.rope, self, layout, cos, cos_layout, sin, sin_layout, out):
+                return out
+        if variant not in ("rope", "rope_i", "rope_thd"):
+            raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
+        if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
+            raise storage_error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
+                                x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
+        dev = self.device
+        kernel = kernel_for(dev, f"{variant}_{self.dtype.short}", variant, x=(self, layout), cos=(cos, cos_layout))
+        n0, n1, n2, d = layout.shape
+        n_pairs = n0 * n1 * n2 * (d // 2)
+        out = self._new(layout.numel())
+        if n_pairs:
+            # a thread rotates `group` pairs where d/2 allows (fused.hip RopeGroup), in 4, 2
+            # or 1 heads, the most that divides the head count (rope_heads)
+            group = (8 if variant == "rope_i" else 16) // self.dtype.itemsize
+            group = group if (d // 2) % group == 0 else 1
+            heads = next(h for h in (4, 2, 1) if (n2 if variant == "rope_thd" else n1) % h == 0)
+            dev.launch(kernel, grid_for(dev, n_pairs // (group * heads)), BLOCK,
+                       [("int64", n_pairs), ("int64", n1), ("int64", n2), ("int64", d), ("bytes", view4(layout)),
+                        ("bytes", VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
+                        ("bytes", VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
+                        ("ptr", self.buffer.ptr), ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr),
+                        ("ptr", out.buffer.ptr), ("int32", int(bool(_inverse)))])
+        return out
+
+    def rope_backward(self, layout, cos, cos_layout, sin, sin_layout, variant):
+        # the rope kernel with sin negated (a rotation's transpose); self is the gradient
+        return self.rope(layout, cos, cos_layout, sin, sin_layout, variant, _inverse=True)
+
+    # ---- backward of the fused ops, fused cross-entropy, AdamW (kernels/fused_grad.hip) ------
+    def _check_grad(self, op, layout, grad, grad_layout):
+        if not self.dtype.is_floating_point:
+            raise unsupported_dtype(op, self=(self, layout))
+        if grad.dtype is not self.dtype or tuple(grad_layout.shape) != tuple(layout.shape):
+            raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+                                "grad must have the input's shape and dtype", self=(self, layout),
+                                grad=(grad, grad_layout))
+
+    def _rows_bwd(self, name, op, layout, grad, grad_layout, extra=(), stats=None, vector=1):
+        """Row kernels `name(n_rows, row_len, xo, xi, go, gi, x, g, *extra, [stats,] out)`
+        (`vector`: elements a thread reads at once, as launch_rows)."""
+        self._check_grad(op, layout, grad, grad_layout)
+        dev = self.device
+        kernel = kernel_for(dev, f"{name}_{self.dtype.short}", op, self=(self, layout), grad=(grad, grad_layout))
+        n_rows, row_len, xo, xi = rows_of(layout)
+        _, _, go, gi = rows_of(grad_layout)
+        out = self._new(n_rows * row_len)
+        if out.numel:
+            tail = [] if stats is False else [("ptr", ptr_or_null(stats))]
+            launch_rows(dev, kernel, n_rows, row_len,
+                        [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(xo)[0]), ("int64", xi),
+                         ("bytes", pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                         ("ptr", grad.buffer.ptr), *extra, *tail, ("ptr", out.buffer.ptr)], vector=vector)
+        return out
+
+    def softmax_last_dim_backward(self, layout, grad, grad_layout):
+        return self._rows_bwd("softmax_bwd", "softmax_backward", layout, grad, grad_layout, stats=False)
+
+    def log_softmax_backward(self, layout, grad, grad_layout):
+        return self._rows_bwd("log_softmax_bwd", "log_softmax_backward", layout, grad, grad_layout, stats=False)
+
+    def _acc_dtype(self):
+        return dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
+
+    def _norm_backward(self, name, op, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        """Rows that fit 256 threads: dx and the dweight/dbias partials in one pass
+        (_norm_backward_fit). Longer rows: dx by the row kernel, which leaves per-row
+        (mean, rstd) for the weight-gradient column sums (_norm_wgrad)."""
+        wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
+        n_rows, row_len, _, xi = rows_of(layout)
+        if n_rows * row_len and row_len <= _NORM_FIT_THREADS * _norm_fit_cols(self.dtype):
+            self._check_grad(op, layout, grad, grad_layout)
+            return self._norm_backward_fit(name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad)
+        # per-row (mean, rstd) for the weight gradient; the bias gradient needs none
+        stats = self._new(2 * n_rows, self._acc_dtype()) if weight_grad and n_rows * row_len else None
+        dx = self._rows_bwd(name, op, layout, grad, grad_layout, (*wargs, ("double", float(eps))), stats,
+                            vector=_tile_vector(self.dtype, xi))
+        dw = self._new(row_len) if weight_grad else None
+        db = self._new(row_len) if bias_grad else None
+        if dw is None and db is None:
+            return dx, dw, db
+        if n_rows * row_len == 0:  # empty sums
+            for st in (dw, db):
+                if st is not None and st.numel:
+                    self.device.memset(st.buffer.ptr, 0, st.numel * st.dtype.itemsize)
+            return dx, dw, db
+        self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
+        return dx, dw, db
+
+    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad):
+        """Rows that fit a block of _NORM_FIT_THREADS (fused_grad.hip norm_bwd_fit): tpr threads
+        per row (tpr * cols >= row_len), up to 256 // tpr rows per block, as many blocks per SM
+        as stay resident (each sums its dweight/dbias partials over all of its rows), then
+        norm_wgrad_finish over the blocks' partials. Rows of whole aligned vectors take the
+        _vec variant (fewer registers: more blocks per SM)."""
+        dev, acc = self.device, self._acc_dtype()
+        n_rows, row_len, xo, xi = rows_of(layout)
+        _, _, go, gi = rows_of(grad_layout)
+        dx = self._new(n_rows * row_len)
+        dw = self._new(row_len) if weight_grad else None
+        db = self._new(row_len) if bias_grad else None
+        vec = _rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len)
+        kernel = kernel_for(dev, f"{name}_fit{'_vec' if vec else ''}_{self.dtype.short}", op, self=(self, layout),
+                            grad=(grad, grad_layout))
+        cols = _norm_fit_cols(self.dtype)
+        tpr = 1
+        while tpr * cols < row_len:
+            tpr *= 2
+        sms, blocks = sm_count(dev), _norm_fit_blocks(self.dtype, vec)
+        # fewer rows per block when the rows would not fill every SM's blocks
+        rpb = max(1, min(_NORM_FIT_THREADS // tpr, -(-n_rows // (sms * blocks))))
+        groups = -(-n_rows // rpb)
+        grid = -(-groups // -(-groups // (sms * blocks)))  # every block the same number of turns
+        pw = self._new(grid * row_len, acc) if dw is not None else None
+        pb = self._new(grid * row_len, acc) if db is not None else None
+        parts = [("ptr", ptr_or_null(pw))] + ([] if name == "rms_norm_bwd" else [("ptr", ptr_or_null(pb))])
+        dev.launch(kernel, grid, (tpr, rpb),
+                   [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(xo)[0]), ("int64", xi),
+                    ("bytes", pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), *parts, ("ptr", dx.buffer.ptr)])
+        if dw is not None or db is not None:
+            self._norm_wgrad_finish(grid, row_len, pw, pb, dw, db)
+        return dx, dw, db
+
+    def _norm_wgrad_finish(self, n_chunks, row_len, pw, pb, dw, db):
+        """dw/db = column sums of the (n_chunks, row_len) partials (fused_grad.hip
+        norm_wgrad_finish: 32 columns x up to 32 chunk lanes per block, fixed order)."""
+        dev = self.device
+        kernel = kernel_for(dev, f"norm_wgrad_finish_{self.dtype.short}", "norm_backward")
+        by = max(1, min(32, n_chunks, kernel.max_threads // 32))  # TL_FINISH_THREADS: 32 * 32
+        dev.launch(kernel, grid_for(dev, row_len, 32), (32, by),
+                   [("int64", n_chunks), ("int64", row_len), ("ptr", ptr_or_null(pw)), ("ptr", ptr_or_null(pb)),
+                    ("ptr", ptr_or_null(dw)), ("ptr", ptr_or_null(db))])
+
+    def _norm_wgrad(self, layout, grad, grad_layout, stats, dw, db):
+        """dweight/dbias of rows too long for the fused pass, as column sums: per (row
+        chunk, column) partials, then one sum per column (deterministic, no atomics)."""
+        dev = self.device
+        t, acc = self.dtype.short, self._acc_dtype()
+        n_rows, row_len, xo, xi = rows_of(layout)
+        _, _, go, gi = rows_of(grad_layout)
+        bx = 32
+        while bx < row_len and bx < 256:
+            bx *= 2
+        by = 256 // bx
+        tiles = -(-row_len // bx)
+        sms = sm_count(dev)
+        n_chunks = max(1, min(-(-4 * sms // tiles), -(-n_rows // by), 65535))
+        rows_per_chunk = -(-n_rows // n_chunks)
+        n_chunks = -(-n_rows // rows_per_chunk)
+        pw = self._new(n_chunks * row_len, acc) if dw is not None else None
+        pb = self._new(n_chunks * row_len, acc) if db is not None else None
+        kernel = kernel_for(dev, f"norm_wgrad_{t}", "norm_backward", self=(self, layout))
+        dev.launch(kernel, (tiles, n_chunks), (bx, by),
+                   [("int64", n_rows), ("int64", row_len), ("int64", rows_per_chunk), ("bytes", pack_strided(xo)[0]),
+                    ("int64", xi), ("bytes", pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
+                    ("ptr", grad.buffer.ptr), ("ptr", ptr_or_null(stats)), ("ptr", ptr_or_null(pw)),
+                    ("ptr", ptr_or_null(pb))])
+        self._norm_wgrad_finish(n_chunks, row_len, pw, pb, dw, db)
+
+    def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
+        return self._norm_backward("layer_norm_bwd", "layer_norm_backward", layout, grad, grad_layout, weight,
+                                   w_layout, eps, weight_grad, bias_grad)
+
+    def rms_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad):
+        return self._norm_backward("rms_norm_bwd", "rms_norm_backward", layout, grad, grad_layout, weight,
+                                   w_layout, eps, weight_grad, False)[:2]
+
+    def _ce_check(self, op, layout, target, target_layout):
+        if not self.dtype.is_floating_point:
+            raise unsupported_dtype(op, self=(self, layout))
+        check_cross_entropy(op, self, layout, target, target_layout)
+
+    def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
+        op = "cross_entropy"
+        self._ce_check(op, layout, target, target_layout)
+        n_rows, n_cls, xo, xi = rows_of(layout)
+        if weight is not None and (weight.dtype is not self.dtype or tuple(w_layout.shape) != (n_cls,)):
+            raise storage_error(ShapeError, op, f"weight must be ({n_cls},) of the logits' dtype",
+                                self=(self, layout), weight=(weight, w_layout))
+        acc = self._acc_dtype()
+        loss, lse, wt = (self._new(n_rows, acc) for _ in range(3))
+        if n_rows == 0:
+            return loss, lse, wt
+        dev = self.device
+        kernel = kernel_for(dev, f"cross_entropy_fwd_{self.dtype.short}", op, self=(self, layout))
+        flag = error_flag(dev)
+        checked = not ids_known_in_range(target, n_cls)  # else the flag is not read (as _run_checked)
+        if checked:
+            dev.memset(flag.ptr, 0, 4)
+        wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight._addr(w_layout.offset)),
+                                                                   ("int64", w_layout.strides[0])]
+        launch_rows(dev, kernel, n_rows, n_cls,
+                    [("int64", n_rows), ("int64", n_cls), ("bytes", pack_strided(xo)[0]), ("int64", xi),
+                     ("bytes", pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
+                     ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
+                     ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
+                    vector=_tile_vector(self.dtype, xi))
+        if not checked:
+            return loss, lse, wt
+        host = np.zeros(1, np.int32)
+        dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
+        if host[0]:
+            t = target.to_cpu(target_layout).reshape(-1)
+            bad = t[(t != ignore_index) & ((t < 0) | (t >= n_cls))]
+            raise storage_error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
+                                f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+        return loss, lse, wt
+
+    def cross_entropy_backward(self, layout, target, target_layout, lse, wt, grad, grad_layout):
+        op = "cross_entropy_backward"
+        self._ce_check(op, layout, target, target_layout)
+        n_rows, n_cls, xo, xi = rows_of(layout)
+        acc = self._acc_dtype()
+        if grad.dtype is not acc or lse.dtype is not acc or wt.dtype is not acc or grad_layout.numel() != n_rows \
+                or lse.numel != n_rows or wt.numel != n_rows:
+            raise storage_error(DTypeError, op, f"lse, wt and grad must be {acc.name} with one value per row, as "
+                                "cross_entropy returned them", self=(self, layout), grad=(grad, grad_layout))
+        out = self._new(n_rows * n_cls)
+        if out.numel == 0:
+            return out
+        dev = self.device
+        launch_rows(dev, kernel_for(dev, f"cross_entropy_bwd_{self.dtype.short}", op, self=(self, layout)),
+                    n_rows, n_cls,
+                    [("int64", n_rows), ("int64", n_cls), ("bytes", pack_strided(xo)[0]), ("int64", xi),
+                     ("bytes", pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr),
+                     ("bytes", pack_strided(grad_layout)[0]), ("ptr", grad.buffer.ptr), ("ptr", lse.buffer.ptr),
+                     ("ptr", wt.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", out.buffer.ptr)],
+                    vector=_tile_vector(self.dtype, xi))
+        return out
+
+    def _check_adamw(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq) -> int:
+        op = "adamw_step"
+        self._check_grad(op, layout, grad, grad_layout)
+        n, sdt = layout.numel(), adam_state_dtype(self.dtype)
+        for st in (exp_avg, exp_avg_sq, max_exp_avg_sq):  # a loop, not any(...): once per parameter per step
+            if st is not None and (st.dtype is not sdt or st.numel != n):
+                raise storage_error(DTypeError, op, f"state buffers must be {sdt.name} with {n} elements",
+                                    self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
+        return n
+
+    def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
+                   weight_decay, step, decoupled=True, maximize=False):
+        op = "adamw_step"
+        n = self._check_adamw(layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq)
+        if n == 0:
+            return
+        dev = self.device
+        step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+        flags = int(bool(decoupled)) | 2 * int(bool(maximize)) | 4 * int(max_exp_avg_sq is not None)
+        lp, lg = pack_strided(layout, grad_layout)
+        dev.launch(kernel_for(dev, f"adamw_{self.dtype.short}", op, self=(self, layout)), grid_for(dev, n), BLOCK,
+                   [("int64", n), ("bytes", lp), ("bytes", lg), ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr),
+                    ("ptr", exp_avg.buffer.ptr), ("ptr", exp_avg_sq.buffer.ptr),
+                    ("ptr", ptr_or_null(max_exp_avg_sq)), ("double", float(lr)),
+                    ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
+                    ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt), ("int32", flags)])
+
+    @classmethod
+    def adamw_steps(cls, steps, lr, betas, eps, weight_decay, decoupled=True, maximize=False):
+        # contiguous, non-empty parameters without amsgrad go by adamw_many (TL_ADAM_TENSORS
+        # per launch), grouped by device, dtype and step count; the rest one by one
+        batches, single = {}, []
+        for item in steps:
+            p, layout, grad, grad_layout, m, v, vmax, step = item
+            if vmax is None and layout.is_contiguous() and grad_layout.is_contiguous():
+                n = p._check_adamw(layout, grad, grad_layout, m, v, vmax)
+                if n:
+                    batches.setdefault((p.device, p.dtype, step), []).append((p, layout, grad, grad_layout, m, v, n))
+            else:
+                single.append(item)
+        super().adamw_steps(single, lr, betas, eps, weight_decay, decoupled, maximize)
+        flags = int(bool(decoupled)) | 2 * int(bool(maximize))
+        for (dev, dtype, step), items in batches.items():
+            kernel = kernel_for(dev, f"adamw_many_{dtype.short}", "adamw_step", self=(items[0][0], items[0][1]))
+            step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+            hyper = [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
+                     ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
+                     ("double", bc2_sqrt), ("int32", flags)]
+            for i in range(0, len(items), _ADAM_TENSORS):
+                chunk = items[i:i + _ADAM_TENSORS]
+                pad = [0] * (_ADAM_TENSORS - len(chunk))
+                first = table_blocks([n for *_, n in chunk], _ADAM_CHUNK)
+                table = _ADAM_TABLE.pack(
+                    *[n for *_, n in chunk], *pad, *first, *pad,
+                    *[p._addr(lay.offset) for p, lay, *_ in chunk], *pad,
+                    *[g._addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
+                    *[m.buffer.ptr for *_, m, _, _ in chunk], *pad,
+                    *[v.buffer.ptr for *_, v, _ in chunk], *pad, len(chunk))
+                dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table), *hyper])

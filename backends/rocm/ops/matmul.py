@@ -1,0 +1,141 @@
+"""Matrix products: matmul and its BLAS epilogues, and `gemm`, the one routing every GEMM of
+the backend takes (conv and attention included): floats to the vendor BLAS (rocBLAS,
+cuBLAS/cuBLASLt through device.blas), transposed views as op=T without a copy; integers,
+and floats where the platform has no BLAS (the emulated AMD platform), to conv.hip's
+portable gemm_<t> kernel.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Tuple
+
+from tensorlite.backend import batch_of_one
+from tensorlite.errors import ShapeError, storage_error
+from tensorlite.layout import Layout
+
+from ..kernel_table import kernel_for
+from ..launch import BLOCK, VIEW3, grid_for
+
+if TYPE_CHECKING:
+    from ..storage import GpuStorage
+
+
+class MatmulOps:
+    __slots__ = ()
+
+    # ---- matmul ---------------------------------------------------------------------
+    def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
+        b, m, n, k = bmnk
+        if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
+            raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+                                lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        out = self._new(b * m * n)
+        gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
+        return out
+
+    def matmul_add_bias(self, rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout):
+        m, n, k = mnk
+        if self.device.blas.epilogues and bias.dtype is self.dtype is rhs.dtype and \
+                self.dtype.is_floating_point and lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n) and \
+                bias_layout.shape == (n,) and bias_layout.offset == 0 and (n == 1 or bias_layout.strides[0] == 1):
+            out = self._new(m * n)
+            lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
+            if _gemm_epilogue(self, lhs, rhs, rhs_3d, out, m, n, k, bias, "bias"):
+                return out
+        return super().matmul_add_bias(rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout)
+
+    def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
+        m, n, k = mnk
+        if self.device.blas.epilogues and self.dtype is rhs.dtype and self.dtype.is_floating_point and \
+                lhs_layout.shape == (m, k) and rhs_layout.shape == (k, n):
+            out, sums = self._new(m * n), self._new(m)
+            lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
+            if _gemm_epilogue(self, lhs, rhs, rhs_3d, out, m, n, k, sums, "bgradb"):
+                return out, sums
+        return super().matmul_row_sums(rhs, mnk, lhs_layout, rhs_layout)
+
+
+def matrix_view(st: GpuStorage, layout: Layout, shape) -> Tuple[GpuStorage, Layout]:
+    """`layout` reshaped to `shape` as a view if its strides allow, else a contiguous copy."""
+    view = layout.reshape(shape)
+    if view is not None:
+        return st, view
+    copy, _ = st._contiguous(layout)
+    return copy, Layout.contiguous(shape)
+
+
+def _blas_operand(rows: int, cols: int, sr: int, sc: int):
+    """How BLAS (column-major) reads the TRANSPOSE of a row-major rows x cols operand with
+    element strides (sr, sc): (trans, ld), or None when no leading dimension expresses it.
+    Row-major X with unit column stride is column-major X^T (op N, ld = sr); unit row
+    stride is column-major X (op T, ld = sc). Strides of size-1 dims are free."""
+    if cols == 1:
+        sc = 1
+    if rows == 1:
+        sr = max(cols, 1) if sc == 1 else 1
+    if sc == 1 and sr >= max(1, cols):
+        return False, sr
+    if sr == 1 and sc >= max(1, rows):
+        return True, sc
+    return None
+
+
+def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int,
+         c_batch_stride: int, ldc: int, batch: int, m: int, n: int, k: int, alpha: float = 1.0):
+    """C[i] = alpha * A[i] . B[i] for i < batch; A (batch, m, k) and B (batch, k, n) are any
+    3-d layouts (batch stride 0 broadcasts); C rows start at c_offset + i*c_batch_stride +
+    r*ldc. Floats go to the vendor BLAS (transposed views as op=T, copies only when no
+    leading dimension fits); other dtypes, and floats where the platform has no BLAS
+    (the emulated AMD platform), to the portable gemm_<t> kernel."""
+    dev = a.device
+    if batch * m * n == 0:
+        return
+    if k == 0:  # an empty sum
+        c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
+        return
+    dtype = a.dtype
+    if not dtype.is_floating_point or not dev.has_blas:
+        kernel = kernel_for(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
+        total = batch * m * n
+        dev.launch(kernel, grid_for(dev, total), BLOCK,
+                   [("int64", batch), ("int64", m), ("int64", n), ("int64", k),
+                    ("bytes", VIEW3.pack(a_layout.offset, *a_layout.strides)),
+                    ("bytes", VIEW3.pack(b_layout.offset, *b_layout.strides)),
+                    ("int64", c_batch_stride), ("int64", ldc), ("double", alpha), ("ptr", a.buffer.ptr),
+                    ("ptr", b.buffer.ptr),
+                    ("ptr", c._addr(c_offset))])
+        return
+    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
+    stride_a = la.strides[0] if batch > 1 else 0
+    stride_b = lb.strides[0] if batch > 1 else 0
+    # row-major C = A.B is column-major C^T = B^T . A^T
+    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, stride_b,
+                                  sa._addr(la.offset), lda, stride_a, c._addr(c_offset), ldc,
+                                  c_batch_stride, batch, alpha, 0.0)
+
+
+def _blas_operands(a, a_layout, b, b_layout, m, n, k):
+    """((storage, layout, (transposed, ld)) of A, then of B) as the BLAS takes them: the
+    views themselves where a leading dimension fits, else contiguous copies."""
+    return _blas_view(a, a_layout, m, k), _blas_view(b, b_layout, k, n)
+
+
+def _blas_view(st, lay, rows, cols):
+    form = _blas_operand(rows, cols, lay.strides[1], lay.strides[2])
+    if form is None:  # e.g. a broadcast (stride-0) row dim: copy to row-major
+        st, _ = st._contiguous(lay)
+        return st, Layout.contiguous(lay.shape), (False, cols)
+    return st, lay, form
+
+
+def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, m: int, n: int,
+                   k: int, bias: GpuStorage, epilogue: str) -> bool:
+    """C (a new contiguous (m, n)) = A . B for 3-D single-batch float layouts, with the BLAS
+    epilogue "bias" (adds bias (n,) to every row) or "bgradb" (writes the row sums of A
+    into bias (m,)); False, with nothing enqueued, where the platform does not fuse the case."""
+    if not (m and n and k):
+        return False
+    (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
+    # row-major C = A.B is column-major C^T = B^T . A^T: "bias" runs along C^T's rows (n of
+    # them) and "bgradb" sums op(A^T) = A^T over k for each of C^T's m columns
+    return a.device.blas._gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
+                                        c.buffer.ptr, n, bias.buffer.ptr, epilogue)
