@@ -9,7 +9,7 @@
 // picks the smallest DP >= max(d, dv)):
 //   flash_fwd{DP}_<t>   out (b, hq, L, dv) through its view ov, lse (b, hq, L) f32 contiguous (may be null)
 //   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
-//                       device has them (compat.h TL_HAS_MMA; the host checks the arch)
+//                       device has them (TL_HAS_MMA, compat.h Part 3; the host checks the arch)
 //   flash_fwd_wg{DP}_<t>   flash_fwd_mma's cases on Hopper's warpgroup products (wgmma: code
 //                       built for sm_90a only; the host picks it there)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
@@ -543,7 +543,7 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 // Same contract as flash_fwd. A block is (warpSize, MMA_FWD_WARPS) threads; warp w owns query
 // rows l0 + RT*16*w .. +RT*16 (RT 16-row tiles, so each K / V fragment read from shared memory
 // feeds RT products) and keeps the scores S = Q K^T of a key tile and the output accumulator
-// in tensor-core tiles (compat.h, Part 3); its Q fragments are re-read from shared memory
+// in tensor-core tiles (compat.h Part 3); its Q fragments are re-read from shared memory
 // (too many registers otherwise). Softmax runs in f32 on the accumulator elements, in the
 // log2 domain (exp2); P is rounded to T as the A operand of P V. Q and STAGES K and V tiles
 // are staged row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of
@@ -560,7 +560,7 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 #endif
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int RT = 2;                                   // 16-row tiles per warp
-    static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (compat.h)
+    static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (the tile header)
     // keys per tile: 64 (half the barriers, online-softmax updates and tile waits per key of
     // 32: 203 -> 212 TFLOP/s on the H100) where the shared memory holds two stages of them
     static const int BM = 16 * RT * NW, BN = DP > 64 && STAGES == 1 ? 32 : 64, LD = DP + 8;
@@ -588,10 +588,11 @@ template <typename T, int ROWS, int DP> struct Swizzled128 {
         return c / AW * ROWS * AW + r * AW + ((cc / CH) ^ (r & 7)) * CH + cc % CH;
     }
 #if defined(TL_HAS_WGMMA)
-    // wgmma descriptors of the tile from p on (compat.h tl_wg_desc_sw128): K-major (its rows
-    // along M or N) and MN-major (its rows along K); what to add to them for product c of a
-    // K-major operand (16 values along K: column block c / 4, 32 bytes into its rows) and
-    // product n of an MN-major one (rows 16n .. 16n+15), in the descriptor's 16-byte units.
+    // wgmma descriptors of the tile from p on (tensor_cores_nvidia.h tl_wg_desc_sw128):
+    // K-major (its rows along M or N) and MN-major (its rows along K); what to add to them for
+    // product c of a K-major operand (16 values along K: column block c / 4, 32 bytes into its
+    // rows) and product n of an MN-major one (rows 16n .. 16n+15), in the descriptor's 16-byte
+    // units.
     static TL_DEV u64 kmajor(const T* p) { return tl_wg_desc_sw128(p, 16, 1024); }
     static TL_DEV u64 mnmajor(const T* p) { return tl_wg_desc_sw128(p, ROWS * 128, 1024); }
     static TL_DEV u64 kstep(int c) { return (u64)((c / 4 * ROWS * 128 + c % 4 * 32) >> 4); }
@@ -731,7 +732,7 @@ TL_DEV bool mma_softmax_tile(TlAcc (&s)[RT][NT], float (&m)[RT][TL_MMA_ROW_SLOTS
                 }
                 // one 16x16 tile's mask reads at a time: all of them in flight at once
                 // cost registers the whole loop pays for (spills, NVRTC 13)
-                asm volatile("" ::: "memory");
+                tl_compiler_barrier();
             }
         f = 1.0f;
     }
@@ -931,9 +932,9 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 // ---- Hopper forward (sm_90a warpgroup products; f16/bf16, DP 64 or 128) ----------------
 // Same contract as flash_fwd. A block is WG_FWD_GROUPS warpgroups of 4 warps (threads
 // (32, 4 * WG_FWD_GROUPS)); warpgroup g owns query rows l0 + 64g .. +64 and computes, per key
-// tile, S = Q K^T (64 x BN) and O += P V (64 x DP) as wgmma products (compat.h): Q, K and V
-// are read by the tensor cores straight from shared memory, P from the registers S was
-// rounded into. The accumulators are per warp what flash_fwd_mma holds for one 16-row tile,
+// tile, S = Q K^T (64 x BN) and O += P V (64 x DP) as wgmma products (tensor_cores_nvidia.h):
+// Q, K and V are read by the tensor cores straight from shared memory, P from the registers S
+// was rounded into. The accumulators are per warp what flash_fwd_mma holds for one 16-row tile,
 // so the masking, the online softmax and the end are its (mma_softmax_tile, mma_fwd_finish).
 // The products overlap the softmax (FlashAttention-3's pipelining within a warpgroup): S_{j+1}
 // is issued before P_j V_j, and its softmax runs while P_j V_j does; O is rescaled and S_{j+1}
@@ -967,7 +968,7 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     T* const skv = sq + BM * DP;  // stage b: K at skv + b * STAGE, V after it
     // the warp and its group; g from lane 0, so that ptxas knows it is uniform in the warp (else a
     // branch on it around a product is 'divergent', and ptxas serializes every product)
-    const int w = threadIdx.y, g = __shfl_sync(0xffffffffu, w / 4, 0);
+    const int w = threadIdx.y, g = tl_shfl(w / 4, 0);
 
     // Block order as flash_fwd_mma: a head's query tiles together, heaviest first.
     const i64 nq = (p.L + BM - 1) / BM;
@@ -1425,7 +1426,7 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     float* const slse = (float*)(sds + BN * BM);  // stage s: BM lse (log2 units; +inf: the row contributes nothing)
     float* const sdr = slse + ST * BM;            // stage s: BM Dr
     // the group from lane 0: known to be warp-uniform (see flash_fwd_wg)
-    const int w = threadIdx.y, grp = __shfl_sync(0xffffffffu, w / 4, 0), tid = w * TL_MMA_LANES + threadIdx.x;
+    const int w = threadIdx.y, grp = tl_shfl(w / 4, 0), tid = w * TL_MMA_LANES + threadIdx.x;
 
     // Block order as flash_bwd_mma: a kv head's key tiles together, the first (most queries
     // under a causal mask) first.

@@ -1,11 +1,13 @@
-// compat.h -- the only kernel file that knows which vendor compiles it.
-//
-// Every kernels/<family>.hip includes this header and is compiled from the same text by
-// hiprtc (AMD, `--offload-arch=gfx90a` etc.) and by NVRTC (NVIDIA, `-arch=sm_XX`).
-// Part 1 maps the few vendor differences (no headers are included: hiprtc predefines the
-// HIP device API and including hip_fp16.h again fails; NVRTC needs no header for what we
-// use). Part 2 is portable: storage types, conversions, the by-value layout struct and
-// the warp/block reductions that the families share.
+// compat.h -- the portable shim: every kernels/<family>.hip includes it (directly or through
+// rows.h) and is compiled from the same text by hiprtc (AMD, `--offload-arch=gfx90a` etc.) and
+// by NVRTC (NVIDIA, `-arch=sm_XX`).
+// Part 1 maps the few vendor differences of the basic primitives (no headers are included:
+// hiprtc predefines the HIP device API and including hip_fp16.h again fails; NVRTC needs no
+// header for what we use). Part 2 is portable: storage types, conversions, the by-value layout
+// struct and the warp/block reductions that the families share. Part 3 takes what only one
+// vendor has from that vendor's header (nvidia.h, tensor_cores_nvidia.h, matrix_cores_amd.h),
+// each feature announced by a TL_HAS_* macro, and adds the portable fallbacks and helpers.
+// Kernel sources and rows.h test those macros, never the vendor.
 #pragma once
 
 // =====================================================================================
@@ -38,12 +40,16 @@ typedef long long i64;
 
 // Shuffle-xor within groups of `width` lanes (a power of two <= warpSize). CDNA
 // wavefronts have 64 lanes, NVIDIA warps 32: callers pass the width, never assume 32.
+// tl_shfl: lane src's v, for every lane of the warp (read from lane 0 also to tell the
+// compiler that a value is uniform in the warp).
 #if defined(TL_HIP)
 template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) { return __shfl_xor(v, mask, width); }
+template <typename T> TL_DEV T tl_shfl(T v, int src) { return __shfl(v, src); }
 #else
 template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
     return __shfl_xor_sync(0xffffffffu, v, mask, width);
 }
+template <typename T> TL_DEV T tl_shfl(T v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 #endif
 
 // Whether p holds on any lane of the warp (wavefront); every lane must call it.
@@ -80,6 +86,11 @@ TL_DEV float tl_f16_bits_to_f32(u16 u) { float r; asm("cvt.f32.f16 %0, %1;" : "=
 // =====================================================================================
 // Part 2: portable helpers
 // =====================================================================================
+
+// ---- ordering -------------------------------------------------------------------------
+// An empty statement that the compiler may not move memory accesses across (it emits
+// nothing): keeps loads the caller wants issued in separate batches apart.
+TL_DEV void tl_compiler_barrier() { asm volatile("" ::: "memory"); }
 
 // ---- bit casts ----------------------------------------------------------------------
 TL_DEV u32 tl_f32_bits(float x) { union { float f; u32 u; } b; b.f = x; return b.u; }
@@ -144,21 +155,6 @@ template <> struct Tr<bf16> {
     static TL_DEV float load(bf16 x) { return tl_bf16_bits_to_f32(x.bits); }
     static TL_DEV bf16 store(float x) { bf16 r; r.bits = tl_f32_to_bf16_bits(x); return r; }
 };
-#if defined(TL_CUDA)
-// A word of two 16-bit values (lo in the low half) widened to f32 by volatile asm: the same
-// conversions as Tr<T>::load, which the compiler may not move (rows.h widen_held).
-template <typename T> TL_DEV void tl_unpack2_opaque(u32 w, float& lo, float& hi);
-template <> TL_DEV void tl_unpack2_opaque<bf16>(u32 w, float& lo, float& hi) {
-    u32 l, h;  // bf16 -> f32 is exact: its bits become the upper half (selector 4: a zero byte)
-    asm volatile("prmt.b32 %0, %2, 0, 0x1044;\n\tprmt.b32 %1, %2, 0, 0x3244;" : "=r"(l), "=r"(h) : "r"(w));
-    lo = tl_bits_f32(l);
-    hi = tl_bits_f32(h);
-}
-template <> TL_DEV void tl_unpack2_opaque<f16>(u32 w, float& lo, float& hi) {
-    asm volatile("{ .reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h; }"
-                 : "=f"(lo), "=f"(hi) : "r"(w));
-}
-#endif
 template <> struct Tr<u8> {
     typedef u32 acc; static const bool is_float = false;
     static TL_DEV u32 load(u8 x) { return x; }
@@ -545,238 +541,31 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_FOR_ALL(M) TL_FOR_FLOATS(M) TL_FOR_NONFLOATS(M)
 
 // =====================================================================================
-// Part 3: warp-level tensor-core tiles (f16/bf16 in, f32 accumulate)
+// Part 3: what only one vendor has (its own header) and the portable fallbacks
 // =====================================================================================
+#if defined(TL_CUDA)
+#include "nvidia.h"  // PTX: 16-bit pairs, 16-byte stores, shared addresses, cp.async
+#endif
+
+// ---- warp-level tensor-core tiles (f16/bf16 in, f32 accumulate) ------------------------
 // One warp (wavefront) computes a 16x16 f32 tile C += A (16x16) * B (16x16) per
-// tl_mma_16x16x16<T>. The register layouts differ per vendor and stay in here: callers
-// load fragments from shared memory with the helpers below and touch the accumulator
+// tl_mma_16x16x16<T>. The register layouts differ per vendor and stay in the vendor headers:
+// callers load fragments from shared memory with the helpers there and touch the accumulator
 // only through TL_MMA_ACC_N elements per lane whose (row, col) the helpers name.
 // Loads: tl_mma_load_a (A row-major), tl_mma_load_a_t (A stored transposed), tl_mma_load_b_nk
 // / _kn (B stored n- / k-major); an accumulator becomes the next product's A operand
 // (tl_mma_acc_to_a) or a T tile in shared memory (tl_mma_store_acc).
-//   NVIDIA sm_80+: two mma.sync.m16n8k16 per tile (32 lanes, 8 floats per lane);
-//                  fragments come from ldmatrix (shared-memory rows 16-byte aligned).
-//   AMD gfx90a/gfx94x: one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes, 4 floats per lane).
+//   NVIDIA sm_80+ (tensor_cores_nvidia.h): two mma.sync.m16n8k16 per tile (32 lanes, 8 floats
+//                  per lane); fragments come from ldmatrix (shared-memory rows 16-byte aligned).
+//   AMD gfx90a/gfx94x (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
+//                  4 floats per lane).
 // TL_HAS_MMA is defined only where one of these exists; the host never launches an MMA
 // kernel elsewhere. Every lane of the warp must call each helper (they exchange registers);
 // the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define TL_HAS_MMA 1
-#define TL_MMA_ACC_N 8      // accumulator floats per lane
-#define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
-#define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
-#define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
-#define TL_MMA_STAGES 2     // K/V buffers of the MMA forward (shared memory: up to 227 KiB per block)
-struct TlFragA { u32 x[4]; };
-struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
-struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2
-
-TL_DEV int tl_lane() { return (int)(threadIdx.x & 31); }
-TL_DEV int tl_mma_acc_slot(int i) { return (i >> 1) & 1; }
-TL_DEV int tl_mma_slot_row(int s) { return (tl_lane() >> 2) + 8 * s; }
-TL_DEV int tl_mma_acc_col(int i) { return 8 * (i >> 2) + 2 * (tl_lane() & 3) + (i & 1); }
-
-// The 32-bit shared-memory address of p. The compiler's own conversion (not inline asm):
-// it sees through it, so addresses stay 32-bit shared offsets ([R+imm] operands of LDSM /
-// LDGSTS) instead of 64-bit generic pointers converted one by one.
-TL_DEV u32 tl_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-TL_DEV void tl_ldmatrix_x4(u32* r, const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
-}
-TL_DEV void tl_ldmatrix_x4_trans(u32* r, const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)));
-}
-// A[r][k] = p[r * ld + k] (16-bit storage, ld a multiple of 8)
-template <typename T> TL_DEV void tl_mma_load_a(TlFragA& f, const T* p, int ld) {
-    const int l = tl_lane();
-    tl_ldmatrix_x4(f.x, p + ((l & 7) + 8 * ((l >> 3) & 1)) * ld + 8 * (l >> 4));
-}
-// B[k][n] = p[n * ld + k] (B stored n-major, e.g. K for Q K^T)
-template <typename T> TL_DEV void tl_mma_load_b_nk(TlFragB& f, const T* p, int ld) {
-    const int l = tl_lane();
-    tl_ldmatrix_x4(f.x, p + ((l & 7) + 8 * (l >> 4)) * ld + 8 * ((l >> 3) & 1));
-}
-// B[k][n] = p[k * ld + n] (B stored k-major, e.g. V for P V)
-template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int ld) {
-    const int l = tl_lane();
-    tl_ldmatrix_x4_trans(f.x, p + ((l & 7) + 8 * ((l >> 3) & 1)) * ld + 8 * (l >> 4));
-}
-// A[r][k] = p[k * ld + r] (A stored transposed, e.g. dS^T for dS K): the B_kn addressing
-// with the two 8x8 halves of k and r swapped.
-template <typename T> TL_DEV void tl_mma_load_a_t(TlFragA& f, const T* p, int ld) {
-    const int l = tl_lane();
-    tl_ldmatrix_x4_trans(f.x, p + ((l & 7) + 8 * (l >> 4)) * ld + 8 * ((l >> 3) & 1));
-}
-template <typename T> TL_DEV u32 tl_pack2(float lo, float hi);
-template <> TL_DEV u32 tl_pack2<bf16>(float lo, float hi) {
-    u32 r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-}
-template <> TL_DEV u32 tl_pack2<f16>(float lo, float hi) {
-    u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-}
-// An accumulator rounded to T into p[row * ld + col] (ld even): column pairs as one word.
-template <typename T> TL_DEV void tl_mma_store_acc(T* p, int ld, const TlAcc& c) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 8; i += 2)
-        *(u32*)(p + ((l >> 2) + 8 * ((i >> 1) & 1)) * ld + 8 * (i >> 2) + 2 * (l & 3)) = tl_pack2<T>(c.x[i], c.x[i + 1]);
-}
-// p[row * ld + col] += scale * c[row][col] for row < rows, col < cols, atomically (f32
-// partial sums from several blocks); zeros are skipped. Column pairs as one vector
-// reduction where the hardware has it (sm_90) and the pair is complete and aligned.
-TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale, int rows, int cols) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 8; i += 2) {
-        const int r = (l >> 2) + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l & 3);
-        if (r >= rows) continue;
-        float* q = p + r * ld + col;
-        const float a = c.x[i] * scale, b = c.x[i + 1] * scale;
-#if __CUDA_ARCH__ >= 900
-        if (col + 1 < cols && ((u64)q & 7) == 0) {
-            if (a != 0.0f || b != 0.0f) asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(a), "f"(b) : "memory");
-            continue;
-        }
-#endif
-        if (col < cols && a != 0.0f) atomicAdd(q, a);
-        if (col + 1 < cols && b != 0.0f) atomicAdd(q + 1, b);
-    }
-}
-// The same for a complete tile (16 rows, 16 cols) whose rows start 8-byte aligned, zeros
-// included (no per-element test): on sm_90 column pairs as 4 vector reductions per lane.
-TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
-    const int l = tl_lane();
-    float* r0 = p + (l >> 2) * ld + 2 * (l & 3);  // row l/4; row l/4 + 8 is 8 * ld further
-    float* r8 = r0 + 8 * ld;
-#pragma unroll
-    for (int i = 0; i < 8; i += 2) {
-        float* q = ((i & 2) ? r8 : r0) + 8 * (i >> 2);
-#if __CUDA_ARCH__ >= 900
-        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(q), "f"(c.x[i] * scale), "f"(c.x[i + 1] * scale)
-                     : "memory");
-#else
-        atomicAdd(q, c.x[i] * scale);
-        atomicAdd(q + 1, c.x[i + 1] * scale);
-#endif
-    }
-}
-// An accumulator rounded to T as the A operand of the next product (P of P V): on NVIDIA
-// the m16n8 accumulator layout is the A layout, so this is a register repack.
-template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) f.x[r] = tl_pack2<T>(c.x[2 * r], c.x[2 * r + 1]);
-}
-#define TL_MMA_PTX(TY)                                                                          \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, "      \
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                       \
-                 : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]), "+f"(c.x[4 * h + 3]) \
-                 : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[2 * h]), "r"(b.x[2 * h + 1]))
-template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
-template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) TL_MMA_PTX("bf16");
-}
-template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) TL_MMA_PTX("f16");
-}
-#undef TL_MMA_PTX
-
+#include "tensor_cores_nvidia.h"  // and Hopper's warpgroup products (TL_HAS_WGMMA) on sm_90a
 #elif defined(TL_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
-#define TL_HAS_MMA 1
-#define TL_MMA_ACC_N 4
-#define TL_MMA_ROW_SLOTS 4
-#define TL_MMA_ROW_LANES 16
-#define TL_MMA_LANES 64
-#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
-typedef short tl_short4 __attribute__((ext_vector_type(4)));
-typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
-typedef float tl_float4 __attribute__((ext_vector_type(4)));
-// lane l holds A[l % 16][4 * (l / 16) + i], B[4 * (l / 16) + i][l % 16], C[4 * (l / 16) + i][l % 16]
-struct TlFragA { tl_short4 x; };
-struct TlFragB { tl_short4 x; };
-struct TlAcc { float x[4]; };
-
-TL_DEV int tl_lane() { return (int)(threadIdx.x & 63); }
-TL_DEV int tl_mma_acc_slot(int i) { return i; }
-TL_DEV int tl_mma_slot_row(int s) { return 4 * (tl_lane() >> 4) + s; }
-TL_DEV int tl_mma_acc_col(int i) { return tl_lane() & 15; }
-
-template <typename T> TL_DEV void tl_mma_load_a(TlFragA& f, const T* p, int ld) {
-    const int l = tl_lane();
-    const u16* q = (const u16*)(p + (l & 15) * ld + 4 * (l >> 4));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i];
-}
-template <typename T> TL_DEV void tl_mma_load_b_nk(TlFragB& f, const T* p, int ld) {
-    const int l = tl_lane();
-    const u16* q = (const u16*)(p + (l & 15) * ld + 4 * (l >> 4));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i];
-}
-template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int ld) {
-    const int l = tl_lane();
-    const u16* q = (const u16*)(p + 4 * (l >> 4) * ld + (l & 15));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i * ld];
-}
-template <typename T> TL_DEV void tl_mma_load_a_t(TlFragA& f, const T* p, int ld) {
-    const int l = tl_lane();
-    const u16* q = (const u16*)(p + 4 * (l >> 4) * ld + (l & 15));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f.x[i] = (short)q[i * ld];
-}
-template <typename T> TL_DEV void tl_mma_store_acc(T* p, int ld, const TlAcc& c) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[(4 * (l >> 4) + i) * ld + (l & 15)] = Tr<T>::store(c.x[i]);
-}
-TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale, int rows, int cols) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int r = 4 * (l >> 4) + i, col = l & 15;
-        const float a = c.x[i] * scale;
-        if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
-    }
-}
-TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) atomicAdd(p + (4 * (l >> 4) + i) * ld + (l & 15), c.x[i] * scale);
-}
-// The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
-// held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
-template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
-    const int l = tl_lane();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int src = 4 * (l >> 4) + i + 16 * ((l & 15) >> 2);
-        float v = 0.0f;
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const float x = __shfl(c.x[r], src, 64);
-            if ((l & 3) == r) v = x;
-        }
-        f.x[i] = (short)Tr<T>::store(v).bits;
-    }
-}
-template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
-template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
-    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
-    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(tl_half4, a.x), __builtin_bit_cast(tl_half4, b.x),
-                                                acc, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
-}
-template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
-    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
-    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, acc, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
-}
+#include "matrix_cores_amd.h"
 #endif
 
 #ifndef TL_MMA_LANES
@@ -803,116 +592,15 @@ TL_DEV float tl_mma_row_sum(float v) {
 }
 #endif
 
-// ---- Hopper warpgroup products (sm_90a: wgmma) -------------------------------------------
-// A warpgroup (4 consecutive warps, the first a multiple of 4 in the block) computes a 64 x N
-// f32 tile D (+)= A (64 x 16) B (16 x N) asynchronously: products are issued after
-// tl_wg_fence() (which orders any other register writes to D and A before them), committed
-// as a group by tl_wg_commit(), and D is read after tl_wg_wait<0>() and tl_wg_hold(D). D is
-// N / 16 TlAcc tiles in which warp w of the group holds rows 16w .. 16w+15 in Part 3's m16n8
-// layout, so the tile helpers above apply per warp, and tl_mma_acc_to_a turns a tile into
-// the A operand of a register-A product (P of P V, P^T of P^T dO). Shared-memory operands
-// (16-bit values) are described by tl_wg_desc_sw128. Shared memory written by stores or
-// cp.async is read by wgmma only after each writer's tl_fence_async_smem() and a barrier.
-// Products issued in a branch that may not run, and registers of an unfinished product read
-// or written, make ptxas serialize every product of the kernel ('Potential Performance Loss'
-// in its -v output; tests/test_kernels_sm90.py checks). sm_90a only (cuda.py compiles for it
-// on cc 9.0).
-#if defined(TL_CUDA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TL_HAS_WGMMA 1
-// A matrix in 128-byte swizzled rows: groups of 8 rows of 128 bytes, 1024-byte aligned, the
-// 16-byte chunk k of row r stored at chunk k ^ (r % 8); p points into such a group (at the
-// operand's first 16 values along K for K-major operands). `lead`: for MN-major operands
-// (B stored K x N: V of P V; A stored K x M: dS^T of dS K) the bytes between groups of 64
-// values along M/N, unused for K-major ones; `rows8`: the bytes between groups of 8 rows
-// (along M/N for K-major, along K for MN-major). Checked on the H100 by the attention tests
-// (flash_fwd_wg, flash_bwd_wg).
-TL_DEV u64 tl_wg_desc_sw128(const void* p, u32 lead, u32 rows8) {
-    return (u64)((tl_smem_addr(p) & 0x3FFFF) >> 4) | ((u64)(lead >> 4) << 16) | ((u64)(rows8 >> 4) << 32) |
-           (1ull << 62);  // layout type 1: 128-byte swizzle
-}
-TL_DEV void tl_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-TL_DEV void tl_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> TL_DEV void tl_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-TL_DEV void tl_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// The compiler sees a product write D when it is issued: after the wait, every use of D is
-// made to depend on this (empty) statement, so none is scheduled before the wait.
-template <int K> TL_DEV void tl_wg_hold(TlAcc (&d)[K]) {
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[k].x[i])::"memory");
-}
-// D = (acc ? D : 0) + A B with A (64 x 16) and B (16 x N) in shared memory, each K-major (A
-// stored M x K, B stored N x K: K of Q K^T) or, with TA / TB = 1, MN-major (A stored K x M:
-// dS^T of dS K; B stored K x N: V of P V); D += A B with A in registers (each warp its 16
-// rows) and B stored K x N (MN-major).
-template <typename T, int N> struct TlWg;
-template <typename T, int N, int TA = 0, int TB = 0>
-TL_DEV void tl_wg_ss(TlAcc (&d)[N / 16], u64 a, u64 b, int acc) { TlWg<T, N>::template ss<TA, TB>(d, a, b, acc); }
-template <typename T, int N> TL_DEV void tl_wg_rs(TlAcc (&d)[N / 16], const TlFragA& a, u64 b) {
-    TlWg<T, N>::rs(d, a, b);
-}
-#define TL_WG_ACC(c) "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3]), "+f"(c.x[4]), "+f"(c.x[5]), \
-                     "+f"(c.x[6]), "+f"(c.x[7])
-#define TL_WG_ACC64(d) TL_WG_ACC(d[0]), TL_WG_ACC(d[1]), TL_WG_ACC(d[2]), TL_WG_ACC(d[3])
-#define TL_WG_ACC128(d) TL_WG_ACC64(d), TL_WG_ACC(d[4]), TL_WG_ACC(d[5]), TL_WG_ACC(d[6]), TL_WG_ACC(d[7])
-#define TL_WG_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
-                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define TL_WG_D128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
-                   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-                   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-                   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-// N, its D operand list and accumulator constraints, then the numbers of the operands after D
-#define TL_WG_PRODUCTS(T, TY, N, DSTR, ACCS, I0, I1, I2, I3, I4)                                    \
-    template <> struct TlWg<T, N> {                                                                  \
-        template <int TA, int TB> static TL_DEV void ss(TlAcc (&d)[N / 16], u64 a, u64 b, int acc) { \
-            asm volatile("{ .reg .pred p; setp.ne.b32 p, %" I2 ", 0; wgmma.mma_async.sync.aligned.m64n" #N \
-                         "k16.f32." TY "." TY " " DSTR ", %" I0 ", %" I1 ", p, 1, 1, %" I3 ", %" I4 "; }" \
-                         : ACCS(d) : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB) : "memory");         \
-        }                                                                                            \
-        static TL_DEV void rs(TlAcc (&d)[N / 16], const TlFragA& a, u64 b) {                         \
-            asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n" #N   \
-                         "k16.f32." TY "." TY " " DSTR ", {%" I0 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 \
-                         ", p, 1, 1, 1; }"                                                           \
-                         : ACCS(d) : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b) : "memory"); \
-        }                                                                                            \
-    };
-#define TL_WG_TYPE(T, TY)                                                                    \
-    TL_WG_PRODUCTS(T, TY, 64, TL_WG_D64, TL_WG_ACC64, "32", "33", "34", "35", "36")    \
-    TL_WG_PRODUCTS(T, TY, 128, TL_WG_D128, TL_WG_ACC128, "64", "65", "66", "67", "68")
-TL_WG_TYPE(bf16, "bf16")
-TL_WG_TYPE(f16, "f16")
-#undef TL_WG_TYPE
-#undef TL_WG_PRODUCTS
-#undef TL_WG_D64
-#undef TL_WG_D128
-#undef TL_WG_ACC128
-#undef TL_WG_ACC64
-#undef TL_WG_ACC
-#endif
-
-// 16-byte global -> shared copies that may complete asynchronously (NVIDIA sm_80+:
-// cp.async, waited for by tl_cp_async_wait_all / _prior; elsewhere a plain copy). `dst` and `src`
-// 16-byte aligned; the copy is visible to other threads after the wait and a barrier.
-#if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-TL_DEV void tl_cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src));
-}
-// 16 bytes to dst + OFF bytes (OFF a compile-time constant: the immediate of the instruction,
-// so copies into one tile share one address register); zeros where !keep (src not read).
-template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16;" :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF));
-}
-template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {
-    asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16, %3;"
-                 :: "r"(tl_smem_addr(dst)), "l"(src), "n"(OFF), "r"(keep ? 16 : 0));
-}
-TL_DEV void tl_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-TL_DEV void tl_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-// Wait until at most N of this thread's most recent committed groups are pending (a
-// pipeline of N + 1 stages: the oldest group is in, the later ones may still be landing).
-template <int N> TL_DEV void tl_cp_async_wait_prior() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-#else
+// ---- asynchronous tile copies ----------------------------------------------------------
+// 16-byte global -> shared copies that may complete asynchronously (nvidia.h on sm_80+:
+// cp.async; elsewhere the plain copies below), waited for by tl_cp_async_wait_all / _prior.
+// `dst` and `src` 16-byte aligned; the copy is visible to other threads after the wait and a
+// barrier. tl_cp_async16_at<OFF>: 16 bytes to dst + OFF bytes (OFF a compile-time constant);
+// _zfill_at: zeros where !keep (src not read). tl_cp_async_wait_prior<N>: wait until at most
+// N of this thread's most recent committed groups are pending (a pipeline of N + 1 stages:
+// the oldest group is in, the later ones may still be landing).
+#if !defined(TL_HAS_CP_ASYNC)
 TL_DEV void tl_cp_async16(void* dst, const void* src) { *(Vec4<u32>*)dst = *(const Vec4<u32>*)src; }
 template <int OFF> TL_DEV void tl_cp_async16_at(void* dst, const void* src) { tl_cp_async16((char*)dst + OFF, src); }
 template <int OFF> TL_DEV void tl_cp_async16_zfill_at(void* dst, const void* src, bool keep) {

@@ -34,7 +34,7 @@
 template <typename T>
 struct RowRegs {
     typedef typename Tr<T>::acc A;
-    // V, vectors held per thread (launch.py _row_vectors mirrors it): 8 for 16-bit types,
+    // V, vectors held per thread (launch.py row_vectors mirrors it): 8 for 16-bit types,
     // else 4. On the H100 at rows of 4096, 8 took bf16 softmax from 84% to 90% of the copy
     // bandwidth and rms_norm from 88% to 90%, but f32 rms_norm from 94% to 89%; 2 was slower.
     enum { N = 16 / sizeof(T), V = sizeof(T) == 2 ? 8 : 4 };

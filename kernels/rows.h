@@ -19,13 +19,14 @@ TL_DEV void load_run(const T* p, i64 s, typename Tr<T>::acc* dst) {
         for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(p[r * s]);
     }
 }
-// q = src rounded to T. f16/bf16 on NVIDIA sm_80+ round pairs with one cvt.rn.{f16x2,bf16x2}.f32,
-// fewer instructions and registers than compat.h's per-element rounding: on the H100 bf16
+// q = src rounded to T. f16/bf16 round pairs with one instruction where there is one
+// (TL_HAS_PACK2: NVIDIA sm_80+ cvt.rn.{f16x2,bf16x2}.f32, nvidia.h tl_pack2), fewer
+// instructions and registers than compat.h's per-element rounding: on the H100 bf16
 // layer_norm +19%, rms_norm +7%, softmax +6% (RowRegs::store), rope +4% (store_run_aligned;
 // it was -22% while NVRTC split rope's stores into 4-byte pieces).
 template <typename T, int R>
 TL_DEV void round_run(Run<T, R>& q, const typename Tr<T>::acc* src) {
-#if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(TL_HAS_PACK2)
     if constexpr (sizeof(T) == 2 && R % 2 == 0) {
 #pragma unroll
         for (int r = 0; r < R; r += 2) *(u32*)&q.v[r] = tl_pack2<T>(src[r], src[r + 1]);
@@ -36,12 +37,13 @@ TL_DEV void round_run(Run<T, R>& q, const typename Tr<T>::acc* src) {
     for (int r = 0; r < R; ++r) q.v[r] = Tr<T>::store(src[r]);
 }
 // dst = a run held in registers across a loop (fused.hip RowRegs::Operand), widened where
-// it is used. On NVIDIA the 16-bit pairs are widened by volatile asm, which NVVM does not
-// hoist out of the loop: hoisted, the widened f32 values take twice the registers of the
-// held pairs (bf16 layer_norm: 118 registers at 4 vectors per thread instead of 80).
+// it is used. On NVIDIA the 16-bit pairs are widened by volatile asm (TL_HAS_UNPACK2_OPAQUE:
+// nvidia.h tl_unpack2_opaque), which NVVM does not hoist out of the loop: hoisted, the widened
+// f32 values take twice the registers of the held pairs (bf16 layer_norm: 118 registers at 4
+// vectors per thread instead of 80).
 template <typename T, int R>
 TL_DEV void widen_held(const Run<T, R>& q, typename Tr<T>::acc* dst) {
-#if defined(TL_CUDA)
+#if defined(TL_HAS_UNPACK2_OPAQUE)
     if constexpr (sizeof(T) == 2 && R % 2 == 0) {
 #pragma unroll
         for (int r = 0; r < R; r += 2) tl_unpack2_opaque<T>(*(const u32*)&q.v[r], dst[r], dst[r + 1]);
@@ -52,17 +54,17 @@ TL_DEV void widen_held(const Run<T, R>& q, typename Tr<T>::acc* dst) {
     for (int r = 0; r < R; ++r) dst[r] = Tr<T>::load(q.v[r]);
 }
 // p[r] = src[r], p aligned to the run: one store. A 16-byte run is written by one explicit
-// 16-byte store on NVIDIA: NVRTC 13 split most of rope's plain Run stores into four 4-byte
-// stores (seen in its SASS, with or without __builtin_assume_aligned), which cost L2
-// bandwidth (ncu: 2/3 of rope bf16's store sectors excessive).
+// 16-byte store where there is one (TL_HAS_STORE_GLOBAL16: NVIDIA, nvidia.h): NVRTC 13 split
+// most of rope's plain Run stores into four 4-byte stores (seen in its SASS, with or without
+// __builtin_assume_aligned), which cost L2 bandwidth (ncu: 2/3 of rope bf16's store sectors
+// excessive).
 template <typename T, int R>
 TL_DEV void store_run_aligned(T* p, const typename Tr<T>::acc* src) {
     union { Run<T, R> run; u32 w[(sizeof(Run<T, R>) + 3) / 4]; } q;
     round_run<T, R>(q.run, src);
-#if defined(TL_CUDA)
+#if defined(TL_HAS_STORE_GLOBAL16)
     if constexpr (sizeof(Run<T, R>) == 16) {
-        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; st.global.v4.b32 [g], {%1, %2, %3, %4}; }"
-                     ::"l"(p), "r"(q.w[0]), "r"(q.w[1]), "r"(q.w[2]), "r"(q.w[3]) : "memory");
+        tl_store_global16(p, q.w);
         return;
     }
 #endif

@@ -3,7 +3,7 @@ target on cc 9.0, for wgmma) without a GPU or driver, through the
 cuda platform's own compile path (NVRTC via backends/rocm/compiler.py), and checked against
 the dispatch table: the sm_90a counterpart of test_kernels_gfx90a.py.
 
-This is what compiles the CUDA-only code (compat.h's NVIDIA branch, inline PTX: mma.sync,
+This is what compiles the CUDA-only code (kernels/nvidia.h and tensor_cores_nvidia.h, inline PTX: mma.sync,
 ldmatrix, cp.async, red, wgmma) where no NVIDIA GPU is lent: NVRTC's output is a CUBIN, so ptxas
 has checked the PTX too.
 

@@ -154,7 +154,7 @@ class PlatformBase:
     RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
     RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
     RTC_THREAD_SAFE = True   # may programs compile concurrently in several threads?
-    MMA_STAGES = 1           # compat.h TL_MMA_STAGES of the vendor: K/V buffers of the tensor-core attention
+    MMA_STAGES = 1           # TL_MMA_STAGES of the vendor's tile header: K/V buffers of the tensor-core attention
 
     def __init__(self, *cdefs):
         self.ffi = cffi.FFI()
@@ -168,7 +168,7 @@ class PlatformBase:
 
     def matrix_cores(self, arch: str):
         """The matrix instructions the attention kernels may use in code built for `arch`
-        (compat.h TL_HAS_WGMMA / TL_HAS_MMA): "wgmma" (Hopper warpgroups), "mma" (NVIDIA
+        (TL_HAS_WGMMA / TL_HAS_MMA, compat.h Part 3): "wgmma" (Hopper warpgroups), "mma" (NVIDIA
         mma.sync or AMD MFMA), or None. Vendor knowledge: each platform answers for its archs."""
         return None
 

@@ -173,7 +173,7 @@ class CudaPlatform(PlatformBase):
     BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
-    MMA_STAGES = 2       # compat.h TL_MMA_STAGES: up to 227 KiB of shared memory per block hold two K/V stages
+    MMA_STAGES = 2       # tensor_cores_nvidia.h TL_MMA_STAGES: up to 227 KiB of shared memory per block hold two K/V stages
 
     def __init__(self):
         super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
@@ -268,7 +268,7 @@ class CudaPlatform(PlatformBase):
         total = self.ffi.new("size_t*")
         self.check("cuDeviceTotalMem_v2", self.rt.cuDeviceTotalMem_v2(total, dev))
         cc = (attrs.pop("cc_major"), attrs.pop("cc_minor"))
-        # sm_90a: Hopper's arch-specific instructions (wgmma, kernels/compat.h) exist only in code
+        # sm_90a: Hopper's arch-specific instructions (wgmma, kernels/tensor_cores_nvidia.h) exist only in code
         # built for it, which then loads on cc 9.0 alone, as this device is
         arch = f"sm_{cc[0]}{cc[1]}" + ("a" if cc == (9, 0) else "")
         return {"name": self.ffi.string(name).decode(errors="replace"), "arch": arch,

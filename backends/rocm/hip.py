@@ -223,8 +223,8 @@ def strip_arch_features(gcn_arch_name: str) -> str:
 class AmdArchitectures:
     """What AMD's architectures offer the kernels, for every platform that runs AMD code
     objects (HipPlatform here, the emulated AMD platform)."""
-    MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA2/3: f16 and bf16_1k MFMA (compat.h TL_HAS_MMA)
-    MMA_STAGES = 1   # compat.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
+    MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA2/3: f16 and bf16_1k MFMA (matrix_cores_amd.h)
+    MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
 
     def matrix_cores(self, arch: str):
         return "mma" if arch in self.MFMA_ARCHS else None

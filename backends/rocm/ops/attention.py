@@ -213,7 +213,8 @@ _WG_BWD_BN, _WG_BWD_STAGES = 128, 3              # WG_BWD_BN, WG_BWD_STAGES in a
 
 
 def _mma_stages(dev) -> int:
-    """K/V buffers of the tensor-core forward (compat.h TL_MMA_STAGES, the platform's MMA_STAGES)."""
+    """K/V buffers of the tensor-core forward (TL_MMA_STAGES of the vendor's tile header, the platform's
+    MMA_STAGES)."""
     return dev.platform.MMA_STAGES
 
 
@@ -223,9 +224,10 @@ def _mma_bwd_warps(dev) -> int:
 
 
 def flash_wgmma(dev) -> bool:
-    """Whether sdpa and its backward take the Hopper kernels (flash_{fwd,bwd}_wg*: wgmma, compat.h
-    TL_HAS_WGMMA) where the tensor-core kernels cover the case: the platform says the arch has
-    wgmma, unless TENSORLITE_WGMMA=0 (read at every call) asks for the mma.sync kernels instead."""
+    """Whether sdpa and its backward take the Hopper kernels (flash_{fwd,bwd}_wg*: wgmma,
+    tensor_cores_nvidia.h TL_HAS_WGMMA) where the tensor-core kernels cover the case: the platform
+    says the arch has wgmma, unless TENSORLITE_WGMMA=0 (read at every call) asks for the mma.sync
+    kernels instead."""
     return (dev.platform.matrix_cores(dev.arch) == "wgmma"
             and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0")
 
