@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from tensorlite import dtype as dtypes
+from tensorlite import dtype as dtypes, op_table
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
                                 adam_state_dtype, check_cross_entropy, sdpa_layout, sdpa_mode)
 from tensorlite.dtype import cast_array
@@ -69,41 +69,58 @@ def _sigmoid(x):
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
+_MATH_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf_fallback(x) -> np.ndarray:
+    """float64 erf of an array of any shape by math.erf per element (~100 ns each): what
+    the cpu backend uses when scipy is not installed."""
+    # frompyfunc gives an object array, or a bare Python float for 0-d input
+    return np.asarray(_MATH_ERF(x), dtype=np.float64)
+
+
 _erf_f64 = None
 
 
 def _erf(x):
     """erf accurate to float64 rounding: scipy's vectorised erf when scipy is installed
-    (optional), else math.erf per element (~100 ns each; only erf and gelu_erf pay it)."""
+    (optional), else erf_fallback (only erf and gelu_erf pay for it)."""
     global _erf_f64
     if _erf_f64 is None:
         try:
             from scipy.special import erf as _erf_f64
         except ImportError:
-            _erf_f64 = lambda v: np.frompyfunc(math.erf, 1, 1)(v).astype(np.float64)  # noqa: E731
+            _erf_f64 = erf_fallback
     return _erf_f64(x.astype(np.float64)).astype(x.dtype)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
-UNARY_FLOAT = {
-    "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
-    "abs": np.abs, "neg": np.negative, "recip": np.reciprocal, "sqr": np.square,
-    "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "floor": np.floor,
-    "ceil": np.ceil, "round": np.round,  # np.round is half-to-even, like torch
-    "sign": np.sign, "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf,
+# The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
+# the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
+# float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
+_UNARY_NUMPY_LACKS = {
+    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf,
     "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))),
     "gelu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
 }
-# Integer (and bool) dtypes: the subset the contract requires; numpy raises TypeError
-# for the meaningless bool cases (neg of bool), which becomes DTypeError.
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
-UNARY_INT = {
-    "abs": np.abs, "neg": np.negative, "sqr": lambda x: x * x,
-    "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype),  # also bool
-    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
-    "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
-}
+_UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
+                   "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype)}
+
+
+def _unary_table(is_float: bool, is_bool: bool) -> dict:
+    """op name -> numpy implementation, for the ops the op table defines on that dtype class."""
+    table = {}
+    for op in op_table.UNARY:
+        if op_table.defined_for(op, is_float, is_bool):
+            own = None if is_float else _UNARY_NONFLOAT.get(op.name)
+            table[op.name] = own or op.numpy or _UNARY_NUMPY_LACKS[op.name]
+    return table
+
+
+UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(False, False), _unary_table(False, True)
 
 def _gelu_tanh_derivative(x):
     k, c = _SQRT_2_OVER_PI, 0.044715
@@ -117,10 +134,7 @@ UNARY_DERIVATIVE = {
     "gelu_erf": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi),
     "silu": lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x))),
 }
-BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-          "maximum": np.maximum, "minimum": np.minimum}
-CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-       "gt": np.greater, "ge": np.greater_equal}
+CMP = {op.name: op.numpy for op in op_table.COMPARE}
 REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
 
 
@@ -243,24 +257,24 @@ class CpuStorage(BackendStorage):
             return self._new(np.where(x > 0, x, alpha * np.expm1(x)))
 
     def unary_impl(self, op, layout):
-        table = UNARY_FLOAT if self.dtype.is_floating_point else UNARY_INT
+        dt = self.dtype
+        table = UNARY_FLOAT if dt.is_floating_point else UNARY_BOOL if dt is dtypes.bool_ else UNARY_INT
         if op not in table:
+            if op not in op_table.UNARY_BY_NAME:
+                raise ValueError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
             raise unsupported_dtype(op, self=(self, layout))
-        try:
-            with np.errstate(all="ignore"):
-                return self._new(table[op](self._read(layout, compute=True)))
-        except TypeError:
-            raise unsupported_dtype(op, self=(self, layout)) from None
+        with np.errstate(all="ignore"):
+            return self._new(table[op](self._read(layout, compute=True)))
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
-        if op == "div" and not self.dtype.is_floating_point:
+        row = op_table.BINARY_BY_NAME.get(op)
+        if row is None:
+            raise ValueError(f"binary_impl: unknown op {op!r}; expected one of {sorted(op_table.BINARY_BY_NAME)}")
+        if not op_table.defined_for(row, self.dtype.is_floating_point, self.dtype is dtypes.bool_):
             raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
-        try:
-            with np.errstate(all="ignore"):
-                return self._new(BINARY[op](a, b))
-        except TypeError:  # e.g. sub of bools
-            raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout)) from None
+        with np.errstate(all="ignore"):
+            return self._new(row.numpy(a, b))
 
     def cmp(self, op, rhs, lhs_layout, rhs_layout):
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)

@@ -7,7 +7,7 @@
 Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two platforms).
 `tl.backends.available()` says which can run here, or why not.
 """
-from . import backend as _backend
+from . import backend as _backend, op_table as _op_table
 from .autograd import enable_grad, is_grad_enabled, no_grad
 from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int64,
                     promote_types, set_default_dtype, uint8, uint32)
@@ -60,9 +60,9 @@ def _tensor_level_function(name):
     return fn
 
 
-for _n in ("exp", "log", "sin", "cos", "tanh", "abs", "neg", "reciprocal", "square", "sqrt", "erf", "relu",
-           "silu", "floor", "ceil", "round", "sign", "sigmoid", "add", "sub", "mul", "div", "pow", "eq", "ne",
-           "lt", "le", "gt", "ge", "flatten", "unflatten", "clip", "logical_not"):
+# tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
+for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for op in _op_table.BINARY] + [
+        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "logical_not"]:
     globals().setdefault(_n, _tensor_level_function(_n))
 
 __all__ = [n for n in dir() if not n.startswith("_")]

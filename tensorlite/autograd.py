@@ -123,18 +123,9 @@ def _topo_order(root):
     return reversed(order)
 
 
-def backward(root, gradient=None, retain_graph=False):
-    from .tensor import Tensor, ones_like
-    if not root.requires_grad:
-        raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
-    if gradient is None:
-        if root.numel() != 1:
-            raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
-                                  f"got shape {root.shape}; pass `gradient`")
-        gradient = ones_like(root)
-    elif not isinstance(gradient, Tensor):
-        from .tensor import tensor
-        gradient = tensor(gradient, dtype=root.dtype, device=root.device)
+def backward(root, gradient, retain_graph=False):
+    """Accumulate d(root)/d(leaf) * gradient into every leaf's .grad (Tensor.backward makes
+    `gradient`, a tensor of root's shape, and checks that root requires grad)."""
     grads = {id(root): gradient}
     pop, get = grads.pop, grads.get
     with no_grad():

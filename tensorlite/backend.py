@@ -24,14 +24,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from . import dtype as _dtypes
+from . import dtype as _dtypes, op_table as _op_table
 from .errors import BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
 from .layout import Layout
 
-UNARY_OPS = ("exp", "log", "sin", "cos", "tanh", "abs", "neg", "recip", "sqr", "sqrt", "gelu",
-             "gelu_erf", "erf", "relu", "silu", "floor", "ceil", "round", "sign", "sigmoid")
-BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
-CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+# the elementwise ops' names, from the op table (op_table.py)
+UNARY_OPS = tuple(op.name for op in _op_table.UNARY)
+BINARY_OPS = tuple(op.name for op in _op_table.BINARY)
+CMP_OPS = tuple(op.name for op in _op_table.COMPARE)
+UNARY_BACKWARD_OPS = tuple(op.name for op in _op_table.UNARY if op.grad == _op_table.FUSED)
 REDUCE_OPS = ("sum", "min", "max", "argmin", "argmax")
 
 
@@ -141,8 +142,9 @@ class BackendStorage(ABC):
 
     @abstractmethod
     def unary_impl(self, op: str, layout: Layout) -> "BackendStorage":
-        """op in UNARY_OPS. Same dtype out. Integer dtypes support abs, neg, sqr, sign,
-        relu (and floor/ceil/round as identity); the Tensor casts to float for the rest."""
+        """op in UNARY_OPS. Same dtype out. Integer and bool dtypes support the ops whose row
+        in op_table.UNARY says so (floor/ceil/round as identity); the Tensor casts to float
+        for the rest."""
 
     @abstractmethod
     def binary_impl(self, op: str, rhs: "BackendStorage", lhs_layout: Layout,
@@ -213,6 +215,15 @@ class BackendStorage(ABC):
         out = self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout))
         return out.binary_impl("add", bias, Layout.contiguous((m, n)),
                                Layout((m, n), (0, bias_layout.strides[0]), bias_layout.offset))
+
+    def batch_norm_fused(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, bias: "BackendStorage",
+                         b_layout: Layout, mean: "BackendStorage", m_layout: Layout, var: "BackendStorage",
+                         v_layout: Layout, training: bool, momentum: float, eps: float) -> Optional["BackendStorage"]:
+        """Spatial batch norm forward in one library call, or None where the backend has none
+        for the case (the default): F.batch_norm then runs its composite. When training, the
+        running mean/var are updated in place. weight/bias/mean/var: 1-d (C,) of the parameter
+        dtype. The GPU backend answers through cuDNN / MIOpen."""
+        return None
 
     def matmul_row_sums(self, rhs: "BackendStorage", mnk: Tuple[int, int, int], lhs_layout: Layout,
                         rhs_layout: Layout) -> Tuple["BackendStorage", "BackendStorage"]:
@@ -400,9 +411,6 @@ class BackendStorage(ABC):
         additive mask gets no gradient here. Backends without it raise NotImplementedError
         (and return lse None from sdpa)."""
         raise NotImplementedError(f"sdpa_backward is not implemented by {type(self).__name__}")
-
-
-UNARY_BACKWARD_OPS = ("gelu", "gelu_erf", "silu")
 
 
 def check_cross_entropy(op: str, logits, layout: Layout, target, target_layout: Layout) -> None:

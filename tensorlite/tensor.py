@@ -10,7 +10,7 @@ import builtins
 import numbers
 from collections import namedtuple
 from math import prod
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from .autograd import attach as _attach, attach_many as _attach_many, backward a
 from .backend import BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import DTypeError, DeviceError, IndexOutOfRange, ShapeError, TensorliteError, describe
 from .layout import Layout, broadcast_shapes
+from .op_table import BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 _SEED = [None]          # seed set by manual_seed, applied to devices created later
@@ -216,6 +217,15 @@ class Tensor:
 
     # ---- autograd -------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=False):
+        if not self.requires_grad:
+            raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
+        if gradient is None:
+            if self.numel() != 1:
+                raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
+                                      f"got shape {self.shape}; pass `gradient`")
+            gradient = ones_like(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
         _backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
@@ -303,6 +313,106 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         return _attach(_copy(self), (self,), lambda g: (g,), "clone")
+
+    # ---- operators (elementwise ones through the op table's rows, op_table.py) -----------
+    def __add__(self, other):
+        return _binary("add", self, other)
+
+    def __radd__(self, other):
+        return _binary("add", other, self)
+
+    def __sub__(self, other):
+        return _binary("sub", self, other)
+
+    def __rsub__(self, other):
+        return _binary("sub", other, self)
+
+    def __mul__(self, other):
+        return _binary("mul", self, other)
+
+    def __rmul__(self, other):
+        return _binary("mul", other, self)
+
+    def __truediv__(self, other):
+        return _binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _binary("div", other, self)
+
+    def __floordiv__(self, other):
+        return floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return floor_divide(other, self)
+
+    def __mod__(self, other):
+        return remainder(self, other)
+
+    def __rmod__(self, other):
+        return remainder(other, self)
+
+    def __pow__(self, exponent):
+        return _pow(self, exponent)
+
+    def __rpow__(self, base):
+        return _rpow(self, base)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return _unary("neg", self)
+
+    def __abs__(self):
+        return _unary("abs", self)
+
+    def __pos__(self):
+        return self
+
+    def __eq__(self, other):
+        return _cmp("eq", self, other)
+
+    def __ne__(self, other):
+        return _cmp("ne", self, other)
+
+    __hash__ = object.__hash__  # by identity, as PyTorch's (a class defining __eq__ would otherwise lose it)
+
+    def __lt__(self, other):
+        return _cmp("lt", self, other)
+
+    def __le__(self, other):
+        return _cmp("le", self, other)
+
+    def __gt__(self, other):
+        return _cmp("gt", self, other)
+
+    def __ge__(self, other):
+        return _cmp("ge", self, other)
+
+    # bitwise operators: bool tensors only (logical and / or / xor / not)
+    def __and__(self, other):
+        return _logical("and", self, other)
+
+    def __rand__(self, other):
+        return _logical("and", self, other)
+
+    def __or__(self, other):
+        return _logical("or", self, other)
+
+    def __ror__(self, other):
+        return _logical("or", self, other)
+
+    def __xor__(self, other):
+        return _logical("xor", self, other)
+
+    def __rxor__(self, other):
+        return _logical("xor", self, other)
+
+    def __invert__(self):
+        return _logical("xor", self, True)
 
 
 def _copy(x: Tensor) -> Tensor:
@@ -644,16 +754,6 @@ def _broadcast_pair(op, a, b):
     return shape, a._layout.broadcast_as(shape), b._layout.broadcast_as(shape)
 
 
-_BINARY_GRADS = {
-    "add": lambda g, a, b, out: (g, g),
-    "sub": lambda g, a, b, out: (g, -g),
-    "mul": lambda g, a, b, out: (g * b, g * a),
-    "div": lambda g, a, b, out: (g / b, -g * out / b),
-    "maximum": lambda g, a, b, out: (g * (a >= b), g * (a < b)),
-    "minimum": lambda g, a, b, out: (g * (a <= b), g * (a > b)),
-}
-
-
 _AFFINE = {"add": lambda s, scalar_first: (1.0, s), "mul": lambda s, scalar_first: (s, 0.0),
            "sub": lambda s, scalar_first: (-1.0, s) if scalar_first else (1.0, -s)}
 
@@ -682,7 +782,7 @@ def _binary(op, a, b, name=None):
     out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what _attach would return: nothing to record
-    grad = _BINARY_GRADS[op]
+    grad = BINARY_BY_NAME[op].grad
     return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(grad(g, a, b, out), (a, b))), op)
 
 
@@ -694,32 +794,6 @@ def _cmp(op, a, b):
     return _wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
 
 
-def _sigmoid_grad(g, x, out):
-    return g * out * (1 - out)
-
-
-_UNARY_GRADS = {
-    "exp": lambda g, x, out: g * out,
-    "log": lambda g, x, out: g / x,
-    "sin": lambda g, x, out: g * x.cos(),
-    "cos": lambda g, x, out: -g * x.sin(),
-    "tanh": lambda g, x, out: g * (1 - out * out),
-    "abs": lambda g, x, out: g * x.sign(),
-    "neg": lambda g, x, out: -g,
-    "recip": lambda g, x, out: -g * out * out,
-    "sqr": lambda g, x, out: g * x * 2,
-    "sqrt": lambda g, x, out: g / (out * 2),
-    "relu": lambda g, x, out: g * (x > 0),
-    "sigmoid": _sigmoid_grad,
-    "silu": lambda g, x, out: _fused_unary_grad("silu", g, x),
-    "erf": lambda g, x, out: g * (-(x * x)).exp() * 1.1283791670955126,
-    "gelu_erf": lambda g, x, out: _fused_unary_grad("gelu_erf", g, x),
-    "gelu": lambda g, x, out: _fused_unary_grad("gelu", g, x),
-    "floor": None, "ceil": None, "round": None, "sign": None,
-}
-_INT_UNARY = {"abs", "neg", "sqr", "sign", "relu", "floor", "ceil", "round"}
-
-
 def _fused_unary_grad(op, g, x):
     """g * op'(x) in one kernel (storage unary_backward; composite forms in tests)."""
     g = g if g.dtype is x.dtype else g._cast(x.dtype)
@@ -727,13 +801,15 @@ def _fused_unary_grad(op, g, x):
 
 
 def _unary(op, x):
-    if not x.dtype.is_floating_point and op not in _INT_UNARY:
+    row = UNARY_BY_NAME[op]
+    if not x.dtype.is_floating_point and not row.integers:
         x = x._cast(_dt.get_default_dtype())
     out = _wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
-    grad = _UNARY_GRADS[op]
-    if grad is None or not x.dtype.is_floating_point:
+    if row.grad is None or not x.dtype.is_floating_point:
         return out
-    return _attach(out, (x,), lambda g: (grad(g, x, out),), op)
+    if row.grad == FUSED:
+        return _attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op)
+    return _attach(out, (x,), lambda g: (row.grad(g, x, out),), op)
 
 
 def affine(x: Tensor, mul: float, add: float) -> Tensor:
@@ -1497,20 +1573,19 @@ def synchronize(device=None) -> None:
 # Methods and operators
 # =====================================================================================
 
-def _logical(op):
-    def fn(a, b):
-        if not (isinstance(a, Tensor) and a.dtype is _dt.bool_):
-            raise DTypeError(f"{op}: bitwise ops are supported on bool tensors only, got "
-                             f"{getattr(a, 'dtype', type(a).__name__)}")
-        b = b if isinstance(b, Tensor) else _scalar_tensor(bool(b), _dt.bool_, a._device)
-        if b.dtype is not _dt.bool_:
-            raise DTypeError(f"{describe(op, lhs=a, rhs=b)}: bitwise ops are supported on bool tensors only")
-        if op == "and":
-            return where(a, b, False)
-        if op == "or":
-            return where(a, True, b)
-        return a != b
-    return fn
+def _logical(op, a, b):
+    """and / or / xor of bool tensors (b may be a Python bool)."""
+    if not (isinstance(a, Tensor) and a.dtype is _dt.bool_):
+        raise DTypeError(f"{op}: bitwise ops are supported on bool tensors only, got "
+                         f"{getattr(a, 'dtype', type(a).__name__)}")
+    b = b if isinstance(b, Tensor) else _scalar_tensor(bool(b), _dt.bool_, a._device)
+    if b.dtype is not _dt.bool_:
+        raise DTypeError(f"{describe(op, lhs=a, rhs=b)}: bitwise ops are supported on bool tensors only")
+    if op == "and":
+        return where(a, b, False)
+    if op == "or":
+        return where(a, True, b)
+    return a != b
 
 
 def _unary_method(op):
@@ -1520,13 +1595,8 @@ def _unary_method(op):
     return fn
 
 
-_UNARY_NAMES = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs",
-                "neg": "neg", "reciprocal": "recip", "square": "sqr", "sqrt": "sqrt", "erf": "erf",
-                "relu": "relu", "silu": "silu", "floor": "floor", "ceil": "ceil", "round": "round",
-                "sign": "sign", "sigmoid": "sigmoid", "gelu_tanh": "gelu", "gelu": "gelu_erf"}
-
-for _name, _op in _UNARY_NAMES.items():
-    setattr(Tensor, _name, _unary_method(_op))
+for _row in UNARY:  # Tensor.exp, Tensor.reciprocal, ...: one method per row of the op table
+    setattr(Tensor, _row.method, _unary_method(_row.name))
 
 for _name, _fn in dict(
         reshape=reshape, view=view, permute=permute, transpose=transpose, narrow=narrow, select=select,
@@ -1535,26 +1605,14 @@ for _name, _fn in dict(
         amin=amin, argmax=argmax, argmin=argmin, var=var, std=std, prod=prod_, logsumexp=logsumexp,
         matmul=matmul, index_select=index_select, gather=gather, scatter_add=scatter_add, index_add=index_add,
         clamp=clamp, clip=clamp, masked_fill=masked_fill, maximum=maximum, minimum=minimum, affine=affine,
-        elu=elu, pow=_pow, __getitem__=_getitem, __setitem__=_setitem, __matmul__=matmul,
-        __rmatmul__=lambda a, b: matmul(b, a), __pow__=_pow, __rpow__=_rpow,
-        __neg__=lambda a: _unary("neg", a), __abs__=lambda a: _unary("abs", a), __pos__=lambda a: a,
-        __add__=lambda a, b: _binary("add", a, b), __radd__=lambda a, b: _binary("add", b, a),
-        __sub__=lambda a, b: _binary("sub", a, b), __rsub__=lambda a, b: _binary("sub", b, a),
-        __mul__=lambda a, b: _binary("mul", a, b), __rmul__=lambda a, b: _binary("mul", b, a),
-        __truediv__=lambda a, b: _binary("div", a, b), __rtruediv__=lambda a, b: _binary("div", b, a),
-        __floordiv__=floor_divide, __rfloordiv__=lambda a, b: floor_divide(b, a), floor_divide=floor_divide,
-        __mod__=remainder, __rmod__=lambda a, b: remainder(b, a), remainder=remainder,
+        elu=elu, pow=_pow, floor_divide=floor_divide, remainder=remainder,
+        __getitem__=_getitem, __setitem__=_setitem,
         add=lambda a, b, alpha=1: _binary("add", a, b if alpha == 1 else b * alpha),
         sub=lambda a, b, alpha=1: _binary("sub", a, b if alpha == 1 else b * alpha),
         mul=lambda a, b: _binary("mul", a, b), div=lambda a, b: _binary("div", a, b),
-        __eq__=lambda a, b: _cmp("eq", a, b), __ne__=lambda a, b: _cmp("ne", a, b),
-        __lt__=lambda a, b: _cmp("lt", a, b), __le__=lambda a, b: _cmp("le", a, b),
-        __gt__=lambda a, b: _cmp("gt", a, b), __ge__=lambda a, b: _cmp("ge", a, b),
         eq=lambda a, b: _cmp("eq", a, b), ne=lambda a, b: _cmp("ne", a, b), lt=lambda a, b: _cmp("lt", a, b),
         le=lambda a, b: _cmp("le", a, b), gt=lambda a, b: _cmp("gt", a, b), ge=lambda a, b: _cmp("ge", a, b),
-        __and__=_logical("and"), __or__=_logical("or"), __xor__=_logical("xor"),
-        __rand__=_logical("and"), __ror__=_logical("or"), __rxor__=_logical("xor"),
-        __invert__=lambda a: _logical("xor")(a, True), logical_not=lambda a: _logical("xor")(a, True),
+        logical_not=lambda a: _logical("xor", a, True),
         where=lambda self, cond, other: where(cond, self, other),
         T=property(lambda a: a.permute(tuple(reversed(range(a.ndim))))),
         mT=property(lambda a: a.transpose(-2, -1)),

@@ -1,10 +1,12 @@
 """The backend-swap harness shared by every test module.
 
-- `device`: parametrized over every registered backend name; a backend that cannot run
-  here is skipped with its own unavailability reason (from `tl.backends.available()`).
-  Ops run on `device` and are compared with a numpy reference computed on the host;
-  since `cpu` itself is checked against numpy, GPU results are effectively checked
-  against `cpu` with the same tolerances.
+- `device`: parametrized over every backend available here (`tl.backends.available()`);
+  no case is generated for the others: the end of the run lists each with its reason,
+  once. Ops run on `device` and are compared with a numpy reference computed on
+  the host; since `cpu` itself is checked against numpy, GPU results are effectively
+  checked against `cpu` with the same tolerances.
+- `gpu_device`: the same without `cpu` (one skipped case naming the missing backends when
+  no other device is available); `device_params` builds such params for other fixtures.
 - `rng`: a numpy Generator seeded from the test's id, so inputs are fresh per test but
   a failure reproduces.
 - `assert_close` / `tolerance`: per-dtype tolerances, widened for accumulations.
@@ -19,7 +21,6 @@ import numpy as np
 import pytest
 
 import tensorlite as tl
-from tensorlite import backend as _backend_registry
 from tensorlite import dtype as _dt
 
 ALL_DTYPES = _dt.ALL
@@ -35,30 +36,44 @@ _BASE_TOL = {
 }
 
 
-def _registered_names():
-    # available() also probes each backend; its answer is cached for the session so the
-    # GPU libraries are probed once, and the reasons are reused by the skip.
-    return list(_availability())
+# Every registered backend -> True or the reason it cannot run here, probed once when this
+# file is imported: by each xdist worker, which parametrizes over it, and by the controller,
+# which reports it (pytest_terminal_summary). The answer depends only on the machine and the
+# environment, so every process collects the same tests.
+AVAILABILITY = dict(tl.backends.available())
+AVAILABLE_DEVICES = [name for name, ok in AVAILABILITY.items() if ok is True]
 
 
-_AVAILABILITY = None
+def device_params(names):
+    """Fixture params: those of `names` available here or, when none is, one param that
+    skips naming them (an empty list would skip without saying what is missing)."""
+    names = list(names)
+    available = [n for n in names if AVAILABILITY.get(n) is True]
+    if available:
+        return available
+    reason = f"needs {' or '.join(names)}: none is available here (the end of the run lists why)"
+    return [pytest.param(None, id="unavailable", marks=pytest.mark.skip(reason=reason))]
 
 
-def _availability():
-    global _AVAILABILITY
-    if _AVAILABILITY is None:
-        _AVAILABILITY = dict(_backend_registry.available())
-    return _AVAILABILITY
-
-
-@pytest.fixture(params=_registered_names())
+@pytest.fixture(params=AVAILABLE_DEVICES)
 def device(request):
-    """Every registered device name; skipped with the backend's reason when unavailable."""
-    name = request.param
-    status = _availability()[name]
-    if status is not True:
-        pytest.skip(f"backend {name!r} unavailable: {status}")
-    return name
+    """Every device available here (cpu always is)."""
+    return request.param
+
+
+@pytest.fixture(params=device_params(n for n in AVAILABILITY if n != "cpu"))
+def gpu_device(request):
+    """Every device available here other than cpu."""
+    return request.param
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each backend that no test ran on, once, with its reason (also under -q)."""
+    missing = {name: why for name, why in AVAILABILITY.items() if why is not True}
+    if missing:
+        terminalreporter.write_sep("=", "backends not tested (unavailable here)")
+        for name, why in missing.items():
+            terminalreporter.write_line(f"{name}: {why}")
 
 
 @pytest.fixture
@@ -146,7 +161,7 @@ def as_f64(a):
 
 def shares_storage(a, b) -> bool:
     """Whether two tensors read the same storage object (a view copies nothing)."""
-    return a._storage is b._storage
+    return a.data_ptr_id() == b.data_ptr_id()
 
 
 def numpy_adam(p, grads, lr, betas, eps, wd, decoupled=True, amsgrad=False, maximize=False):

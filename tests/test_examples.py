@@ -5,7 +5,8 @@
 - minilm_embed.py vs sentence-transformers on the real all-MiniLM-L6-v2 weights;
 - train_gpt.py: a short run lowers the loss, the checkpoint round-trips, the CLI's exit
   status follows --target.
-The reference libraries are optional: their tests skip, naming the missing package.
+The reference libraries, and safetensors for the GPT checkpoint, are optional: their tests
+skip, naming the missing package.
 """
 from __future__ import annotations
 
@@ -272,6 +273,7 @@ def test_addition_encoding_round_trips():
 
 @pytest.mark.parametrize("extra", [(), ("--tied", "--dtype", "bf16")], ids=["f32", "tied-bf16"])
 def test_train_gpt_lowers_loss_and_checkpoint_round_trips(device, tmp_path, extra):
+    require("safetensors")  # the checkpoint's format
     gpt = load_example("train_gpt")
     args = tiny_train_args(device, *extra)
     model, data, losses = gpt.train(args)
@@ -292,6 +294,7 @@ def test_train_gpt_lowers_loss_and_checkpoint_round_trips(device, tmp_path, extr
 
 
 def test_train_gpt_exit_status_follows_target(device, tmp_path, capsys):
+    require("safetensors")  # the CLI writes its checkpoint with it
     gpt = load_example("train_gpt")
     out = str(tmp_path / "cli.safetensors")
     common = ["--device", device, "--digits", "1", "--steps", "5", "--d-model", "16", "--layers", "1",

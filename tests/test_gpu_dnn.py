@@ -22,9 +22,7 @@ from tensorlite.backends.rocm import dnn as dnn_mod
 from tensorlite.errors import BackendUnavailable
 from tensorlite.layout import Layout
 
-from conftest import _availability, as_f64, assert_close, random_array
-
-GPU_NAMES = [n for n in ("cuda", "rocm") if n in _availability()]
+from conftest import as_f64, assert_close, device_params, random_array
 
 
 # ---------------------------------------------------------------- no GPU needed
@@ -335,7 +333,7 @@ def test_fake_miopen_rms_norm_arguments(monkeypatch):
 
 
 def test_fake_miopen_rope_arguments_and_tables(monkeypatch):
-    from tensorlite.backends.rocm.storage import _pack_strided
+    from tensorlite.backends.rocm.launch import pack_strided
     monkeypatch.setenv("TENSORLITE_DNN", "1")
     dev = _RecordingDevice()
     x, xl = _storage(dev, (2, 3, 4, 8))
@@ -350,7 +348,7 @@ def test_fake_miopen_rope_arguments_and_tables(monkeypatch):
     assert (a(xp), a(yp)) == (x.ptr, out.ptr)
     # each table expanded by one strided copy: value k of a row at 2k and 2k+1
     (k1, a1), (k2, a2) = dev.launches
-    pair = _pack_strided(Layout((4, 4, 2), (4, 1, 0), 0))[0]
+    pair = pack_strided(Layout((4, 4, 2), (4, 1, 0), 0))[0]
     assert k1 == k2 == "cast_f32_f32" and a1[0] == a2[0] == ("int64", 32) and a1[1] == a2[1] == ("bytes", pair)
     assert (a1[2], a2[2]) == (("ptr", c.ptr), ("ptr", s.ptr)) and (a1[3][1], a2[3][1]) == (a(cp), a(sp))
 
@@ -453,11 +451,9 @@ def test_cudnn_has_no_optional_ops_and_is_not_loaded_for_them(monkeypatch):
 
 
 # ---------------------------------------------------------------- on a GPU
-@pytest.fixture(params=GPU_NAMES)
+@pytest.fixture(params=device_params(("cuda", "rocm")))
 def gpu(request):
-    status = _availability()[request.param]
-    if status is not True:
-        pytest.skip(f"backend {request.param!r} unavailable: {status}")
+    """The devices with a vendor DNN library (the emulated AMD platform has none)."""
     return request.param
 
 

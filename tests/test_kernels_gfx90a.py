@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import BINARY_OPS, CMP_OPS, UNARY_OPS, ConvParams, PoolParams, sdpa_layout
+from tensorlite.backend import BINARY_OPS, CMP_OPS, UNARY_BACKWARD_OPS, UNARY_OPS, ConvParams, PoolParams, sdpa_layout
 from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import compiler, get_platform
@@ -431,7 +431,7 @@ def test_fused_backward_launches_match_gfx90a_signatures(dev, dt):
             dx, dw, db = x.layer_norm_backward(lx, g, lg, w, Layout((8,), (2,), 1), 1e-5, *want)
             assert dx.numel == 240 and (dw is not None) == want[0] and (db is not None) == want[1]
             x.rms_norm_backward(lx, g, lg, None, None, 1e-5, want[0])
-        for op in ("gelu", "gelu_erf", "silu"):
+        for op in UNARY_BACKWARD_OPS:
             assert x.unary_backward(op, lx, g, lg).numel == 240
     big = _storage(dev, 3000 * 40, dt)  # many row chunks for the weight gradient
     big.layer_norm_backward(Layout((3000, 40)), big, Layout((40, 3000)).transpose(0, 1), None, None, 1e-5, True, True)

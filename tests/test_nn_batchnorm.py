@@ -77,13 +77,10 @@ def test_batch_norm_errors(rng):
         F.batch_norm(tl.ones(3), tl.zeros(3), tl.ones(3))
 
 
-def test_batch_norm_device_mismatch_is_named():
-    avail = [n for n, ok in tl.backend.available().items() if ok is True and n != "cpu"]
-    if not avail:
-        pytest.skip("needs a second device")
-    x = tl.ones(2, 3, device=avail[0])
+def test_batch_norm_device_mismatch_is_named(gpu_device):
+    x = tl.ones(2, 3, device=gpu_device)
     with pytest.raises(DeviceError, match="running_mean"):
-        F.batch_norm(x, tl.zeros(3), tl.ones(3, device=avail[0]))
+        F.batch_norm(x, tl.zeros(3), tl.ones(3, device=gpu_device))
 
 
 @pytest.mark.parametrize("training", [True, False])

@@ -170,9 +170,9 @@ def test_layer_norm_is_accurate_far_from_zero(device, rng, layout):
 
 
 def test_row_kernels_get_the_threads_to_hold_a_row():
-    # fused.hip's RowRegs holds _row_vectors(n) 16-byte vectors per thread; any row that
+    # fused.hip's RowRegs holds row_vectors(n) 16-byte vectors per thread; any row that
     # fits 1024 threads must get enough of them, however many rows there are.
-    from tensorlite.backends.rocm import storage as S
+    from tensorlite.backends.rocm.launch import launch_rows, row_vector, row_vectors
     from tensorlite.backends.rocm.device import Kernel
 
     class Dev:
@@ -184,11 +184,11 @@ def test_row_kernels_get_the_threads_to_hold_a_row():
     dev = Dev()
     for dtype in (tl.float32, tl.bfloat16, tl.float64):
         n = 16 // dtype.itemsize
-        held = S._row_vectors(n)
+        held = row_vectors(n)
         for n_rows in (1, 100, 3000, 20000):
             for row_len in (n, 64 * n, 4096, 8192, 1024 * held * n):
-                S._launch_rows(dev, Kernel(None, "softmax_x", "fused.hip"), n_rows, row_len, [],
-                               vector=S._row_vector(dtype, row_len, 1), held=True)
+                launch_rows(dev, Kernel(None, "softmax_x", "fused.hip"), n_rows, row_len, [],
+                            vector=row_vector(dtype, row_len, 1), held=True)
                 grid, (tpr, rpb) = dev.launches[-1]
                 assert tpr * held * n >= row_len and tpr * rpb <= 1024 and grid >= 1, \
                     (dtype, n_rows, row_len, tpr, rpb)

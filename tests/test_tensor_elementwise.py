@@ -1,12 +1,17 @@
 """Unary, binary (broadcasting, scalars, reflected forms), comparisons, where, clamp and
 masked_fill, on every device and dtype, against numpy computed in float64."""
+import json
 import math
 import operator
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 import tensorlite as tl
+from tensorlite.backends.cpu import erf_fallback
 from conftest import (ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, as_f64, assert_close, make_tensor,
                       random_array)
 
@@ -79,6 +84,31 @@ def test_unary_on_empty_and_0d(device, name):
     assert getattr(e, name)().shape == (0, 3)
     s = tl.tensor(0.75, device=device)
     assert_close(getattr(s, name)(), UNARY[name][0](np.float64(0.75)), tl.float32)
+
+
+@pytest.mark.parametrize("shape", [(), (0, 3), (5,), (2, 3, 4)])
+def test_cpu_erf_fallback_any_shape(rng, shape):
+    # what the cpu backend's erf runs without scipy; called directly so it runs here too
+    a = rng.uniform(-3, 3, shape).astype(np.float32)
+    got = erf_fallback(a)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64 and got.shape == shape
+    np.testing.assert_array_equal(got, _erf(a.astype(np.float64)))
+
+
+def test_cpu_erf_and_gelu_without_scipy():
+    # a fresh process where `import scipy` fails, so the backend picks the fallback itself
+    code = textwrap.dedent("""
+        import json, sys
+        sys.modules["scipy"] = None
+        import tensorlite as tl
+        print(json.dumps([[x.erf().tolist(), x.gelu().tolist()] for x in (tl.tensor(0.75), tl.tensor([[0.75, -1.5]]))]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for (erf, gelu), a in zip(json.loads(out.stdout), (0.75, [[0.75, -1.5]]), strict=True):
+        a = np.float32(a).astype(np.float64)
+        assert_close(tl.tensor(erf), _erf(a), tl.float32)
+        assert_close(tl.tensor(gelu), 0.5 * a * (1 + _erf(a / math.sqrt(2))), tl.float32)
 
 
 def test_round_is_half_to_even(device):

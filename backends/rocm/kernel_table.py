@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from tensorlite import dtype as dtypes
-from tensorlite.backend import BINARY_OPS, CMP_OPS, REDUCE_OPS, UNARY_OPS
+from tensorlite import dtype as dtypes, op_table
+from tensorlite.backend import CMP_OPS, REDUCE_OPS
 from tensorlite.errors import unsupported_dtype
 
 ALL = tuple(d.short for d in dtypes.ALL)           # f32 f16 bf16 f64 u8 u32 i64 bool
@@ -18,20 +18,16 @@ FLOATS = tuple(d.short for d in dtypes.FLOATS)
 NONFLOATS = tuple(d.short for d in dtypes.ALL if not d.is_floating_point)
 IDS = ("i64", "u32", "u8")                          # index dtypes the contract allows
 
-_UNARY_BOOL = ("abs", "sqr", "sign", "relu", "floor", "ceil", "round")
-_BINARY_BOOL = ("add", "mul", "maximum", "minimum")
 
 
 def unary_ops(t: str) -> Tuple[str, ...]:
-    if t in FLOATS:
-        return UNARY_OPS
-    return _UNARY_BOOL + (("neg",) if t != "bool" else ())
+    """The unary ops unary.hip instantiates for dtype `t` (its op table rows say which)."""
+    return tuple(op.name for op in op_table.UNARY if op_table.defined_for(op, t in FLOATS, t == "bool"))
 
 
 def binary_ops(t: str) -> Tuple[str, ...]:
-    if t in FLOATS:
-        return BINARY_OPS
-    return _BINARY_BOOL + (("sub",) if t != "bool" else ())
+    """The binary ops binary.hip instantiates for dtype `t`."""
+    return tuple(op.name for op in op_table.BINARY if op_table.defined_for(op, t in FLOATS, t == "bool"))
 
 
 KERNELS: Dict[str, Tuple[str, ...]] = {

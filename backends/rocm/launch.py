@@ -128,7 +128,14 @@ def row_block(dev, n_rows: int, row_len: int, max_threads: int = 1024, fit: bool
     return tpr, max(1, min(BLOCK, max_threads) // tpr)
 
 
-def _row_vectors(vector: int) -> int:
+def row_vector(dtype, row_len: int, inner_stride: int) -> int:
+    """Elements per 16-byte vector where fused.hip's RowRegs can hold rows by vectors
+    (the kernel also checks alignment), else 1."""
+    n = 16 // dtype.itemsize
+    return n if inner_stride == 1 and row_len % n == 0 else 1
+
+
+def row_vectors(vector: int) -> int:
     """Vectors per thread that fused.hip's RowRegs holds (RowRegs::V): 8 for 16-bit types
     (vectors of 8 elements), else 4."""
     return 8 if vector == 8 else 4
@@ -136,13 +143,13 @@ def _row_vectors(vector: int) -> int:
 
 def launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1, held: bool = False):
     """`vector` > 1: the kernel reads the rows by vectors of that many elements. `held`: it
-    holds a row in registers, _row_vectors(vector) vectors per thread (fused.hip RowRegs), so a row
+    holds a row in registers, row_vectors(vector) vectors per thread (fused.hip RowRegs), so a row
     gets the threads to hold it whole, past row_block's usual cap where needed (a row that
     does not fit is read three times); else it streams TILE_UNITS vectors per thread
     (rows.h RowTile). Fewer threads per row leave room for more rows in flight. Blocks stay
     within the kernel's own limit (its registers can lower the device's)."""
     held = held and vector > 1
-    units = -(-row_len // (vector * (_row_vectors(vector) if held else TILE_UNITS))) if vector > 1 else row_len
+    units = -(-row_len // (vector * (row_vectors(vector) if held else TILE_UNITS))) if vector > 1 else row_len
     tpr, rpb = row_block(dev, n_rows, units, kernel.max_threads, fit=held)
     # small blocks: enough of them to fill each multiprocessor's 2048 threads
     grid = min(-(-n_rows // rpb), sm_count(dev) * max(16, 2048 // (tpr * rpb)))

@@ -18,7 +18,8 @@ from ..errors import DeviceError, DTypeError, ShapeError, describe
 from ..autograd import is_grad_enabled
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
-from ..tensor import (Tensor, _attach, _norm_dim, _wrap, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
+from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
+from ..tensor import (Tensor, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
                       upsample_nearest2d, where)
 
@@ -37,10 +38,6 @@ def _check_like(op, x, **others):
             error = DeviceError if t._device is not x._device else DTypeError
             raise error(f"{describe(op, input=x, **{k: v for k, v in others.items() if v is not None})}: "
                         f"{name} must have the device and dtype of the input")
-
-
-def _storage_args(t):
-    return (None, None) if t is None else (t._storage, t._layout)
 
 
 # ---- activations (core unary ops carry their own backward) ---------------------------
@@ -88,7 +85,7 @@ def _over_last_dim(fn, x, dim, op):
     """Apply a last-dim op along `dim` by transposing it there and back (a view each way)."""
     if x.ndim == 0:
         return fn(x.reshape(1)).reshape(())
-    d = _norm_dim(dim, x.ndim, op)
+    d = normalize_dim(dim, x.ndim, op)
     if d == x.ndim - 1:
         return fn(x)
     return fn(x.transpose(d, -1)).transpose(d, -1)
@@ -100,21 +97,21 @@ def _like(g, x):
 
 
 def _softmax_last(x):
-    y = _wrap(x._storage.softmax_last_dim(x._layout), x.shape, x.dtype)
+    y = result(x._storage.softmax_last_dim(x._layout), x.shape, x.dtype)
 
     def grad(g):  # one kernel: y * (g - <g, y>) along the row
         g = _like(g, y)
-        return (_wrap(y._storage.softmax_last_dim_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
-    return _attach(y, (x,), grad, "softmax")
+        return (result(y._storage.softmax_last_dim_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
+    return custom_op(y, (x,), grad, "softmax")
 
 
 def _log_softmax_last(x):
-    y = _wrap(x._storage.log_softmax(x._layout), x.shape, x.dtype)
+    y = result(x._storage.log_softmax(x._layout), x.shape, x.dtype)
 
     def grad(g):  # one kernel: g - exp(y) * sum(g) along the row
         g = _like(g, y)
-        return (_wrap(y._storage.log_softmax_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
-    return _attach(y, (x,), grad, "log_softmax")
+        return (result(y._storage.log_softmax_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
+    return custom_op(y, (x,), grad, "log_softmax")
 
 
 def softmax(x, dim: int = -1, dtype=None):
@@ -174,29 +171,31 @@ def _fused_norm_grads(op, g, x2, w, b, eps):
     in one row kernel, the parameter gradients as column sums (only those wanted)."""
     g = _like(g, x2)
     want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
+    ws, wl = storage_and_layout(w)
     if op == "layer_norm":
-        gs = x2._storage.layer_norm_backward(x2._layout, g._storage, g._layout, *_storage_args(w), eps, want_w, want_b)
+        gs = x2._storage.layer_norm_backward(x2._layout, g._storage, g._layout, ws, wl, eps, want_w, want_b)
     else:
-        gs = x2._storage.rms_norm_backward(x2._layout, g._storage, g._layout, *_storage_args(w), eps, want_w) + (None,)
+        gs = x2._storage.rms_norm_backward(x2._layout, g._storage, g._layout, ws, wl, eps, want_w) + (None,)
     n = x2.shape[-1]
-    return (_wrap(gs[0], x2.shape, x2.dtype),) + tuple(None if st is None else _wrap(st, (n,), x2.dtype)
-                                                       for st in gs[1:])
+    return (result(gs[0], x2.shape, x2.dtype),) + tuple(None if st is None else result(st, (n,), x2.dtype)
+                                                        for st in gs[1:])
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
-    y = _wrap(x2._storage.layer_norm(x2._layout, *_storage_args(w), *_storage_args(b), eps), x2.shape, x2.dtype)
-    return _reshaped(_attach(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
-                             "layer_norm"), x.shape)
+    y = result(x2._storage.layer_norm(x2._layout, *storage_and_layout(w), *storage_and_layout(b), eps),
+               x2.shape, x2.dtype)
+    return _reshaped(custom_op(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
+                               "layer_norm"), x.shape)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the dtype's machine epsilon (torch)."""
     x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
-    y = _wrap(x2._storage.rms_norm(x2._layout, *_storage_args(w), eps), x2.shape, x2.dtype)
-    return _reshaped(_attach(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
-                             "rms_norm"), x.shape)
+    y = result(x2._storage.rms_norm(x2._layout, *storage_and_layout(w), eps), x2.shape, x2.dtype)
+    return _reshaped(custom_op(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
+                               "rms_norm"), x.shape)
 
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -243,12 +242,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training and n <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                          f"got input of shape {tuple(x.shape)}")
-    fused = getattr(x._storage, "batch_norm_fused", None)  # the GPU's DNN library, where it takes the case
-    if fused is not None and None not in (weight, bias, running_mean, running_var):
-        st = fused(x._layout, *_storage_args(weight), *_storage_args(bias), *_storage_args(running_mean),
-                   *_storage_args(running_var), training, momentum, eps)
+    if None not in (weight, bias, running_mean, running_var):  # a DNN library's one call, where it takes the case
+        st = x._storage.batch_norm_fused(x._layout, *storage_and_layout(weight), *storage_and_layout(bias),
+                                         *storage_and_layout(running_mean), *storage_and_layout(running_var), training,
+                                         momentum, eps)
         if st is not None:
-            return _batch_norm_attach(_wrap(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
+            return _batch_norm_attach(result(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
                                       training, eps, dims, bshape, cdt)
     xf = x._cast(cdt)
     if training:
@@ -293,7 +292,7 @@ def _batch_norm_attach(y, x, running_mean, running_var, weight, bias, training, 
         else:
             gx = gw * rstd
         return gx._cast(x.dtype), (gf * xhat).sum(dims)._cast(weight.dtype), gf.sum(dims)._cast(bias.dtype)
-    return _attach(y, (x, weight, bias), grad, "batch_norm")
+    return custom_op(y, (x, weight, bias), grad, "batch_norm")
 
 
 def normalize(x, p: float = 2.0, dim: int = -1, eps: float = 1e-12):
@@ -334,18 +333,18 @@ def _rope_pairs(variant, x):
 def _rope(variant, x, cos, sin):
     x = _floating(x)
     c, s = _rope_tables(variant, x, cos, sin)
-    y = _wrap(x._storage.rope(x._layout, c._storage, c._layout, s._storage, s._layout, variant), x.shape, x.dtype)
+    y = result(x._storage.rope(x._layout, c._storage, c._layout, s._storage, s._layout, variant), x.shape, x.dtype)
 
     def grad(g):
         g = _like(g, x)  # a rotation's transpose is the rotation by -theta: the same kernel, sin negated
-        gx = _wrap(g._storage.rope_backward(g._layout, c._storage, c._layout, s._storage, s._layout, variant),
-                   x.shape, x.dtype)
+        gx = result(g._storage.rope_backward(g._layout, c._storage, c._layout, s._storage, s._layout, variant),
+                    x.shape, x.dtype)
         if not (c.requires_grad or s.requires_grad):
             return gx, None, None
         (x1, x2), (g1, g2) = _rope_pairs(variant, x), _rope_pairs(variant, g)
         hd = _HEAD_DIM[variant]
         return gx, (g1 * x1 + g2 * x2).sum(hd), (g2 * x1 - g1 * x2).sum(hd)
-    return _attach(y, (x, c, s), grad, variant)
+    return custom_op(y, (x, c, s), grad, variant)
 
 
 def _rope_slow(variant, x, cos, sin):
@@ -460,13 +459,6 @@ def _attention_operands(op, query, key, value, scale):
     return q, k, v, hq // hk, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
 
-def _wrap_as(storage, layout, dtype):
-    """A tensor over a fresh result stored as the dense (maybe non-contiguous) `layout`."""
-    t = _wrap(storage, layout.shape, dtype)
-    t._layout = layout
-    return t
-
-
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal=False,
                                  scale=None, enable_gqa: bool = True):
     """PyTorch's SDPA: softmax(q k^T * scale + mask) v for q (b, hq, L, d), k/v (b, hk, S, d).
@@ -492,19 +484,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     # gradient (and backends or TENSORLITE_SDPA=gemm that give no lse) take the composite.
     fused_grad = is_grad_enabled() and any(t.requires_grad for t in (q, k, v)) \
         and not (mask is not None and mask.requires_grad)
-    st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *_storage_args(mask),
+    st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *storage_and_layout(mask),
                          scale, causal, return_lse=fused_grad)
     st, lse = st if fused_grad else (st, None)
     out_layout = sdpa_layout(q._layout, v.shape[3])  # q's memory order: see backend.sdpa_layout
-    out = _wrap_as(st, out_layout, q.dtype)
+    out = result(st, out_layout.shape, q.dtype, out_layout)
 
     def grad(g):
         if lse is not None:
             g = g if g.dtype is q.dtype else g._cast(q.dtype)
             grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, st,
-                                             out_layout, g._storage, g._layout, lse, *_storage_args(mask), scale,
+                                             out_layout, g._storage, g._layout, lse, *storage_and_layout(mask), scale,
                                              causal)
-            return (*(_wrap_as(gs, sdpa_layout(t._layout), q.dtype) for gs, t in zip(grads, (q, k, v))), None)
+            return (*(result(gs, t.shape, q.dtype, sdpa_layout(t._layout)) for gs, t in zip(grads, (q, k, v))), None)
         kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
         p = _attention_probs(q, kx, mask, scale, causal)
         gp = g @ vx.mT
@@ -515,7 +507,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             return t if groups == 1 else t.reshape(b, hq // groups, groups, s, t.shape[-1]).sum(2)
         gmask = gs if mask is not None and mask.dtype.is_floating_point else None
         return (gs @ kx) * scale, per_kv_head((gs.mT @ q) * scale), per_kv_head(p.mT @ g), gmask
-    out = _attach(out, (q, k, v, mask), grad, "sdpa")
+    out = custom_op(out, (q, k, v, mask), grad, "sdpa")
     return out if query.ndim == 4 else out.squeeze(0)
 
 
@@ -569,23 +561,23 @@ def linear(x, weight, bias=None):
         out = xs.matmul(ws, (1, m, n, k), batch_of_one(xl), batch_of_one(wl.transpose(0, 1)))
     else:  # the GPU backend adds the bias in the GEMM's epilogue where the BLAS has one
         out = xs.matmul_add_bias(ws, (m, n, k), xl, wl.transpose(0, 1), bias._storage, bias._layout)
-    y = _wrap(out, lead + (n,), dt)
+    y = result(out, lead + (n,), dt)
 
     def grad(g):
         gs, gl = _rows(_like(g, x))
         dx = dw = db = None
         if x.requires_grad:
-            dx = _wrap(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x_shape, dt)
+            dx = result(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x_shape, dt)
         want_db = bias is not None and bias.requires_grad
         if weight.requires_grad and want_db:  # one call: the GPU backend sums g in the GEMM's epilogue
             dws, dbs = gs.matmul_row_sums(xs, (n, k, m), gl.transpose(0, 1), xl)
-            dw, db = _wrap(dws, (n, k), dt), _wrap(dbs, (n,), dt)
+            dw, db = result(dws, (n, k), dt), result(dbs, (n,), dt)
         elif weight.requires_grad:
-            dw = _wrap(gs.matmul(xs, (1, n, k, m), batch_of_one(gl.transpose(0, 1)), batch_of_one(xl)), (n, k), dt)
+            dw = result(gs.matmul(xs, (1, n, k, m), batch_of_one(gl.transpose(0, 1)), batch_of_one(xl)), (n, k), dt)
         elif want_db:
-            db = _wrap(gs.reduce_op("sum", gl, (0,)), (n,), dt)
+            db = result(gs.reduce_op("sum", gl, (0,)), (n,), dt)
         return (dx, dw) if bias is None else (dx, dw, db)
-    return _attach(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear")
+    return custom_op(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear")
 
 
 def embedding(input, weight, padding_idx=None):
@@ -681,18 +673,19 @@ def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
                                or tuple(weight.shape) != (x.shape[-1],)):
         return None
     t = tgt if tgt.dtype is _dt.int64 else tgt._cast(_dt.int64)
-    loss, lse, wt = x._storage.cross_entropy(x._layout, t._storage, t._layout, *_storage_args(weight), ignore_index)
+    loss, lse, wt = x._storage.cross_entropy(x._layout, t._storage, t._layout, *storage_and_layout(weight),
+                                             ignore_index)
     acc = loss.dtype
 
     def grad(g):
         g = g if g.dtype is acc else g._cast(acc)
         gx = x._storage.cross_entropy_backward(x._layout, t._storage, t._layout, lse, wt, g._storage, g._layout)
-        return (_wrap(gx, x.shape, x.dtype),)
-    rows = _attach(_wrap(loss, t.shape, acc), (x,), grad, "cross_entropy")
+        return (result(gx, x.shape, x.dtype),)
+    rows = custom_op(result(loss, t.shape, acc), (x,), grad, "cross_entropy")
     if reduction == "sum":
         rows = rows.sum()
     elif reduction == "mean":  # over the (weighted) count of targets that are not ignore_index
-        rows = rows.sum() / _wrap(wt, t.shape, acc).sum()
+        rows = rows.sum() / result(wt, t.shape, acc).sum()
     return rows._cast(x.dtype)
 
 

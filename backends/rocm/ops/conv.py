@@ -147,8 +147,8 @@ class ConvOps:
                          training: bool, momentum: float, eps: float):
         """Spatial batch norm forward through cuDNN / MIOpen, updating the running stats in
         place when training; None where the library does not take the case (F.batch_norm
-        then runs its composite). Not a contract op: an optional fast path F.batch_norm
-        looks for. weight/bias/mean/var: 1-d, unit stride, of bn_param_dtype(self.dtype)."""
+        then runs its composite; see the contract). weight/bias/mean/var: 1-d, unit stride,
+        of bn_param_dtype(self.dtype)."""
         if not 2 <= layout.ndim <= 4 or layout.numel() == 0:
             return None
         dnn = dnn_for(self.device)

@@ -19,8 +19,8 @@ from tensorlite.layout import Layout
 
 from ..dnn import dnn_for, run as dnn_run
 from ..kernel_table import kernel_for
-from ..launch import (BLOCK, VIEW3, grid_for, launch_rows, pack_strided, ptr_or_null, rows_of, sm_count,
-                      table_blocks, view4)
+from ..launch import (BLOCK, VIEW3, grid_for, launch_rows, pack_strided, ptr_or_null, row_vector, rows_of,
+                      sm_count, table_blocks, view4)
 from .index import error_flag, ids_known_in_range
 
 if TYPE_CHECKING:
@@ -58,13 +58,6 @@ def _tile_vector(dtype, inner_stride: int) -> int:
     return 16 // dtype.itemsize if inner_stride == 1 else 1
 
 
-def _row_vector(dtype, row_len: int, inner_stride: int) -> int:
-    """Elements per 16-byte vector where fused.hip's RowRegs can hold rows by vectors
-    (the kernel also checks alignment), else 1."""
-    n = 16 // dtype.itemsize
-    return n if inner_stride == 1 and row_len % n == 0 else 1
-
-
 class FusedOps:
     __slots__ = ()
 
@@ -81,7 +74,7 @@ class FusedOps:
                         [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(outer)[0]),
                          ("int64", inner_stride), ("ptr", self.buffer.ptr), *extra_in, *extra_out,
                          ("ptr", out.buffer.ptr)],
-                        vector=_row_vector(self.dtype, row_len, inner_stride), held=True)
+                        vector=row_vector(self.dtype, row_len, inner_stride), held=True)
         return out
 
     def softmax_last_dim(self, layout):

@@ -1,0 +1,53 @@
+"""Writing an op outside tensor.py: nn.functional's fused ops, or your own (candle's CustomOp idea).
+
+An op runs methods of the storage contract (tensorlite.backend.BackendStorage) on its
+inputs' storages and layouts, wraps the fresh result, and records how to differentiate it:
+
+    from tensorlite.custom_op import custom_op, result, storage_and_layout
+
+    def softmax_last(x):
+        st, lay = storage_and_layout(x)
+        y = result(st.softmax_last_dim(lay), x.shape, x.dtype)
+
+        def backward(g):  # one gradient per input (None where an input has none)
+            gs, gl = storage_and_layout(g)
+            return (result(y._storage.softmax_last_dim_backward(y._layout, gs, gl), y.shape, y.dtype),)
+        return custom_op(y, (x,), backward, "softmax")
+
+`custom_op` records the backward only where an input requires grad and grad mode is on;
+the backward runs under no_grad. Every backend implements the contract, so such an op runs
+on every device.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Tuple
+
+from .autograd import attach
+from .layout import Layout
+from .tensor import Tensor, _norm_dim, _wrap
+
+
+def storage_and_layout(t: Optional[Tensor]):
+    """(storage, layout) of a tensor, the pair contract methods take; (None, None) for None."""
+    return (None, None) if t is None else (t._storage, t._layout)
+
+
+def result(storage, shape: Sequence[int], dtype, layout: Optional[Layout] = None) -> Tensor:
+    """A tensor over `storage`, a contract method's fresh result of `shape` and `dtype`: stored
+    contiguously, or as the dense `layout` where the method says so (e.g. sdpa_layout)."""
+    t = _wrap(storage, tuple(shape), dtype)
+    if layout is not None:
+        t._layout = layout
+    return t
+
+
+def custom_op(out: Tensor, inputs: Sequence[Optional[Tensor]],
+              backward: Callable[[Tensor], Tuple[Optional[Tensor], ...]], name: str) -> Tensor:
+    """`out` (computed from `inputs`) with `backward(grad_out) -> one gradient per input`
+    recorded for autograd under `name`."""
+    return attach(out, tuple(inputs), backward, name)
+
+
+def normalize_dim(dim: int, ndim: int, op: str, x: Optional[Tensor] = None) -> int:
+    """`dim` in [0, ndim) (negative dims count from the end); IndexOutOfRange naming `op` and x."""
+    return _norm_dim(dim, ndim, op, x)

@@ -1,0 +1,101 @@
+"""The elementwise op table: one row per op, the single place an elementwise op is declared.
+
+Everything else is derived from these rows:
+- the storage contract's op lists (backend.UNARY_OPS, BINARY_OPS, CMP_OPS, UNARY_BACKWARD_OPS);
+- the Tensor methods and `tensorlite.<name>` functions (tensor.py, __init__.py), with PyTorch's names;
+- the autograd rule of each op (`grad`);
+- the cpu backend's implementation (`numpy`, or a function of backends/cpu.py where numpy has none);
+- the GPU kernel entry points u<op>_<dtype>, b<op>_<dtype>, <op>_<dtype> (backends/rocm/kernel_table.py),
+  per dtype class (`integers`, `bools`).
+
+Adding a unary op: a row here; its cpu function in backends/cpu.py if numpy lacks it; its
+device function and entry in kernels/unary.hip.
+
+`grad(g, x, out)` returns dL/dx of a unary op (`g * f'(x)`, from the input x or the
+output out); `grad(g, a, b, out)` returns (dL/da, dL/db) of a binary op before the
+broadcast is summed away. FUSED: the backend's unary_backward computes g * f'(x) in one
+kernel. None: the op is piecewise constant (no gradient flows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple, Union
+
+import numpy as np
+
+FUSED = "fused"          # grad: storage.unary_backward(op) computes g * f'(x) in one pass
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+@dataclass(frozen=True)
+class Unary:
+    name: str                          # contract op (unary_impl) and kernel entry u<name>_<dtype>
+    method: str                        # Tensor method / tensorlite function (PyTorch's name)
+    grad: Union[Callable, str, None]   # (g, x, out) -> dx, FUSED, or None (piecewise constant)
+    numpy: Optional[Callable] = None   # the cpu implementation; None: backends/cpu.py defines it
+    integers: bool = False             # defined on integer dtypes (else integers are cast to float first)
+    bools: bool = False                # ... and on bool
+    top_level: bool = True             # also tensorlite.<method>(x) (False: PyTorch has it in nn.functional only)
+
+
+@dataclass(frozen=True)
+class Binary:
+    name: str                          # contract op (binary_impl) and kernel entry b<name>_<dtype>
+    method: str
+    grad: Callable                     # (g, a, b, out) -> (da, db)
+    numpy: Callable
+    integers: bool = True
+    bools: bool = False
+
+
+@dataclass(frozen=True)
+class Compare:
+    name: str                          # contract op (cmp) and kernel entry <name>_<dtype>; every dtype
+    numpy: Callable
+
+
+UNARY: Tuple[Unary, ...] = (
+    Unary("exp", "exp", lambda g, x, out: g * out, np.exp),
+    Unary("log", "log", lambda g, x, out: g / x, np.log),
+    Unary("sin", "sin", lambda g, x, out: g * x.cos(), np.sin),
+    Unary("cos", "cos", lambda g, x, out: -g * x.sin(), np.cos),
+    Unary("tanh", "tanh", lambda g, x, out: g * (1 - out * out), np.tanh),
+    Unary("abs", "abs", lambda g, x, out: g * x.sign(), np.abs, integers=True, bools=True),
+    Unary("neg", "neg", lambda g, x, out: -g, np.negative, integers=True),
+    Unary("recip", "reciprocal", lambda g, x, out: -g * out * out, np.reciprocal),
+    Unary("sqr", "square", lambda g, x, out: g * x * 2, np.square, integers=True, bools=True),
+    Unary("sqrt", "sqrt", lambda g, x, out: g / (out * 2), np.sqrt),
+    Unary("gelu", "gelu_tanh", FUSED, top_level=False),      # tanh approximation
+    Unary("gelu_erf", "gelu", FUSED, top_level=False),       # exact: PyTorch's default gelu
+    Unary("erf", "erf", lambda g, x, out: g * (-(x * x)).exp() * _TWO_OVER_SQRT_PI),
+    Unary("relu", "relu", lambda g, x, out: g * (x > 0), integers=True, bools=True),
+    Unary("silu", "silu", FUSED),
+    Unary("floor", "floor", None, np.floor, integers=True, bools=True),
+    Unary("ceil", "ceil", None, np.ceil, integers=True, bools=True),
+    Unary("round", "round", None, np.round, integers=True, bools=True),  # half to even, as PyTorch
+    Unary("sign", "sign", None, np.sign, integers=True, bools=True),
+    Unary("sigmoid", "sigmoid", lambda g, x, out: g * out * (1 - out)),
+)
+
+BINARY: Tuple[Binary, ...] = (
+    Binary("add", "add", lambda g, a, b, out: (g, g), np.add, bools=True),
+    Binary("sub", "sub", lambda g, a, b, out: (g, -g), np.subtract),
+    Binary("mul", "mul", lambda g, a, b, out: (g * b, g * a), np.multiply, bools=True),
+    # integers divide as floats (PyTorch's true division): the Tensor casts them first
+    Binary("div", "div", lambda g, a, b, out: (g / b, -g * out / b), np.true_divide, integers=False),
+    Binary("maximum", "maximum", lambda g, a, b, out: (g * (a >= b), g * (a < b)), np.maximum, bools=True),
+    Binary("minimum", "minimum", lambda g, a, b, out: (g * (a <= b), g * (a > b)), np.minimum, bools=True),
+)
+
+COMPARE: Tuple[Compare, ...] = (
+    Compare("eq", np.equal), Compare("ne", np.not_equal), Compare("lt", np.less),
+    Compare("le", np.less_equal), Compare("gt", np.greater), Compare("ge", np.greater_equal),
+)
+
+UNARY_BY_NAME = {op.name: op for op in UNARY}
+BINARY_BY_NAME = {op.name: op for op in BINARY}
+
+
+def defined_for(op: Union[Unary, Binary], is_float: bool, is_bool: bool) -> bool:
+    """Whether `op` has an implementation (and a kernel) for a dtype of that class."""
+    return is_float or (op.bools if is_bool else op.integers)
