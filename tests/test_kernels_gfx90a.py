@@ -104,6 +104,15 @@ class _RecordingBlas:
             self.dev.check_ptr(ptr)
         self.dev.calls.append("gemm")
 
+    epilogues = False  # a BLAS with fused bias epilogues (cuBLASLt) sets it: test_blas_epilogue_routing
+
+    def gemm_epilogue(self, dtype, trans_a, trans_b, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, bias_ptr, epilogue):
+        assert epilogue in ("bias", "bgradb") and dtype.is_floating_point and min(m, n, k) > 0
+        for ptr in (a_ptr, b_ptr, c_ptr, bias_ptr):
+            self.dev.check_ptr(ptr)
+        self.dev.calls.append(f"gemm_epilogue:{epilogue}")
+        return True
+
 
 class RecordingDevice:
     """The GpuDevice API without a GPU: checks launches against gfx90a signatures."""
@@ -320,6 +329,20 @@ def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt, has_blas):
     x.max_pool2d(xl, PoolParams((2, 2), (2, 2), (1, 1), (1, 1)))
     x.avg_pool2d(xl.permute((0, 1, 3, 2)), PoolParams((3, 3), (2, 2), (1, 1), count_include_pad=False))
     assert x.upsample_nearest2d(xl, 17, 5).numel == 2 * 4 * 17 * 5
+
+
+@pytest.mark.parametrize("epilogues", [True, False], ids=["epilogues", "no-epilogues"])
+def test_blas_epilogue_routing(dev, epilogues):
+    """matmul_add_bias / matmul_row_sums (F.linear's forward and bias gradient) take the BLAS's
+    fused epilogue where it has one (cuBLASLt), else the GEMM and a separate kernel."""
+    dev.blas.epilogues = epilogues
+    a, b, bias = (_storage(dev, n, dtypes.float32) for n in (3 * 4, 4 * 5, 5))
+    assert a.matmul_add_bias(b, (3, 5, 4), Layout((3, 4)), Layout((4, 5)), bias, Layout((5,))).numel == 15
+    out, sums = a.matmul_row_sums(b, (3, 5, 4), Layout((3, 4)), Layout((4, 5)))
+    assert out.numel == 15 and sums.numel == 3
+    fused = [c for c in dev.calls if c.startswith("gemm_epilogue")]
+    assert fused == (["gemm_epilogue:bias", "gemm_epilogue:bgradb"] if epilogues else [])
+    assert ("gemm" in dev.calls) != epilogues
 
 
 @pytest.mark.parametrize("dt", dtypes.FLOATS, ids=[f"{ARCH}-{d.short}" for d in dtypes.FLOATS])

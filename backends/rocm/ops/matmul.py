@@ -137,5 +137,5 @@ def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Lay
     (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
     # row-major C = A.B is column-major C^T = B^T . A^T: "bias" runs along C^T's rows (n of
     # them) and "bgradb" sums op(A^T) = A^T over k for each of C^T's m columns
-    return a.device.blas._gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
+    return a.device.blas.gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
                                         c.buffer.ptr, n, bias.buffer.ptr, epilogue)
