@@ -2,7 +2,7 @@
 
     import tensorlite as tl
     x = tl.randn(4, 8, device="cuda")   # or "cpu", "rocm", "cuda:1"; default from TENSORLITE_DEVICE
-    y = (x @ x.mT).softmax(-1)
+    y = tl.nn.functional.softmax(x @ x.mT, -1)
 
 Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two platforms).
 `tl.backends.available()` says which can run here, or why not.

@@ -10,8 +10,8 @@ inputs' storages and layouts, wraps the fresh result, and records how to differe
         y = result(st.softmax_last_dim(lay), x.shape, x.dtype)
 
         def backward(g):  # one gradient per input (None where an input has none)
-            gs, gl = storage_and_layout(g)
-            return (result(y._storage.softmax_last_dim_backward(y._layout, gs, gl), y.shape, y.dtype),)
+            (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(g)
+            return (result(ys.softmax_last_dim_backward(yl, gs, gl), y.shape, y.dtype),)
         return custom_op(y, (x,), backward, "softmax")
 
 `custom_op` records the backward only where an input requires grad and grad mode is on;

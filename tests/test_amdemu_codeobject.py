@@ -165,3 +165,20 @@ def test_relocations_hand_made():
         apply_relocations(memory, 0x1000, 0, [Relocation(0x1000, 3, "elsewhere", 0)], symbols)
     with pytest.raises(BackendError, match="outside the loaded segments"):
         apply_relocations(memory, 0x1000, 0, [Relocation(0x1020, 13, None, 0)], symbols)
+
+
+def test_coverage_record_is_written_as_kernels_first_run(tmp_path, monkeypatch):
+    """With TENSORLITE_AMDEMU_COVERAGE set, each platform object appends an entry point to its
+    own file the first time it runs (nothing waits for the process to exit), and the coverage
+    check reads the union of those files per architecture."""
+    from tensorlite.backends.rocm.amdemu import coverage
+    from tensorlite.backends.rocm.amdemu.platform import COVERAGE_ENV, AmdEmuPlatform
+    monkeypatch.setenv(COVERAGE_ENV, str(tmp_path))
+    first, second = AmdEmuPlatform("gfx940"), AmdEmuPlatform("gfx940")
+    for plat, names in ((first, ["uexp_f32", "badd_f32", "uexp_f32"]), (second, ["cast_f32_f16"])):
+        for name in names:
+            plat._record_launch(name)
+    files = sorted(p.read_text().split() for p in tmp_path.glob("gfx940.*.txt"))
+    assert files == sorted([["uexp_f32", "badd_f32"], ["cast_f32_f16"]])
+    assert coverage.launched(str(tmp_path), "gfx940") == {"uexp_f32", "badd_f32", "cast_f32_f16"}
+    assert coverage.launched(str(tmp_path), "gfx90a") == set()

@@ -144,9 +144,9 @@ def test_batchnorm1d_cumulative_average_and_no_tracking(rng):
 
 @pytest.mark.parametrize("training", [True, False])
 def test_fused_hook_and_its_backward(monkeypatch, rng, training):
-    """F.batch_norm's fast path (a storage's optional batch_norm_fused, which the GPU storage
-    implements through cuDNN / MIOpen): stood in for here by a numpy forward on cpu, so that
-    the hook's plumbing and its hand-written backward are checked against finite differences."""
+    """F.batch_norm's fast path (the contract's batch_norm_fused: None by default, cuDNN /
+    MIOpen on the GPU storage): stood in for here by a numpy forward on cpu, so that the
+    hook's plumbing and its hand-written backward are checked against finite differences."""
     from tensorlite.backends.cpu import CpuStorage
     used = []
 
@@ -171,7 +171,7 @@ def test_fused_hook_and_its_backward(monkeypatch, rng, training):
         return F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.3, eps=1e-3)
     gradcheck(fn, [xa, wa, ba], rng)
     assert used and all(t == training for t in used)
-    # the composite (no hook) gives the same forward
+    # the composite (the contract's default: no fused path) gives the same forward
     monkeypatch.delattr(CpuStorage, "batch_norm_fused")
     with tl.no_grad():
         ref = fn(*(tl.tensor(a) for a in (xa, wa, ba)))

@@ -13,7 +13,6 @@ portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable ker
 """
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 
@@ -74,15 +73,21 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
         self.memory = HostMemory()
         self._compiler = None
         self.launched = set()   # entry points run in this process (for the coverage check)
-        if os.environ.get(COVERAGE_ENV):
-            atexit.register(self._write_coverage, os.environ[COVERAGE_ENV])
+        self._coverage_folder = os.environ.get(COVERAGE_ENV) or None
 
-    def _write_coverage(self, folder):
-        if self.launched:
-            os.makedirs(folder, exist_ok=True)
-            # one file per platform object: a process may hold several of one architecture
-            with open(os.path.join(folder, f"{self.arch}.{os.getpid()}.{id(self):x}.txt"), "w") as f:
-                f.write("\n".join(sorted(self.launched)) + "\n")
+    def _record_launch(self, name: str):
+        """Note an entry point's first run; with TENSORLITE_AMDEMU_COVERAGE set, append it to
+        this platform object's file at once (a file per object: a process may hold several of
+        one architecture). At once, not at exit: pytest-xdist kills a worker that takes over 10 s
+        to exit (a loaded machine), and an exit hook would then lose the whole record."""
+        if name in self.launched:
+            return
+        self.launched.add(name)
+        if self._coverage_folder:
+            os.makedirs(self._coverage_folder, exist_ok=True)
+            path = os.path.join(self._coverage_folder, f"{self.arch}.{os.getpid()}.{id(self):x}.txt")
+            with open(path, "a") as f:
+                f.write(name + "\n")
 
     # ---- devices --------------------------------------------------------------------
     def init(self) -> int:
@@ -192,7 +197,7 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
                 off, size = arg["offset"], arg["size"]
                 args[off:off + size] = self.ffi.buffer(params[i], size)[:]
             launch(kernel.program, kernel.name, (gx, gy, gz), (bx, by, bz), shared_mem, bytes(args), self.memory)
-            self.launched.add(kernel.name)
+            self._record_launch(kernel.name)
             return 0
         return run
 
