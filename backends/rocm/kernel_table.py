@@ -19,7 +19,6 @@ NONFLOATS = tuple(d.short for d in dtypes.ALL if not d.is_floating_point)
 IDS = ("i64", "u32", "u8")                          # index dtypes the contract allows
 
 
-
 def unary_ops(t: str) -> Tuple[str, ...]:
     """The unary ops unary.hip instantiates for dtype `t` (its op table rows say which)."""
     return tuple(op.name for op in op_table.UNARY if op_table.defined_for(op, t in FLOATS, t == "bool"))

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 
 
 class AttentionOps:
-    __slots__ = ()
-
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
         # TENSORLITE_SDPA (tensorlite.backend.sdpa_mode): the flash kernel where it covers the

@@ -21,7 +21,7 @@ _GEOM2D = struct.Struct("<14q")                  # struct Geom2d of conv.hip
 
 
 class ConvOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- convolution, pooling, upsampling --------------------------------------------
     def _conv_check(self, op, layout, kernel, kernel_layout, nd):

@@ -20,7 +20,7 @@ _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TE
 
 
 class ElementwiseOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- elementwise ----------------------------------------------------------------
     def _map(self, name: str, op: str, layout: Layout, extra=(), out_dtype=None) -> "GpuStorage":

@@ -50,7 +50,6 @@ def _rows_vectorized(st, outer: Layout, inner: int, row_len: int) -> bool:
             and all(s % n == 0 for d, s in zip(outer.shape, outer.strides) if d > 1))
 
 
-
 def _tile_vector(dtype, inner_stride: int) -> int:
     """Row geometry of the RowTile kernels (kernels/rows.h: cross_entropy, long-row norm
     backward): contiguous rows go by 16-byte vectors (any length or alignment: the rest
@@ -59,7 +58,7 @@ def _tile_vector(dtype, inner_stride: int) -> int:
 
 
 class FusedOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- fused nn ops ---------------------------------------------------------------
     def _rows_op(self, name, op, layout, extra_in=(), extra_out=()) -> "GpuStorage":

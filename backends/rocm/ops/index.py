@@ -20,7 +20,7 @@ from ..launch import BLOCK, grid_for, on_device, pack_strided
 
 
 class IndexOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- indexing -------------------------------------------------------------------
     def _check_ids(self, op, ids, ids_layout, layout):
@@ -147,7 +147,6 @@ class IndexOps:
         ids_flat = Layout((n_ids,), (ids_layout.strides[0] if ids_layout.ndim else 0,), ids_layout.offset)
         return self._accumulate("index_add", layout, ids, ids_layout, src, src_layout, dim,
                                 src_layout, ids_flat, by_row=True)
-
 
 
 def ids_known_in_range(ids, size: int) -> bool:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class MatmulOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- matmul ---------------------------------------------------------------------
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
@@ -138,4 +138,4 @@ def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Lay
     # row-major C = A.B is column-major C^T = B^T . A^T: "bias" runs along C^T's rows (n of
     # them) and "bgradb" sums op(A^T) = A^T over k for each of C^T's m columns
     return a.device.blas.gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
-                                        c.buffer.ptr, n, bias.buffer.ptr, epilogue)
+                                       c.buffer.ptr, n, bias.buffer.ptr, epilogue)

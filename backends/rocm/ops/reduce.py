@@ -21,7 +21,7 @@ _COL_MAX = (1 << 31) - 4096                      # reduce_cols: u32 counts below
 
 
 class ReduceOps:
-    __slots__ = ()
+    __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- reductions -----------------------------------------------------------------
     def reduce_op(self, op, layout, dims):
