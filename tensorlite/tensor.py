@@ -109,6 +109,11 @@ def _same_device(op, **ts):
 
 
 class Tensor:
+    """A storage, a Layout (shape, strides, offset) and a dtype on one device.
+
+    Methods and operators are defined here and call the module functions of the same names;
+    the plain elementwise methods (exp, sigmoid, ...) are one per row of op_table.UNARY,
+    added below the class; the in-place ones (add_, ...) are added below it too."""
     __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
 
@@ -413,6 +418,182 @@ class Tensor:
 
     def __invert__(self):
         return _logical("xor", self, True)
+
+    # ---- views: a new Layout over the same storage (module functions of the same names) ---
+    def reshape(self, *shape):
+        return reshape(self, *shape)
+
+    def view(self, *shape):
+        return view(self, *shape)
+
+    def permute(self, *dims):
+        return permute(self, *dims)
+
+    def transpose(self, d0: int, d1: int):
+        return transpose(self, d0, d1)
+
+    def narrow(self, dim: int, start: int, length: int, step: int = 1):
+        return narrow(self, dim, start, length, step)
+
+    def select(self, dim: int, index: int):
+        return select(self, dim, index)
+
+    def unsqueeze(self, dim: int):
+        return unsqueeze(self, dim)
+
+    def squeeze(self, dim=None):
+        return squeeze(self, dim)
+
+    def broadcast_to(self, *shape):
+        return broadcast_to(self, *shape)
+
+    def expand(self, *sizes):
+        return expand(self, *sizes)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        return flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim: int, sizes):
+        return unflatten(self, dim, sizes)
+
+    def split(self, split_size_or_sections, dim: int = 0):
+        return split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        return chunk(self, chunks, dim)
+
+    @property
+    def T(self):
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __getitem__(self, idx):
+        return _getitem(self, idx)
+
+    def __setitem__(self, idx, value):
+        _setitem(self, idx, value)
+
+    # ---- reductions -------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return sum(self, dim, keepdim, dtype)
+
+    def mean(self, dim=None, keepdim=False):
+        return mean(self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return min(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return amax(self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return amin(self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return argmin(self, dim, keepdim)
+
+    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return var(self, dim, keepdim, correction, unbiased)
+
+    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return std(self, dim, keepdim, correction, unbiased)
+
+    def prod(self, dim=None, keepdim=False):
+        return prod_(self, dim, keepdim)
+
+    def logsumexp(self, dim=None, keepdim=False):
+        return logsumexp(self, dim, keepdim)
+
+    # ---- elementwise with arguments (the plain unary methods come from the op table) ----
+    def add(self, other, alpha=1):
+        return _binary("add", self, other if alpha == 1 else other * alpha)
+
+    def sub(self, other, alpha=1):
+        return _binary("sub", self, other if alpha == 1 else other * alpha)
+
+    def mul(self, other):
+        return _binary("mul", self, other)
+
+    def div(self, other):
+        return _binary("div", self, other)
+
+    def pow(self, exponent):
+        return _pow(self, exponent)
+
+    def floor_divide(self, other):
+        return floor_divide(self, other)
+
+    def remainder(self, other):
+        return remainder(self, other)
+
+    def maximum(self, other):
+        return maximum(self, other)
+
+    def minimum(self, other):
+        return minimum(self, other)
+
+    def eq(self, other):
+        return _cmp("eq", self, other)
+
+    def ne(self, other):
+        return _cmp("ne", self, other)
+
+    def lt(self, other):
+        return _cmp("lt", self, other)
+
+    def le(self, other):
+        return _cmp("le", self, other)
+
+    def gt(self, other):
+        return _cmp("gt", self, other)
+
+    def ge(self, other):
+        return _cmp("ge", self, other)
+
+    def logical_not(self):
+        return _logical("xor", self, True)
+
+    def clamp(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    clip = clamp
+
+    def masked_fill(self, mask, value):
+        return masked_fill(self, mask, value)
+
+    def where(self, condition, other):
+        return where(condition, self, other)
+
+    def affine(self, mul: float, add: float):
+        return affine(self, mul, add)
+
+    def elu(self, alpha: float = 1.0):
+        return elu(self, alpha)
+
+    # ---- matrix products and indexing ----------------------------------------------------
+    def matmul(self, other):
+        return matmul(self, other)
+
+    def index_select(self, dim: int, index):
+        return index_select(self, dim, index)
+
+    def gather(self, dim: int, index):
+        return gather(self, dim, index)
+
+    def scatter_add(self, dim: int, index, src):
+        return scatter_add(self, dim, index, src)
+
+    def index_add(self, dim: int, index, source, alpha=1):
+        return index_add(self, dim, index, source, alpha)
 
 
 def _copy(x: Tensor) -> Tensor:
@@ -1588,36 +1769,16 @@ def _logical(op, a, b):
     return a != b
 
 
-def _unary_method(op):
+def _unary_method(row):
     def fn(self):
-        return _unary(op, self)
-    fn.__name__ = op
+        return _unary(row.name, self)
+    fn.__name__, fn.__qualname__ = row.method, f"Tensor.{row.method}"
+    fn.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
     return fn
 
 
 for _row in UNARY:  # Tensor.exp, Tensor.reciprocal, ...: one method per row of the op table
-    setattr(Tensor, _row.method, _unary_method(_row.name))
-
-for _name, _fn in dict(
-        reshape=reshape, view=view, permute=permute, transpose=transpose, narrow=narrow, select=select,
-        unsqueeze=unsqueeze, squeeze=squeeze, broadcast_to=broadcast_to, expand=expand, flatten=flatten,
-        unflatten=unflatten, split=split, chunk=chunk, sum=sum, mean=mean, max=max, min=min, amax=amax,
-        amin=amin, argmax=argmax, argmin=argmin, var=var, std=std, prod=prod_, logsumexp=logsumexp,
-        matmul=matmul, index_select=index_select, gather=gather, scatter_add=scatter_add, index_add=index_add,
-        clamp=clamp, clip=clamp, masked_fill=masked_fill, maximum=maximum, minimum=minimum, affine=affine,
-        elu=elu, pow=_pow, floor_divide=floor_divide, remainder=remainder,
-        __getitem__=_getitem, __setitem__=_setitem,
-        add=lambda a, b, alpha=1: _binary("add", a, b if alpha == 1 else b * alpha),
-        sub=lambda a, b, alpha=1: _binary("sub", a, b if alpha == 1 else b * alpha),
-        mul=lambda a, b: _binary("mul", a, b), div=lambda a, b: _binary("div", a, b),
-        eq=lambda a, b: _cmp("eq", a, b), ne=lambda a, b: _cmp("ne", a, b), lt=lambda a, b: _cmp("lt", a, b),
-        le=lambda a, b: _cmp("le", a, b), gt=lambda a, b: _cmp("gt", a, b), ge=lambda a, b: _cmp("ge", a, b),
-        logical_not=lambda a: _logical("xor", a, True),
-        where=lambda self, cond, other: where(cond, self, other),
-        T=property(lambda a: a.permute(tuple(reversed(range(a.ndim))))),
-        mT=property(lambda a: a.transpose(-2, -1)),
-).items():
-    setattr(Tensor, _name, _fn)
+    setattr(Tensor, _row.method, _unary_method(_row))
 
 
 def _inplace(name, compute):
