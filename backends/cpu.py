@@ -122,6 +122,7 @@ def _unary_table(is_float: bool, is_bool: bool) -> dict:
 
 UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(False, False), _unary_table(False, True)
 
+
 def _gelu_tanh_derivative(x):
     k, c = _SQRT_2_OVER_PI, 0.044715
     t = np.tanh(k * (x + c * x * x * x))

@@ -20,7 +20,7 @@ on every device.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from .autograd import attach
 from .layout import Layout
@@ -41,13 +41,13 @@ def result(storage, shape: Sequence[int], dtype, layout: Optional[Layout] = None
     return t
 
 
-def custom_op(out: Tensor, inputs: Sequence[Optional[Tensor]],
-              backward: Callable[[Tensor], Tuple[Optional[Tensor], ...]], name: str) -> Tensor:
-    """`out` (computed from `inputs`) with `backward(grad_out) -> one gradient per input`
-    recorded for autograd under `name`."""
-    return attach(out, tuple(inputs), backward, name)
+# custom_op(out, inputs, backward, name) -> out: `out` (computed from `inputs`) with
+# `backward(grad_out) -> one gradient per input` recorded for autograd under `name` (where an
+# input requires grad and grad mode is on). It is autograd's own recording call, under the name
+# that says what it is for here.
+custom_op = attach
 
 
-def normalize_dim(dim: int, ndim: int, op: str, x: Optional[Tensor] = None) -> int:
-    """`dim` in [0, ndim) (negative dims count from the end); IndexOutOfRange naming `op` and x."""
-    return _norm_dim(dim, ndim, op, x)
+# normalize_dim(dim, ndim, op, x=None) -> dim in [0, ndim) (negative dims count from the end);
+# IndexOutOfRange naming `op` and x otherwise: the check every op of tensor.py makes.
+normalize_dim = _norm_dim

@@ -520,47 +520,16 @@ class Tensor:
     def sub(self, other, alpha=1):
         return _binary("sub", self, other if alpha == 1 else other * alpha)
 
-    def mul(self, other):
-        return _binary("mul", self, other)
-
-    def div(self, other):
-        return _binary("div", self, other)
-
-    def pow(self, exponent):
-        return _pow(self, exponent)
-
-    def floor_divide(self, other):
-        return floor_divide(self, other)
-
-    def remainder(self, other):
-        return remainder(self, other)
-
     def maximum(self, other):
         return maximum(self, other)
 
     def minimum(self, other):
         return minimum(self, other)
 
-    def eq(self, other):
-        return _cmp("eq", self, other)
-
-    def ne(self, other):
-        return _cmp("ne", self, other)
-
-    def lt(self, other):
-        return _cmp("lt", self, other)
-
-    def le(self, other):
-        return _cmp("le", self, other)
-
-    def gt(self, other):
-        return _cmp("gt", self, other)
-
-    def ge(self, other):
-        return _cmp("ge", self, other)
-
-    def logical_not(self):
-        return _logical("xor", self, True)
+    # the named forms of the operators above
+    mul, div, pow, floor_divide, remainder = __mul__, __truediv__, __pow__, __floordiv__, __mod__
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+    logical_not, matmul = __invert__, __matmul__
 
     def clamp(self, min=None, max=None):
         return clamp(self, min, max)
@@ -579,10 +548,7 @@ class Tensor:
     def elu(self, alpha: float = 1.0):
         return elu(self, alpha)
 
-    # ---- matrix products and indexing ----------------------------------------------------
-    def matmul(self, other):
-        return matmul(self, other)
-
+    # ---- indexing ------------------------------------------------------------------------
     def index_select(self, dim: int, index):
         return index_select(self, dim, index)
 
@@ -1445,7 +1411,8 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 # Convolution, pooling, upsampling
 # =====================================================================================
 
-def _tuple(v, n):
+def as_tuple(v, n):
+    """`v` as an n-tuple: a tuple or list as given, an int repeated (kernel sizes, strides)."""
     return tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * n
 
 
@@ -1475,8 +1442,8 @@ def _conv_checks(op, x, w, nd, groups, transposed):
 def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=0):
     transposed = op.startswith("conv_transpose")
     _conv_checks(op, x, w, nd, groups, transposed)
-    p = ConvParams(_tuple(stride, nd), _tuple(padding, nd), _tuple(dilation, nd), int(groups),
-                   _tuple(output_padding, nd) if transposed else ())
+    p = ConvParams(as_tuple(stride, nd), as_tuple(padding, nd), as_tuple(dilation, nd), int(groups),
+                   as_tuple(output_padding, nd) if transposed else ())
     spatial = p.out_size(x.shape[2:], w.shape[2:], transposed)
     if builtins.min(spatial) <= 0:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: output size {spatial} is not positive")
@@ -1534,8 +1501,8 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
         raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input")
     if ceil_mode:
         raise ValueError(f"{op}: ceil_mode=True is not supported")
-    k = _tuple(kernel_size, 2)
-    p = PoolParams(k, _tuple(stride if stride is not None else k, 2), _tuple(padding, 2), _tuple(dilation, 2),
+    k = as_tuple(kernel_size, 2)
+    p = PoolParams(k, as_tuple(stride if stride is not None else k, 2), as_tuple(padding, 2), as_tuple(dilation, 2),
                    bool(count_include_pad))
     if any(pp * 2 > kk for pp, kk in zip(p.padding, k)):
         raise ValueError(f"{describe(op, input=x)}: padding {p.padding} must be at most half the kernel {k}")
@@ -1596,9 +1563,9 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
     if size is None:
         if scale_factor is None:
             raise ValueError("upsample_nearest2d: give size or scale_factor")
-        sf = _tuple(scale_factor, 2)
+        sf = as_tuple(scale_factor, 2)
         size = (int(x.shape[2] * sf[0]), int(x.shape[3] * sf[1]))
-    oh, ow = _tuple(size, 2)
+    oh, ow = as_tuple(size, 2)
     h, w = x.shape[2:]
     out = _wrap(x._storage.upsample_nearest2d(x._layout, oh, ow), x.shape[:2] + (oh, ow), x.dtype)
 

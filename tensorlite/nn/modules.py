@@ -7,7 +7,7 @@ from collections import OrderedDict, namedtuple
 from .. import dtype as _dt
 from ..autograd import no_grad
 from ..errors import ShapeError, TensorliteError
-from ..tensor import Tensor, empty, ones, tensor, zeros, zeros_like
+from ..tensor import Tensor, as_tuple, empty, ones, tensor, zeros, zeros_like
 from . import functional as F
 from . import init
 
@@ -430,7 +430,7 @@ class _ConvNd(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{type(self).__name__}: channels ({in_channels}, {out_channels}) must be divisible "
                              f"by groups={groups}")
-        k = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (int(kernel_size),) * self.nd
+        k = as_tuple(kernel_size, self.nd)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = Parameter(empty((out_channels, in_channels // groups) + k, **_factory(device, dtype)))
