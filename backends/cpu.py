@@ -19,6 +19,7 @@ Numerics (the rules the GPU backend is compared against):
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
@@ -27,8 +28,8 @@ from tensorlite import dtype as dtypes, op_table
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
                                 adam_state_dtype, check_cross_entropy, sdpa_layout, sdpa_mode)
 from tensorlite.dtype import cast_array
-from tensorlite.errors import (DeviceError, DTypeError, IndexOutOfRange, ShapeError, storage_error,
-                               unsupported_dtype)
+from tensorlite.errors import (ArgumentError, DeviceError, DTypeError, IndexOutOfRange, OutOfMemoryError, ShapeError,
+                               storage_error, unsupported_dtype)
 from tensorlite.layout import Layout
 
 _F32 = np.dtype(np.float32)
@@ -206,13 +207,19 @@ class CpuStorage(BackendStorage):
     def _read(self, layout: Layout, compute: bool = False) -> np.ndarray:
         """Read-only view through layout; `compute` upcasts f16/bf16 to f32 (a copy)."""
         v = _strided(self.data, layout)
-        return v.astype(_F32) if compute and self.dtype in _HALF_TYPES else v
+        try:
+            return v.astype(_F32) if compute and self.dtype in _HALF_TYPES else v
+        except MemoryError:
+            raise self.device._oom(layout.shape, dtypes.float32) from None
 
     def _new(self, arr: np.ndarray, dtype=None) -> "CpuStorage":
         """Wrap a result: cast to dtype (default self's), C-contiguous, flattened."""
         dtype = self.dtype if dtype is None else dtype
-        return CpuStorage(np.ascontiguousarray(cast_array(np.asarray(arr), dtype)).reshape(-1),
-                          dtype, self.device)
+        try:
+            return CpuStorage(np.ascontiguousarray(cast_array(np.asarray(arr), dtype)).reshape(-1),
+                              dtype, self.device)
+        except MemoryError:
+            raise self.device._oom(np.shape(arr), dtype) from None
 
     def _new_in(self, arr: np.ndarray, layout: Layout) -> "CpuStorage":
         """Wrap a result of layout.shape stored as the dense (non-contiguous) `layout` says."""
@@ -262,7 +269,7 @@ class CpuStorage(BackendStorage):
         table = UNARY_FLOAT if dt.is_floating_point else UNARY_BOOL if dt is dtypes.bool_ else UNARY_INT
         if op not in table:
             if op not in op_table.UNARY_BY_NAME:
-                raise ValueError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
+                raise ArgumentError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
             raise unsupported_dtype(op, self=(self, layout))
         with np.errstate(all="ignore"):
             return self._new(table[op](self._read(layout, compute=True)))
@@ -270,7 +277,7 @@ class CpuStorage(BackendStorage):
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
         row = op_table.BINARY_BY_NAME.get(op)
         if row is None:
-            raise ValueError(f"binary_impl: unknown op {op!r}; expected one of {sorted(op_table.BINARY_BY_NAME)}")
+            raise ArgumentError(f"binary_impl: unknown op {op!r}; expected one of {sorted(op_table.BINARY_BY_NAME)}")
         if not op_table.defined_for(row, self.dtype.is_floating_point, self.dtype is dtypes.bool_):
             raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
@@ -454,7 +461,7 @@ class CpuStorage(BackendStorage):
             a, b = x[..., :half], x[..., half:]
             out = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
         else:
-            raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
+            raise ArgumentError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         return self._new(out)
 
     # ---- backward of the fused ops, fused cross-entropy, AdamW --------------------------
@@ -486,8 +493,9 @@ class CpuStorage(BackendStorage):
             inner = gw - xhat * (gw * xhat).mean(axis=-1, keepdims=True)
             if center:
                 inner = inner - gw.mean(axis=-1, keepdims=True)
-        dw = self._new((g * xhat).reshape(-1, n).sum(0)) if weight_grad else None
-        db = self._new(g.reshape(-1, n).sum(0)) if bias_grad else None
+        rows = math.prod(x.shape[:-1])  # not -1: a last dim of 0 leaves numpy nothing to infer
+        dw = self._new((g * xhat).reshape(rows, n).sum(0)) if weight_grad else None
+        db = self._new(g.reshape(rows, n).sum(0)) if bias_grad else None
         return self._new(rstd * inner), dw, db
 
     def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
@@ -508,7 +516,7 @@ class CpuStorage(BackendStorage):
         check_cross_entropy(op, self, layout, target, target_layout)
         t = target._read(target_layout).reshape(-1)
         acc = dtypes.float64 if self.dtype is dtypes.float64 else dtypes.float32
-        return x.reshape(-1, x.shape[-1]), t, acc
+        return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), t, acc
 
     def cross_entropy(self, layout, target, target_layout, weight, w_layout, ignore_index):
         x, t, acc = self._ce_operands("cross_entropy", layout, target, target_layout)
@@ -549,7 +557,7 @@ class CpuStorage(BackendStorage):
 
     def unary_backward(self, op, layout, grad, grad_layout):
         if op not in UNARY_DERIVATIVE:
-            raise ValueError(f"unary_backward: op must be one of {sorted(UNARY_DERIVATIVE)}, got {op!r}")
+            raise ArgumentError(f"unary_backward: op must be one of {sorted(UNARY_DERIVATIVE)}, got {op!r}")
         x, g = self._grad_read(f"{op}_backward", layout, grad, grad_layout)
         with np.errstate(all="ignore"):
             return self._new(g * UNARY_DERIVATIVE[op](x))
@@ -668,35 +676,59 @@ class CpuDevice(BackendDevice):
     def __init__(self, ordinal: int = 0):
         if ordinal != 0:
             raise DeviceError(f"cpu has only ordinal 0, got cpu:{ordinal}")
-        self.ordinal = 0
+        self.ordinal, self._total = 0, None
         self.set_seed(0)
 
     def _wrap(self, arr: np.ndarray, dtype) -> CpuStorage:
         return CpuStorage(arr, dtypes.get(dtype), self)
 
+    def _alloc(self, make, shape, dtype):
+        """make() -> a new host array, numpy's MemoryError as OutOfMemoryError naming the size."""
+        try:
+            return make()
+        except MemoryError:
+            raise self._oom(shape, dtype) from None
+
+    @staticmethod
+    def _oom(shape, dtype) -> OutOfMemoryError:
+        return OutOfMemoryError(f"cpu: out of memory allocating a {tuple(shape)} {dtype.name} array "
+                                f"({math.prod(shape) * dtype.itemsize} bytes)")
+
     def zeros(self, shape, dtype):
         dtype = dtypes.get(dtype)
-        return self._wrap(np.zeros(math.prod(shape), dtype.np), dtype)
+        return self._wrap(self._alloc(lambda: np.zeros(math.prod(shape), dtype.np), shape, dtype), dtype)
 
     def alloc_uninit(self, shape, dtype):
         dtype = dtypes.get(dtype)
-        return self._wrap(np.empty(math.prod(shape), dtype.np), dtype)
+        return self._wrap(self._alloc(lambda: np.empty(math.prod(shape), dtype.np), shape, dtype), dtype)
 
     def from_cpu(self, array):
         array = np.asarray(array)
         dtype = dtypes.get(array.dtype)  # e.g. int32 is stored as int64
-        return self._wrap(np.array(array, dtype.np, order="C", copy=True).reshape(-1), dtype)
+        return self._wrap(self._alloc(lambda: np.array(array, dtype.np, order="C", copy=True).reshape(-1),
+                                      array.shape, dtype), dtype)
+
+    def total_memory(self):
+        """The host's physical memory (None where the OS does not say)."""
+        if self._total is None:
+            try:
+                self._total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            except (AttributeError, ValueError, OSError):
+                self._total = 0
+        return self._total or None
 
     def set_seed(self, seed):
         self._rng = np.random.Generator(np.random.Philox(int(seed)))
 
     def rand_uniform(self, shape, dtype, lo, hi):
         dtype = dtypes.get(dtype)
-        return self._wrap(cast_array(self._rng.uniform(lo, hi, math.prod(shape)), dtype), dtype)
+        return self._wrap(self._alloc(lambda: cast_array(self._rng.uniform(lo, hi, math.prod(shape)), dtype), shape,
+                                      dtype), dtype)
 
     def rand_normal(self, shape, dtype, mean, std):
         dtype = dtypes.get(dtype)
-        return self._wrap(cast_array(self._rng.normal(mean, std, math.prod(shape)), dtype), dtype)
+        return self._wrap(self._alloc(lambda: cast_array(self._rng.normal(mean, std, math.prod(shape)), dtype), shape,
+                                      dtype), dtype)
 
     def synchronize(self):
         pass  # numpy is synchronous

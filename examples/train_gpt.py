@@ -261,8 +261,14 @@ def save_checkpoint(model: GPT, path: str, extra: dict = None) -> None:
 def load_checkpoint(path: str, device="cpu") -> GPT:
     """A GPT rebuilt from a checkpoint written by save_checkpoint."""
     from safetensors import safe_open
-    with safe_open(path, framework="numpy") as f:
-        config = json.loads(f.metadata()["config"])
+    try:
+        with safe_open(path, framework="numpy") as f:
+            config = json.loads(f.metadata()["config"])
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # corrupt or truncated file, no "config" metadata, bad JSON
+        raise tl.FormatError(f"load_checkpoint: {path!r} is no checkpoint of save_checkpoint: "
+                             f"{type(e).__name__}: {e}") from e
     model = GPT(**config)
     model.load_state_dict(tl.load_safetensors(path))
     return model.to(device)

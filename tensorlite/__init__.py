@@ -1,18 +1,23 @@
-"""tensorlite: a minimal tensor framework.
+"""tensorlite: a minimal tensor framework with PyTorch's names.
 
-    import tensorlite as tl
-    x = tl.randn(4, 8, device="cuda")   # or "cpu", "rocm", "cuda:1"; default from TENSORLITE_DEVICE
-    y = tl.nn.functional.softmax(x @ x.mT, -1)
+>>> import tensorlite as tl
+>>> x = tl.randn(4, 8)              # on TENSORLITE_DEVICE or cpu; device="cuda", "rocm", "cuda:1", ...
+>>> y = tl.nn.functional.softmax(x @ x.mT, -1)
+>>> y.shape
+(4, 4)
+>>> round(y.sum(-1).mean().item(), 5)
+1.0
 
 Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two platforms).
-`tl.backends.available()` says which can run here, or why not.
+`tl.backends.available()` says which can run here, or why not; `tl.backend.best_device()`
+names the best of them.
 """
 from . import backend as _backend, op_table as _op_table
 from .autograd import enable_grad, is_grad_enabled, no_grad
 from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int64,
                     promote_types, set_default_dtype, uint8, uint32)
-from .errors import (BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
-                     IndexOutOfRange, OutOfMemoryError, ShapeError, TensorliteError)
+from .errors import (ArgumentError, BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
+                     FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,

@@ -45,20 +45,44 @@ def enable_grad():
 
 
 class Node:
-    __slots__ = ("inputs", "backward_fn", "name")
+    """One recorded op. `inputs`: the tensors it was computed from; `edges`: where each input's
+    gradient goes, fixed when the op ran (the input's own Node, the input itself for a leaf,
+    None where it needs none), so a later in-place op that gives an input a new history does
+    not change what this op differentiates through. `saved`: (tensor, version) pairs of the
+    tensors whose values backward_fn reads, checked before it runs."""
+    __slots__ = ("inputs", "edges", "backward_fn", "name", "saved")
 
-    def __init__(self, inputs, backward_fn, name):
+    def __init__(self, inputs, backward_fn, name, saved=()):
+        for t in inputs:
+            base = getattr(t, "_base", None)
+            if base is not None and base._node is not t._base_node:
+                raise TensorliteError(
+                    f"{name}: an input ({t.dtype.name}, shape {tuple(t.shape)}, {t.device}) is a view of a tensor "
+                    "that an in-place op gave a new autograd history after the view was taken; take the view "
+                    "again after the in-place op")
         self.inputs, self.backward_fn, self.name = inputs, backward_fn, name
+        self.edges = tuple([(t._node or t) if getattr(t, "requires_grad", False) else None for t in inputs])
+        self.saved = tuple([(t, t._storage.version) for t in saved if t is not None])
+
+    def check_saved(self):
+        """Raise if a tensor this op's backward reads was modified in place since the op ran."""
+        for t, version in self.saved:
+            if t._storage.version != version:
+                raise TensorliteError(
+                    f"backward of {self.name}: the {t.dtype.name} tensor of shape {tuple(t.shape)} on {t.device} "
+                    f"that {self.name} saved was modified by an in-place operation afterwards (version "
+                    f"{version}, now {t._storage.version}); modify a clone() instead, or use the out-of-place op")
 
 
-def attach(out, inputs, backward_fn, name="op"):
+def attach(out, inputs, backward_fn, name="op", saved=()):
     """Record `out = op(*inputs)` if any input needs a gradient. backward_fn(grad_out)
-    returns one gradient (Tensor or None) per input."""
+    returns one gradient (Tensor or None) per input; `saved` are the tensors whose values
+    backward_fn reads (an in-place change to one of them before backward is an error)."""
     if getattr(_state, "enabled", True):  # is_grad_enabled(), inlined: every op comes here
         for t in inputs:
             if getattr(t, "requires_grad", False):
                 out.requires_grad = True
-                out._node = Node(tuple(inputs), backward_fn, name)
+                out._node = Node(tuple(inputs), backward_fn, name, saved)
                 break
     return out
 
@@ -87,69 +111,72 @@ class _Outputs:
         self.requires_grad, self._node = True, node
 
 
-def attach_many(outs, inputs, backward_fn, name="op"):
+def attach_many(outs, inputs, backward_fn, name="op", saved=()):
     """Record `outs = op(*inputs)` (a list of tensors) as one node if any input needs a
     gradient. backward_fn(grads) gets one gradient per output (None where an output got
     none) and returns one per input."""
     if is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
         n = len(outs)
-        hub = _Outputs(Node(tuple(inputs), lambda slots: backward_fn([slots.get(i) for i in range(n)]), name))
+        hub = _Outputs(Node(tuple(inputs), lambda slots: backward_fn([slots.get(i) for i in range(n)]), name, saved))
         for i, out in enumerate(outs):
             out.requires_grad = True
             out._node = Node((hub,), lambda g, i=i: (_SlotGrads({i: g}),), name)
     return outs
 
 
-def _topo_order(root):
-    order, seen, stack = [], set(), [(root, False)]
+def _topo_order(start):
+    """Nodes and leaves reachable from `start` (a Node, or a leaf tensor), each after every
+    vertex that feeds it a gradient."""
+    order, seen, stack = [], set(), [(start, False)]
     pop, push, emit, mark = stack.pop, stack.append, order.append, seen.add
     while stack:
-        t, done = pop()
+        v, done = pop()
         if done:
-            emit(t)
+            emit(v)
             continue
-        key = id(t)
+        key = id(v)
         if key in seen:
             continue
         mark(key)
-        node = t._node
-        if node is None:  # a leaf: emitted now, where popping its (t, True) would emit it
-            emit(t)
+        if type(v) is not Node:  # a leaf: emitted now, where popping its (v, True) would emit it
+            emit(v)
             continue
-        push((t, True))
-        for inp in node.inputs:
-            if getattr(inp, "requires_grad", False) and id(inp) not in seen:
-                push((inp, False))
+        push((v, True))
+        for e in v.edges:
+            if e is not None and id(e) not in seen:
+                push((e, False))
     return reversed(order)
 
 
 def backward(root, gradient, retain_graph=False):
     """Accumulate d(root)/d(leaf) * gradient into every leaf's .grad (Tensor.backward makes
     `gradient`, a tensor of root's shape, and checks that root requires grad)."""
-    grads = {id(root): gradient}
+    start = root._node or root
+    grads = {id(start): gradient}
     pop, get = grads.pop, grads.get
     with no_grad():
-        for t in _topo_order(root):
-            g = pop(id(t), None)
+        for v in _topo_order(start):
+            g = pop(id(v), None)
             if g is None:
                 continue
-            node = t._node
-            if node is None:  # leaf: accumulate
-                if g.dtype is not t.dtype:
-                    g = g.to(t.dtype)
-                t.grad = g if t.grad is None else t.grad + g
+            if type(v) is not Node:  # leaf: accumulate
+                if g.dtype is not v.dtype:
+                    g = g.to(v.dtype)
+                v.grad = g if v.grad is None else v.grad + g
                 continue
-            backward_fn = node.backward_fn
+            backward_fn = v.backward_fn
             if backward_fn is None:
                 raise TensorliteError(
-                    f"backward: the graph of {node.name} was freed by an earlier backward; "
+                    f"backward: the graph of {v.name} was freed by an earlier backward; "
                     "pass retain_graph=True to the first backward to call it twice")
+            if v.saved:
+                v.check_saved()
             in_grads = backward_fn(g)
             if not retain_graph:
-                node.backward_fn = None
-            for inp, ig in zip(node.inputs, in_grads):
-                if ig is None or not getattr(inp, "requires_grad", False):
+                v.backward_fn = None
+            for e, ig in zip(v.edges, in_grads):
+                if e is None or ig is None:
                     continue
-                key = id(inp)
+                key = id(e)
                 prev = get(key)
                 grads[key] = ig if prev is None else prev + ig

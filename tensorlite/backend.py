@@ -17,6 +17,7 @@ Conventions every backend must follow (the Tensor layer guarantees the precondit
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from . import dtype as _dtypes, op_table as _op_table
-from .errors import BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
+from .errors import ArgumentError, BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
 from .layout import Layout
 
 # the elementwise ops' names, from the op table (op_table.py)
@@ -119,14 +120,25 @@ class BackendDevice(ABC):
     def memory_stats(self) -> Dict[str, int]:
         return {}
 
+    # Bytes of memory the device has, None if unknown: the frontend refuses a larger tensor at
+    # once (OutOfMemoryError) instead of asking the allocator
+    def total_memory(self) -> Optional[int]:
+        return None
+
     def empty_cache(self) -> None:
         pass
+
+    def __reduce__(self):  # pickle / deepcopy as the registry's device of that name
+        return (get_device, (str(self),))
 
 
 class BackendStorage(ABC):
     """A flat buffer of `dtype` elements on `device`. See the module docstring."""
     device: BackendDevice
     dtype: object  # tensorlite.dtype.DType
+    # in-place writes so far; the frontend counts them (autograd checks that the tensors a
+    # backward reads were not modified after they were saved); a backend never touches it
+    version: int = 0
 
     # ---- elementwise ----------------------------------------------------------------
     @abstractmethod
@@ -461,7 +473,7 @@ def sdpa_mode() -> str:
     differentiated as a composite), 'auto' (default) flash where covered, else gemm."""
     mode = os.environ.get("TENSORLITE_SDPA", "auto").strip().lower() or "auto"
     if mode not in SDPA_MODES:
-        raise ValueError(f"TENSORLITE_SDPA must be one of {', '.join(SDPA_MODES)}, got {mode!r}")
+        raise ArgumentError(f"TENSORLITE_SDPA must be one of {', '.join(SDPA_MODES)}, got {mode!r}")
     return mode
 
 
@@ -489,9 +501,34 @@ def register(name: str, factory: Callable[[int], BackendDevice]) -> None:
         _REGISTRY[name] = _Entry(name, factory)
 
 
-def _load_entry_points():
+@contextlib.contextmanager
+def scoped_registry():
+    """A block whose registrations are undone when it ends: register() calls and entry points
+    loaded inside it change the registry until then, after which the registry (and whether
+    entry points were loaded) is as it was before the block. For tests, or trying a plugin:
+
+        with tl.backends.scoped_registry():
+            tl.backends.register("toy", ToyDevice)
+            ...
+    """
     global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
+    with _LOCK:
+        saved, loaded = dict(_REGISTRY), _ENTRY_POINTS_LOADED
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _REGISTRY.clear()
+            _REGISTRY.update(saved)
+            _ENTRY_POINTS_LOADED = loaded
+
+
+def load_entry_points(reload: bool = False) -> None:
+    """Register the backends of the entry-point group `tensorlite.backends` (done once, on
+    the first device lookup); reload=True reads the group again. A plugin that fails to load
+    is registered as unavailable, with the reason."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED and not reload:
         return
     _ENTRY_POINTS_LOADED = True
     try:
@@ -521,7 +558,7 @@ def get_device(spec) -> BackendDevice:
     """The BackendDevice for 'cpu', 'cuda', 'cuda:1', 'rocm:0', ... (created on first use)."""
     if isinstance(spec, BackendDevice):
         return spec
-    _load_entry_points()
+    load_entry_points()
     name, ordinal = parse_device(spec)
     with _LOCK:
         entry = _REGISTRY.get(name)
@@ -549,7 +586,7 @@ def get_device(spec) -> BackendDevice:
 
 def available() -> Dict[str, object]:
     """name -> True if its device 0 can be created here, else the reason it cannot."""
-    _load_entry_points()
+    load_entry_points()
     out = {}
     for name in list(_REGISTRY):
         try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DTypeError
+
 try:  # bf16 on cpu needs ml_dtypes; everything else works without it.
     import ml_dtypes
     _BF16_NP = np.dtype(ml_dtypes.bfloat16)
@@ -61,14 +63,17 @@ def get(x) -> DType:
     if isinstance(x, str):
         if x in _BY_NAME:
             return _BY_NAME[x]
-        raise TypeError(f"unknown dtype name {x!r}; expected one of {sorted(d.name for d in ALL)}")
+        raise DTypeError(f"unknown dtype name {x!r}; expected one of {sorted(d.name for d in ALL)}")
     if x is bool:
         return bool_
     if x is int:
         return int64
     if x is float:
         return float32
-    npd = np.dtype(x)
+    try:
+        npd = np.dtype(x)
+    except TypeError:
+        raise DTypeError(f"{x!r} is not a dtype; expected one of {sorted(d.name for d in ALL)}") from None
     if _BF16_NP is not None and npd == _BF16_NP:
         return bfloat16
     for d in ALL:
@@ -79,7 +84,7 @@ def get(x) -> DType:
         return int64
     if npd.kind == "u":
         return int64 if npd.itemsize > 4 else uint32
-    raise TypeError(f"numpy dtype {npd} has no tensorlite equivalent")
+    raise DTypeError(f"numpy dtype {npd} has no tensorlite equivalent")
 
 
 def promote_types(a: DType, b: DType) -> DType:
@@ -111,7 +116,7 @@ def result_type_scalar(t: DType, scalar) -> DType:
         int64 if isinstance(scalar, (int, np.integer)) else \
         get_default_dtype() if isinstance(scalar, (float, np.floating)) else None
     if kind is None:
-        raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+        raise DTypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
     return t if category(t) >= category(kind) else kind
 
 
@@ -131,7 +136,7 @@ def set_default_dtype(d) -> None:
     global _default_float
     d = get(d)
     if not d.is_floating_point:
-        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
+        raise DTypeError(f"set_default_dtype: expected a floating dtype, got {d}")
     _default_float = d
 
 

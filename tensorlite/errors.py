@@ -28,6 +28,14 @@ class IndexOutOfRange(TensorliteError, IndexError):
     pass
 
 
+class ArgumentError(TensorliteError, ValueError):
+    """An argument's value is outside its domain: a stride, a probability, a mode name."""
+
+
+class FormatError(TensorliteError, ValueError):
+    """A file is not what its format says (a corrupt or truncated safetensors, a bad config.json)."""
+
+
 class BackendUnavailable(DeviceError):
     pass
 

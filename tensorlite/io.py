@@ -6,6 +6,7 @@ import json
 import os
 
 from . import dtype as _dt
+from .errors import DTypeError, FormatError
 from .tensor import Tensor, tensor
 
 
@@ -23,19 +24,40 @@ def save_safetensors(tensors: dict, path, metadata: dict = None) -> None:
     arrays = {}
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
-            raise TypeError(f"save_safetensors: {name!r} is a {type(t).__name__}, not a Tensor")
+            raise DTypeError(f"save_safetensors: {name!r} is a {type(t).__name__}, not a Tensor")
         arrays[name] = t.detach().numpy()  # a C-contiguous host copy (np.ascontiguousarray would make 0-d 1-d)
     _safetensors_numpy().save_file(arrays, os.fspath(path), metadata=metadata)
 
 
 def load_safetensors(path, device=None, dtype=None) -> dict:
     """{name: Tensor} from a safetensors file, on `device`; `dtype` casts floating tensors."""
-    cast = None if dtype is None else _dt.get(dtype)
-    out = {}
-    for name, arr in _safetensors_numpy().load_file(os.fspath(path)).items():
-        t = tensor(arr, dtype=_dt.get(arr.dtype), device=device)
+    cast, path, out = None if dtype is None else _dt.get(dtype), os.fspath(path), {}
+    st = _safetensors_numpy()
+    try:
+        arrays = st.load_file(path)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # the library's SafetensorError (corrupt, truncated), or an OSError
+        raise FormatError(f"load_safetensors: {path!r} is not a readable safetensors file: "
+                          f"{type(e).__name__}: {e}") from e
+    for name, arr in arrays.items():
+        try:
+            t = tensor(arr, dtype=_dt.get(arr.dtype), device=device)
+        except DTypeError as e:
+            raise DTypeError(f"load_safetensors: tensor {name!r} of {path!r}: {e}") from None
         out[name] = t._cast(cast) if cast is not None and t.dtype.is_floating_point else t
     return out
+
+
+def _read_json(path, op, key=None):  # a JSON object (its object entry `key`), or FormatError naming the file
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+        if not isinstance(obj, dict) or (key is not None and not isinstance(obj.get(key), dict)):
+            raise ValueError("expected a JSON object" + (f" with an object {key!r}" if key else ""))
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        raise FormatError(f"{op}: {path!r} is not valid: {e}") from None
+    return obj if key is None else obj[key]
 
 
 def load_hf_checkpoint(directory, device=None, dtype=None):
@@ -45,15 +67,13 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
     config_path = os.path.join(directory, "config.json")
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"load_hf_checkpoint: no config.json in {directory!r}")
-    with open(config_path) as f:
-        config = json.load(f)
+    config = _read_json(config_path, "load_hf_checkpoint")
     single = os.path.join(directory, "model.safetensors")
     index = os.path.join(directory, "model.safetensors.index.json")
     if os.path.isfile(single):
         shards = [single]
     elif os.path.isfile(index):
-        with open(index) as f:
-            weight_map = json.load(f)["weight_map"]
+        weight_map = _read_json(index, "load_hf_checkpoint", "weight_map")
         shards = [os.path.join(directory, s) for s in sorted(set(weight_map.values()))]
     else:
         raise FileNotFoundError(f"load_hf_checkpoint: {directory!r} has neither model.safetensors nor "

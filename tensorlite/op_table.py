@@ -14,17 +14,32 @@ device function and entry in kernels/unary.hip.
 `grad(g, x, out)` returns dL/dx of a unary op (`g * f'(x)`, from the input x or the
 output out); `grad(g, a, b, out)` returns (dL/da, dL/db) of a binary op before the
 broadcast is summed away. FUSED: the backend's unary_backward computes g * f'(x) in one
-kernel. None: the op is piecewise constant (no gradient flows).
+kernel. None: the op is piecewise constant (no gradient flows). `saves` is derived from
+`grad`: which of its value arguments the formula reads, the tensors autograd saves for it
+(as PyTorch's codegen derives them from derivatives.yaml's formulas).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dis
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
 FUSED = "fused"          # grad: storage.unary_backward(op) computes g * f'(x) in one pass
 _TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+def _arguments_read(grad, names: Tuple[str, ...]) -> Tuple[int, ...]:
+    """Positions in `names` of the arguments that the function `grad` reads (its own body's
+    loads; a name used only in a nested generator reaches it through a closure load)."""
+    if not callable(grad):
+        return (0,) if grad == FUSED else ()  # FUSED: unary_backward reads the input x
+    loads = set()
+    for ins in dis.get_instructions(grad):
+        if "FAST" in ins.opname or "DEREF" in ins.opname or "CLOSURE" in ins.opname:
+            loads.update(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+    return tuple(i for i, name in enumerate(names) if name in loads)
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,10 @@ class Unary:
     integers: bool = False             # defined on integer dtypes (else integers are cast to float first)
     bools: bool = False                # ... and on bool
     top_level: bool = True             # also tensorlite.<method>(x) (False: PyTorch has it in nn.functional only)
+    saves: Tuple[int, ...] = field(init=False)  # which of (x, out) grad reads
+
+    def __post_init__(self):
+        object.__setattr__(self, "saves", _arguments_read(self.grad, ("x", "out")))
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,10 @@ class Binary:
     numpy: Callable
     integers: bool = True
     bools: bool = False
+    saves: Tuple[int, ...] = field(init=False)  # which of (a, b, out) grad reads
+
+    def __post_init__(self):
+        object.__setattr__(self, "saves", _arguments_read(self.grad, ("a", "b", "out")))
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import operator
 from collections import namedtuple
-from math import prod
+from math import isfinite, prod
 from typing import Dict, List, Sequence
 
 import numpy as np
 
 from . import dtype as _dt
 from .autograd import attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad
-from .backend import BackendStorage, ConvParams, PoolParams, default_device, get_device
-from .errors import DTypeError, DeviceError, IndexOutOfRange, ShapeError, TensorliteError, describe
+from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
+from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
+                     TensorliteError, describe)
 from .layout import Layout, broadcast_shapes
 from .op_table import BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
 
@@ -64,42 +66,86 @@ def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
     t._storage, t._layout = storage, lay if lay is not None else _contiguous_layout(shape)
     t.dtype = dtype if dtype is not None else storage.dtype
     t._device = storage.device
-    t.requires_grad, t.grad, t._node = False, None, None
+    t.requires_grad, t.grad, t._node, t._base = False, None, None, None
     return t
 
 
 def _view(x: "Tensor", layout: Layout) -> "Tensor":
+    """A view of x: x's storage through another layout. Its _base is the tensor whose storage
+    it views and _base_node that tensor's history when the view was taken: autograd refuses
+    a view whose base has had a new history since (an in-place op recorded on the base), and
+    in-place ops on views while recording."""
     t = Tensor.__new__(Tensor)
     t._storage, t._layout, t.dtype, t._device = x._storage, layout, x.dtype, x._device
-    t.requires_grad, t.grad, t._node = False, None, None
+    base = x._base if x._base is not None else x
+    t.requires_grad, t.grad, t._node, t._base, t._base_node = False, None, None, base, base._node
     return t
 
 
-def _norm_dim(d: int, ndim: int, op: str, x=None) -> int:
-    n = builtins.max(ndim, 1)
-    if not -n <= d < n:
+# d in [-ndim, ndim) as a dim in [0, ndim); a 0-d tensor takes 0 and -1 where scalar_ok (PyTorch)
+def _norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
+    n = builtins.max(ndim, 1) if scalar_ok else ndim
+    if type(d) is not int or not -n <= d < n:
         who = describe(op, self=x) if x is not None else op
-        raise IndexOutOfRange(f"{who}: dimension {d} out of range for {ndim} dims (expected {-n}..{n - 1})")
+        if not isinstance(d, numbers.Integral):
+            raise DTypeError(f"{who}: dim must be an integer, got {d!r}")
+        if not -n <= d < n:
+            raise IndexOutOfRange(f"{who}: dimension {d} out of range for {ndim} dims (expected {-n}..{n - 1})")
     return d % n
 
 
-def _norm_dims(dim, ndim, op, x=None):
-    if dim is None:
+# dim (None, an int or a sequence of them) as sorted dims in [0, ndim): None and, for the
+# reductions, () are every dim; a 0-d tensor takes dim 0 or -1 and has none (PyTorch)
+def _norm_dims(dim, ndim, op, x=None, empty_is_all=True):
+    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted({_norm_dim(d, ndim, op, x) for d in dims}))
     if len(out) != len(dims):
-        raise ShapeError(f"{op}: repeated dims in {dim}")
-    return out
+        raise ShapeError(f"{describe(op, self=x) if x is not None else op}: repeated dims in {dim}")
+    return out if ndim else ()
 
 
-def _shape_arg(shape):
-    if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
-        shape = tuple(shape[0])
-    for s in shape:  # the common case, plain ints, passes as it is
-        if type(s) is not int:
-            return tuple([int(s) for s in shape])
+# sizes given as ints or as one sequence, as a tuple of ints (floats are refused, as PyTorch)
+def _shape_arg(shape, op="size", x=None):
+    try:
+        if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        for s in shape:  # the common case, plain ints, passes as it is
+            if type(s) is not int:
+                return tuple([operator.index(s) for s in shape])
+        return shape
+    except TypeError:
+        raise DTypeError(f"{describe(op, self=x) if x is not None else op}: sizes must be integers, got {shape!r}") \
+            from None
+
+
+# The one check of a new tensor's shape: no negative size, and no more bytes than the device
+# has (OutOfMemoryError at once, before any host or device work)
+def _check_size(op, shape, dtype, dev):
+    if builtins.min(shape, default=0) < 0:
+        raise ShapeError(f"{op}: negative size in {tuple(shape)}")
+    limit = dev.total_memory()
+    if limit is not None and prod(shape) * dtype.itemsize > limit:
+        raise OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} tensor needs {prod(shape) * dtype.itemsize} "
+                               f"bytes, more than the {limit} bytes of {dev}")
     return shape
+
+
+# An int argument (n None) or n of them (one int repeated, or a sequence of n), each >= low: the
+# check of every stride, padding, count; DTypeError / ArgumentError naming the op otherwise
+def _ints(op, name, v, n=None, low=None, **operands):
+    what = ("an integer" if n is None else f"{n} integers") + ("" if low is None else f" >= {low}")
+    try:
+        out = operator.index(v) if n is None else tuple(operator.index(i) for i in v) \
+            if isinstance(v, (tuple, list)) else (operator.index(v),) * n
+        bad = (n is not None and len(out) != n) or (low is not None and builtins.min(out if n else (out,)) < low)
+    except TypeError:
+        out = bad = None
+    if bad is not False:
+        raise (DTypeError if bad is None else ArgumentError)(
+            f"{describe(op, **operands) if operands else op}: {name} must be {what}, got {v!r}")
+    return out
 
 
 def _same_device(op, **ts):
@@ -112,9 +158,10 @@ class Tensor:
     """A storage, a Layout (shape, strides, offset) and a dtype on one device.
 
     Methods and operators are defined here and call the module functions of the same names;
-    the plain elementwise methods (exp, sigmoid, ...) are one per row of op_table.UNARY,
-    added below the class; the in-place ones (add_, ...) are added below it too."""
-    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "__weakref__")
+    the plain elementwise methods (exp, sigmoid, ...) and their in-place forms (exp_, ...)
+    are one per row of op_table.UNARY, added below the class."""
+    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
+                 "_base_node", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
 
     def __init__(self, *a, **k):
@@ -126,7 +173,7 @@ class Tensor:
         return self._layout.shape
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self)]
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
 
     @property
     def device(self) -> str:
@@ -141,7 +188,7 @@ class Tensor:
 
     def stride(self, dim=None):
         s = self._layout.strides
-        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self)]
+        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self, False)]
 
     def numel(self) -> int:
         return self._layout.numel()
@@ -157,14 +204,27 @@ class Tensor:
         return self._node is None
 
     @property
+    def grad_fn(self):
+        """The autograd Node that made this tensor (its `name`, its `inputs`), None for a leaf."""
+        return self._node
+
+    @property
     def is_floating_point(self):
         return self.dtype.is_floating_point
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's storage has had (shared by its views)."""
+        return self._storage.version
 
     def data_ptr_id(self):
         """Identity of the underlying storage (views share it)."""
         return id(self._storage)
 
     # ---- host interop ---------------------------------------------------------------
+    def __reduce__(self):  # pickle, copy.deepcopy: host data, dtype, device name, requires_grad
+        return _unpickle, (type(self), self.numpy(), self.dtype, str(self._device), self.requires_grad)
+
     def numpy(self) -> np.ndarray:
         """A host copy (waits for the device). bf16 comes back as ml_dtypes.bfloat16."""
         return self._storage.to_cpu(self._layout)
@@ -202,7 +262,7 @@ class Tensor:
 
     def __len__(self):
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError(f"{describe('len', self=self)}: len() of a 0-d tensor")
         return self.shape[0]
 
     def __iter__(self):
@@ -231,10 +291,16 @@ class Tensor:
             gradient = ones_like(self)
         elif not isinstance(gradient, Tensor):
             gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+        if gradient.shape != self.shape:
+            raise ShapeError(f"{describe('backward', self=self, gradient=gradient)}: the gradient must have "
+                             "the shape of the tensor")
         _backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
-        return _view(self, self._layout)
+        """The same storage and layout, out of the graph (in-place changes show in both)."""
+        t = _view(self, self._layout)
+        t._base = None
+        return t
 
     def requires_grad_(self, flag=True):
         self.requires_grad = flag
@@ -256,20 +322,24 @@ class Tensor:
         """to(device), to(dtype), to(device, dtype) or keyword forms."""
         if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
             return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
-        for a in args:
-            if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt._BY_NAME):
+        for a in args:  # a string that names no dtype, or a BackendDevice, is a device
+            if not isinstance(a, (str, BackendDevice)) or a in _dt._BY_NAME:
                 dtype = a
             else:
                 device = a
         out = self
         if device is not None:
-            dev = _device(device)
+            try:
+                dev = _device(device)
+            except DeviceError as e:
+                raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
+                              f"({sorted(_dt._BY_NAME)})") from None
             if dev is not out._device:
                 src_dev = out._device
                 moved = _wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
                 out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
         if dtype is not None:
-            out = out._cast(_dt.get(dtype))
+            out = out._cast(_dtype_of(dtype, op="to"))
         return out
 
     def _cast(self, dtype) -> "Tensor":
@@ -282,7 +352,7 @@ class Tensor:
         return out
 
     def type(self, dtype):
-        return self._cast(_dt.get(dtype))
+        return self._cast(_dtype_of(dtype, op="type"))
 
     def float(self):
         return self._cast(_dt.float32)
@@ -515,10 +585,12 @@ class Tensor:
 
     # ---- elementwise with arguments (the plain unary methods come from the op table) ----
     def add(self, other, alpha=1):
-        return _binary("add", self, other if alpha == 1 else other * alpha)
+        return _binary("add", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+                       _binary("mul", other, alpha, "add"))
 
     def sub(self, other, alpha=1):
-        return _binary("sub", self, other if alpha == 1 else other * alpha)
+        return _binary("sub", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+                       _binary("mul", other, alpha, "sub"))
 
     def maximum(self, other):
         return maximum(self, other)
@@ -561,6 +633,61 @@ class Tensor:
     def index_add(self, dim: int, index, source, alpha=1):
         return index_add(self, dim, index, source, alpha)
 
+    # ---- in-place (PyTorch's trailing underscore): the tensor's memory changes, its views see it
+    def copy_(self, src):
+        return _setitem(self, Ellipsis, src, "copy_")
+
+    def fill_(self, value):
+        return _setitem(self, Ellipsis, value, "fill_")
+
+    def zero_(self):
+        return _setitem(self, Ellipsis, 0, "zero_")
+
+    def add_(self, other, alpha=1):
+        return _inplace(self, "add_", Tensor.add, other, alpha)
+
+    def sub_(self, other, alpha=1):
+        return _inplace(self, "sub_", Tensor.sub, other, alpha)
+
+    def mul_(self, other):
+        return _inplace(self, "mul_", Tensor.__mul__, other)
+
+    def div_(self, other):
+        return _inplace(self, "div_", Tensor.__truediv__, other)
+
+    def pow_(self, exponent):
+        return _inplace(self, "pow_", Tensor.__pow__, exponent)
+
+    def floor_divide_(self, other):
+        return _inplace(self, "floor_divide_", floor_divide, other)
+
+    def remainder_(self, other):
+        return _inplace(self, "remainder_", remainder, other)
+
+    def clamp_(self, min=None, max=None):
+        return _inplace(self, "clamp_", clamp, min, max)
+
+    def masked_fill_(self, mask, value):
+        return _inplace(self, "masked_fill_", masked_fill, mask, value)
+
+    def index_add_(self, dim: int, index, source, alpha=1):
+        return _inplace(self, "index_add_", index_add, dim, index, source, alpha)
+
+    def scatter_add_(self, dim: int, index, src):
+        return _inplace(self, "scatter_add_", scatter_add, dim, index, src)
+
+    def __iand__(self, other):
+        return _inplace(self, "__iand__", Tensor.__and__, other)
+
+    def __ior__(self, other):
+        return _inplace(self, "__ior__", Tensor.__or__, other)
+
+    def __ixor__(self, other):
+        return _inplace(self, "__ixor__", Tensor.__xor__, other)
+
+    clip_ = clamp_
+    __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
+    __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_
 
 def _copy(x: Tensor) -> Tensor:
     dst = x._device.alloc_uninit(x.shape, x.dtype)
@@ -591,16 +718,16 @@ def _infer_shape(shape, numel, op, x):
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """A view when strides can express the new shape, else a contiguous copy."""
-    shape = _infer_shape(_shape_arg(shape), x._layout.numel(), "reshape", x)
+    shape = _infer_shape(_shape_arg(shape, "reshape", x), x._layout.numel(), "reshape", x)
     lay = x._layout.reshape(shape)
-    out = _view(x, lay) if lay is not None else _view(_copy(x), Layout.contiguous(shape))
+    out = _view(x, lay) if lay is not None else _wrap(_copy(x)._storage, shape, x.dtype)
     src = x._layout.shape
     return _attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
 
 
 def view(x: Tensor, *shape) -> Tensor:
     """Like reshape, but never copies: raises if strides cannot express the shape."""
-    shape = _infer_shape(_shape_arg(shape), x.numel(), "view", x)
+    shape = _infer_shape(_shape_arg(shape, "view", x), x.numel(), "view", x)
     if x._layout.reshape(shape) is None:
         raise ShapeError(f"{describe('view', self=x)}: strides {x.stride()} cannot be viewed as {shape}; "
                          "use reshape() (which copies) or .contiguous() first")
@@ -608,7 +735,7 @@ def view(x: Tensor, *shape) -> Tensor:
 
 
 def permute(x: Tensor, *dims) -> Tensor:
-    dims = _shape_arg(dims)
+    dims = _shape_arg(dims, "permute", x)
     nd = x.ndim
     normed = [_norm_dim(d, nd, "permute", x) for d in dims]
     if sorted(normed) != list(range(nd)):
@@ -634,8 +761,11 @@ def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "narrow", x)
+    dim = _norm_dim(dim, x.ndim, "narrow", x, False)
     n = x.shape[dim]
+    if type(start) is not int or type(length) is not int or type(step) is not int or step < 1:
+        start, length = _ints("narrow", "start", start, self=x), _ints("narrow", "length", length, self=x)
+        step = _ints("narrow", "step", step, low=1, self=x)
     if start < 0:
         start += n
     if not (0 <= start <= n and length >= 0 and start + (length - 1) * step < n + (length == 0)):
@@ -647,8 +777,9 @@ def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tenso
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "select", x)
+    dim = _norm_dim(dim, x.ndim, "select", x, False)
     n = x.shape[dim]
+    index = index if type(index) is int else _ints("select", "index", index, self=x)
     if not -n <= index < n:
         raise IndexOutOfRange(f"{describe('select', self=x)}: index {index} out of range for dim {dim} of size {n}")
     index %= n
@@ -663,7 +794,7 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
-    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze", x) if x.shape[d] == 1] if x.ndim else []
+    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze", x, False) if x.shape[d] == 1] if x.ndim else []
     if not dims:
         return x
     shape = x.shape
@@ -671,9 +802,11 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
 
 
 def _sum_to(g: Tensor, shape) -> Tensor:
-    """Reduce a broadcast gradient back to `shape`."""
+    """Reduce a broadcast gradient back to `shape` (which may have more, size-1, leading dims)."""
     if g.shape == tuple(shape):
         return g
+    if g.ndim < len(shape):
+        g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
     extra = g.ndim - len(shape)
     dims = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1 and g.shape[extra + i] != 1)
     out = g.sum(dims, keepdim=True) if dims else g
@@ -681,10 +814,10 @@ def _sum_to(g: Tensor, shape) -> Tensor:
 
 
 def broadcast_to(x: Tensor, *shape) -> Tensor:
-    shape = _shape_arg(shape)
+    shape = _shape_arg(shape, "broadcast_to", x)
     if shape == x.shape:
         return x
-    lay = x._layout.broadcast_as(shape)
+    lay = x._layout.broadcast_as(shape) if builtins.min(shape, default=0) >= 0 else None
     if lay is None:
         raise ShapeError(f"{describe('broadcast_to', self=x)}: cannot broadcast to {shape}")
     src = x.shape
@@ -692,8 +825,11 @@ def broadcast_to(x: Tensor, *shape) -> Tensor:
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
-    sizes = _shape_arg(sizes)
+    sizes = _shape_arg(sizes, "expand", x)
     lead = len(sizes) - x.ndim
+    if -1 in sizes[:builtins.max(lead, 0)]:
+        raise ShapeError(f"{describe('expand', self=x)}: -1 (keep the size) is not allowed for a new leading dim, "
+                         f"got {sizes}")
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     return broadcast_to(x, shape)
 
@@ -706,22 +842,20 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
-    dim = _norm_dim(dim, x.ndim, "unflatten", x)
-    sizes = _infer_shape(sizes, x.shape[dim], "unflatten", x)
+    dim = _norm_dim(dim, x.ndim, "unflatten", x, False)
+    sizes = _infer_shape(_shape_arg((sizes,), "unflatten", x), x.shape[dim], "unflatten", x)
     return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
 
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
-    dim = _norm_dim(dim, x.ndim, "split", x)
+    dim = _norm_dim(dim, x.ndim, "split", x, False)
     n = x.shape[dim]
-    if isinstance(split_size_or_sections, numbers.Integral):
-        step = int(split_size_or_sections)
-        if step <= 0:
-            raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
+    if not isinstance(split_size_or_sections, (tuple, list)):
+        step = _ints("split", "split_size", split_size_or_sections, low=0 if n == 0 else 1, self=x)
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] if n else [0]
     else:
-        sizes = list(split_size_or_sections)
-        if builtins.sum(sizes) != n:
+        sizes = list(_shape_arg((split_size_or_sections,), "split", x))
+        if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
     out, start = [], 0
     for s in sizes:
@@ -731,8 +865,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
-    n = x.shape[_norm_dim(dim, x.ndim, "chunk", x)]
-    return split(x, builtins.max(-(-n // chunks), 1), dim)
+    n = x.shape[_norm_dim(dim, x.ndim, "chunk", x, False)]
+    return split(x, builtins.max(-(-n // _ints("chunk", "chunks", chunks, low=1, self=x)), 1), dim)
 
 
 # ---- indexing -----------------------------------------------------------------------
@@ -771,11 +905,15 @@ def _getitem(x: Tensor, idx):
             adv.append((d, i))
             d += i.ndim if i.dtype is _dt.bool_ else 1
         elif isinstance(i, slice):
-            start, stop, step = i.indices(out.shape[d])
+            try:
+                start, stop, step = i.indices(out.shape[d])
+            except (TypeError, ValueError) as e:  # a step of 0, bounds that are no integers
+                raise (DTypeError if isinstance(e, TypeError) else ArgumentError)(
+                    f"{describe('__getitem__', self=x)}: bad slice {i!r}: {e}") from None
             if step > 0:
                 out = narrow(out, d, start, len(range(start, stop, step)), step)
             else:
-                out = out.index_select(d, arange(start, stop, step, device=x._device))
+                out = out.index_select(d, arange(start, builtins.min(stop, start), step, device=x._device))
             d += 1
         elif isinstance(i, numbers.Integral) or (isinstance(i, np.generic) and np.issubdtype(type(i), np.integer)):
             out = select(out, d, int(i))
@@ -838,25 +976,117 @@ def _as_rows(lay: Layout):
     return prod(n for n, _ in outer), inner, outer[-1][1]
 
 
-def _setitem(x: Tensor, idx, value):
-    if x.requires_grad and is_grad_enabled():
-        raise TensorliteError(f"{describe('__setitem__', self=x)}: in-place write to a tensor that requires grad")
+def _refuse_inplace_on_graph(x: Tensor, op: str):
+    """The in-place writes autograd cannot record (PyTorch refuses the first too)."""
+    if x._node is None and x.requires_grad:
+        raise TensorliteError(f"{describe(op, self=x)}: a leaf tensor that requires grad cannot be modified in "
+                              "place while gradients are recorded; do it under tl.no_grad(), or out of place")
+    if x._base is not None:
+        raise TensorliteError(f"{describe(op, self=x)}: in-place op on a view while gradients are recorded "
+                              "(tensorlite does not rewrite the base's history, as PyTorch does); apply it to "
+                              "the base tensor, or out of place")
+
+
+def _before(x: Tensor, copy: bool) -> Tensor:
+    """A stand-in for x as it is now, with x's history: the input an in-place op records
+    before x takes the op's history. `copy`: with its own copy of x's values (the op's
+    backward may read them after the write)."""
+    t = _wrap(_copy(x)._storage, x.shape, x.dtype) if copy else _view(x, x._layout)
+    t.requires_grad, t._node, t._base = x.requires_grad, x._node, None
+    return t
+
+
+def _write(dst: Tensor, src, op: str) -> None:
+    """dst's elements become src (a scalar, or a tensor broadcast to dst's shape and cast
+    to its dtype), written through dst's layout; dst's storage version goes up."""
+    lay = dst._layout
+    if builtins.any(s == 0 and n > 1 for n, s in zip(lay.shape, lay.strides)):
+        raise ShapeError(f"{describe(op, self=dst)}: more than one element of the written-to tensor refers to "
+                         "a single memory location; clone() it first")
+    if not isinstance(src, Tensor):
+        if dst.numel():
+            dst._storage.const_set(src, lay)
+    elif dst.numel():
+        _same_device(op, self=dst, src=src)
+        lead = src.shape[:builtins.max(src.ndim - dst.ndim, 0)]
+        if broadcast_shapes(src.shape[len(lead):], dst.shape) != dst.shape or builtins.any(n != 1 for n in lead):
+            raise ShapeError(f"{describe(op, self=dst, src=src)}: src does not broadcast to the tensor's shape")
+        with no_grad():
+            if src.ndim > dst.ndim:  # leading size-1 dims beyond dst's (PyTorch drops them)
+                src = src.reshape(src.shape[src.ndim - dst.ndim:])
+            src = broadcast_to(src._cast(dst.dtype), dst.shape)
+            if src._storage is dst._storage:  # overlapping memory: read it all before writing
+                src = _copy(src)
+            order = sorted(range(dst.ndim), key=lambda d: -lay.strides[d])  # dst's memory order
+            _write_rows(permute(dst, order), permute(src, order).contiguous())
+    dst._storage.version += 1
+
+
+def _write_rows(dst: Tensor, src: Tensor) -> None:
+    """Contiguous src into dst as equally spaced rows (copy2d), dim 0 by dim 0 where dst's
+    memory is not one such set."""
+    rows = _as_rows(dst._layout)
+    if rows is None:
+        for i in range(dst.shape[0]):
+            _write_rows(select(dst, 0, i), select(src, 0, i))
+        return
+    n, row_len, row_stride = rows
+    src._storage.copy2d(dst._storage, n, row_len, row_len, row_stride, src._layout.offset, dst._layout.offset)
+
+
+def _setitem(x: Tensor, idx, value, op="__setitem__"):
+    """x[idx] = value, into x's memory (copy_ and fill_ are idx=...). Recorded for autograd
+    where x or value requires grad (PyTorch's CopySlices): x's history gets the incoming
+    gradient with the written region zeroed, value the region's gradient."""
     target = _getitem(x.detach(), idx)
     if target._storage is not x._storage:
-        raise IndexOutOfRange(f"{describe('__setitem__', self=x)}: assignment through index tensors or negative "
+        raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through index tensors or negative "
                               "steps is not supported; use index_add/scatter_add/where")
-    if not isinstance(value, Tensor):
-        target._storage.const_set(value, target._layout)
-        return
-    _same_device("__setitem__", self=x, value=value)
-    src = broadcast_to(value._cast(x.dtype), target.shape).contiguous()
-    rows = _as_rows(target._layout)
-    if rows is None:
-        raise ShapeError(f"{describe('__setitem__', self=x, value=value)}: the indexed region is not "
-                         "a set of equally spaced rows; assign per row")
-    if src.numel():
-        n, row_len, row_stride = rows
-        src._storage.copy2d(x._storage, n, row_len, row_len, row_stride, src._layout.offset, target._layout.offset)
+    v = value if isinstance(value, Tensor) else None
+    if not (is_grad_enabled() and (x.requires_grad or (v is not None and v.requires_grad))):
+        _write(target, value, op)
+        return x
+    _refuse_inplace_on_graph(x, op)
+    before = _before(x, copy=False)  # the backward reads no values
+    _write(target, value, op)
+
+    def grad(g):
+        gx = g.clone()
+        gx[idx] = 0
+        gv = None
+        if v is not None and v.requires_grad:
+            gv = _sum_to(g[idx], v.shape)
+            gv = gv._cast(v.dtype) if v.dtype.is_floating_point else None
+        return gx, gv
+    return _attach(x, (before, v), grad, op)
+
+
+def _castable(src, dst) -> bool:
+    """PyTorch's rule for an in-place result: no float into an integer, nothing but bool into bool."""
+    return not ((src.is_floating_point and not dst.is_floating_point) or (dst is _dt.bool_ and src is not _dt.bool_))
+
+
+def _inplace(x: Tensor, op: str, fn, *args) -> Tensor:
+    """x's memory becomes fn(x, *args) (PyTorch's in-place ops; views of x see it). Where
+    gradients are recorded, fn runs on a stand-in for x as it was and x takes the result's
+    history; tensors saved from x before are caught at backward by the version check."""
+    recording = is_grad_enabled() and (x.requires_grad or builtins.any(
+        getattr(a, "requires_grad", False) for a in args))
+    if recording:
+        _refuse_inplace_on_graph(x, op)
+    out = fn(_before(x, copy=True) if recording else x, *args)
+    if out.shape != x.shape:
+        raise ShapeError(f"{describe(op, self=x)}: the result's shape {out.shape} (after broadcasting) is not "
+                         "the tensor's")
+    if out.dtype is not x.dtype:
+        if not _castable(out.dtype, x.dtype):
+            raise DTypeError(f"{describe(op, self=x)}: result type {out.dtype.name} can't be cast to the "
+                             f"tensor's dtype {x.dtype.name} in place")
+        out = out._cast(x.dtype)
+    _write(x, out, op)
+    if out._node is not None:
+        x._node, x.requires_grad = out._node, True
+    return x
 
 
 # =====================================================================================
@@ -867,16 +1097,18 @@ def _is_scalar(v):
     return isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, Tensor)
 
 
-def _scalar_tensor(v, dtype, dev):
-    return _wrap(dev.full((), v, dtype), (), dtype)
+def _scalar_tensor(v, dtype, dev, op="scalar"):
+    return _wrap(_const(op, dev, (), v, dtype), (), dtype)
 
 
 def _coerce(op, a, b):
     """Two operands -> two tensors on one device with the promoted dtype."""
     if _is_scalar(b):
+        if not isinstance(a, (Tensor, list, tuple, np.ndarray)):
+            raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
         a = a if isinstance(a, Tensor) else tensor(a)
         dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
-        return a._cast(dt), _scalar_tensor(b, dt, a._device)
+        return a._cast(dt), _scalar_tensor(b, dt, a._device, op)
     if _is_scalar(a):
         bb, aa = _coerce(op, b, a)
         return aa, bb
@@ -929,13 +1161,16 @@ def _binary(op, a, b, name=None):
     out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what _attach would return: nothing to record
-    grad = BINARY_BY_NAME[op].grad
-    return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(grad(g, a, b, out), (a, b))), op)
+    row = BINARY_BY_NAME[op]
+    return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
+                   op, [(a, b, out)[i] for i in row.saves])
 
 
 def _cmp(op, a, b):
     if not isinstance(b, Tensor) and not _is_scalar(b):
-        return NotImplemented  # lets `t == None`, `t in list` fall back to identity
+        if op in ("eq", "ne"):
+            return NotImplemented  # lets `t == None`, `t in list` fall back to identity
+        raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
     a, b = _coerce(op, a, b)
     shape, la, lb = _broadcast_pair(op, a, b)
     return _wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
@@ -955,8 +1190,8 @@ def _unary(op, x):
     if row.grad is None or not x.dtype.is_floating_point:
         return out
     if row.grad == FUSED:
-        return _attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op)
-    return _attach(out, (x,), lambda g: (row.grad(g, x, out),), op)
+        return _attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op, (x,))
+    return _attach(out, (x,), lambda g: (row.grad(g, x, out),), op, [(x, out)[i] for i in row.saves])
 
 
 def affine(x: Tensor, mul: float, add: float) -> Tensor:
@@ -966,7 +1201,7 @@ def affine(x: Tensor, mul: float, add: float) -> Tensor:
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     out = _wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
-    return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu")
+    return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu", (x, out))
 
 
 def _pow(x, e):
@@ -981,18 +1216,33 @@ def _pow(x, e):
         x = x._cast(_dt.get_default_dtype())
     e = float(e)
     out = _wrap(x._storage.powf(x._layout, e), x.shape, x.dtype)
-    return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1),), "pow")
+    # d/dx = e * x^(e-1), and 0 for e == 0 (PyTorch's: no 0 * inf at x = 0)
+    return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1) if e else zeros_like(g),), "pow", (x,))
 
 
 def _pow_tensor(x, e):
-    """x ** e elementwise, composed of primitives (differentiable in both operands)."""
+    """x ** e elementwise for tensors x, e (one of them broadcast), composed of primitives,
+    with PyTorch's gradients: e * x^(e-1) (0 where e == 0) and x^e * log(x) (0 where x == 0
+    and e >= 0), where differentiating the composite would give 0 * inf = nan at x = 0."""
+    _broadcast_pair("pow", x, e)  # a shape error names pow, not a primitive of it
     if not x.dtype.is_floating_point:  # exact square-and-multiply over the exponent's bits
         if e.numel() and bool((e < 0).sum() > 0):
-            raise ValueError(f"{describe('pow', self=x, exponent=e)}: integers to negative integer powers")
+            raise ArgumentError(f"{describe('pow', self=x, exponent=e)}: integers to negative integer powers")
         out, base, k = ones_like(x), x, int(e.max().item()) if e.numel() else 0
         while k:
             out, base, e, k = where(e % 2 == 1, out * base, out), base * base, e // 2, k >> 1
         return out
+    with no_grad():
+        out = _pow_values(x, e)
+
+    def grad(g):
+        dx = where(e == 0, 0.0, g * e * _pow_values(x, e - 1))
+        de = where((x == 0) & (e >= 0), 0.0, g * out * x.log())
+        return _sum_to(dx, x.shape), _sum_to(de, e.shape)
+    return _attach(out, (x, e), grad, "pow", (x, e, out))
+
+
+def _pow_values(x, e):
     mag = where(e == 0, 1.0, (e * x.abs().log()).exp())
     odd_int = (e.floor() == e) & ((e * 0.5).floor() != e * 0.5)
     neg = x < 0
@@ -1007,8 +1257,16 @@ def _rpow(x, base):
 def floor_divide(a, b):
     """floor(a / b); integers go through float64 (exact below 2**53)."""
     a, b = _coerce("floor_divide", a, b)
+    _broadcast_pair("floor_divide", a, b)
+    _integer_divisor_check("floor_divide", a, b)
     wide = _wide(a.dtype)
     return (a._cast(wide) / b._cast(wide)).floor()._cast(a.dtype)
+
+
+def _integer_divisor_check(op, a, b):
+    """Integer division by zero raises, as PyTorch does on the cpu (the host reads b)."""
+    if not b.dtype.is_floating_point and b.numel() and bool((b == 0).sum() > 0):
+        raise ArgumentError(f"{describe(op, lhs=a, rhs=b)}: integer division by zero")
 
 
 def _wide(dt):
@@ -1019,6 +1277,8 @@ def _wide(dt):
 def remainder(a, b):
     """a - b * floor(a / b): the sign follows the divisor, as Python and PyTorch."""
     a, b = _coerce("remainder", a, b)
+    _broadcast_pair("remainder", a, b)
+    _integer_divisor_check("remainder", a, b)
     wide = _wide(a.dtype)
     aw, bw = a._cast(wide), b._cast(wide)
     return (aw - (aw / bw).floor() * bw)._cast(a.dtype)
@@ -1041,17 +1301,17 @@ def where(cond: Tensor, x, y) -> Tensor:
     if not x.dtype.is_floating_point:
         return out
     return _attach(out, (x, y), lambda g: (_sum_to(where(cond, g, 0.0), x.shape),
-                                           _sum_to(where(cond, 0.0, g), y.shape)), "where")
+                                           _sum_to(where(cond, 0.0, g), y.shape)), "where", (cond,))
 
 
 def clamp(x: Tensor, min=None, max=None) -> Tensor:
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ArgumentError(f"{describe('clamp', self=x)}: at least one of min and max must be given")
     out = x
     if min is not None:
-        out = maximum(out, min)
+        out = _binary("maximum", out, min, "clamp")
     if max is not None:
-        out = minimum(out, max)
+        out = _binary("minimum", out, max, "clamp")
     return out
 
 
@@ -1063,9 +1323,17 @@ def minimum(a, b):
     return _binary("minimum", a, b)
 
 
+# x with value where mask (a bool tensor broadcast to x's shape) is True; value is a number or a
+# 0-d tensor (PyTorch)
 def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
-    _same_device("masked_fill", self=x, mask=mask, **({"value": value} if isinstance(value, Tensor) else {}))
-    return where(mask, _scalar_tensor(value, x.dtype, x._device) if _is_scalar(value) else value, x)
+    v = {"value": value} if isinstance(value, Tensor) else {}
+    if not isinstance(mask, Tensor) or mask.dtype is not _dt.bool_ or not (_is_scalar(value) or v and value.ndim == 0):
+        raise DTypeError(f"{describe('masked_fill', self=x, mask=mask, **v)}: expected a bool mask and a number "
+                         "or 0-d tensor value")
+    _same_device("masked_fill", self=x, mask=mask, **v)
+    if broadcast_shapes(mask.shape, x.shape) != x.shape:
+        raise ShapeError(f"{describe('masked_fill', self=x, mask=mask)}: mask does not broadcast to self's shape")
+    return where(mask, _scalar_tensor(value, x.dtype, x._device, "masked_fill") if not v else value._cast(x.dtype), x)
 
 
 # =====================================================================================
@@ -1073,11 +1341,11 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
 # =====================================================================================
 
 def _reduce(op, x, dim, keepdim, name):
+    dims = _norm_dims(dim, x.ndim, name, x)
     if x.ndim == 0:
         x1 = x.reshape(1)
         out = _wrap(x1._storage.reduce_op(op, x1._layout, (0,)), (1,), None)
         return out.reshape(())
-    dims = _norm_dims(dim, x.ndim, name, x)
     kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
     out = _wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
     if not keepdim:
@@ -1087,7 +1355,7 @@ def _reduce(op, x, dim, keepdim, name):
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     if dtype is not None:
-        x = x._cast(_dt.get(dtype))
+        x = x._cast(_dtype_of(dtype, op="sum"))
     elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
@@ -1103,11 +1371,18 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     return _attach(out, (x,), grad, "sum")
 
 
+def _statistic_dtype(dt):
+    """What mean/var compute in: f32 for 16-bit floats (a sum of them overflows their range
+    long before their mean does, as PyTorch knows), the default float for integers."""
+    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else (
+        dt if dt.is_floating_point else _dt.get_default_dtype())
+
+
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
-    if not x.dtype.is_floating_point:
-        x = x._cast(_dt.get_default_dtype())
+    dt = _statistic_dtype(x.dtype)
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
-    return sum(x, dim, keepdim) * (1.0 / n if n else float("nan"))
+    out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
+    return out._cast(x.dtype) if x.dtype.is_floating_point else out
 
 
 def _check_nonempty(op, x, dims):
@@ -1115,16 +1390,16 @@ def _check_nonempty(op, x, dims):
         raise ShapeError(f"{describe(op, self=x)}: cannot reduce an empty dimension")
 
 
-def _amaxmin(op, x, dim, keepdim):
+def _amaxmin(op, x, dim, keepdim, name=None):
     """Values only, over any dims; ties share the gradient evenly (PyTorch's amax rule)."""
-    dims = _norm_dims(dim, x.ndim, op, x)
-    _check_nonempty(op, x, dims)
-    out = _reduce(op, x, dim, True, op)
+    dims = _norm_dims(dim, x.ndim, name or op, x)
+    _check_nonempty(name or op, x, dims)
+    out = _reduce(op, x, dim, True, name or op)
     if x.dtype.is_floating_point:
         def grad(g):
             mask = (x == out)._cast(x.dtype)
             return (mask * (g / mask.sum(dims, keepdim=True)),)
-        out = _attach(out, (x,), grad, op)
+        out = _attach(out, (x,), grad, op, (x, out))
     return out if keepdim or x.ndim == 0 else out.squeeze(dims)
 
 
@@ -1132,6 +1407,8 @@ def _minmax(op, x, dim, keepdim):
     if dim is None:
         return _amaxmin(op, x, None, False)
     d = _norm_dim(dim, x.ndim, op, x)
+    if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor: its value, at index 0 (PyTorch)
+        return MinMax(*_minmax(op, x.reshape(1), 0, False))
     _check_nonempty(op, x, (d,))
     idx = _reduce("arg" + op, x, d, keepdim, op)
     values = _reduce(op, x, d, keepdim, op)
@@ -1140,7 +1417,7 @@ def _minmax(op, x, dim, keepdim):
         def grad(g):
             i, gg = (idx, g) if keepdim else (idx.unsqueeze(d), g.unsqueeze(d))
             return (zeros(shape, dtype=g.dtype, device=g._device).scatter_add(d, i, gg),)
-        _attach(values, (x,), grad, op)
+        _attach(values, (x,), grad, op, (idx,))
     return MinMax(values, idx)
 
 
@@ -1158,11 +1435,11 @@ def min(x, dim=None, keepdim=False):
 
 
 def amax(x, dim=None, keepdim=False):
-    return _amaxmin("max", x, dim, keepdim)
+    return _amaxmin("max", x, dim, keepdim, "amax")
 
 
 def amin(x, dim=None, keepdim=False):
-    return _amaxmin("min", x, dim, keepdim)
+    return _amaxmin("min", x, dim, keepdim, "amin")
 
 
 def _arg(op, x, dim, keepdim):
@@ -1185,15 +1462,21 @@ def argmin(x, dim=None, keepdim=False):
 def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     if unbiased is not None:
         correction = int(unbiased)
-    if not x.dtype.is_floating_point:
-        x = x._cast(_dt.get_default_dtype())
+    dt = _statistic_dtype(x.dtype)
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var", x))
-    c = x - mean(x, dim, keepdim=True)
-    return sum(c * c, dim, keepdim) * (1.0 / builtins.max(n - correction, 0) if n > correction else float("nan"))
+    xs = x._cast(dt)
+    c = xs - mean(xs, dim, keepdim=True)
+    out = sum(c * c, dim, keepdim) * (1.0 / builtins.max(n - correction, 0) if n > correction else float("nan"))
+    return out._cast(x.dtype) if x.dtype.is_floating_point else out
 
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
-    return var(x, dim, keepdim, correction, unbiased).sqrt()
+    _norm_dims(dim, x.ndim, "std", x)  # errors name std, not the var it is made of
+    v = var(x, dim, keepdim, correction, unbiased)
+    with no_grad():
+        out = v.sqrt()
+    # 0 where the std is 0 (a constant row), as PyTorch, instead of sqrt's g / 0
+    return _attach(out, (v,), lambda g: (where(out == 0, 0.0, g / (out * 2)),), "std", (out,))
 
 
 def prod_(x, dim=None, keepdim=False):
@@ -1271,12 +1554,16 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         ga = _sum_to(matmul(g2, b2.mT), a2.shape).reshape(a.shape)
         gb = _sum_to(matmul(a2.mT, g2), b2.shape).reshape(b.shape)
         return ga, gb
-    return _attach(out, (a, b), grad, "matmul")
+    return _attach(out, (a, b), grad, "matmul", (a, b))
 
 
 def _check_ids(op, ids, x, **more):
-    if not isinstance(ids, Tensor) or ids.dtype not in (_dt.int64, _dt.uint32, _dt.uint8):
-        raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor")
+    if not isinstance(ids, Tensor) or ids.dtype not in (_dt.int64, _dt.uint32, _dt.uint8) or \
+            not builtins.all(isinstance(t, Tensor) for t in more.values()):
+        raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor"
+                         f"{' and ' + ', '.join(more) + ' a tensor' if more else ''}")
+    if x.ndim == 0:
+        raise ShapeError(f"{describe(op, self=x, index=ids, **more)}: self must have at least one dim")
     _same_device(op, self=x, index=ids, **more)
 
 
@@ -1291,7 +1578,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     out = _wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
     src = x.shape
     return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).index_add(dim, index, g),),
-                   "index_select")
+                   "index_select", (index,))
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -1303,7 +1590,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     out = _wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
     src = x.shape
     return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
-                   "gather")
+                   "gather", (index,))
 
 
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -1315,7 +1602,8 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
         raise ShapeError(f"{describe('scatter_add', self=x, index=index, src=src)}: index and src must have "
                          "the same shape, and the ndim of self")
     st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
-    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, g.gather(dim, index)), "scatter_add")
+    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, g.gather(dim, index)), "scatter_add",
+                   (index,))
 
 
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
@@ -1331,16 +1619,25 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Te
         raise ShapeError(f"{describe('index_add', self=x, index=index, source=source)}: expected a 1-D index and "
                          f"a source of shape {expect}")
     st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
-    return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)), "index_add")
+    return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
+                   "index_add", (index,))
+
+
+def _tensor_list(op, tensors) -> list:  # cat's and stack's operand: a non-empty sequence of tensors
+    tensors = list(tensors) if isinstance(tensors, (tuple, list)) else [tensors]
+    if not tensors or not builtins.all(isinstance(t, Tensor) for t in tensors):
+        raise (ArgumentError if not tensors else DTypeError)(
+            f"{op}: expected a non-empty sequence of tensors, got {[type(t).__name__ for t in tensors]}")
+    return tensors
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+    tensors = _tensor_list("cat", tensors)
     first = tensors[0]
-    dim = _norm_dim(dim, first.ndim, "cat", first)
     named = {f"t{i}": t for i, t in enumerate(tensors)}
+    if first.ndim == 0:
+        raise ShapeError(f"{describe('cat', **named)}: zero-dimensional tensors cannot be concatenated; use stack")
+    dim = _norm_dim(dim, first.ndim, "cat", first)
     _same_device("cat", **named)
     dt = first.dtype
     for t in tensors[1:]:
@@ -1370,7 +1667,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
     todo, by_class = [], {}  # by_class: to_dtype_many takes storages of one class
     for i, t in enumerate(tensors):  # one pass: a mixed-precision step runs this for every weight, twice
         if not isinstance(t, Tensor):
-            raise TypeError(f"foreach_to: element {i} is a {type(t).__name__}, expected a Tensor")
+            raise DTypeError(f"foreach_to: element {i} is a {type(t).__name__}, expected a Tensor")
         if t.dtype is not dtype:
             todo.append(i)
             by_class.setdefault(type(t._storage), []).append(i)
@@ -1398,9 +1695,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+    tensors = _tensor_list("stack", tensors)
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"{describe('stack', **{f't{i}': t for i, t in enumerate(tensors)})}: shapes must be equal")
     d = _norm_dim(dim, tensors[0].ndim + 1, "stack", tensors[0])
@@ -1428,27 +1723,52 @@ def _conv_weight_grad(x, g, wshape, stride, padding, dilation, groups):
     return per[0] if groups == 1 else cat(per, 0)
 
 
-def _conv_checks(op, x, w, nd, groups, transposed):
+# (input, ConvParams) of a conv after PyTorch's checks of the operands and parameters; the input
+# is zero-padded on the right where padding='same' needs one more on that side
+def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding, transposed):
+    if not isinstance(x, Tensor) or not isinstance(w, Tensor):
+        raise DTypeError(f"{describe(op, input=x, weight=w)}: input and weight must be tensors")
     _same_device(op, input=x, weight=w)
     if x.ndim != nd + 2 or w.ndim != nd + 2:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: expected {nd + 2}-D input and weight")
+    ops = dict(input=x, weight=w)
+    groups = _ints(op, "groups", groups, low=1, **ops)
     cin = w.shape[0] if transposed else w.shape[1] * groups
-    if x.shape[1] != cin or (not transposed and w.shape[0] % groups) or (transposed and w.shape[0] % groups):
-        raise ShapeError(f"{describe(op, input=x, weight=w)}: channels do not match (groups={groups})")
+    if x.shape[1] != cin or w.shape[0] % groups or w.shape[0] < groups or builtins.min(w.shape[2:]) < 1:
+        raise ShapeError(f"{describe(op, **ops)}: channels do not match (groups={groups}), or a kernel size is 0")
     if x.dtype is not w.dtype:
-        raise DTypeError(f"{describe(op, input=x, weight=w)}: input and weight dtypes differ")
+        raise DTypeError(f"{describe(op, **ops)}: input and weight dtypes differ")
+    stride, dilation = _ints(op, "stride", stride, nd, 1, **ops), _ints(op, "dilation", dilation, nd, 1, **ops)
+    if isinstance(padding, str) and not transposed:
+        if padding not in ("same", "valid") or (padding == "same" and builtins.max(stride) > 1):
+            raise ArgumentError(f"{describe(op, **ops)}: padding must be 'valid', 'same' (stride 1) or integers, "
+                                f"got {padding!r} with stride {stride}")
+        total = [d * (k - 1) if padding == "same" else 0 for d, k in zip(dilation, w.shape[2:])]
+        for i, t in enumerate(total):  # an odd total: the extra zero goes on the right, as PyTorch
+            if t % 2:
+                x = cat([x, zeros(x.shape[:2 + i] + (1,) + x.shape[3 + i:], dtype=x.dtype, device=x._device)], 2 + i)
+        padding = tuple(t // 2 for t in total)
+    padding = _ints(op, "padding", padding, nd, 0, **ops)
+    out_pad = _ints(op, "output_padding", output_padding, nd, 0, **ops) if transposed else ()
+    if any(o >= builtins.max(s, d) for o, s, d in zip(out_pad, stride, dilation)):
+        raise ArgumentError(f"{describe(op, **ops)}: output_padding {out_pad} must be smaller than the stride "
+                            f"{stride} or the dilation {dilation}")
+    return x, ConvParams(stride, padding, dilation, groups, out_pad)
 
 
 def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=0):
     transposed = op.startswith("conv_transpose")
-    _conv_checks(op, x, w, nd, groups, transposed)
-    p = ConvParams(as_tuple(stride, nd), as_tuple(padding, nd), as_tuple(dilation, nd), int(groups),
-                   as_tuple(output_padding, nd) if transposed else ())
+    x, p = _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding, transposed)
+    groups = p.groups
     spatial = p.out_size(x.shape[2:], w.shape[2:], transposed)
     if builtins.min(spatial) <= 0:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: output size {spatial} is not positive")
     cout = w.shape[1] * groups if transposed else w.shape[0]
-    st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
+    _check_size(op, (x.shape[0], cout) + spatial, x.dtype, x._device)
+    if x.numel() and cout:
+        st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
+    else:  # nothing to compute (no batch, no channels): no kernel is launched
+        st = x._device.zeros((x.shape[0], cout) + spatial, x.dtype)
     out = _wrap(st, (x.shape[0], cout) + spatial, x.dtype)
 
     def grad(g):
@@ -1465,7 +1785,7 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
             gx = conv_transpose2d(g2, w2, None, s2, p2, op2, groups, d2)
             gw = _conv_weight_grad(x2, g2, w2.shape, s2, p2, d2, groups)
         return (gx.squeeze(2), gw.squeeze(2)) if nd == 1 else (gx, gw)
-    out = _attach(out, (x, w), grad, op)
+    out = _attach(out, (x, w), grad, op, (x, w))
     return out if bias is None else out + bias.reshape((1, -1) + (1,) * nd)
 
 
@@ -1497,19 +1817,21 @@ def _pad2d(x, p, value):
 
 
 def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=True, ceil_mode=False):
-    if x.ndim != 4:
+    if not isinstance(x, Tensor) or x.ndim != 4:
         raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input")
     if ceil_mode:
-        raise ValueError(f"{op}: ceil_mode=True is not supported")
-    k = as_tuple(kernel_size, 2)
-    p = PoolParams(k, as_tuple(stride if stride is not None else k, 2), as_tuple(padding, 2), as_tuple(dilation, 2),
+        raise ArgumentError(f"{describe(op, input=x)}: ceil_mode=True is not supported")
+    k = _ints(op, "kernel_size", kernel_size, 2, 1, input=x)
+    p = PoolParams(k, k if stride is None else _ints(op, "stride", stride, 2, 1, input=x),
+                   _ints(op, "padding", padding, 2, 0, input=x), _ints(op, "dilation", dilation, 2, 1, input=x),
                    bool(count_include_pad))
     if any(pp * 2 > kk for pp, kk in zip(p.padding, k)):
-        raise ValueError(f"{describe(op, input=x)}: padding {p.padding} must be at most half the kernel {k}")
+        raise ArgumentError(f"{describe(op, input=x)}: padding {p.padding} must be at most half the kernel {k}")
     oh, ow = p.out_size(*x.shape[2:])
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"{describe(op, input=x)}: output size ({oh}, {ow}) is not positive")
-    out = _wrap(getattr(x._storage, op)(x._layout, p), x.shape[:2] + (oh, ow), x.dtype)
+    out = _wrap(getattr(x._storage, op)(x._layout, p) if x.numel() else x._device.zeros(x.shape[:2] + (oh, ow), x.dtype),
+                x.shape[:2] + (oh, ow), x.dtype)
 
     def grad(g):
         # visit the kernel offsets in scan order; each is a strided window of the padded input
@@ -1535,7 +1857,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
                 part = _embed(part, padded[:3] + (ow,), 2, h0, p.stride[0])
                 gp = gp + _embed(part, padded, 3, w0, p.stride[1])
         return (gp[:, :, p.padding[0]:p.padding[0] + x.shape[2], p.padding[1]:p.padding[1] + x.shape[3]],)
-    return _attach(out, (x,), grad, op)
+    return _attach(out, (x,), grad, op, (x, out))
 
 
 def _avg_divisor(in_hw, out_hw, p, like):
@@ -1558,16 +1880,22 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 
 def upsample_nearest2d(x, size=None, scale_factor=None):
-    if x.ndim != 4:
-        raise ShapeError(f"{describe('upsample_nearest2d', input=x)}: expected a 4-D (b, c, h, w) input")
+    op = "upsample_nearest2d"
+    if not isinstance(x, Tensor) or x.ndim != 4 or builtins.min(x.shape[2:]) < 1:
+        raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input with h, w >= 1")
+    if (size is None) == (scale_factor is None):
+        raise ArgumentError(f"{describe(op, input=x)}: give exactly one of size and scale_factor")
     if size is None:
-        if scale_factor is None:
-            raise ValueError("upsample_nearest2d: give size or scale_factor")
-        sf = as_tuple(scale_factor, 2)
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * 2
+        if len(sf) != 2 or not builtins.all(isinstance(f, numbers.Real) and isfinite(f) and f > 0 for f in sf):
+            raise ArgumentError(f"{describe(op, input=x)}: scale_factor must be 1 or 2 positive finite numbers, "
+                                f"got {scale_factor!r}")
         size = (int(x.shape[2] * sf[0]), int(x.shape[3] * sf[1]))
-    oh, ow = as_tuple(size, 2)
+    oh, ow = _ints(op, "the output size", size, 2, 1, input=x)
+    _check_size(op, x.shape[:2] + (oh, ow), x.dtype, x._device)
     h, w = x.shape[2:]
-    out = _wrap(x._storage.upsample_nearest2d(x._layout, oh, ow), x.shape[:2] + (oh, ow), x.dtype)
+    out = _wrap(x._storage.upsample_nearest2d(x._layout, oh, ow) if x.numel() else
+                x._device.zeros(x.shape[:2] + (oh, ow), x.dtype), x.shape[:2] + (oh, ow), x.dtype)
 
     def grad(g):
         ih = tensor((np.arange(oh) * h // oh).astype(np.int64), device=g._device)
@@ -1589,18 +1917,21 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
     if isinstance(data, Tensor):
         out = data.detach().to(device if device is not None else data._device)
-        out = out._cast(_dt.get(dtype)) if dtype is not None else out
+        out = out._cast(_dtype_of(dtype)) if dtype is not None else out
         out = _copy(out) if out._storage is data._storage else out
     else:
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:  # ragged nesting
+            raise ShapeError(f"tensor: cannot make a tensor of {type(data).__name__} data: {e}") from None
         if dtype is not None:
-            dt = _dt.get(dtype)
+            dt = _dtype_of(dtype)
         elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
             dt = _dt.get_default_dtype()  # Python floats default to float32, as PyTorch
         elif arr.dtype.kind == "O":
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
-            dt = _dt.get(arr.dtype)
+            dt = _dtype_of(arr.dtype)
         shape = arr.shape  # np.ascontiguousarray turns a 0-d array into 1-d
         arr = arr.astype(dt.np, order="C", copy=False)
         dev = _device(device)
@@ -1609,43 +1940,68 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     return out
 
 
+def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
+    t = tensor(data, dtype, device, requires_grad)
+    return t if cls is Tensor else cls(t, requires_grad)
+
+
 def from_numpy(a: np.ndarray, device=None) -> Tensor:
     """A tensor with a copy of `a`, keeping its dtype (float64 stays float64)."""
     return tensor(a, dtype=_dt.get(a.dtype), device=device)
 
 
-def _filled(shape, value, dtype, device, requires_grad):
+# dev.full(shape, value, dtype), refusing a value that is no number, or that an integer dtype
+# cannot hold (NaN, Inf, too large: PyTorch refuses them too)
+def _const(op, dev, shape, value, dtype):
+    if not _is_scalar(value) or isinstance(value, complex):
+        raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
+    try:
+        if dtype.is_floating_point or dtype is _dt.bool_ or not isinstance(value, float) or isfinite(value):
+            return dev.full(shape, value, dtype)
+    except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
+        pass
+    raise ArgumentError(f"{op}: the value {value!r} cannot be converted to {dtype.name} without overflow")
+
+
+def _filled(op, shape, value, dtype, device, requires_grad):
     dev = _device(device)
-    out = _wrap(dev.full(shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape, dtype)
+    _check_size(op, shape, dtype, dev)
+    out = _wrap(_const(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape,
+                dtype)
     out.requires_grad = requires_grad
     return out
 
 
-def _dtype_of(dtype, value=0.0):
+def _dtype_of(dtype, value=0.0, op="tensor"):
     if dtype is not None:
-        return _dt.get(dtype)
+        try:
+            return _dt.get(dtype)
+        except TypeError as e:
+            raise DTypeError(f"{op}: {e}") from None
     return _dt.bool_ if isinstance(value, bool) else _dt.int64 if isinstance(value, numbers.Integral) \
         else _dt.get_default_dtype()
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(_shape_arg(size), 0, _dtype_of(dtype), device, requires_grad)
+    return _filled("zeros", _shape_arg(size, "zeros"), 0, _dtype_of(dtype, op="zeros"), device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(_shape_arg(size), 1, _dtype_of(dtype), device, requires_grad)
+    return _filled("ones", _shape_arg(size, "ones"), 1, _dtype_of(dtype, op="ones"), device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(_shape_arg(size), None, _dtype_of(dtype), device, requires_grad)
+    return _filled("empty", _shape_arg(size, "empty"), None, _dtype_of(dtype, op="empty"), device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    return _filled(_shape_arg((size,)), fill_value, _dtype_of(dtype, fill_value), device, requires_grad)
+    return _filled("full", _shape_arg((size,), "full"), fill_value, _dtype_of(dtype, fill_value, "full"), device,
+                   requires_grad)
 
 
 def _like(fn, x, *args, dtype=None, device=None, requires_grad=False):
-    return fn(x.shape, *args, dtype=dtype or x.dtype, device=device or x._device, requires_grad=requires_grad)
+    dtype = x.dtype if dtype is None else _dtype_of(dtype, op=f"{fn.__name__}_like")
+    return fn(x.shape, *args, dtype=dtype, device=device or x._device, requires_grad=requires_grad)
 
 
 def zeros_like(x, **kw):
@@ -1667,35 +2023,50 @@ def full_like(x, fill_value, **kw):
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
-    if step == 0:
-        raise ValueError("arange: step must be nonzero")
+    if not all(isinstance(v, numbers.Real) and isfinite(v) for v in (start, end, step)) or step == 0 or \
+            (end - start) * step < 0:
+        raise ArgumentError(f"arange: start, end, step {(start, end, step)} must be finite numbers, the step "
+                            "nonzero and of the sign of end - start")
     is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    dt = _dt.get(dtype) if dtype is not None else (_dt.int64 if is_int else _dt.get_default_dtype())
+    dt = _dtype_of(dtype, 0 if is_int else 0.0, "arange")
+    dev = _device(device)
+    _check_size("arange", (int(-((start - end) // step)),), dt, dev)  # the length, before numpy builds it
     vals = np.arange(start, end, step, dtype=np.int64 if is_int else np.float64)
-    return tensor(vals.astype(_np_for(dt)), dtype=dt, device=device, requires_grad=requires_grad)
+    return tensor(vals.astype(_np_for(dt)), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    dt = _dt.get(dtype) if dtype is not None else _dt.get_default_dtype()
-    return tensor(np.linspace(start, end, int(steps)), dtype=dt, device=device, requires_grad=requires_grad)
+    dt, dev = _dtype_of(dtype, 0.0, "linspace"), _device(device)
+    if not all(isinstance(v, numbers.Real) for v in (start, end)):
+        raise DTypeError(f"linspace: start and end must be real numbers, got {(start, end)}")
+    steps = _check_size("linspace", (_ints("linspace", "steps", steps),), dt, dev)[0]
+    return tensor(np.linspace(float(start), float(end), steps), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
-    dt = _dt.get(dtype) if dtype is not None else _dt.get_default_dtype()
-    return tensor(np.eye(n, m), dtype=dt, device=device, requires_grad=requires_grad)
+    dt, dev = _dtype_of(dtype, 0.0, "eye"), _device(device)
+    shape = _check_size("eye", (_ints("eye", "n", n), _ints("eye", "m", n if m is None else m)), dt, dev)
+    return tensor(np.eye(*shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def _random(op, size, dtype, device):  # (shape, dtype, device) of rand / randn, checked
+    dt, shape, dev = _dtype_of(dtype, 0.0, op), _shape_arg(size, op), _device(device)
+    if not dt.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating dtype, got {dt.name}")
+    return _check_size(op, shape, dt, dev), dt, dev
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
-    dt, shape = _dtype_of(dtype), _shape_arg(size)
-    out = _wrap(_device(device).rand_uniform(shape, dt, 0.0, 1.0), shape, dt)
+    shape, dt, dev = _random("rand", size, dtype, device)
+    out = _wrap(dev.rand_uniform(shape, dt, 0.0, 1.0), shape, dt)
     out.requires_grad = requires_grad
     return out
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
-    dt, shape = _dtype_of(dtype), _shape_arg(size)
-    out = _wrap(_device(device).rand_normal(shape, dt, 0.0, 1.0), shape, dt)
+    shape, dt, dev = _random("randn", size, dtype, device)
+    out = _wrap(dev.rand_normal(shape, dt, 0.0, 1.0), shape, dt)
     out.requires_grad = requires_grad
     return out
 
@@ -1704,13 +2075,15 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high), drawn in float64 so every value is reachable."""
     if high is None or isinstance(high, (tuple, list)):  # randint(high), randint(high, size)
         low, high, size = 0, low, (size if high is None else high)
+    low, high = _ints("randint", "low", low), _ints("randint", "high", high)
     if high <= low:
-        raise ValueError(f"randint: empty range [{low}, {high})")
-    shape = _shape_arg((size,))
-    u = _wrap(_device(device).rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
+        raise ArgumentError(f"randint: empty range [{low}, {high})")
+    dev, dt = _device(device), _dtype_of(dtype, 0, "randint")
+    shape = _check_size("randint", _shape_arg((size,), "randint"), _dt.float64, dev)
+    u = _wrap(dev.rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
     v = (u * float(high - low)).floor()._cast(_dt.int64) + int(low)
     v = minimum(v, high - 1)  # guards the u -> 1.0 rounding edge
-    return v._cast(_dt.get(dtype)) if dtype is not None else v
+    return v._cast(dt) if dtype is not None else v
 
 
 def synchronize(device=None) -> None:
@@ -1736,38 +2109,18 @@ def _logical(op, a, b):
     return a != b
 
 
-def _unary_method(row):
-    def fn(self):
+def _unary_methods(row):
+    """Tensor.<method> and its in-place form Tensor.<method>_ for one row of the op table."""
+    def method(self):
         return _unary(row.name, self)
-    fn.__name__, fn.__qualname__ = row.method, f"Tensor.{row.method}"
-    fn.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
-    return fn
+
+    def inplace(self):
+        return _inplace(self, f"{row.method}_", method)
+    for fn, name, what in ((method, row.method, "Elementwise"), (inplace, f"{row.method}_", "In-place")):
+        fn.__name__, fn.__qualname__ = name, f"Tensor.{name}"
+        fn.__doc__ = f"{what} {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
+        setattr(Tensor, name, fn)
 
 
-for _row in UNARY:  # Tensor.exp, Tensor.reciprocal, ...: one method per row of the op table
-    setattr(Tensor, _row.method, _unary_method(_row))
-
-
-def _inplace(name, compute):
-    def method(self, *args, **kwargs):
-        with no_grad():
-            self.copy_(compute(self, *args, **kwargs))
-        return self
-    method.__name__ = name
-    return method
-
-
-def _copy_(self, src):
-    """In-place copy (broadcasting, casting) into this tensor's memory; views see it."""
-    _setitem(self, Ellipsis, src)
-    return self
-
-
-Tensor.copy_ = _copy_
-Tensor.fill_ = lambda self, v: (_setitem(self, Ellipsis, v), self)[1]
-Tensor.zero_ = lambda self: self.fill_(0)
-for _name, _fn in dict(add_=lambda s, o, alpha=1: s + (o * alpha if alpha != 1 else o),
-                       sub_=lambda s, o, alpha=1: s - (o * alpha if alpha != 1 else o),
-                       mul_=lambda s, o: s * o, div_=lambda s, o: s / o,
-                       clamp_=clamp, masked_fill_=masked_fill).items():
-    setattr(Tensor, _name, _inplace(_name, _fn))
+for _row in UNARY:  # Tensor.exp, Tensor.exp_, Tensor.reciprocal, ...: two methods per row of the op table
+    _unary_methods(_row)

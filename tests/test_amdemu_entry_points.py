@@ -18,6 +18,7 @@ import tensorlite as tl
 from tensorlite import dtype as D
 from tensorlite.backend import REDUCE_OPS
 from tensorlite.backends.rocm.kernel_table import unary_ops
+from tensorlite.custom_op import storage_and_layout as sl  # (storage, layout): what the storage contract takes
 from tensorlite.layout import Layout
 from tensorlite.nn import functional as F
 
@@ -78,7 +79,8 @@ def test_cast_many(emu, rng, dst):
         _same(g, c, dst)
     # the storage batches same-dtype casts too (foreach_to hands the tensors back as they are)
     same = [tl.tensor(random_array(rng, (3,), dst), device=emu) for _ in range(2)]
-    for t, out in zip(same, type(same[0]._storage).to_dtype_many([(t._storage, t._layout) for t in same], dst)):
+    pairs = [sl(t) for t in same]
+    for t, out in zip(same, type(pairs[0][0]).to_dtype_many(pairs, dst)):
         _same(_storage_result(out, (3,)), t, dst)
 
 
@@ -86,21 +88,18 @@ def test_cast_many(emu, rng, dst):
 def test_unary_affine_and_reductions_every_dtype(emu, rng, dtype):
     a = random_array(rng, (3, 6), dtype, 0.5, 3.0)
     c, e = _pair(a, emu)
-    lay = c._layout
+    (cs, lay), (es, _) = sl(c), sl(e)
     for op in unary_ops(dtype.short):  # the ops with a u<op>_<dtype> entry point
-        _same(_storage_result(e._storage.unary_impl(op, lay), a.shape),
-              _storage_result(c._storage.unary_impl(op, lay), a.shape), dtype)
+        _same(_storage_result(es.unary_impl(op, lay), a.shape), _storage_result(cs.unary_impl(op, lay), a.shape), dtype)
     mul, add = (1.0, 1.0) if dtype is D.bool_ else (2.0, 1.0)
-    _same(_storage_result(e._storage.affine(lay, mul, add), a.shape),
-          _storage_result(c._storage.affine(lay, mul, add), a.shape), dtype)
+    _same(_storage_result(es.affine(lay, mul, add), a.shape), _storage_result(cs.affine(lay, mul, add), a.shape), dtype)
     if dtype.is_floating_point:
-        _same(_storage_result(e._storage.powf(lay, 1.5), a.shape), _storage_result(c._storage.powf(lay, 1.5), a.shape),
-              dtype)
+        _same(_storage_result(es.powf(lay, 1.5), a.shape), _storage_result(cs.powf(lay, 1.5), a.shape), dtype)
     for op in REDUCE_OPS:
         shape = (3, 1)
         out_dtype = D.int64 if op.startswith("arg") else dtype
-        _same(_storage_result(e._storage.reduce_op(op, lay, (1,)), shape),
-              _storage_result(c._storage.reduce_op(op, lay, (1,)), shape), out_dtype, terms=6)
+        _same(_storage_result(es.reduce_op(op, lay, (1,)), shape),
+              _storage_result(cs.reduce_op(op, lay, (1,)), shape), out_dtype, terms=6)
 
 
 # ---- index ops: every (index dtype, data dtype) ------------------------------------------
@@ -123,11 +122,12 @@ def test_index_ops_every_dtype(emu, rng, dtype):
             _same(tl.scatter_add(e, 1, ie, se), tl.scatter_add(c, 1, ic, sc), dtype)
             _same(tl.index_add(e, 0, re_, s3e), tl.index_add(c, 0, rc, s3c), dtype)
         else:
-            got = e._storage.scatter_add(e._layout, ie._storage, ie._layout, se._storage, se._layout, 1)
-            ref = c._storage.scatter_add(c._layout, ic._storage, ic._layout, sc._storage, sc._layout, 1)
+            (es, el), (cs, cl) = sl(e), sl(c)
+            got = es.scatter_add(el, *sl(ie), *sl(se), 1)
+            ref = cs.scatter_add(cl, *sl(ic), *sl(sc), 1)
             _same(_storage_result(got, a.shape), _storage_result(ref, a.shape), dtype)
-            got = e._storage.index_add(e._layout, re_._storage, re_._layout, s3e._storage, s3e._layout, 0)
-            ref = c._storage.index_add(c._layout, rc._storage, rc._layout, s3c._storage, s3c._layout, 0)
+            got = es.index_add(el, *sl(re_), *sl(s3e), 0)
+            ref = cs.index_add(cl, *sl(rc), *sl(s3c), 0)
             _same(_storage_result(got, a.shape), _storage_result(ref, a.shape), dtype)
 
 
@@ -142,13 +142,13 @@ def test_conv_pool_copy_every_dtype(emu, rng, dtype):
     terms = 8
     conv = ConvParams((1, 1), (1, 1), (1, 1))
     for name, call, shape in (
-            ("conv2d", lambda s, t, u: s._storage.conv2d(s._layout, u._storage, u._layout, conv), (1, 3, 6, 6)),
-            ("conv_transpose2d", lambda s, t, u: s._storage.conv_transpose2d(
-                s._layout, t._storage, t._layout, ConvParams((2, 2), (0, 0), (1, 1), 1, (0, 0))), (1, 2, 12, 12)),
-            ("max_pool2d", lambda s, t, u: s._storage.max_pool2d(s._layout, PoolParams((2, 2), (2, 2))), (1, 2, 2, 2)),
-            ("avg_pool2d", lambda s, t, u: s._storage.avg_pool2d(s._layout, PoolParams((3, 3), (1, 1), (1, 1))),
+            ("conv2d", lambda s, t, u: sl(s)[0].conv2d(sl(s)[1], *sl(u), conv), (1, 3, 6, 6)),
+            ("conv_transpose2d", lambda s, t, u: sl(s)[0].conv_transpose2d(
+                sl(s)[1], *sl(t), ConvParams((2, 2), (0, 0), (1, 1), 1, (0, 0))), (1, 2, 12, 12)),
+            ("max_pool2d", lambda s, t, u: sl(s)[0].max_pool2d(sl(s)[1], PoolParams((2, 2), (2, 2))), (1, 2, 2, 2)),
+            ("avg_pool2d", lambda s, t, u: sl(s)[0].avg_pool2d(sl(s)[1], PoolParams((3, 3), (1, 1), (1, 1))),
              (1, 2, 5, 5)),
-            ("upsample_nearest2d", lambda s, t, u: s._storage.upsample_nearest2d(s._layout, 7, 3), (1, 2, 7, 3))):
+            ("upsample_nearest2d", lambda s, t, u: sl(s)[0].upsample_nearest2d(sl(s)[1], 7, 3), (1, 2, 7, 3))):
         if name == "conv_transpose2d":  # kernel (c_in, c_out, kh, kw): the input's 3 channels in
             y = random_array(rng, (1, 3, 6, 6), dtype, 0.0, 2.0)
             yc, ye = _pair(y, emu)
@@ -167,7 +167,7 @@ def test_conv_pool_copy_every_dtype(emu, rng, dtype):
     # a strided fill takes the const_set kernel (a contiguous one of equal bytes is a memset)
     strided = Layout((2, 2), (3, 1), 1)
     for t in (ac, ae):
-        t._storage.const_set(fill, strided)
+        sl(t)[0].const_set(fill, strided)
     _same(ae, ac, dtype)
 
 

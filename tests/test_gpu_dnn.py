@@ -17,8 +17,10 @@ import pytest
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
+from tensorlite.backend import get_device
 from tensorlite.backends.rocm import get_platform
 from tensorlite.backends.rocm import dnn as dnn_mod
+from tensorlite.custom_op import storage_and_layout
 from tensorlite.errors import BackendUnavailable
 from tensorlite.layout import Layout
 
@@ -51,7 +53,7 @@ def test_mode_switch(monkeypatch):
 
 
 def test_descriptor_layouts():
-    ds = dnn_mod._dims_strides
+    ds = dnn_mod.dims_strides
     assert ds(Layout.contiguous((2, 3, 4, 5))) == ((2, 3, 4, 5), (60, 20, 5, 1))
     # a permuted (channels-last) view keeps its strides: no copy
     assert ds(Layout((2, 3, 4, 5), (60, 1, 15, 3), 7)) == ((2, 3, 4, 5), (60, 1, 15, 3))
@@ -461,7 +463,7 @@ def _force(gpu, monkeypatch, value):
     """TENSORLITE_DNN=value; (device name, the Dnn or None). The library path is skipped
     with the library's own reason where it cannot load."""
     monkeypatch.setenv("TENSORLITE_DNN", value)
-    dev = tl.zeros(1, device=gpu)._storage.device
+    dev = get_device(gpu)
     if value == "1":
         ok, why = dnn_mod.library_status(dev.platform)
         if not ok:
@@ -514,7 +516,7 @@ def test_conv2d_both_paths(path, rng, dtype, case):
     device, dnn = path
     xs, ws, s, p, d, g = CONV_CASES[case]
     x, w, xc, wc = _pair(rng, xs, ws, dtype, device)
-    if dnn is not None and not dnn.supports_conv(x.dtype, x._layout):
+    if dnn is not None and not dnn.supports_conv(x.dtype, storage_and_layout(x)[1]):
         pytest.skip(f"{dnn.lib.name} leaves {dtype.name} convolutions to the portable kernels")
     y = _ran(dnn, "conv2d", lambda: tl.conv2d(x, w, None, s, p, d, g))
     assert_close(y, as_f64(tl.conv2d(xc, wc, None, s, p, d, g).numpy()), dtype, terms=ws[1] * ws[2] * ws[3])
@@ -540,7 +542,7 @@ def test_conv_transpose2d_both_paths(path, rng, dtype, stride, padding, output_p
     device, dnn = path
     x, w, xc, wc = _pair(rng, (2, 4, 5, 6), (4, 3, 3, 3), dtype, device)
     args = (None, stride, padding, output_padding, groups, dilation)
-    if dnn is not None and not dnn.supports_conv(x.dtype, x._layout, transposed=True):
+    if dnn is not None and not dnn.supports_conv(x.dtype, storage_and_layout(x)[1], transposed=True):
         pytest.skip(f"{dnn.lib.name}: conv_transpose2d stays on the portable kernels")
     y = _ran(dnn, "conv_transpose2d", lambda: tl.conv_transpose2d(x, w, *args))
     assert_close(y, tl.conv_transpose2d(xc, wc, *args).numpy(), dtype, terms=36)
@@ -585,12 +587,16 @@ def test_dnn_batch_norm_matches_functional(library, rng, training, shape):
     rma, rva = random_array(rng, (c,), tl.float32), random_array(rng, (c,), tl.float32, 0.5, 2.0)
     x = tl.tensor(xa, device=device)
     w, b, rm, rv = (tl.tensor(a, device=device) for a in (wa, ba, rma, rva))
-    assert dnn.supports_batch_norm(x.dtype, x._layout)
-    out = x._storage._new(x.numel())
-    save = [x._storage._new(c), x._storage._new(c)]
-    addr = lambda t: t._storage._addr(t._layout.offset)  # noqa: E731
+    xs, xl = storage_and_layout(x)
+    assert dnn.supports_batch_norm(x.dtype, xl)
+    out = xs.device.alloc_uninit((x.numel(),), x.dtype)
+    save = [xs.device.alloc_uninit((c,), x.dtype), xs.device.alloc_uninit((c,), x.dtype)]
+
+    def addr(t):
+        st, lay = storage_and_layout(t)
+        return st.addr(lay.offset)
     _ran(dnn, "batch_norm_training" if training else "batch_norm",
-         lambda: dnn.batch_norm(x._storage, x._layout, out, addr(w), addr(b), addr(rm), addr(rv), 1e-3, training,
+         lambda: dnn.batch_norm(xs, xl, out, addr(w), addr(b), addr(rm), addr(rv), 1e-3, training,
                                 0.25, save[0].ptr, save[1].ptr))
     y = out.to_cpu(Layout.contiguous(shape))
     rmc, rvc = tl.tensor(rma), tl.tensor(rva)

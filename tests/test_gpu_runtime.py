@@ -15,12 +15,14 @@ import stat
 import struct
 import sys
 import sysconfig
+import tempfile
+import warnings
 
 import pytest
 
 from tensorlite.errors import BackendUnavailable, CompileError, DeviceError, OutOfMemoryError
 from tensorlite.backends.rocm import compiler, get_platform, hip
-from tensorlite.backends.rocm.device import Buffer, CachingAllocator, _ArgLayout, size_class
+from tensorlite.backends.rocm.device import ArgLayout, Buffer, CachingAllocator, size_class
 
 
 def _hip_or_skip():
@@ -47,7 +49,7 @@ def cache_dir(tmp_path, monkeypatch):
     """A fresh disk cache and an empty in-memory cache for each test."""
     path = tmp_path / "cache"
     monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(path))
-    monkeypatch.setattr(compiler, "_MEMORY", {})
+    compiler.clear_memory_cache()
     return path
 
 
@@ -175,7 +177,7 @@ def test_cache_directory_is_private_and_entries_are_hash_verified(cache_dir):
 def test_cache_hit_skips_the_compiler(cache_dir, monkeypatch):
     plat = _hip_or_skip()
     code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
-    monkeypatch.setattr(compiler, "_MEMORY", {})  # a new process: only the disk remains
+    compiler.clear_memory_cache()  # a new process: only the disk remains
 
     def no_compiler(*a, **k):
         raise AssertionError("compiled although a valid cache entry exists")
@@ -196,13 +198,55 @@ def test_corrupt_cache_entry_is_recompiled(cache_dir, monkeypatch, damage):
     else:
         blob = bytearray(b"not a cache entry")
     entry.write_bytes(bytes(blob))
-    monkeypatch.setattr(compiler, "_MEMORY", {})
+    compiler.clear_memory_cache()
     calls = []
     real = plat.rtc_compile
     monkeypatch.setattr(plat, "rtc_compile", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS) == code
     assert calls == [1]
-    assert compiler._load_cached(entry) == code  # rewritten, valid again
+    assert compiler.load_cached(entry) == code  # rewritten, valid again
+
+
+@pytest.mark.parametrize("where, mode, why", [("root", 0o777, "its group and others may write it (mode 777)"),
+                                             ("root", 0o770, "its group may write it (mode 770)"),
+                                             ("kernels", 0o757, "others may write it (mode 757)")],
+                         ids=["root-777", "root-770", "kernels-757"])
+def test_cache_directory_others_may_write_is_refused(tmp_path, monkeypatch, where, mode, why):
+    """A cache directory that other users may write is not trusted (anyone could plant a code
+    object whose embedded hash matches its payload): cache_dir() warns, naming it and why,
+    writes nothing there and uses a private per-user directory under the system temp dir,
+    itself checked the same way. No GPU or compiler needed."""
+    if not hasattr(os, "getuid"):
+        pytest.skip("no POSIX file ownership here")
+    shared, tmp = tmp_path / "shared", tmp_path / "tmp"
+    (shared / "kernels").mkdir(parents=True, mode=0o700)
+    tmp.mkdir()
+    refused = shared if where == "root" else shared / "kernels"
+    os.chmod(shared, 0o700)
+    os.chmod(refused, mode)
+    monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(shared))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # the system temp dir, for this test
+    with pytest.warns(UserWarning) as record:
+        path = compiler.cache_dir()
+    [warning] = [str(w.message) for w in record]
+    assert f"not using the kernel cache directory {shared}" in warning and f"{refused}: {why}" in warning
+    assert path == tmp / f"tensorlite-{os.getuid()}" / "kernels" and str(path.parent) in warning
+    for d in (path.parent, path):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700 and d.stat().st_uid == os.getuid()
+    assert list(shared.iterdir()) == [shared / "kernels"] and not list((shared / "kernels").iterdir())
+    # the fallback is checked the same way: writable by others, it is refused too (a fresh private directory)
+    os.chmod(path.parent, 0o777)
+    with pytest.warns(UserWarning) as record:
+        fresh = compiler.cache_dir()
+    [warning] = [str(w.message) for w in record]
+    assert f"{refused}: {why}" in warning and f"the fallback {path.parent}: its group and others may write" in warning
+    assert fresh.parent.parent == tmp and fresh.parent != path.parent and str(fresh.parent) in warning
+    assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700 and fresh.is_dir()
+    # a private directory is used as it is, silently
+    os.chmod(refused, 0o700)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compiler.cache_dir() == shared / "kernels"
 
 
 def test_cache_key_covers_source_headers_and_arch(cache_dir):
@@ -223,7 +267,7 @@ def test_cache_writes_are_atomic(cache_dir, monkeypatch):
     real_replace = os.replace
 
     def spy_replace(src, dst):
-        seen.append((os.path.dirname(src) == os.path.dirname(dst), compiler._load_cached(type(cache_dir)(src))))
+        seen.append((os.path.dirname(src) == os.path.dirname(dst), compiler.load_cached(type(cache_dir)(src))))
         return real_replace(src, dst)
     monkeypatch.setattr(compiler.os, "replace", spy_replace)
     code = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx90a", TINY_HEADERS)
@@ -232,7 +276,7 @@ def test_cache_writes_are_atomic(cache_dir, monkeypatch):
     def failing_replace(src, dst):
         raise OSError("disk full")
     monkeypatch.setattr(compiler.os, "replace", failing_replace)
-    monkeypatch.setattr(compiler, "_MEMORY", {})
+    compiler.clear_memory_cache()
     other = compiler.compile_text("rocm", TINY_SOURCE, "tiny.hip", "gfx908", TINY_HEADERS)
     assert other[:4] == b"\x7fELF"  # still compiled and returned
     assert len(_entries(cache_dir)) == 1
@@ -285,6 +329,9 @@ class _FakeDevice:
     def activate(self):
         pass
 
+    def total_memory(self):
+        return None  # unknown, as a runtime may answer: the allocator then asks malloc
+
     def __str__(self):
         return "fake:0"
 
@@ -334,7 +381,7 @@ def test_buffer_returns_to_its_allocator_once():
     assert isinstance(buf, Buffer) and buf.nbytes == 100
     buf.__del__()
     buf.__del__()  # idempotent: a second release would hand the block out twice
-    assert alloc._free[512] == [buf.ptr]
+    assert alloc.cached_blocks(512) == [buf.ptr]
 
 
 # ---- kernel arguments ---------------------------------------------------------------
@@ -343,7 +390,7 @@ def test_kernel_argument_layout_follows_c_alignment():
     import cffi
     ffi = cffi.FFI()
     sig = ("ptr", "int32", ("bytes", 20), "float", "int64", "uint32", "double")
-    layout = _ArgLayout(ffi, sig)
+    layout = ArgLayout(ffi, sig)
     base = int(ffi.cast("uintptr_t", layout.cbuf))
     offsets = [int(ffi.cast("uintptr_t", layout.params[i])) - base for i in range(len(sig))]
     assert offsets == [0, 8, 16, 36, 40, 48, 56]
@@ -465,6 +512,7 @@ def test_reduce_plans_are_reused_with_each_calls_offset(tmp_path, monkeypatch):
     from tensorlite.layout import Layout
     from tensorlite.backends.rocm.device import GpuDevice
     from tensorlite.backends.rocm.null import NullPlatform
+    from tensorlite.backends.rocm.ops.reduce import reduce_plans
     monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(tmp_path))
     dev = GpuDevice(NullPlatform(), 0)
     launches = []
@@ -474,9 +522,9 @@ def test_reduce_plans_are_reused_with_each_calls_offset(tmp_path, monkeypatch):
     rows = Layout((12, 8), (16, 1))  # every other 8 elements: the outer layout is packed with its offset
     for offset in (0, 8, 8):
         st.reduce_op("sum", Layout(rows.shape, rows.strides, offset), (1,))
-    assert len(dev._tl_reduce_plans) == 1
+    assert len(reduce_plans(dev)) == 1
     assert [struct.unpack_from("<q", args[2][1])[0] for *_, args in launches] == [0, 8, 8]
-    dev._tl_reduce_plans.clear()
+    reduce_plans(dev).clear()
     st.reduce_op("sum", Layout(rows.shape, rows.strides, 8), (1,))
     assert launches[-1] == launches[1] and launches[0] != launches[1]
 
@@ -510,7 +558,7 @@ def test_cublaslt_plan_is_built_once_per_shape_and_misalignment_falls_back():
                     args[-1][0] = len(algos)
                 return 0
             return call
-    platform._lt = FakeLt()
+    platform.ltlib = FakeLt()
     handle, stream, one = ffi.cast("cublasHandle_t", 4096), ffi.cast("CUstream", 0), ffi.new("float*", 1.0)
 
     def run(a=256, epilogue="bias", m=512):
@@ -523,5 +571,5 @@ def test_cublaslt_plan_is_built_once_per_shape_and_misalignment_falls_back():
     assert not run(a=256 + 2) and calls == []           # misaligned A: nothing enqueued
     algos.clear()
     assert not run(epilogue="bgradb") and "cublasLtMatmul" not in calls  # no algorithm for the case
-    platform._lt = False
+    platform.ltlib = False
     assert not run(m=256)

@@ -14,6 +14,7 @@ import tensorlite.nn.functional as F
 from conftest import random_array, shares_storage
 from tensorlite.layout import Layout
 from tensorlite.backend import get_device, sdpa_layout
+from tensorlite.custom_op import storage_and_layout
 
 HALF_AND_F32 = [tl.float32, tl.float16, tl.bfloat16]
 # max |got - ref| / max |ref| per dtype (outputs round to the dtype; sums run in f32)
@@ -126,12 +127,12 @@ def _forbid(monkeypatch, cls, name):
 @pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16], ids=lambda t: t.name)
 def test_sdpa_switch_forces_the_path(device, rng, monkeypatch, mode, dtype):
     monkeypatch.setenv("TENSORLITE_SDPA", mode)
-    cls = type(tl.zeros(1, device=device)._storage)
-    if hasattr(cls, "_sdpa_flash"):  # a GPU storage: the other path must not run
+    cls = type(storage_and_layout(tl.zeros(1, device=device))[0])
+    if hasattr(cls, "sdpa_flash"):  # a GPU storage: the other path must not run
         if mode == "flash":
-            _forbid(monkeypatch, cls, "_sdpa_gemm")
+            _forbid(monkeypatch, cls, "sdpa_gemm")
         elif mode == "gemm":
-            _forbid(monkeypatch, cls, "_sdpa_flash")
+            _forbid(monkeypatch, cls, "sdpa_flash")
             _forbid(monkeypatch, cls, "sdpa_backward")
     elif mode == "gemm":  # cpu: the switch turns its fused backward off too
         _forbid(monkeypatch, cls, "sdpa_backward")
@@ -189,13 +190,12 @@ def test_lse_and_backward_contract(device, rng):
         q, k, v = (tl.tensor(a, device=dev) for a in (qa, ka, va))
         m = tl.tensor(keep, device=dev)
         mlay = Layout((L, S)).broadcast_as((b, hq, L, S))
-        out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, m._storage, mlay,
-                                   0.25, False, return_lse=True)
+        (qs, ql), (ks, kl), (vs, vl), (ms, _) = (storage_and_layout(t) for t in (q, k, v, m))
+        out, lse = qs.sdpa(ql, ks, kl, vs, vl, ms, mlay, 0.25, False, return_lse=True)
         assert lse is not None and lse.dtype is tl.float32
         g = tl.tensor(random_array(np.random.default_rng(1), (b, hq, L, d), tl.float32), device=dev)
-        grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, out,
-                                         Layout((b, hq, L, d)), g._storage, g._layout, lse, m._storage, mlay,
-                                         0.25, False)
+        gs, gl = storage_and_layout(g)
+        grads = qs.sdpa_backward(ql, ks, kl, vs, vl, out, Layout((b, hq, L, d)), gs, gl, lse, ms, mlay, 0.25, False)
         shapes = [(b, hq, L, d), (b, hk, S, d), (b, hk, S, d)]
         results[dev] = [st.to_cpu(Layout(sh)) for st, sh in zip((lse,) + tuple(grads), [(b, hq, L)] + shapes)]
     kx = np.repeat(ka, hq // hk, axis=1).astype(np.float64)
@@ -230,7 +230,7 @@ def _mma_or_skip(device, monkeypatch):
     if device == "cpu":
         pytest.skip("cpu has no flash kernels")
     from tensorlite.backends.rocm.ops import attention
-    dev = tl.zeros(1, device=device)._storage.device
+    dev = get_device(device)
     if not attention.flash_mma(dev, tl.bfloat16, 64):
         pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+ or gfx90a/gfx94x)")
     names = []
@@ -274,16 +274,17 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
         (_, q, q64), (_, k, k64), (_, v, v64) = (_leaf(rng, b, h, t, e, dtype, device, transposed)
                                                  for h, t, e in ((hq, L, d), (hk, S, d), (hk, S, dv)))
         mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)
-        mlay = None if mask is None else mask._layout.broadcast_as((b, hq, L, S))
+        ms, mlay = storage_and_layout(mask)
+        mlay = None if mask is None else mlay.broadcast_as((b, hq, L, S))
+        (qs, ql), (ks, kl), (vs, vl) = (storage_and_layout(t) for t in (q, k, v))
         runs = {}
         for path, (mma, wgmma, expected) in paths.items():
             monkeypatch.setattr(attention, "flash_mma", lambda dev, dt, p, on=mma: on)
             monkeypatch.setenv("TENSORLITE_WGMMA", wgmma)
             names.clear()
-            out, lse = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout,
-                                       None if mask is None else mask._storage, mlay, None, causal, return_lse=True)
+            out, lse = qs.sdpa(ql, ks, kl, vs, vl, ms, mlay, None, causal, return_lse=True)
             assert names == [expected]
-            runs[path] = (out.to_cpu(sdpa_layout(q._layout, dv)).astype(np.float64),  # out in q's memory order
+            runs[path] = (out.to_cpu(sdpa_layout(ql, dv)).astype(np.float64),  # out in q's memory order
                           lse.to_cpu(Layout((b, hq, L))))
         ref = F.sdpa_slow(tl.tensor(q64), tl.tensor(k64), tl.tensor(v64), attn_mask=mask64, is_causal=causal).numpy()
         scalar = runs.pop("scalar")
@@ -419,7 +420,7 @@ def test_sdpa_on_unaligned_head_views(device, rng, dtype):
         results.append(leaf)
     ql, kl, vl = results
     q, k, v = (x.reshape(b, t, x.shape[2] // d, d).transpose(1, 2) for x in results)
-    assert q._layout.offset % 2 == 1
+    assert storage_and_layout(q)[1].offset % 2 == 1
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     w = random_array(rng, (b, hq, t, d), dtype)
     (out * tl.tensor(w, dtype=dtype, device=device)).sum().backward()
@@ -474,9 +475,9 @@ def test_sdpa_forward_online_softmax_edges(device, rng, name, d, dtype):
         ramp = np.linspace(0.0, 3.0, S) if scores == "rising" else np.linspace(3.0, 0.0, S)
         k = (ramp[None, None, :, None] + 0.05 * k.astype(np.float64)).astype(k.dtype)
     ts = [tl.tensor(a, dtype=dtype, device=device) for a in (q, k, v)]
-    out, lse = ts[0]._storage.sdpa(ts[0]._layout, ts[1]._storage, ts[1]._layout, ts[2]._storage, ts[2]._layout,
-                                   None, None, scale, causal, return_lse=True)
-    out = out.to_cpu(sdpa_layout(ts[0]._layout, d))
+    (qs, ql), (ks, kl), (vs, vl) = (storage_and_layout(t) for t in ts)
+    out, lse = qs.sdpa(ql, ks, kl, vs, vl, None, None, scale, causal, return_lse=True)
+    out = out.to_cpu(sdpa_layout(ql, d))
     lse = lse.to_cpu(Layout((b, h, L)))
     ref, ref_lse = _np_attention(*(a.astype(np.float64) for a in (q, k, v)),
                                  1.0 / np.sqrt(d) if scale is None else scale, causal)

@@ -92,9 +92,9 @@ def test_norms_over_the_last_dim_add_one_node(device, rng):
     x = make_tensor(rng, (2, 3, 6), tl.float32, device)[0].requires_grad_()
     w, b = (make_tensor(rng, (6,), tl.float32, device)[0].requires_grad_() for _ in range(2))
     y, r = F.layer_norm(x, 6, w, b), F.rms_norm(x, (6,), w)
-    assert y._node.name == "layer_norm" and all(a is t for a, t in zip(y._node.inputs, (x, w, b)))
-    assert r._node.name == "rms_norm" and all(a is t for a, t in zip(r._node.inputs, (x, w)))
-    assert F.layer_norm(x, (3, 6))._node.name == "reshape"  # merged dims: a view back to x's shape
+    assert y.grad_fn.name == "layer_norm" and all(a is t for a, t in zip(y.grad_fn.inputs, (x, w, b)))
+    assert r.grad_fn.name == "rms_norm" and all(a is t for a, t in zip(r.grad_fn.inputs, (x, w)))
+    assert F.layer_norm(x, (3, 6)).grad_fn.name == "reshape"  # merged dims: a view back to x's shape
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -333,7 +333,7 @@ def test_linear_node_forward_and_grads(device, rng, dtype, case):
         t.requires_grad = True
     g, ga = make_tensor(rng, shape[:-1] + (5,) if case != "strided" else (2, 3, 5), dtype, device)
     y = F.linear(x, w, b)
-    assert y._node is not None and y._node.name == "linear"
+    assert y.grad_fn is not None and y.grad_fn.name == "linear"
     x64, w64 = as_f64(xa), as_f64(wa)
     expected = x64 @ w64.T + (0 if b is None else as_f64(ba))
     assert_close(y, expected, dtype, terms=4)

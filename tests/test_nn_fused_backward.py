@@ -13,6 +13,7 @@ import pytest
 import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import nn, optim
+from tensorlite.custom_op import storage_and_layout
 from tensorlite.errors import IndexOutOfRange
 from tensorlite.layout import Layout
 from conftest import as_f64, numpy_adam, random_array, shares_storage, tolerance
@@ -70,8 +71,9 @@ def test_softmax_backward_storage(device, rng, dtype, log, shape):
     for yk, gk in (("contiguous", "strided"), ("transposed", "broadcast"), ("strided", "transposed")):
         yt, gt = view_of(y, yk, dtype, device), view_of(g, gk, dtype, device)
         yv, gv = values(y, yk, dtype), values(g, gk, dtype)
-        op = yt._storage.log_softmax_backward if log else yt._storage.softmax_last_dim_backward
-        got = _read(op(yt._layout, gt._storage, gt._layout), shape)
+        (ys, yl), (gs, gl) = storage_and_layout(yt), storage_and_layout(gt)
+        op = ys.log_softmax_backward if log else ys.softmax_last_dim_backward
+        got = _read(op(yl, gs, gl), shape)
         ref = gv - np.exp(yv) * gv.sum(-1, keepdims=True) if log else yv * (gv - (gv * yv).sum(-1, keepdims=True))
         assert got.dtype == dtype.np
         close(got, ref, dtype, terms=shape[-1] if log else 8, scale=4)
@@ -125,13 +127,13 @@ def test_norm_backward_storage(device, rng, dtype, rms, shape, views):
     eps = 1e-5
     rows = int(np.prod(shape[:-1]))
     for with_w, want_w, want_b in ((True, True, True), (False, True, False), (True, False, True)):
-        st, lay = (wt._storage, wt._layout) if with_w else (None, None)
+        st, lay = storage_and_layout(wt if with_w else None)
+        (xs, xl), (gs, gl) = storage_and_layout(xt), storage_and_layout(gt)
         if rms:
-            dx, dw = xt._storage.rms_norm_backward(xt._layout, gt._storage, gt._layout, st, lay, eps, want_w)
+            dx, dw = xs.rms_norm_backward(xl, gs, gl, st, lay, eps, want_w)
             db = None
         else:
-            dx, dw, db = xt._storage.layer_norm_backward(xt._layout, gt._storage, gt._layout, st, lay, eps, want_w,
-                                                         want_b)
+            dx, dw, db = xs.layer_norm_backward(xl, gs, gl, st, lay, eps, want_w, want_b)
         rdx, rdw, rdb = np_norm_backward(xv, gv, wv if with_w else None, eps, not rms)
         close(_read(dx, shape), rdx, dtype, terms=16, scale=8)
         assert (dw is None) == (not want_w) and (db is None) == (rms or not want_b)
@@ -143,7 +145,8 @@ def test_norm_backward_storage(device, rng, dtype, rms, shape, views):
 
 def test_norm_backward_of_no_rows_gives_zero_parameter_grads(device):
     x = tl.zeros(0, 6, device=device)
-    dx, dw, db = x._storage.layer_norm_backward(x._layout, x._storage, x._layout, None, None, 1e-5, True, True)
+    xs, xl = storage_and_layout(x)
+    dx, dw, db = xs.layer_norm_backward(xl, xs, xl, None, None, 1e-5, True, True)
     assert _read(dx, (0, 6)).shape == (0, 6)
     np.testing.assert_array_equal(_read(dw, (6,)), 0)
     np.testing.assert_array_equal(_read(db, (6,)), 0)
@@ -188,8 +191,8 @@ def test_rope_backward_is_the_inverse_rotation(device, rng, dtype, variant, h):
     g = rng.standard_normal(shape)
     gt = view_of(g, "transposed", dtype, device)
     cb, sb = c.unsqueeze(0).expand(b, t, d // 2), s.unsqueeze(0).expand(b, t, d // 2)
-    got = _read(gt._storage.rope_backward(gt._layout, cb._storage, cb._layout, sb._storage, sb._layout, variant),
-                shape)
+    (gs, gl), (cs, cl), (ss, sl) = (storage_and_layout(v) for v in (gt, cb, sb))
+    got = _read(gs.rope_backward(gl, cs, cl, ss, sl, variant), shape)
     cv, sv = as_f64(c.numpy()), as_f64(s.numpy())
     cv, sv = (cv[None, :, None], sv[None, :, None]) if variant == "rope_thd" else (cv[None, None], sv[None, None])
     gv = values(g, "transposed", dtype)
@@ -233,8 +236,8 @@ def test_cross_entropy_storage(device, rng, dtype, weighted, kind):
     xt = view_of(x, kind, dtype, device)
     tt = tl.tensor(t, device=device)
     wtt = None if w is None else view_of(np.stack([w, w]), "strided", dtype, device)[1]
-    loss, lse, wts = xt._storage.cross_entropy(xt._layout, tt._storage, tt._layout,
-                                               *((None, None) if wtt is None else (wtt._storage, wtt._layout)), -7)
+    (xs, xl), (ts, tly) = storage_and_layout(xt), storage_and_layout(tt)
+    loss, lse, wts = xs.cross_entropy(xl, ts, tly, *storage_and_layout(wtt), -7)
     acc = tl.float64 if dtype is tl.float64 else tl.float32
     assert loss.dtype is acc and lse.dtype is acc and wts.dtype is acc
     xv, wv = values(x, kind, dtype), None if w is None else as_f64(w.astype(dtype.np))
@@ -244,7 +247,8 @@ def test_cross_entropy_storage(device, rng, dtype, weighted, kind):
     g = rng.standard_normal(n)
     for gt in (tl.tensor(g, dtype=acc, device=device), tl.tensor(g[:1], dtype=acc, device=device).expand(n)):
         gv = as_f64(gt.numpy())
-        dx = xt._storage.cross_entropy_backward(xt._layout, tt._storage, tt._layout, lse, wts, gt._storage, gt._layout)
+        gs, gl = storage_and_layout(gt)
+        dx = xs.cross_entropy_backward(xl, ts, tly, lse, wts, gs, gl)
         close(_read(dx, (n, c)), rgrad * gv[:, None], dtype, terms=4)
 
 
@@ -340,7 +344,8 @@ def test_unary_backward_storage(device, rng, dtype, op):
     x, g = rng.uniform(-6, 6, (9, 130)), rng.standard_normal((9, 130))
     for xk, gk in (("contiguous", "contiguous"), ("transposed", "strided"), ("strided", "broadcast")):
         xt, gt = view_of(x, xk, dtype, device), view_of(g, gk, dtype, device)
-        got = _read(xt._storage.unary_backward(op, xt._layout, gt._storage, gt._layout), x.shape)
+        (xs, xl), (gs, gl) = storage_and_layout(xt), storage_and_layout(gt)
+        got = _read(xs.unary_backward(op, xl, gs, gl), x.shape)
         ref = values(g, gk, dtype) * composite_derivative(op, values(x, xk, dtype))
         close(got, ref, dtype, terms=4)
 
@@ -357,9 +362,9 @@ def test_unary_backward_against_finite_differences(op, rng):
 
 
 def test_unary_backward_rejects_other_ops(device):
-    x = tl.ones(3, device=device)
+    xs, xl = storage_and_layout(tl.ones(3, device=device))
     with pytest.raises(ValueError, match="unary_backward"):
-        x._storage.unary_backward("tanh", x._layout, x._storage, x._layout)
+        xs.unary_backward("tanh", xl, xs, xl)
 
 
 # ---- AdamW step -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def test_integer_uploads_carry_their_range(dev, monkeypatch):
     assert dev.from_cpu(np.array([0.5, 2.0], np.float32)).value_range is None
     assert dev.from_cpu(np.array([True])).value_range is None
     assert dev.from_cpu(np.zeros(0, np.int64)).value_range is None
-    monkeypatch.setattr(device_module, "_RANGE_SCAN_LIMIT", 2)   # larger uploads are not scanned
+    monkeypatch.setattr(device_module, "RANGE_SCAN_LIMIT", 2)   # larger uploads are not scanned
     assert dev.from_cpu(np.array([1, 2, 3])).value_range is None
     assert dev.alloc_uninit((4,), "int64").value_range is None
 
@@ -112,8 +112,17 @@ def test_adamw_steps_reject_state_buffers_of_another_dtype_or_size(dev, bad):
     assert dev.platform.counts["launch"] == launches
 
 
+@pytest.fixture
+def null_backend():
+    """A backend named "null" (a GpuDevice over the null platform), registered for one test."""
+    from tensorlite import backend
+    with backend.scoped_registry():
+        backend.register("null", lambda i: GpuDevice(NullPlatform(), i))
+        yield "null"
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, dtype):
+def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, null_backend, dtype):
     """The example GPT's training step (token ids uploaded from the host, cross_entropy,
     backward, AdamW) enqueues everything and reads nothing back: the host runs ahead of
     the GPU. A blocking read per step (an index op's or cross_entropy's error flag, a
@@ -122,7 +131,6 @@ def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, dtype
     from tensorlite import backend
     from test_examples import load_example
     monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setitem(backend._REGISTRY, "null", backend._Entry("null", lambda i: GpuDevice(NullPlatform(), i)))
     train_gpt = load_example("train_gpt")
     vocab, seq = 32, 16
     ids = np.random.default_rng(0).integers(0, vocab, (4, seq + 1))

@@ -23,10 +23,10 @@ class ToyDevice(CpuDevice):
 
 
 @pytest.fixture
-def isolated_registry(monkeypatch):
+def isolated_registry():
     """Registrations made by a test vanish afterwards (the registry is process-global)."""
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    return registry
+    with tl.backends.scoped_registry():
+        yield registry
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_entry_point_backends_load_and_broken_ones_report(isolated_registry, mon
         return [ep("plugged", lambda: ToyDevice), ep("broken", broken_load)]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
-    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    tl.backends.load_entry_points(reload=True)
     av = tl.backends.available()
     assert av["plugged"] is True
     assert "libfoo" in av["broken"]

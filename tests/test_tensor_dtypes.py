@@ -210,7 +210,7 @@ def test_foreach_to_backward_is_one_node_with_each_cast_back(device, rng):
     ws = [tl.tensor(random_array(rng, s, f32), device=device) for s in ((4099,), (3, 5), (7,), (3, 5), (6,))]
     inputs = [leaves[0], leaves[1], leaves[2], leaves[1], half]
     outs = tl.foreach_to(inputs, bf16)
-    assert all(o.requires_grad for o in outs) and len({id(o._node) for o in outs}) == len(outs)
+    assert all(o.requires_grad for o in outs) and len({id(o.grad_fn) for o in outs}) == len(outs)
     loss = sum((o.float() * w).sum() for i, (o, w) in enumerate(zip(outs, ws)) if i != 2)
     loss.backward()
     ref_leaves = [tl.tensor(x.numpy(), dtype=x.dtype, device=device, requires_grad=True) for x in leaves + [half]]

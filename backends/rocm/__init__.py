@@ -150,11 +150,12 @@ class PlatformBase:
     EVENT_FLAGS = ()         # ... and of the event-create call
     BLAS_WORKSPACE = 0       # bytes of BLAS workspace to hand to the library (0: its own default)
     HAS_BLAS = True          # False: float GEMMs run the portable gemm_<t> kernel (ops/matmul.gemm)
-    OOM_CODE = 2             # hipErrorOutOfMemory / CUDA_ERROR_OUT_OF_MEMORY
-    RTC_PREFIX = ""          # 'hiprtc' / 'nvrtc'
-    RTC_CODE = ""            # the code getter: hiprtcGetCode / nvrtcGetCUBIN
+    OOM_CODE = 2             # the runtime's out-of-memory error code
+    RTC_PREFIX = ""          # the runtime compiler's function prefix
+    RTC_CODE = ""            # the suffix of its code getter (<prefix>Get<code>)
     RTC_THREAD_SAFE = True   # may programs compile concurrently in several threads?
-    MMA_STAGES = 1           # TL_MMA_STAGES of the vendor's tile header: K/V buffers of the tensor-core attention
+    CODE_SUFFIX = ".bin"     # file suffix of a compiled code object in the disk cache (compiler.py)
+    MMA_STAGES = 1           # TL_MMA_STAGES of the vendor's tile header: K/V buffers of the matrix-core attention
 
     def __init__(self, *cdefs):
         self.ffi = cffi.FFI()

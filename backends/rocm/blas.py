@@ -1,4 +1,4 @@
-"""Strided-batched GEMM through rocBLAS or cuBLAS, vendor-neutral.
+"""Strided-batched GEMM through the platform's BLAS library, vendor-neutral.
 
 BLAS is column-major: C (m x n, leading dimension ldc) = alpha * op(A) op(B) + beta * C,
 op(A) m x k, op(B) k x n. A row-major caller computes C^T = B^T A^T, i.e. swaps the
@@ -87,7 +87,7 @@ class Blas:
                       b_ptr: int, ldb: int, c_ptr: int, ldc: int, bias_ptr: int, epilogue: str) -> bool:
         """One column-major GEMM C = op(A) op(B) with a fused bias epilogue ("bias": bias[m]
         added to every column; "bgradb": bias[n] = the sums of op(B) over k), enqueued where
-        the platform has one (cuBLASLt) and takes the case. False, with nothing enqueued,
+        the platform has one (`blas_gemm_epilogue`) and takes the case. False, with nothing enqueued,
         otherwise: the caller runs the GEMM and a separate kernel. TENSORLITE_BLAS_EPILOGUE=0
         turns the fused path off (to compare, or to rule it out)."""
         dtype = dtypes.get(dtype)

@@ -1,30 +1,37 @@
-"""Kernel compilation: kernels/<family>.hip -> code object (hiprtc) or cubin (NVRTC), cached.
+"""Kernel compilation: kernels/<family>.hip -> the platform's code object, through its
+runtime compiler (`rtc_compile`), cached.
 
-The same source text goes to both compilers; `kernels/compat.h` (and any other header
-in kernels/) is handed to the compiler as an in-memory header, so `#include "compat.h"`
-resolves without include paths.
+The same source text goes to every platform's compiler; `kernels/compat.h` (and any other
+header in kernels/) is handed to the compiler as an in-memory header, so
+`#include "compat.h"` resolves without include paths.
 
 Disk cache (DESIGN.md): `$TENSORLITE_CACHE_DIR`, else `$XDG_CACHE_HOME/tensorlite`, else
-`~/.cache/tensorlite`, created with mode 0700. The key hashes the source, every header,
-the options, the arch, the compiler's version and the package version. Each file holds
-a magic line, the payload's sha256 and the payload; a file that fails the check is
-discarded and the kernel recompiled. Writes go to a temp file in the same directory and
-are renamed into place, so readers never see a partial file.
+`~/.cache/tensorlite`, created with mode 0700. A directory there that exists but belongs
+to another user, or that its group or others may write, is refused with a warning (anyone
+who can write there could plant a code object whose embedded hash matches its payload):
+a private per-user directory under the system temp dir is used instead (`cache_dir`). The
+key hashes the source, every header, the options, the arch, the compiler's version and
+the package version. Each file holds a magic line, the payload's sha256 and the payload; a
+file that fails the check is discarded and the kernel recompiled. Writes go to a temp file
+in the same directory and are renamed into place, so readers never see a partial file.
 
 `compile_source(platform, source_name, arch)` needs no device: CI compiles every kernel
-for gfx90a through exactly this path.
+source through exactly this path on a machine without a GPU.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 _MAGIC = b"TLKC1\n"          # tensorlite kernel cache, format 1
 _MEMORY: Dict[str, bytes] = {}
+_WARNED = set()              # refusals already reported in this process
 
 
 def kernel_dir() -> Path:
@@ -32,17 +39,69 @@ def kernel_dir() -> Path:
     return Path(tensorlite.kernels.__file__).resolve().parent
 
 
+def _untrusted_reason(d: Path) -> Optional[str]:
+    """Why the existing directory `d` must not hold cached code objects, or None: it belongs
+    to another user, or its group or others may write it. (None where the OS has no POSIX
+    ownership.)"""
+    if not hasattr(os, "getuid"):
+        return None
+    st = os.stat(d)
+    if st.st_uid != os.getuid():
+        return f"it is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    writers = [who for who, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
+    if writers:
+        return f"{' and '.join(writers)} may write it (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _private_kernels_dir(root: Path) -> Tuple[Optional[Path], str]:
+    """(root/kernels, "") with both directories created with mode 0700 where missing, or
+    (None, why) where either exists but is not trusted (`_untrusted_reason`)."""
+    for d in (root, root / "kernels"):
+        if not d.is_dir():
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
+            except OSError:
+                pass  # made by someone else in the meantime: the check below refuses it
+        why = _untrusted_reason(d)
+        if why is not None:
+            return None, f"{d}: {why}"
+    return root / "kernels", ""
+
+
 def cache_dir() -> Path:
+    """The directory of the disk cache, `<root>/kernels`: root is $TENSORLITE_CACHE_DIR, else
+    $XDG_CACHE_HOME/tensorlite, else ~/.cache/tensorlite. A root (or kernels folder) that
+    exists but belongs to another user or is writable by its group or others is refused, as
+    ssh and pip refuse such folders: a warning names it and why, and the cache goes to
+    tensorlite-<uid> under the system temp dir (checked the same way; where that is refused
+    too, a fresh private directory for this process)."""
     root = os.environ.get("TENSORLITE_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "tensorlite")
-    path = Path(root) / "kernels"
-    for d in (Path(root), path):
-        if not d.is_dir():
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
+    path, why = _private_kernels_dir(Path(root))
+    if path is not None:
+        return path
+    fallback = Path(tempfile.gettempdir()) / f"tensorlite-{os.getuid()}"
+    path, why_fallback = _private_kernels_dir(fallback)
+    if path is None:
+        why += f"; the fallback {why_fallback}"
+        path = Path(tempfile.mkdtemp(prefix="tensorlite-")) / "kernels"   # mode 0700, ours alone
+        path.mkdir(mode=0o700)
+    message = (f"tensorlite: not using the kernel cache directory {root} ({why}): anyone who can write "
+               f"there could plant kernels. Using {path.parent} instead.")
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=2)
     return path
+
+
+def clear_memory_cache() -> None:
+    """Forget the code objects compiled or read in this process: the next compile of each
+    reads the disk cache again, as a new process would (the disk cache stays)."""
+    _MEMORY.clear()
 
 
 def package_version() -> str:
@@ -75,7 +134,7 @@ def _platform(platform):
 
 def cache_key(plat, source: str, headers: Dict[str, str], options, arch: str) -> str:
     h = hashlib.sha256()
-    # a platform that compiles with another's compiler shares its cache (amdemu: rocm's hiprtc)
+    # a platform that compiles with another's compiler shares its cache (amdemu: the rocm platform's)
     parts = [getattr(plat, "cache_name", plat.name), arch, plat.rtc_version(), package_version(),
              "\0".join(options), source]
     parts += [f"{n}\0{headers[n]}" for n in sorted(headers)]
@@ -85,7 +144,7 @@ def cache_key(plat, source: str, headers: Dict[str, str], options, arch: str) ->
     return h.hexdigest()
 
 
-def _load_cached(path: Path):
+def load_cached(path: Path):
     """The payload if `path` holds a complete, hash-verified entry, else None."""
     try:
         blob = path.read_bytes()
@@ -128,9 +187,8 @@ def compile_text(platform, source: str, name: str, arch: str, headers: Dict[str,
         return payload
     # No lock around the compile itself: different sources compile in parallel (precompile),
     # and two threads racing on one key only duplicate work (the rename is atomic).
-    suffix = ".cubin" if plat.name == "cuda" else ".hsaco"
-    path = cache_dir() / f"{key}{suffix}"
-    payload = _load_cached(path)
+    path = cache_dir() / f"{key}{plat.CODE_SUFFIX}"
+    payload = load_cached(path)
     if payload is None:
         if path.exists():  # corrupt or truncated: drop it, then rebuild
             try:
@@ -147,7 +205,8 @@ def compile_text(platform, source: str, name: str, arch: str, headers: Dict[str,
 
 
 def compile_source(platform, source_name: str, arch: str) -> bytes:
-    """Compile kernels/<source_name> for `arch` ('gfx90a', 'sm_90'); no device needed."""
+    """Compile kernels/<source_name> for `arch` (one of the platform's architecture names); no
+    device needed."""
     source, headers = read_kernel_source(source_name)
     return compile_text(platform, source, source_name, arch, headers)
 

@@ -153,6 +153,7 @@ _CUDA_DEFAULTS = ("/usr/local/cuda",)
 
 class CudaPlatform(PlatformBase):
     name = "cuda"
+    CODE_SUFFIX = ".cubin"
     runtime_name = "libcuda"
     CALLS = dict(
         malloc="cuMemAlloc_v2", free="cuMemFree_v2", mem_get_info="cuMemGetInfo_v2",
@@ -342,6 +343,11 @@ class CudaPlatform(PlatformBase):
             except BackendUnavailable:
                 self._lt = False
         return self._lt
+
+    @ltlib.setter
+    def ltlib(self, lib):
+        """Use `lib` (a library object, or False for none) instead of loading libcublasLt."""
+        self._lt = lib
 
     def has_gemm_epilogues(self) -> bool:
         return bool(self.ltlib)

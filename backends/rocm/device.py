@@ -29,7 +29,7 @@ _GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it impo
 _SMALL_LIMIT = 1 << 20      # blocks up to 1 MiB are rounded to 512 B ...
 _SMALL_ROUND = 512
 _LARGE_ROUND = 2 << 20      # ... larger ones to 2 MiB, so sizes of similar tensors share a class
-_RANGE_SCAN_LIMIT = 1 << 22  # integer uploads up to this many elements get a host-side (min, max)
+RANGE_SCAN_LIMIT = 1 << 22  # integer uploads up to this many elements get a host-side (min, max)
 
 
 def size_class(nbytes: int) -> int:
@@ -72,6 +72,7 @@ class CachingAllocator:
     def __init__(self, device: "GpuDevice"):
         self.device = device
         self.platform = device.platform
+        self.total = getattr(device, "props", {}).get("total_memory")  # bytes; None where unknown
         self._free: Dict[int, list] = {}
         self.allocated = self.reserved = self.peak = 0
         self.num_allocs = self.num_cache_hits = 0
@@ -96,6 +97,9 @@ class CachingAllocator:
 
     def _malloc(self, size: int, nbytes: int) -> int:
         dev = self.device
+        if self.total is not None and size > self.total:  # fail at once: a driver may take long to refuse it
+            raise OutOfMemoryError(f"{dev}: out of memory allocating {nbytes} bytes, more than the device's "
+                                   f"{self.total} bytes")
         dev.activate()
         try:
             ptr = self.platform.malloc(size)
@@ -115,6 +119,10 @@ class CachingAllocator:
                 ) from None
         self.reserved += size
         return ptr
+
+    def cached_blocks(self, size: int) -> list:
+        """The addresses of the free blocks of size class `size` held for reuse (a copy)."""
+        return list(self._free.get(size, ()))
 
     def release(self, ptr: int, size: int) -> None:
         """Return a block to its free list (Buffer.__del__ does the same inline)."""
@@ -143,12 +151,12 @@ class CachingAllocator:
 class Kernel:
     """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
     fixed, so the argument packing plan is built on its first launch (one per thread; see
-    _ArgLayout for why a plan's buffer may be reused)."""
+    ArgLayout for why a plan's buffer may be reused)."""
     __slots__ = ("handle", "name", "source", "layouts", "max_threads", "shared_allowed")
 
     def __init__(self, handle, name: str, source: str, max_threads: int = 1024):
         self.handle, self.name, self.source = handle, name, source
-        self.layouts: Dict[int, "_ArgLayout"] = {}  # thread id -> plan
+        self.layouts: Dict[int, "ArgLayout"] = {}  # thread id -> plan
         self.max_threads = max_threads  # per block: the kernel's registers may allow fewer than the device
         self.shared_allowed = 48 * 1024  # dynamic shared memory a launch may ask without opting in
 
@@ -161,11 +169,11 @@ _SCALARS = {"int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "uint64": 
             "float": ("f", 4), "double": ("d", 8), "ptr": ("Q", 8)}
 
 
-class _ArgLayout:
+class ArgLayout:
     """Packing plan for one signature: a precompiled struct, and a reusable C buffer plus
     the `void*[]` of slot addresses that the launch API takes.
 
-    Reusing the buffer is safe because cuLaunchKernel / hipModuleLaunchKernel copy the
+    Reusing the buffer is safe because the platforms' launch calls copy the
     argument values into the launch (or the captured graph node) before they return, and
     a plan belongs to one thread (Kernel.layouts is keyed by thread id): the next launch
     can only refill it after the previous call has returned. Nothing may launch between
@@ -322,6 +330,9 @@ class GpuDevice(BackendDevice):
     def empty_cache(self) -> None:
         self.allocator.empty_cache()
 
+    def total_memory(self):
+        return self.props.get("total_memory")
+
     def mem_get_info(self) -> Tuple[int, int]:
         self.activate()
         return self.platform.mem_get_info()
@@ -413,13 +424,13 @@ class GpuDevice(BackendDevice):
                 self.platform.function_allow_shared(func.handle, nbytes)
                 func.shared_allowed = nbytes
 
-    def _layout_for(self, func: Kernel, args) -> _ArgLayout:
-        signature = _ArgLayout.signature_of(args)
+    def _layout_for(self, func: Kernel, args) -> ArgLayout:
+        signature = ArgLayout.signature_of(args)
         known = next(iter(func.layouts.values()), None)
         if known is not None and known.signature != signature:
             raise BackendError(f"launch {func.source}:{func.name}: argument types {signature} differ from "
                                f"an earlier launch {known.signature}; a kernel has one C signature")
-        layout = func.layouts[get_ident()] = _ArgLayout(self.platform.ffi, signature)
+        layout = func.layouts[get_ident()] = ArgLayout(self.platform.ffi, signature)
         return layout
 
     @property
@@ -454,7 +465,7 @@ class GpuDevice(BackendDevice):
         array = np.ascontiguousarray(array)
         st, buffer = self._storage(array.shape, array.dtype)
         self.htod(buffer.ptr, array)
-        if array.dtype.kind in "iu" and 0 < array.size <= _RANGE_SCAN_LIMIT:
+        if array.dtype.kind in "iu" and 0 < array.size <= RANGE_SCAN_LIMIT:
             # bound ids on the host (GpuStorage.value_range): index ops then need not wait
             st.value_range = (int(array.min()), int(array.max()))
         return st

@@ -1,19 +1,20 @@
-"""Vendor DNN libraries behind one seam: cuDNN on `cuda`, MIOpen on `rocm`.
+"""The platform's DNN library behind one seam (each platform names its own: `dnn_lib()`).
 
 `Dnn(device)` is vendor-neutral: it turns layouts into descriptors, picks and caches an
 algorithm per problem, takes workspace from the device's caching allocator and runs
-everything on the device stream. The vendor calls live in cuda.py (`CudnnLib`) and
-hip.py (`MiopenLib`), both subclasses of `DnnLib` below, so those two stay the only files
-that name a vendor's functions.
+everything on the device stream. The library calls live in the platform modules (cuda.py
+and hip.py, each with a subclass of `DnnLib` below), so those two stay the only files that
+name a vendor's library or functions.
 
 Covered: conv2d forward (conv1d runs as a conv2d of height 1), conv_transpose2d as the
-library's convolution backward-data (cuDNN only), max/avg pooling without dilation, and
-batch norm forward (inference and training, spatial mode). Optional ops a library may
-lack (`DnnLib.provides`): layer_norm, rms_norm and rope_i forward, which MIOpen's beta API
-has in some builds (miopenLayerNormForward, miopenT5LayerNormForward, miopenRoPEForward;
-each symbol probed) and cuDNN has not. Every op has the portable kernels as fallback;
-The GPU storage's conv and fused ops (ops/conv.py, ops/fused.py) ask `dnn_for(device)` and
-use the library only where `Dnn.supports_*` says so.
+library's convolution backward-data (where the library has it wired:
+`DnnLib.HAS_CONV_BWD_DATA`), max/avg pooling without dilation, and batch norm forward
+(inference and training, spatial mode). Optional ops a library may lack
+(`DnnLib.OPTIONAL_OPS`, `DnnLib.provides`): layer_norm, rms_norm and rope_i forward, which
+one platform's library has in some builds (each symbol probed; the platform module says
+which). Every op has the portable kernels as fallback; the GPU storage's conv and fused
+ops (ops/conv.py, ops/fused.py) ask `dnn_for(device)` and use the library only where
+`Dnn.supports_*` says so.
 
 Switch: env TENSORLITE_DNN (read at every call, so tests can flip it)
   auto (default) use the library when it loads and supports the case; if it rejects a
@@ -24,8 +25,9 @@ Switch: env TENSORLITE_DNN (read at every call, so tests can flip it)
                  Cases outside its coverage (integer dtypes, dilated pooling, tensors past
                  2^31 elements) still take the portable path.
 
-Numerics: f32 convolutions run with FMA math (no TF32), so they match the cpu reference
-to f32 tolerance like cuBLAS's f32 path; f16/bf16 compute in f32 (tensor cores allowed).
+Numerics: f32 convolutions run with FMA math (no reduced-precision f32 modes), so they match
+the cpu reference to f32 tolerance like the BLAS's f32 path; f16/bf16 compute in f32 (the
+matrix units allowed).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import weakref
 from typing import Dict, Optional, Tuple
 
 from tensorlite import dtype as dtypes
-from tensorlite.errors import BackendError, BackendUnavailable
+from tensorlite.errors import ArgumentError, BackendError, BackendUnavailable
 from tensorlite.layout import Layout
 
 MODES = ("auto", "0", "1")
@@ -47,7 +49,7 @@ _PLAN_CACHE_MAX = 1024
 def dnn_mode() -> str:
     mode = os.environ.get("TENSORLITE_DNN", "auto").strip().lower() or "auto"
     if mode not in MODES:
-        raise ValueError(f"TENSORLITE_DNN={mode!r}: expected one of {MODES}")
+        raise ArgumentError(f"TENSORLITE_DNN={mode!r}: expected one of {MODES}")
     return mode
 
 
@@ -60,10 +62,10 @@ class DnnError(BackendError):
         self.unsupported = unsupported
 
 
-# ---- the vendor interface (implemented in cuda.py / hip.py) ---------------------------
+# ---- the library interface (implemented by the platform modules) ----------------------
 
 class DnnLib:
-    """One vendor library, loaded once per platform. Subclasses implement the primitives
+    """One platform's DNN library, loaded once per platform. Subclasses implement the primitives
     below; descriptors are cffi objects that destroy themselves when collected."""
     name = ""
     DTYPES: Tuple[str, ...] = ()            # dtype shorts the convolutions accept
@@ -97,7 +99,7 @@ class DnnLib:
     def bn_fwd_training(self, handle, dt, xd, x, yd, y, pd, scale, bias, factor, run_mean, run_var, eps,
                         save_mean, save_invstd) -> None: ...
 
-    # optional ops (argument order after MIOpen's; cuDNN has none of them)
+    # optional ops (argument order after the one library that has them; the others have none)
     OPTIONAL_OPS: Tuple[str, ...] = ()      # the optional ops this library can have at all
     NORM_DTYPES: Tuple[str, ...] = ()       # dtypes layer_norm / rms_norm / rope_i take
 
@@ -118,7 +120,7 @@ class DnnLib:
 
 # ---- the per-device seam --------------------------------------------------------------
 
-def _dims_strides(layout, ndim: int = 4):
+def dims_strides(layout, ndim: int = 4):
     """(dims, strides) for a descriptor, or None when the library cannot address the view
     (a broadcast stride, or sizes past int32). Size-1 dims get a harmless packed stride;
     missing trailing dims are appended with size 1."""
@@ -179,15 +181,15 @@ class Dnn:
     def supports_conv(self, dtype, x_layout, out_numel: int = 0, transposed: bool = False) -> bool:
         if dtype.short not in self.lib.DTYPES or (transposed and not self.lib.HAS_CONV_BWD_DATA):
             return False
-        return out_numel <= _INT32_MAX and _dims_strides(x_layout) is not None
+        return out_numel <= _INT32_MAX and dims_strides(x_layout) is not None
 
     def supports_pool(self, dtype, layout, params, kind: str, out_numel: int = 0) -> bool:
         if dtype.short not in self.lib.DTYPES or tuple(params.dilation) != (1, 1) and kind == "max":
             return False
-        return out_numel <= _INT32_MAX and _dims_strides(layout) is not None
+        return out_numel <= _INT32_MAX and dims_strides(layout) is not None
 
     def supports_batch_norm(self, dtype, layout) -> bool:
-        return dtype.short in self.lib.BN_DTYPES and 2 <= layout.ndim <= 4 and _dims_strides(layout) is not None
+        return dtype.short in self.lib.BN_DTYPES and 2 <= layout.ndim <= 4 and dims_strides(layout) is not None
 
     def _norm_case(self, op, dtype, layout) -> bool:
         """A contiguous, non-empty x the library can address, in a dtype it takes."""
@@ -205,7 +207,7 @@ class Dnn:
         return self._norm_case("rms_norm", dtype, layout) and _param_ok(*weight, dtype, layout.shape[-1])
 
     def supports_rope(self, dtype, variant, layout, cos, cos_layout, sin, sin_layout) -> bool:
-        """rope_i only (MIOpen rotates interleaved pairs) on a contiguous (b, h, t, d) x, with
+        """rope_i only (the library op rotates interleaved pairs) on a contiguous (b, h, t, d) x, with
         cos/sin (b, t, d/2) of x's dtype shared by the batch (broadcast or b == 1): the
         library's tables cover x's trailing dims, not its batch."""
         if variant != "rope_i" or not self._norm_case("rope_i", dtype, layout) or layout.ndim != 4:
@@ -219,10 +221,10 @@ class Dnn:
     def conv2d(self, x, x_layout, w, w_layout, params, out, out_shape) -> None:
         """out (contiguous, `out_shape`) = conv2d(x, w); w must be contiguous."""
         dt = x.dtype.short
-        xdims, xstrides = _dims_strides(x_layout)
+        xdims, xstrides = dims_strides(x_layout)
         key = ("conv2d", dt, xdims, xstrides, tuple(w_layout.shape), params.stride, params.padding,
                params.dilation, params.groups)
-        ptrs = (x._addr(x_layout.offset), w._addr(w_layout.offset), out.ptr)
+        ptrs = (x.addr(x_layout.offset), w.addr(w_layout.offset), out.ptr)
 
         def build():
             lib = self.lib
@@ -241,10 +243,10 @@ class Dnn:
     def conv_transpose2d(self, x, x_layout, w, w_layout, params, out, out_shape) -> None:
         """out = conv_transpose2d(x, w) as the backward-data of the conv that maps out to x."""
         dt = x.dtype.short
-        xdims, xstrides = _dims_strides(x_layout)
+        xdims, xstrides = dims_strides(x_layout)
         key = ("conv_transpose2d", dt, xdims, xstrides, tuple(w_layout.shape), tuple(out_shape), params.stride,
                params.padding, params.dilation, params.groups)
-        ptrs = (w._addr(w_layout.offset), x._addr(x_layout.offset), out.ptr)
+        ptrs = (w.addr(w_layout.offset), x.addr(x_layout.offset), out.ptr)
 
         def build():
             lib = self.lib
@@ -263,7 +265,7 @@ class Dnn:
     def pool2d(self, kind: str, x, layout, params, out, out_shape) -> None:
         """kind: 'max' or 'avg'; out contiguous (b, c, oh, ow)."""
         dt = x.dtype.short
-        dims, strides = _dims_strides(layout)
+        dims, strides = dims_strides(layout)
         mode = "max" if kind == "max" else ("avg_include" if params.count_include_pad else "avg_exclude")
         key = ("pool", mode, dt, dims, strides, params.kernel, params.stride, params.padding)
 
@@ -273,7 +275,7 @@ class Dnn:
                     lib.tensor(dt, tuple(out_shape), _packed(out_shape)))
         pd, xd, yd = self._plan(key, build)
         self.device.activate()
-        self.lib.pool_fwd(self.handle, dt, pd, xd, x._addr(layout.offset), yd, out.ptr)
+        self.lib.pool_fwd(self.handle, dt, pd, xd, x.addr(layout.offset), yd, out.ptr)
         self._count(f"{kind}_pool2d")
 
     def batch_norm(self, x, layout, out, scale, bias, mean, var, eps, training=False, factor=0.0,
@@ -283,7 +285,7 @@ class Dnn:
         data, else the data's dtype). training: normalise with batch statistics and update
         mean/var (the running stats) in place with `factor` (= momentum)."""
         dt = x.dtype.short
-        dims, strides = _dims_strides(layout)
+        dims, strides = dims_strides(layout)
         key = ("bn", dt, dims, strides)
 
         def build():
@@ -293,7 +295,7 @@ class Dnn:
             return xd, yd, lib.bn_param(xd)
         xd, yd, pd = self._plan(key, build)
         self.device.activate()
-        xp = x._addr(layout.offset)
+        xp = x.addr(layout.offset)
         if training:
             self.lib.bn_fwd_training(self.handle, dt, xd, xp, yd, out.ptr, pd, scale, bias, factor, mean, var, eps,
                                      save_mean, save_invstd)
@@ -316,21 +318,21 @@ class Dnn:
         def build():
             lib = self.lib
             # normalized_dim=1: dims 1.. are normalised. Without weight/bias x goes in as
-            # (rows, 1, n): the rank-2 composable-kernel solver reads gamma/beta whatever the mode
+            # (rows, 1, n): the library's rank-2 solver reads gamma/beta whatever the mode
             xdims = (rows, n) if affine else (rows, 1, n)
             return (lib.tensor(dt, xdims, _packed(xdims)), lib.tensor(dt, xdims[1:], _packed(xdims[1:])),
                     lib.tensor(dt, (rows,), (1,)))
         xd, wd, sd = self._plan(key, build)
         stats, sp = self._stats(rows)
-        w = weight._addr(w_layout.offset) if affine else 0
-        b = bias._addr(b_layout.offset) if affine else 0
+        w = weight.addr(w_layout.offset) if affine else 0
+        b = bias.addr(b_layout.offset) if affine else 0
         self.device.activate()
-        self.lib.layer_norm_forward(self.handle, affine, xd, x._addr(layout.offset), wd, w, wd, b, float(eps), 1,
+        self.lib.layer_norm_forward(self.handle, affine, xd, x.addr(layout.offset), wd, w, wd, b, float(eps), 1,
                                     xd, out.ptr, sd, sp, sd, sp + rows * 4)
         self._count("layer_norm")
 
     def rms_norm(self, x, layout, weight, w_layout, eps, out) -> None:
-        """out (contiguous) = rms_norm over x's last dim (MIOpen's T5LayerNorm); weight may be None."""
+        """out (contiguous) = rms_norm over x's last dim (the library's "T5" layer norm); weight may be None."""
         dt = x.dtype.short
         n = layout.shape[-1]
         rows, affine = layout.numel() // n, weight is not None
@@ -341,9 +343,9 @@ class Dnn:
             return lib.tensor(dt, (rows, n), (n, 1)), lib.tensor(dt, (n,), (1,)), lib.tensor(dt, (rows,), (1,))
         xd, wd, rd = self._plan(key, build)
         stats, sp = self._stats(rows)
-        w = weight._addr(w_layout.offset) if affine else 0
+        w = weight.addr(w_layout.offset) if affine else 0
         self.device.activate()
-        self.lib.rms_norm_forward(self.handle, affine, xd, x._addr(layout.offset), wd, w, float(eps), xd, out.ptr,
+        self.lib.rms_norm_forward(self.handle, affine, xd, x.addr(layout.offset), wd, w, float(eps), xd, out.ptr,
                                   rd, sp)
         self._count("rms_norm")
 
@@ -365,7 +367,7 @@ class Dnn:
             return st._contiguous(Layout((t, d // 2, 2), (lay.strides[1], lay.strides[2], 0), lay.offset))[0]
         c, s = full(cos, cos_layout), full(sin, sin_layout)
         self.device.activate()
-        self.lib.rope_forward(self.handle, xd, x._addr(layout.offset), cd, c.ptr, cd, s.ptr, xd, out.ptr)
+        self.lib.rope_forward(self.handle, xd, x.addr(layout.offset), cd, c.ptr, cd, s.ptr, xd, out.ptr)
         self._count("rope_i")
 
 
@@ -410,8 +412,8 @@ def dnn_for(device, optional_op: Optional[str] = None) -> Optional[Dnn]:
     """The device's Dnn when TENSORLITE_DNN allows it and the library loads, else None.
     Mode '1' raises BackendUnavailable with the loader's reason instead of None.
     optional_op (layer_norm, rms_norm, rope_i): None at once, loading nothing, where the
-    platform's library has no optional ops at all (cuDNN), so a model without convolutions
-    never loads cuDNN for them."""
+    platform's library has no optional ops at all, so a model without convolutions never
+    loads that library for them."""
     if optional_op is not None:  # a per-op hot path: answered by the library object, nothing loaded
         platform = getattr(device, "platform", None)
         if not hasattr(platform, "dnn_lib") or optional_op not in platform.dnn_lib().OPTIONAL_OPS:
@@ -427,7 +429,7 @@ def dnn_for(device, optional_op: Optional[str] = None) -> Optional[Dnn]:
                 if platform is None or not hasattr(platform, "dnn_lib"):  # e.g. a recording test double
                     ok, why = False, f"{device} has no vendor platform"
                 else:
-                    device.activate()  # cuDNN's probe creates a handle in the device's context
+                    device.activate()  # a library's probe may create a handle in the device's context
                     ok, why = library_status(platform)
                 _DNNS[key] = Dnn(device, platform.dnn_lib()) if ok else None
                 _REASONS[key] = why

@@ -225,6 +225,7 @@ class AmdArchitectures:
     objects (HipPlatform here, the emulated AMD platform)."""
     MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA2/3: f16 and bf16_1k MFMA (matrix_cores_amd.h)
     MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
+    CODE_SUFFIX = ".hsaco"  # the disk cache's name for an AMD code object (shared by the emulated platform)
 
     def matrix_cores(self, arch: str):
         return "mma" if arch in self.MFMA_ARCHS else None
@@ -403,6 +404,8 @@ class HipPlatform(AmdArchitectures, PlatformBase):
 # - LayerNorm (src/layernorm_api.cpp, src/solver/layernorm/forward_layernorm*.cpp): every
 #   descriptor is dereferenced (none may be NULL) and must be packed; dims from normalized_dim
 #   on are normalised; weight/bias are x.dims[normalized_dim:], mean/rstd x.dims[:normalized_dim].
+#   Its rank-2 composable-kernel solver reads gamma/beta whatever the mode, so dnn.py hands an
+#   x without weight/bias over as (rows, 1, n).
 # - T5LayerNorm (src/solver/layernorm/forward_t5layernorm.cpp, src/kernels/MIOpenT5LayerNorm.cpp):
 #   y = x * rsqrt(mean(x^2) + eps) * weight over the last dim; rstd per row; all packed.
 # - RoPE (src/kernels/MIOpenRoPE.cpp, src/solver/rope/forward_rope.cpp, test/gtest/rope.hpp):

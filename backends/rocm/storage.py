@@ -7,8 +7,9 @@ data back (`to_cpu`) and the index ops' out-of-range check wait for the device.
 
 This file holds what every op shares: the storage itself (buffer, dtype, value_range),
 allocation, copies and reading back. The ops are mixins, one module per kernel family in
-ops/ (see ops/__init__.py); kernel_table.py lists every kernel entry point, launch.py the
-launch geometry and argument packing.
+ops/ (see ops/__init__.py), each declaring the entry points of its kernel sources (this file
+those of copy.hip); kernel_table.py assembles them, launch.py holds the launch geometry and
+argument packing.
 
 Semantics follow the cpu backend (the reference), including its numerics notes:
 f16/bf16 compute in f32 and round once, integers wrap, float->int truncates, matmul of
@@ -25,7 +26,7 @@ from tensorlite.backend import BackendStorage
 from tensorlite.dtype import cast_array  # the host-side casts of scalars, as the cpu backend's
 from tensorlite.layout import Layout
 
-from .kernel_table import kernel_for
+from .kernel_table import ALL, kernel_for
 from .launch import BLOCK, grid_for, pack_strided
 from .ops.attention import AttentionOps
 from .ops.conv import ConvOps
@@ -34,6 +35,9 @@ from .ops.fused import FusedOps
 from .ops.index import IndexOps
 from .ops.matmul import MatmulOps
 from .ops.reduce import ReduceOps
+
+# the entry points of the copies' kernel source (kernel_table.py assembles every family's)
+KERNELS = {"copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t in ALL)}
 
 
 class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedOps, AttentionOps,
@@ -59,7 +63,7 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
     def ptr(self) -> int:
         return self.buffer.ptr
 
-    def _addr(self, offset: int) -> int:
+    def addr(self, offset: int) -> int:
         """Device address of element `offset`."""
         return self.buffer.ptr + offset * self.dtype.itemsize
 
@@ -86,13 +90,13 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
                            else _range_union(dst.value_range, self.value_range) if same else None)
         dev = self.device
         if dst.dtype is self.dtype and src_layout.is_contiguous():
-            dev.dtod(dst._addr(dst_offset), self._addr(src_layout.offset), n * self.dtype.itemsize)
+            dev.dtod(dst.addr(dst_offset), self.addr(src_layout.offset), n * self.dtype.itemsize)
             return
         kernel = kernel_for(dev, f"cast_{self.dtype.short}_{dst.dtype.short}", "copy_strided_src",
                             self=(self, src_layout))
         dev.launch(kernel, grid_for(dev, n), BLOCK,
                    [("int64", n), ("bytes", pack_strided(src_layout)[0]), ("ptr", self.buffer.ptr),
-                    ("ptr", dst._addr(dst_offset))])
+                    ("ptr", dst.addr(dst_offset))])
 
     def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
         if d1 * d2 == 0:
@@ -105,12 +109,12 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         dev = self.device
         isz = dst.dtype.itemsize
         if src_stride1 == d2 and dst_stride1 == d2:  # the rows form one contiguous block
-            dev.dtod(dst._addr(dst_offset), src._addr(src_offset), d1 * d2 * isz)
+            dev.dtod(dst.addr(dst_offset), src.addr(src_offset), d1 * d2 * isz)
             return
         kernel = kernel_for(dev, f"copy2d_{dst.dtype.short}", "copy2d", self=(self, Layout((d1, d2))))
         dev.launch(kernel, grid_for(dev, d1 * d2), BLOCK,
                    [("int64", d1), ("int64", d2), ("int64", src_stride1), ("int64", dst_stride1),
-                    ("ptr", src._addr(src_offset)), ("ptr", dst._addr(dst_offset))])
+                    ("ptr", src.addr(src_offset)), ("ptr", dst.addr(dst_offset))])
 
     def const_set(self, value, layout):
         n = layout.numel()
@@ -123,7 +127,7 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         raw = host.tobytes()
         dev = self.device
         if layout.is_contiguous() and raw.count(raw[:1]) == len(raw):  # all bytes equal (e.g. 0)
-            dev.memset(self._addr(layout.offset), raw[0], n * len(raw))
+            dev.memset(self.addr(layout.offset), raw[0], n * len(raw))
             return
         kernel = kernel_for(dev, f"const_set_{self.dtype.short}", "const_set", self=(self, layout))
         dev.launch(kernel, grid_for(dev, n), BLOCK,
@@ -134,7 +138,7 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         arr = np.empty(layout.shape, self.dtype.np)
         if arr.size:
             src, lay = self._contiguous(layout)
-            self.device.dtoh(arr, src._addr(lay.offset))
+            self.device.dtoh(arr, src.addr(lay.offset))
         return arr
 
 

@@ -14,12 +14,12 @@ import math
 from math import prod
 
 from .. import dtype as _dt
-from ..errors import DeviceError, DTypeError, ShapeError, describe
+from ..errors import ArgumentError, DeviceError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
 from ..autograd import is_grad_enabled
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
-from ..tensor import (Tensor, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
+from ..tensor import (Tensor, _shape_arg, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
                       conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, maximum, rand, stack, tensor,
                       upsample_nearest2d, where)
 
@@ -64,13 +64,13 @@ def gelu(x, approximate: str = "none"):
         return x.gelu()
     if approximate == "tanh":
         return x.gelu_tanh()
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def dropout(x, p: float = 0.5, training: bool = True):
     """Zero each element with probability p and scale the rest by 1/(1-p) (inverted dropout)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability must be in [0, 1], got {p}")
+    if not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
+        raise ArgumentError(f"{describe('dropout', input=x)}: probability must be in [0, 1], got {p!r}")
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -85,7 +85,7 @@ def _over_last_dim(fn, x, dim, op):
     """Apply a last-dim op along `dim` by transposing it there and back (a view each way)."""
     if x.ndim == 0:
         return fn(x.reshape(1)).reshape(())
-    d = normalize_dim(dim, x.ndim, op)
+    d = normalize_dim(dim, x.ndim, op, x)
     if d == x.ndim - 1:
         return fn(x)
     return fn(x.transpose(d, -1)).transpose(d, -1)
@@ -97,21 +97,23 @@ def _like(g, x):
 
 
 def _softmax_last(x):
-    y = result(x._storage.softmax_last_dim(x._layout), x.shape, x.dtype)
+    xs, xl = storage_and_layout(x)
+    y = result(xs.softmax_last_dim(xl), x.shape, x.dtype)
 
     def grad(g):  # one kernel: y * (g - <g, y>) along the row
-        g = _like(g, y)
-        return (result(y._storage.softmax_last_dim_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
-    return custom_op(y, (x,), grad, "softmax")
+        (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(_like(g, y))
+        return (result(ys.softmax_last_dim_backward(yl, gs, gl), y.shape, y.dtype),)
+    return custom_op(y, (x,), grad, "softmax", (y,))
 
 
 def _log_softmax_last(x):
-    y = result(x._storage.log_softmax(x._layout), x.shape, x.dtype)
+    xs, xl = storage_and_layout(x)
+    y = result(xs.log_softmax(xl), x.shape, x.dtype)
 
     def grad(g):  # one kernel: g - exp(y) * sum(g) along the row
-        g = _like(g, y)
-        return (result(y._storage.log_softmax_backward(y._layout, g._storage, g._layout), y.shape, y.dtype),)
-    return custom_op(y, (x,), grad, "log_softmax")
+        (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(_like(g, y))
+        return (result(ys.log_softmax_backward(yl, gs, gl), y.shape, y.dtype),)
+    return custom_op(y, (x,), grad, "log_softmax", (y,))
 
 
 def softmax(x, dim: int = -1, dtype=None):
@@ -140,7 +142,7 @@ def log_softmax_slow(x, dim: int = -1):
 
 def _flatten_normalized(op, x, normalized_shape, **params):
     """(x with the normalised trailing dims merged into one, the 1-D params, that size)."""
-    ns = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    ns = _shape_arg((normalized_shape,), op, x)
     if not ns or len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns):]) != ns:
         raise ShapeError(f"{describe(op, input=x)}: normalized_shape {ns} does not match the trailing dims")
     for name, p in params.items():
@@ -169,13 +171,12 @@ def _normalize_rows(x, eps, center: bool):
 def _fused_norm_grads(op, g, x2, w, b, eps):
     """(dx, dweight, dbias) of layer_norm / rms_norm from the storage's fused backward: dx
     in one row kernel, the parameter gradients as column sums (only those wanted)."""
-    g = _like(g, x2)
     want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
-    ws, wl = storage_and_layout(w)
+    (xs, xl), (gst, gl), (ws, wl) = storage_and_layout(x2), storage_and_layout(_like(g, x2)), storage_and_layout(w)
     if op == "layer_norm":
-        gs = x2._storage.layer_norm_backward(x2._layout, g._storage, g._layout, ws, wl, eps, want_w, want_b)
+        gs = xs.layer_norm_backward(xl, gst, gl, ws, wl, eps, want_w, want_b)
     else:
-        gs = x2._storage.rms_norm_backward(x2._layout, g._storage, g._layout, ws, wl, eps, want_w) + (None,)
+        gs = xs.rms_norm_backward(xl, gst, gl, ws, wl, eps, want_w) + (None,)
     n = x2.shape[-1]
     return (result(gs[0], x2.shape, x2.dtype),) + tuple(None if st is None else result(st, (n,), x2.dtype)
                                                         for st in gs[1:])
@@ -183,19 +184,20 @@ def _fused_norm_grads(op, g, x2, w, b, eps):
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
-    y = result(x2._storage.layer_norm(x2._layout, *storage_and_layout(w), *storage_and_layout(b), eps),
-               x2.shape, x2.dtype)
+    xs, xl = storage_and_layout(x2)
+    y = result(xs.layer_norm(xl, *storage_and_layout(w), *storage_and_layout(b), eps), x2.shape, x2.dtype)
     return _reshaped(custom_op(y, (x2, w, b), lambda g: _fused_norm_grads("layer_norm", g, x2, w, b, eps),
-                               "layer_norm"), x.shape)
+                               "layer_norm", (x2, w)), x.shape)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the dtype's machine epsilon (torch)."""
     x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
-    y = result(x2._storage.rms_norm(x2._layout, *storage_and_layout(w), eps), x2.shape, x2.dtype)
+    xs, xl = storage_and_layout(x2)
+    y = result(xs.rms_norm(xl, *storage_and_layout(w), eps), x2.shape, x2.dtype)
     return _reshaped(custom_op(y, (x2, w), lambda g: _fused_norm_grads("rms_norm", g, x2, w, None, eps)[:2],
-                               "rms_norm"), x.shape)
+                               "rms_norm", (x2, w)), x.shape)
 
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -234,19 +236,23 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t.shape != (c,):
             raise ShapeError(f"{describe('batch_norm', input=x, **{name: t})}: {name} must have shape ({c},)")
     if not training and (running_mean is None or running_var is None):
-        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        raise ArgumentError("batch_norm: running_mean and running_var are required when training=False")
     dims = (0,) + tuple(range(2, x.ndim))
     bshape = (1, c) + (1,) * (x.ndim - 2)
     cdt = _dt.float32 if x.dtype in (_dt.float16, _dt.bfloat16) else x.dtype
     n = prod(x.shape) // c if c else 0
     if training and n <= 1:
-        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+        raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, "
                          f"got input of shape {tuple(x.shape)}")
     if None not in (weight, bias, running_mean, running_var):  # a DNN library's one call, where it takes the case
-        st = x._storage.batch_norm_fused(x._layout, *storage_and_layout(weight), *storage_and_layout(bias),
-                                         *storage_and_layout(running_mean), *storage_and_layout(running_var), training,
-                                         momentum, eps)
+        xs, xl = storage_and_layout(x)
+        st = xs.batch_norm_fused(xl, *storage_and_layout(weight), *storage_and_layout(bias),
+                                 *storage_and_layout(running_mean), *storage_and_layout(running_var), training,
+                                 momentum, eps)
         if st is not None:
+            if training:  # the library updated the running statistics in place
+                for stat in (running_mean, running_var):
+                    storage_and_layout(stat)[0].version += 1
             return _batch_norm_attach(result(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
                                       training, eps, dims, bshape, cdt)
     xf = x._cast(cdt)
@@ -292,12 +298,18 @@ def _batch_norm_attach(y, x, running_mean, running_var, weight, bias, training, 
         else:
             gx = gw * rstd
         return gx._cast(x.dtype), (gf * xhat).sum(dims)._cast(weight.dtype), gf.sum(dims)._cast(bias.dtype)
-    return custom_op(y, (x, weight, bias), grad, "batch_norm")
+    # the running statistics are read back in eval mode only (training updates them in place)
+    return custom_op(y, (x, weight, bias), grad, "batch_norm",
+                     (x, weight) if training else (x, weight, running_mean, running_var))
 
 
 def normalize(x, p: float = 2.0, dim: int = -1, eps: float = 1e-12):
-    """x / max(||x||_p, eps) along dim (torch.nn.functional.normalize)."""
-    norm = (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
+    """x / max(||x||_p, eps) along dim (torch.nn.functional.normalize); p > 0, or inf."""
+    dim = normalize_dim(dim, x.ndim, "normalize", x)
+    if not (isinstance(p, (int, float)) and p > 0):
+        raise ArgumentError(f"{describe('normalize', input=x)}: p must be a positive number, got {p!r}")
+    norm = x.abs().amax(dim, keepdim=True) if p == math.inf and x.numel() else \
+        (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
     return x / maximum(norm, eps)
 
 
@@ -333,18 +345,19 @@ def _rope_pairs(variant, x):
 def _rope(variant, x, cos, sin):
     x = _floating(x)
     c, s = _rope_tables(variant, x, cos, sin)
-    y = result(x._storage.rope(x._layout, c._storage, c._layout, s._storage, s._layout, variant), x.shape, x.dtype)
+    (xs, xl), (cs, cl), (ss, sl) = storage_and_layout(x), storage_and_layout(c), storage_and_layout(s)
+    y = result(xs.rope(xl, cs, cl, ss, sl, variant), x.shape, x.dtype)
 
     def grad(g):
         g = _like(g, x)  # a rotation's transpose is the rotation by -theta: the same kernel, sin negated
-        gx = result(g._storage.rope_backward(g._layout, c._storage, c._layout, s._storage, s._layout, variant),
-                    x.shape, x.dtype)
+        gs, gl = storage_and_layout(g)
+        gx = result(gs.rope_backward(gl, cs, cl, ss, sl, variant), x.shape, x.dtype)
         if not (c.requires_grad or s.requires_grad):
             return gx, None, None
         (x1, x2), (g1, g2) = _rope_pairs(variant, x), _rope_pairs(variant, g)
         hd = _HEAD_DIM[variant]
         return gx, (g1 * x1 + g2 * x2).sum(hd), (g2 * x1 - g1 * x2).sum(hd)
-    return custom_op(y, (x, c, s), grad, variant)
+    return custom_op(y, (x, c, s), grad, variant, (x, c, s))
 
 
 def _rope_slow(variant, x, cos, sin):
@@ -396,7 +409,7 @@ def causal_mask(q_len: int, kv_len: int, bottom_right: bool = False, device=None
 def _attention_mask(op, q, k, attn_mask, is_causal):
     """(mask broadcast to (b, hq, L, S) or None, whether the kernel's top-left causal applies)."""
     if is_causal not in (False, True, "top_left", "bottom_right"):
-        raise ValueError(f"{op}: is_causal must be False, True, 'top_left' or 'bottom_right', got {is_causal!r}")
+        raise ArgumentError(f"{op}: is_causal must be False, True, 'top_left' or 'bottom_right', got {is_causal!r}")
     L, S = q.shape[-2], k.shape[-2]
     if is_causal == "bottom_right" and L == 1:
         is_causal = False  # one new query sees every key: no mask to build (KV-cache decoding)
@@ -484,19 +497,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     # gradient (and backends or TENSORLITE_SDPA=gemm that give no lse) take the composite.
     fused_grad = is_grad_enabled() and any(t.requires_grad for t in (q, k, v)) \
         and not (mask is not None and mask.requires_grad)
-    st = q._storage.sdpa(q._layout, k._storage, k._layout, v._storage, v._layout, *storage_and_layout(mask),
-                         scale, causal, return_lse=fused_grad)
+    (qs, ql), (ks, kl), (vs, vl), (ms, ml) = (storage_and_layout(q), storage_and_layout(k), storage_and_layout(v),
+                                              storage_and_layout(mask))
+    st = qs.sdpa(ql, ks, kl, vs, vl, ms, ml, scale, causal, return_lse=fused_grad)
     st, lse = st if fused_grad else (st, None)
-    out_layout = sdpa_layout(q._layout, v.shape[3])  # q's memory order: see backend.sdpa_layout
+    out_layout = sdpa_layout(ql, v.shape[3])  # q's memory order: see backend.sdpa_layout
     out = result(st, out_layout.shape, q.dtype, out_layout)
 
     def grad(g):
         if lse is not None:
-            g = g if g.dtype is q.dtype else g._cast(q.dtype)
-            grads = q._storage.sdpa_backward(q._layout, k._storage, k._layout, v._storage, v._layout, st,
-                                             out_layout, g._storage, g._layout, lse, *storage_and_layout(mask), scale,
-                                             causal)
-            return (*(result(gs, t.shape, q.dtype, sdpa_layout(t._layout)) for gs, t in zip(grads, (q, k, v))), None)
+            gs, gl = storage_and_layout(g if g.dtype is q.dtype else g._cast(q.dtype))
+            grads = qs.sdpa_backward(ql, ks, kl, vs, vl, st, out_layout, gs, gl, lse, ms, ml, scale, causal)
+            return (*(result(gd, lay.shape, q.dtype, sdpa_layout(lay)) for gd, lay in zip(grads, (ql, kl, vl))), None)
         kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
         p = _attention_probs(q, kx, mask, scale, causal)
         gp = g @ vx.mT
@@ -507,7 +519,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             return t if groups == 1 else t.reshape(b, hq // groups, groups, s, t.shape[-1]).sum(2)
         gmask = gs if mask is not None and mask.dtype.is_floating_point else None
         return (gs @ kx) * scale, per_kv_head((gs.mT @ q) * scale), per_kv_head(p.mT @ g), gmask
-    out = custom_op(out, (q, k, v, mask), grad, "sdpa")
+    out = custom_op(out, (q, k, v, mask), grad, "sdpa", (q, k, v, mask, out))
     return out if query.ndim == 4 else out.squeeze(0)
 
 
@@ -522,17 +534,16 @@ def sdpa_slow(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_caus
 
 # ---- layers and losses ---------------------------------------------------------------
 
-def _rows(t):
-    """(storage, 2-D layout) of t with its leading dims folded into rows: a view where the
-    strides allow, else a contiguous copy."""
-    lay = t._layout
+def _rows(st, lay, dtype):
+    """(storage, 2-D layout) of the tensor (st, lay) of `dtype` with its leading dims folded
+    into rows: a view where the strides allow, else a contiguous copy."""
     if len(lay.shape) == 2:
-        return t._storage, lay
+        return st, lay
     shape = (prod(lay.shape[:-1]), lay.shape[-1])
     rows = lay.reshape(shape)
     if rows is None:
-        return t._storage.to_dtype(lay, t.dtype), _Layout.contiguous(shape)
-    return t._storage, rows
+        return st.to_dtype(lay, dtype), _Layout.contiguous(shape)
+    return st, rows
 
 
 def linear(x, weight, bias=None):
@@ -543,9 +554,10 @@ def linear(x, weight, bias=None):
     dozens of these, so the node saves the views, broadcasts and reshapes (and their
     backward nodes) of the matmul + add composite, which is the fallback for operands that
     need type promotion."""
-    x_shape, w_shape = x._layout.shape, weight._layout.shape  # not the properties: dozens of calls per step
+    (xs, xl), (ws, wl), (bs, bl) = storage_and_layout(x), storage_and_layout(weight), storage_and_layout(bias)
+    x_shape, w_shape = xl.shape, wl.shape  # not the properties: dozens of calls per step
     if not x_shape or len(w_shape) != 2 or x_shape[-1] != w_shape[-1] or \
-            (bias is not None and bias._layout.shape != (w_shape[0],)):
+            (bias is not None and bl.shape != (w_shape[0],)):
         raise ShapeError(f"{describe('linear', input=x, weight=weight, bias=bias)}: expected input (..., in_features), "
                          f"weight (out_features, in_features) and bias (out_features,)")
     dt = x.dtype
@@ -554,17 +566,16 @@ def linear(x, weight, bias=None):
         y = x @ weight.mT  # promotion / device errors as matmul and add report them
         return y if bias is None else y + bias
     (n, k), lead = w_shape, x_shape[:-1]
-    xs, xl = _rows(x)
+    xs, xl = _rows(xs, xl, dt)
     m = xl.shape[0]
-    ws, wl = weight._storage, weight._layout
     if bias is None:
         out = xs.matmul(ws, (1, m, n, k), batch_of_one(xl), batch_of_one(wl.transpose(0, 1)))
     else:  # the GPU backend adds the bias in the GEMM's epilogue where the BLAS has one
-        out = xs.matmul_add_bias(ws, (m, n, k), xl, wl.transpose(0, 1), bias._storage, bias._layout)
+        out = xs.matmul_add_bias(ws, (m, n, k), xl, wl.transpose(0, 1), bs, bl)
     y = result(out, lead + (n,), dt)
 
     def grad(g):
-        gs, gl = _rows(_like(g, x))
+        gs, gl = _rows(*storage_and_layout(_like(g, x)), dt)
         dx = dw = db = None
         if x.requires_grad:
             dx = result(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x_shape, dt)
@@ -577,14 +588,18 @@ def linear(x, weight, bias=None):
         elif want_db:
             db = result(gs.reduce_op("sum", gl, (0,)), (n,), dt)
         return (dx, dw) if bias is None else (dx, dw, db)
-    return custom_op(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear")
+    return custom_op(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear", (x, weight))
 
 
 def embedding(input, weight, padding_idx=None):
     """Rows of weight at the ids in `input` (any shape); the padding_idx row gets no gradient."""
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise ShapeError(f"{describe('embedding', weight=weight)}: weight must be 2-D (num_embeddings, dim)")
     ids = input if isinstance(input, Tensor) else tensor(input, dtype=_dt.int64, device=weight._device)
     out = weight.index_select(0, ids.reshape(-1)).reshape(ids.shape + (weight.shape[-1],))
     if padding_idx is not None:
+        if not (isinstance(padding_idx, int) and -weight.shape[0] <= padding_idx < weight.shape[0]):
+            raise ArgumentError(f"{describe('embedding', weight=weight)}: padding_idx {padding_idx!r} is not a row")
         padding_idx = padding_idx % weight.shape[0]
         out = where((ids != padding_idx).unsqueeze(-1), out, out.detach())
     return out
@@ -597,7 +612,7 @@ def _reduce_loss(op, loss, reduction, denominator=None):
         return loss.sum()
     if reduction == "mean":
         return loss.mean() if denominator is None else loss.sum() / denominator
-    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    raise ArgumentError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
 
 
 def _classes_last(x):
@@ -627,7 +642,10 @@ def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
         raise ShapeError(f"{describe(op, input=logp, target=target)}: target must have shape {logp.shape[:-1]}")
     valid = target != ignore_index
     safe = where(valid, target, 0)._cast(_dt.int64)
-    picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    try:
+        picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    except IndexOutOfRange as e:  # named as the loss, not its gather
+        raise IndexOutOfRange(f"{op}: a target is not a class id: {e}") from None
     if label_smoothing:  # torch: (1 - eps) * nll + eps * mean over classes of -logp (weighted)
         smooth = -(logp if weight is None else logp * weight).sum(-1) / n_classes
         w_t = None if weight is None else weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
@@ -649,6 +667,10 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
     divides by the (weighted) count of targets that are not ignore_index. Class ids without
     label smoothing take the fused op (storage cross_entropy / cross_entropy_backward);
     the rest, the composite `cross_entropy_slow`."""
+    if not isinstance(input, Tensor) or input.ndim == 0 or input.shape[1 if input.ndim > 1 else 0] == 0:
+        raise ShapeError(f"{describe('cross_entropy', input=input)}: expected logits (C,), (N, C) or (N, C, ...), C > 0")
+    if not (isinstance(label_smoothing, (int, float)) and 0.0 <= label_smoothing <= 1.0):
+        raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     if not isinstance(target, Tensor):
         target = tensor(target, device=input._device)
     if not label_smoothing and not target.dtype.is_floating_point:
@@ -673,15 +695,15 @@ def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
                                or tuple(weight.shape) != (x.shape[-1],)):
         return None
     t = tgt if tgt.dtype is _dt.int64 else tgt._cast(_dt.int64)
-    loss, lse, wt = x._storage.cross_entropy(x._layout, t._storage, t._layout, *storage_and_layout(weight),
-                                             ignore_index)
+    (xs, xl), (ts, tgl) = storage_and_layout(x), storage_and_layout(t)
+    loss, lse, wt = xs.cross_entropy(xl, ts, tgl, *storage_and_layout(weight), ignore_index)
     acc = loss.dtype
 
     def grad(g):
-        g = g if g.dtype is acc else g._cast(acc)
-        gx = x._storage.cross_entropy_backward(x._layout, t._storage, t._layout, lse, wt, g._storage, g._layout)
+        gs, gl = storage_and_layout(g if g.dtype is acc else g._cast(acc))
+        gx = xs.cross_entropy_backward(xl, ts, tgl, lse, wt, gs, gl)
         return (result(gx, x.shape, x.dtype),)
-    rows = custom_op(result(loss, t.shape, acc), (x,), grad, "cross_entropy")
+    rows = custom_op(result(loss, t.shape, acc), (x,), grad, "cross_entropy", (x, t))
     if reduction == "sum":
         rows = rows.sum()
     elif reduction == "mean":  # over the (weighted) count of targets that are not ignore_index
@@ -704,5 +726,8 @@ def cross_entropy_slow(input, target, weight=None, ignore_index: int = -100, red
 
 
 def mse_loss(input, target, reduction: str = "mean"):
-    diff = input - target
+    try:
+        diff = input - target
+    except TensorliteError as e:  # named as the loss, not its subtraction
+        raise type(e)(f"mse_loss: {e}") from None
     return _reduce_loss("mse_loss", diff * diff, reduction)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..autograd import no_grad
-from ..errors import ShapeError, describe
+from ..errors import ArgumentError, ShapeError, describe
 from ..tensor import full, rand, randn, where
 
 
@@ -35,7 +35,7 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ArgumentError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
 
 
 def uniform_(t, a: float = 0.0, b: float = 1.0):

@@ -6,7 +6,7 @@ from collections import OrderedDict, namedtuple
 
 from .. import dtype as _dt
 from ..autograd import no_grad
-from ..errors import ShapeError, TensorliteError
+from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError
 from ..tensor import Tensor, as_tuple, empty, ones, tensor, zeros, zeros_like
 from . import functional as F
 from . import init
@@ -23,7 +23,7 @@ class Parameter(Tensor):
         src = empty(0) if data is None else data.detach()
         p = Tensor.__new__(cls)
         p._storage, p._layout, p.dtype, p._device = src._storage, src._layout, src.dtype, src._device
-        p.requires_grad, p.grad, p._node = bool(requires_grad), None, None
+        p.requires_grad, p.grad, p._node, p._base = bool(requires_grad), None, None, None
         return p
 
     def __init__(self, data=None, requires_grad: bool = True):
@@ -71,16 +71,16 @@ class Module:
             modules[name] = value
         elif name in params:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} to parameter {name!r} "
+                raise DTypeError(f"cannot assign {type(value).__name__} to parameter {name!r} "
                                 "(expected a Parameter or None)")
             params[name] = None
         elif name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign {type(value).__name__} to buffer {name!r} (expected a Tensor or None)")
+                raise DTypeError(f"cannot assign {type(value).__name__} to buffer {name!r} (expected a Tensor or None)")
             buffers[name] = value
         elif name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} to submodule {name!r}")
+                raise DTypeError(f"cannot assign {type(value).__name__} to submodule {name!r}")
             modules[name] = None
         else:
             object.__setattr__(self, name, value)
@@ -102,19 +102,19 @@ class Module:
 
     def register_parameter(self, name: str, param):
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter({name!r}): expected a Parameter or None, got {type(param).__name__}")
+            raise DTypeError(f"register_parameter({name!r}): expected a Parameter or None, got {type(param).__name__}")
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor, persistent: bool = True):
         """A tensor that is state but not trained (moved by .to(); in state_dict if persistent)."""
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer({name!r}): expected a Tensor or None, got {type(tensor).__name__}")
+            raise DTypeError(f"register_buffer({name!r}): expected a Tensor or None, got {type(tensor).__name__}")
         self._buffers[name] = tensor
         (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
 
     def add_module(self, name: str, module):
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module({name!r}): expected a Module, got {type(module).__name__}")
+            raise DTypeError(f"add_module({name!r}): expected a Module, got {type(module).__name__}")
         self._modules[name] = module
 
     register_module = add_module
@@ -409,7 +409,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability must be in [0, 1], got {p}")
+            raise ArgumentError(f"Dropout: probability must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x):
@@ -428,7 +428,7 @@ class _ConvNd(Module):
                  bias=True, device=None, dtype=None):
         super().__init__()
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{type(self).__name__}: channels ({in_channels}, {out_channels}) must be divisible "
+            raise ShapeError(f"{type(self).__name__}: channels ({in_channels}, {out_channels}) must be divisible "
                              f"by groups={groups}")
         k = as_tuple(kernel_size, self.nd)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
@@ -528,7 +528,7 @@ class ModuleList(Module):
     def _index(self, i):
         n = len(self)
         if not -n <= i < n:
-            raise IndexError(f"{type(self).__name__} index {i} out of range for length {n}")
+            raise IndexOutOfRange(f"{type(self).__name__} index {i} out of range for length {n}")
         return str(i % n)
 
     def __getitem__(self, i):

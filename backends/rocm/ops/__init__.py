@@ -7,6 +7,6 @@
     matmul       matmul and its BLAS epilogues; `gemm`, the routing every GEMM takes
     conv         conv, conv_transpose, pooling, upsampling, batch norm (DNN library or im2col + gemm)
     fused        softmax, norms, rope, their backwards, cross-entropy, AdamW
-    attention    sdpa and its backward (flash kernels, tensor-core tiers, or GEMM + softmax)
+    attention    sdpa and its backward (flash kernels, matrix-core tiers, or GEMM + softmax)
     random       random_fill (Philox)
 """

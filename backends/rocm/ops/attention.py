@@ -1,9 +1,9 @@
 """Scaled dot-product attention and its backward (attention.hip).
 
-Three tiers of flash kernels, chosen per call: Hopper's wgmma kernels (sm_90a), the
-tensor-core kernels (mma.sync on NVIDIA sm_80+, MFMA on CDNA2/3), and portable ones for
-f32 or other GPUs; which tier a device has is its platform's knowledge
-(`platform.matrix_cores`). Where no flash kernel covers the case (f64, head dims over 128)
+Three tiers of flash kernels, chosen per call: the warpgroup kernels (flash_*_wg*), the
+matrix-core kernels (flash_*_mma*), and portable ones for f32 or other GPUs; which tier a
+device has is its platform's knowledge (`platform.matrix_cores`: "wgmma", "mma" or None;
+hip.py and cuda.py say for which architectures). Where no flash kernel covers the case (f64, head dims over 128)
 or TENSORLITE_SDPA=gemm asks for it, scores go through `gemm`, a masked softmax and `gemm`.
 """
 from __future__ import annotations
@@ -25,6 +25,14 @@ from .matmul import gemm, matrix_view
 if TYPE_CHECKING:
     from ..storage import GpuStorage
 
+# the entry points of this family's kernel source (kernel_table.py assembles every family's)
+_FLASH_DTYPES = ("f32", "f16", "bf16")
+KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd") for dp in (32, 64, 128)
+                                  for t in _FLASH_DTYPES)
+           + tuple(f"flash_bwd_pre_{t}" for t in _FLASH_DTYPES)
+           + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
+           + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))}
+
 
 class AttentionOps:
     __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
@@ -37,14 +45,15 @@ class AttentionOps:
         if mode == "flash" and dp is None:
             _flash_unsupported(self, layout, k, k_layout, v, v_layout)
         if mode != "gemm" and dp is not None:
-            out, lse = self._sdpa_flash(dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal,
-                                        return_lse)
+            out, lse = self.sdpa_flash(dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal,
+                                       return_lse)
             return (out, lse) if return_lse else out
-        out = self._sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
+        out = self.sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
         out = _in_sdpa_layout(out, sdpa_layout(layout, v_layout.shape[3]))
         return (out, None) if return_lse else out  # no lse: the caller differentiates the composite
 
-    def _sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
+    def sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
+        """sdpa's flash path (one of the three kernel tiers) at padded head dim `dp`: (out, lse or None)."""
         b, hq, L, d = layout.shape
         hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
         _check_sdpa(self, layout, k, k_layout, v, v_layout)
@@ -66,12 +75,12 @@ class AttentionOps:
         q, layout = _flash_operand(self, layout, dp, mma)
         k, k_layout = _flash_operand(k, k_layout, dp, mma)
         v, v_layout = _flash_operand(v, v_layout, dp, mma)
-        if mma and flash_wgmma(dev):  # Hopper: warpgroups of 4 warps, 64 rows each
+        if mma and flash_wgmma(dev):  # warpgroups of 4 warps, 64 rows each
             kernel = kernel_for(dev, f"flash_fwd_wg{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 64 * _WG_FWD_GROUPS, (dev.warp_size, 4 * _WG_FWD_GROUPS)
             # WgFwdTile::SMEM: Q, the K/V stages, 1 KiB to align them to 1 KiB
             smem = (bm + 2 * _WG_FWD_STAGES * _WG_FWD_BN) * dp * self.dtype.itemsize + 1024
-        elif mma:  # tensor cores: blocks of MMA_FWD_WARPS warps, 32 rows each
+        elif mma:  # matrix cores: blocks of MMA_FWD_WARPS warps, 32 rows each
             kernel = kernel_for(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
             stages = _mma_stages(dev)
@@ -128,12 +137,12 @@ class AttentionOps:
             v, v_layout = _flash_operand(v, v_layout, dp, mma)
             grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
             smem = 0
-            if mma and flash_wgmma(dev):  # Hopper: two warpgroups, 64 keys each
+            if mma and flash_wgmma(dev):  # two warpgroups, 64 keys each
                 kernel = kernel_for(dev, f"flash_bwd_wg{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn, block, bm, st = _WG_BWD_BN, (dev.warp_size, 8), 8192 // dp, _WG_BWD_STAGES
                 # WgBwdTile::SMEM: K, V, the Q/dO stages, dS^T, lse/Dr stages, 1 KiB alignment slack
                 smem = (2 * bn * dp + st * 2 * bm * dp + bn * bm) * self.dtype.itemsize + 2 * st * bm * 4 + 1024
-            elif mma:  # tensor cores: MMA_WARPS warps, 16 keys each
+            elif mma:  # matrix cores: MMA_WARPS warps, 16 keys each
                 kernel = kernel_for(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 warps = _mma_bwd_warps(dev)
                 bn, block = 16 * warps, (dev.warp_size, warps)
@@ -154,7 +163,8 @@ class AttentionOps:
         dq = dq32 if self.dtype is dtypes.float32 else dq32.to_dtype(Layout((dq32.numel,)), self.dtype)
         return dq, dk, dvs
 
-    def _sdpa_gemm(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+    def sdpa_gemm(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        """sdpa's scores-in-memory path (gemm, masked softmax, gemm): a contiguous (b, hq, L, dv) output."""
         b, hq, L, d = layout.shape
         hk, S = k_layout.shape[1], k_layout.shape[2]
         dv = v_layout.shape[3]
@@ -218,21 +228,21 @@ def _mma_stages(dev) -> int:
 
 
 def _mma_bwd_warps(dev) -> int:
-    """Warps of the tensor-core backward (MMA_WARPS in attention.hip: 8 where TL_MMA_STAGES > 1)."""
+    """Warps of the matrix-core backward (MMA_WARPS in attention.hip: 8 where TL_MMA_STAGES > 1)."""
     return 8 if _mma_stages(dev) > 1 else 4
 
 
 def flash_wgmma(dev) -> bool:
-    """Whether sdpa and its backward take the Hopper kernels (flash_{fwd,bwd}_wg*: wgmma,
-    tensor_cores_nvidia.h TL_HAS_WGMMA) where the tensor-core kernels cover the case: the platform
-    says the arch has wgmma, unless TENSORLITE_WGMMA=0 (read at every call) asks for the mma.sync
-    kernels instead."""
+    """Whether sdpa and its backward take the warpgroup kernels (flash_{fwd,bwd}_wg*, TL_HAS_WGMMA
+    in the vendor's tile header) where the matrix-core kernels cover the case: the platform says
+    the arch has them ("wgmma"), unless TENSORLITE_WGMMA=0 (read at every call) asks for the
+    flash_*_mma* kernels instead."""
     return (dev.platform.matrix_cores(dev.arch) == "wgmma"
             and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0")
 
 
 def flash_mma(dev, dtype, dp: int) -> bool:
-    """Whether the tensor-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
+    """Whether the matrix-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
     `dev`: f16/bf16, padded head dim 64 or 128, an arch with matrix cores (its platform says)."""
     if dtype not in (dtypes.float16, dtypes.bfloat16) or dp not in (64, 128):
         return False
@@ -242,7 +252,7 @@ def flash_mma(dev, dtype, dp: int) -> bool:
 def _flash_operand(st: GpuStorage, layout: Layout, dp: int, mma: bool) -> Tuple[GpuStorage, Layout]:
     """(storage, layout) a flash kernel reads for a (b, h, t, d) operand: the view itself
     (any strides: transposed (b, t, h, d) views need no copy), or a contiguous copy where the
-    tensor-core kernels' 16-byte tile loads (mma_load_tile, d == dp) could not take its rows:
+    matrix-core kernels' 16-byte tile loads (mma_load_tile, d == dp) could not take its rows:
     rows not contiguous, or a row/head/batch stride or offset off 16 bytes. The kernel
     checks the same per tile and falls back to element loads; deciding here keeps every
     tile of a large operand on the fast path for the price of one copy."""

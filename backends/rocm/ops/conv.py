@@ -1,4 +1,4 @@
-"""Convolution, pooling, upsampling and batch norm (conv.hip; cuDNN / MIOpen through dnn.py).
+"""Convolution, pooling, upsampling and batch norm (conv.hip; the platform's DNN library through dnn.py).
 
 A convolution goes to the DNN library where it takes the case (TENSORLITE_DNN), else to
 im2col + `gemm` per group (conv_transpose: `gemm` + col2im); pooling likewise to the
@@ -13,9 +13,15 @@ from tensorlite.errors import DTypeError, ShapeError, storage_error
 from tensorlite.layout import Layout
 
 from ..dnn import bn_param_dtype, dnn_for, run as dnn_run
-from ..kernel_table import kernel_for
+from ..kernel_table import ALL, kernel_for
 from ..launch import BLOCK, grid_for, view4
 from .matmul import gemm, matrix_view
+
+# the entry points of this family's kernel source (kernel_table.py assembles every family's);
+# gemm_<t> is the portable GEMM that ops/matmul.py's `gemm` falls back to
+KERNELS = {"conv.hip": tuple(f"{op}_{t}" for op in ("im2col", "col2im", "max_pool2d", "avg_pool2d",
+                                                    "upsample_nearest2d") for t in ALL)
+           + tuple(f"gemm_{t}" for t in ALL)}
 
 _GEOM2D = struct.Struct("<14q")                  # struct Geom2d of conv.hip
 
@@ -44,7 +50,7 @@ class ConvOps:
         out = self._new(b * c_out * oh * ow)
         if out.numel == 0:
             return out
-        dnn = dnn_for(self.device)  # cuDNN / MIOpen where they take the case (TENSORLITE_DNN)
+        dnn = dnn_for(self.device)  # the DNN library where it takes the case (TENSORLITE_DNN)
         if dnn is not None and dnn.supports_conv(self.dtype, layout, out.numel):
             wk, wl = kernel._contiguous(kernel_layout)  # filter descriptors have no strides
             if dnn_run(dnn, "conv2d", dnn.conv2d, self, layout, wk, wl, params, out, (b, c_out, oh, ow)):
@@ -129,7 +135,7 @@ class ConvOps:
         return out
 
     def _dnn_pool(self, kind, layout, params):
-        """The pooling through cuDNN / MIOpen, or None (the portable kernel runs)."""
+        """The pooling through the DNN library, or None (the portable kernel runs)."""
         if layout.ndim != 4:
             return None
         oh, ow = params.out_size(*layout.shape[2:])
@@ -145,7 +151,7 @@ class ConvOps:
 
     def batch_norm_fused(self, layout, weight, w_layout, bias, b_layout, mean, m_layout, var, v_layout,
                          training: bool, momentum: float, eps: float):
-        """Spatial batch norm forward through cuDNN / MIOpen, updating the running stats in
+        """Spatial batch norm forward through the DNN library, updating the running stats in
         place when training; None where the library does not take the case (F.batch_norm
         then runs its composite; see the contract). weight/bias/mean/var: 1-d, unit stride,
         of bn_param_dtype(self.dtype)."""
@@ -161,7 +167,7 @@ class ConvOps:
         out = self._new(layout.numel())
         save = [self._new(c, pdt), self._new(c, pdt)]   # batch mean / inverse std (unused: the backward recomputes)
         ok = dnn_run(dnn, "batch_norm", dnn.batch_norm, self, layout, out,
-                     *[st._addr(lay.offset) for st, lay in ops], float(eps), bool(training), float(momentum),
+                     *[st.addr(lay.offset) for st, lay in ops], float(eps), bool(training), float(momentum),
                      save[0].ptr, save[1].ptr)
         return out if ok else None
 

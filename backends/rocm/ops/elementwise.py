@@ -6,14 +6,26 @@ from typing import TYPE_CHECKING
 import struct
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import UNARY_BACKWARD_OPS
+from tensorlite.backend import CMP_OPS, UNARY_BACKWARD_OPS
+from tensorlite.errors import ArgumentError
 from tensorlite.layout import Layout
 
-from ..kernel_table import kernel_for
+from ..kernel_table import ALL, FLOATS, binary_ops, kernel_for, unary_ops
 from ..launch import BLOCK, grid_for, pack_strided, table_blocks
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
+
+# the entry points of this family's kernel sources (kernel_table.py assembles every family's)
+KERNELS = {
+    "unary.hip": tuple(f"u{op}_{t}" for t in ALL for op in unary_ops(t))
+    + tuple(f"affine_{t}" for t in ALL) + tuple(f"{op}_{t}" for op in ("powf", "elu") for t in FLOATS),
+    "binary.hip": tuple(f"b{op}_{t}" for t in ALL for op in binary_ops(t))
+    + tuple(f"{op}_{t}" for op in CMP_OPS for t in ALL),
+    "where.hip": tuple(f"where_{t}" for t in ALL),
+    "cast.hip": tuple(f"cast_{s}_{d}" for s in ALL for d in ALL)
+    + tuple(f"cast_many_{s}_{d}" for s in FLOATS for d in FLOATS),
+}
 
 _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
@@ -85,7 +97,7 @@ class ElementwiseOps:
         n = layout.numel()
         if dtype is self.dtype and layout.is_contiguous():
             out = self._new(n)
-            self.device.dtod(out.buffer.ptr, self._addr(layout.offset), n * dtype.itemsize)
+            self.device.dtod(out.buffer.ptr, self.addr(layout.offset), n * dtype.itemsize)
             return out
         return self._map(f"cast_{self.dtype.short}_{dtype.short}", "to_dtype", layout, out_dtype=dtype)
 
@@ -98,7 +110,7 @@ class ElementwiseOps:
         for i, (st, layout) in enumerate(items):
             n = layout.numel()
             if dtype.is_floating_point and st.dtype.is_floating_point and n and layout.is_contiguous():
-                batches.setdefault((st.device, st.dtype), []).append((i, st, st._addr(layout.offset), n))
+                batches.setdefault((st.device, st.dtype), []).append((i, st, st.addr(layout.offset), n))
             else:
                 out[i] = st.to_dtype(layout, dtype)
         for (dev, src), batch in batches.items():
@@ -119,6 +131,6 @@ class ElementwiseOps:
 
     def unary_backward(self, op, layout, grad, grad_layout):
         if op not in UNARY_BACKWARD_OPS:
-            raise ValueError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
+            raise ArgumentError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
         self._check_grad(f"{op}_backward", layout, grad, grad_layout)
         return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)

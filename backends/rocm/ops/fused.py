@@ -14,17 +14,31 @@ import numpy as np
 
 from tensorlite import dtype as dtypes
 from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_cross_entropy
-from tensorlite.errors import DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
+from tensorlite.errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
 from tensorlite.layout import Layout
 
 from ..dnn import dnn_for, run as dnn_run
-from ..kernel_table import kernel_for
+from ..kernel_table import FLOATS, kernel_for
 from ..launch import (BLOCK, VIEW3, grid_for, launch_rows, pack_strided, ptr_or_null, row_vector, rows_of,
                       sm_count, table_blocks, view4)
 from .index import error_flag, ids_known_in_range
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
+
+# the entry points of this family's kernel sources (kernel_table.py assembles every family's);
+# attn_softmax is the GEMM path's masked softmax (ops/attention.py), gelu/silu_bwd the fused
+# unary backward (ops/elementwise.py)
+KERNELS = {
+    "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
+                                              "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+    "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
+                                                   "layer_norm_bwd_fit", "rms_norm_bwd_fit",
+                                                   "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
+                                                   "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
+                                                   "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
+                                                   "adamw", "adamw_many") for t in FLOATS),
+}
 
 _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
@@ -46,7 +60,7 @@ def _rows_vectorized(st, outer: Layout, inner: int, row_len: int) -> bool:
     """Every row of `st` under (outer, inner) is contiguous, 16-byte aligned and whole
     16-byte vectors (what norm_bwd_fit's Vec variant assumes without checking)."""
     n = 16 // st.dtype.itemsize
-    return (inner == 1 and row_len % n == 0 and st._addr(outer.offset) % 16 == 0
+    return (inner == 1 and row_len % n == 0 and st.addr(outer.offset) % 16 == 0
             and all(s % n == 0 for d, s in zip(outer.shape, outer.strides) if d > 1))
 
 
@@ -88,10 +102,10 @@ class FusedOps:
         if st.dtype is not self.dtype or lay.ndim != 1 or lay.shape[0] != (layout.shape[-1] if layout.ndim else 1):
             raise storage_error(ShapeError, op, f"{name} must be 1-d of the last dim's size and dtype",
                                 self=(self, layout), **{name: (st, lay)})
-        return [("ptr", st._addr(lay.offset)), ("int64", lay.strides[0])]
+        return [("ptr", st.addr(lay.offset)), ("int64", lay.strides[0])]
 
     def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
-        dnn = dnn_for(self.device, "layer_norm")  # MIOpen's LayerNorm where it takes the case (TENSORLITE_DNN)
+        dnn = dnn_for(self.device, "layer_norm")  # the DNN library's op where it has one (TENSORLITE_DNN)
         if dnn is not None and dnn.supports_layer_norm(self.dtype, layout, (weight, w_layout), (bias, b_layout)):
             out = self._new(layout.numel())
             if dnn_run(dnn, "layer_norm", dnn.layer_norm, self, layout, weight, w_layout, bias, b_layout, eps, out):
@@ -101,7 +115,7 @@ class FusedOps:
         return self._rows_op("layer_norm", "layer_norm", layout, args, (("double", float(eps)),))
 
     def rms_norm(self, layout, weight, w_layout, eps):
-        dnn = dnn_for(self.device, "rms_norm")  # MIOpen's T5LayerNorm (= RMSNorm), as layer_norm
+        dnn = dnn_for(self.device, "rms_norm")  # as layer_norm
         if dnn is not None and dnn.supports_rms_norm(self.dtype, layout, (weight, w_layout)):
             out = self._new(layout.numel())
             if dnn_run(dnn, "rms_norm", dnn.rms_norm, self, layout, weight, w_layout, eps, out):
@@ -110,13 +124,13 @@ class FusedOps:
         return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
-        dnn = None if _inverse else dnn_for(self.device, "rope_i")  # MIOpen's RoPE forward: rope_i only
+        dnn = None if _inverse else dnn_for(self.device, "rope_i")  # the DNN library's rope: rope_i only
         if dnn is not None and dnn.supports_rope(self.dtype, variant, layout, cos, cos_layout, sin, sin_layout):
             out = self._new(layout.numel())
             if dnn_run(dnn, "rope_i", dnn.rope, self, layout, cos, cos_layout, sin, sin_layout, out):
                 return out
         if variant not in ("rope", "rope_i", "rope_thd"):
-            raise ValueError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
+            raise ArgumentError(f"rope: unknown variant {variant!r}; expected 'rope', 'rope_i' or 'rope_thd'")
         if layout.ndim != 4 or layout.shape[-1] % 2 or cos_layout.ndim != 3 or sin_layout.ndim != 3:
             raise storage_error(ShapeError, variant, "expected x 4-d with an even last dim and cos/sin 3-d (b, t, d/2)",
                                 x=(self, layout), cos=(cos, cos_layout), sin=(sin, sin_layout))
@@ -304,7 +318,7 @@ class FusedOps:
         checked = not ids_known_in_range(target, n_cls)  # else the flag is not read (as _run_checked)
         if checked:
             dev.memset(flag.ptr, 0, 4)
-        wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight._addr(w_layout.offset)),
+        wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight.addr(w_layout.offset)),
                                                                    ("int64", w_layout.strides[0])]
         launch_rows(dev, kernel, n_rows, n_cls,
                     [("int64", n_rows), ("int64", n_cls), ("bytes", pack_strided(xo)[0]), ("int64", xi),
@@ -399,8 +413,8 @@ class FusedOps:
                 first = table_blocks([n for *_, n in chunk], _ADAM_CHUNK)
                 table = _ADAM_TABLE.pack(
                     *[n for *_, n in chunk], *pad, *first, *pad,
-                    *[p._addr(lay.offset) for p, lay, *_ in chunk], *pad,
-                    *[g._addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
+                    *[p.addr(lay.offset) for p, lay, *_ in chunk], *pad,
+                    *[g.addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
                     *[m.buffer.ptr for *_, m, _, _ in chunk], *pad,
                     *[v.buffer.ptr for *_, v, _ in chunk], *pad, len(chunk))
                 dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table), *hyper])

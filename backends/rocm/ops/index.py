@@ -15,8 +15,12 @@ from tensorlite import dtype as dtypes
 from tensorlite.errors import DTypeError, IndexOutOfRange, storage_error
 from tensorlite.layout import Layout, contiguous_strides
 
-from ..kernel_table import IDS, kernel_for
+from ..kernel_table import ALL, IDS, kernel_for
 from ..launch import BLOCK, grid_for, on_device, pack_strided
+
+# the entry points of this family's kernel source (kernel_table.py assembles every family's)
+KERNELS = {"index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
+                              for i in IDS for t in ALL)}
 
 
 class IndexOps:

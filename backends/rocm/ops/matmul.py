@@ -1,8 +1,7 @@
 """Matrix products: matmul and its BLAS epilogues, and `gemm`, the one routing every GEMM of
-the backend takes (conv and attention included): floats to the vendor BLAS (rocBLAS,
-cuBLAS/cuBLASLt through device.blas), transposed views as op=T without a copy; integers,
-and floats where the platform has no BLAS (the emulated AMD platform), to conv.hip's
-portable gemm_<t> kernel.
+the backend takes (conv and attention included): floats to the platform's BLAS (through
+device.blas), transposed views as op=T without a copy; integers, and floats where the
+platform has no BLAS (the emulated platform), to conv.hip's portable gemm_<t> kernel.
 """
 from __future__ import annotations
 
@@ -83,9 +82,9 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
          c_batch_stride: int, ldc: int, batch: int, m: int, n: int, k: int, alpha: float = 1.0):
     """C[i] = alpha * A[i] . B[i] for i < batch; A (batch, m, k) and B (batch, k, n) are any
     3-d layouts (batch stride 0 broadcasts); C rows start at c_offset + i*c_batch_stride +
-    r*ldc. Floats go to the vendor BLAS (transposed views as op=T, copies only when no
+    r*ldc. Floats go to the platform's BLAS (transposed views as op=T, copies only when no
     leading dimension fits); other dtypes, and floats where the platform has no BLAS
-    (the emulated AMD platform), to the portable gemm_<t> kernel."""
+    (the emulated platform), to the portable gemm_<t> kernel."""
     dev = a.device
     if batch * m * n == 0:
         return
@@ -102,14 +101,14 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
                     ("bytes", VIEW3.pack(b_layout.offset, *b_layout.strides)),
                     ("int64", c_batch_stride), ("int64", ldc), ("double", alpha), ("ptr", a.buffer.ptr),
                     ("ptr", b.buffer.ptr),
-                    ("ptr", c._addr(c_offset))])
+                    ("ptr", c.addr(c_offset))])
         return
     (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
     stride_a = la.strides[0] if batch > 1 else 0
     stride_b = lb.strides[0] if batch > 1 else 0
     # row-major C = A.B is column-major C^T = B^T . A^T
-    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, stride_b,
-                                  sa._addr(la.offset), lda, stride_a, c._addr(c_offset), ldc,
+    dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb.addr(lb.offset), ldb, stride_b,
+                                  sa.addr(la.offset), lda, stride_a, c.addr(c_offset), ldc,
                                   c_batch_stride, batch, alpha, 0.0)
 
 
@@ -137,5 +136,5 @@ def _gemm_epilogue(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Lay
     (sa, la, (ta, lda)), (sb, lb, (tb, ldb)) = _blas_operands(a, a_layout, b, b_layout, m, n, k)
     # row-major C = A.B is column-major C^T = B^T . A^T: "bias" runs along C^T's rows (n of
     # them) and "bgradb" sums op(A^T) = A^T over k for each of C^T's m columns
-    return a.device.blas.gemm_epilogue(a.dtype, tb, ta, n, m, k, sb._addr(lb.offset), ldb, sa._addr(la.offset), lda,
+    return a.device.blas.gemm_epilogue(a.dtype, tb, ta, n, m, k, sb.addr(lb.offset), ldb, sa.addr(la.offset), lda,
                                        c.buffer.ptr, n, bias.buffer.ptr, epilogue)

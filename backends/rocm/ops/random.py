@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from tensorlite import dtype as dtypes
+from tensorlite.errors import ArgumentError
 from tensorlite.layout import Layout
 
-from ..kernel_table import kernel_for
+from ..kernel_table import FLOATS, kernel_for
 from ..launch import BLOCK, grid_for
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
+
+# the entry points of this family's kernel source (kernel_table.py assembles every family's)
+KERNELS = {"random.hip": tuple(f"rand_{kind}_{t}" for kind in ("uniform", "normal") for t in FLOATS)}
 
 
 def random_fill(storage: GpuStorage, kind: str, a: float, b: float, seed: int, offset: int) -> None:
@@ -19,7 +23,7 @@ def random_fill(storage: GpuStorage, kind: str, a: float, b: float, seed: int, o
     a given (seed, offset, numel) always yields the same values). Integer dtypes draw in
     f32 and cast (truncating), like the cpu backend's cast of its draws."""
     if kind not in ("uniform", "normal"):
-        raise ValueError(f"random_fill: kind must be 'uniform' or 'normal', got {kind!r}")
+        raise ArgumentError(f"random_fill: kind must be 'uniform' or 'normal', got {kind!r}")
     n = storage.numel
     if n == 0:
         return

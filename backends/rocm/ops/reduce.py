@@ -8,11 +8,15 @@ neighbouring columns. Either way a plan is made once per (op, dtype, shape, stri
 from __future__ import annotations
 
 from tensorlite import dtype as dtypes
+from tensorlite.backend import REDUCE_OPS
 from tensorlite.errors import ShapeError, storage_error
 from tensorlite.layout import Layout
 
-from ..kernel_table import kernel_for
+from ..kernel_table import ALL, kernel_for
 from ..launch import coalesce, grid_for, on_device, pack_strided, row_block, sm_count
+
+# the entry points of this family's kernel source (kernel_table.py assembles every family's)
+KERNELS = {"reduce.hip": tuple(f"reduce_{op}_{t}" for op in REDUCE_OPS for t in ALL)}
 
 _MAX_REDUCE_STATE = 16                           # bytes of the largest partial state in reduce.hip
 _COL_BLOCK = (8, 32)                             # reduce_cols: TL_COL_X units x 32 (TL_COL_THREADS in all)
@@ -29,7 +33,7 @@ class ReduceOps:
         dev = self.device
         # the launch geometry depends on the shape, strides and dims only: planned once per
         # kind of call (a training step repeats the same few), the offset filled in per call
-        plans = _reduce_plans(dev)
+        plans = reduce_plans(dev)
         key = (op, self.dtype, layout.shape, layout.strides, dims)
         plan = plans.get(key)
         if plan is None:
@@ -110,8 +114,8 @@ class ReduceOps:
             pack_strided(inner)[0], columns, block, n_chunks, n_counters, n_tasks, n_states)
 
 
-def _reduce_plans(dev) -> dict:
-    """reduce_op's launch plans on `dev`."""
+def reduce_plans(dev) -> dict:
+    """reduce_op's launch plans on `dev` ({(op, dtype, shape, strides, dims): plan}, made on first use)."""
     return on_device(dev, "_tl_reduce_plans", lambda d: {})
 
 
