@@ -19,7 +19,8 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import dtype as _dt
 
-EXAMPLES = int(os.environ.get("TL_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("TL_FUZZ_EXAMPLES", "100"))
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, on NaN/Inf and empty edge inputs
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 

@@ -637,6 +637,7 @@ def test_empty_batch_conv_and_pool_run_no_kernel(device):
 
 @pytest.mark.parametrize("nd, k, dilation", [(2, (3, 3), 1), (2, (2, 4), 1), (2, (2, 3), (2, 1)), (1, (4,), 1),
                                              (1, (3,), 3)], ids=str)
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
 def test_conv_string_padding_matches_pytorch(device, rng, nd, k, dilation):
     torch = pytest.importorskip("torch")
     xs, ws = (2, 3) + (7,) * nd, (4, 3) + k
@@ -699,6 +700,7 @@ def test_functional_arguments(device):
         F.gelu(x, approximate="erf")
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy on the empty rows
 def test_empty_normalized_dims(device):
     x = t((2, 0), device=device).requires_grad_()
     for fn in (lambda: F.layer_norm(x, (0,)), lambda: F.rms_norm(x, (0,)), lambda: F.softmax(x, -1)):

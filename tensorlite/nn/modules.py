@@ -427,7 +427,7 @@ class _ConvNd(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, device=None, dtype=None):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
+        if not isinstance(groups, int) or groups < 1 or in_channels % groups or out_channels % groups:
             raise ShapeError(f"{type(self).__name__}: channels ({in_channels}, {out_channels}) must be divisible "
                              f"by groups={groups}")
         k = as_tuple(kernel_size, self.nd)
