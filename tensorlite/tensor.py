@@ -1932,6 +1932,10 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
             dt = _dtype_of(arr.dtype)
+        if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size:
+            info = np.iinfo(dt.np)  # an int that does not fit raises (PyTorch: overflow), never wraps
+            if int(arr.min()) < info.min or int(arr.max()) > info.max:
+                raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
         shape = arr.shape  # np.ascontiguousarray turns a 0-d array into 1-d
         arr = arr.astype(dt.np, order="C", copy=False)
         dev = _device(device)

@@ -11,11 +11,12 @@ so autograd differentiates it without a rule of its own.
 from __future__ import annotations
 
 import math
+import warnings
 from math import prod
 
 from .. import dtype as _dt
 from ..errors import ArgumentError, DeviceError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
-from ..autograd import is_grad_enabled
+from ..autograd import is_grad_enabled, no_grad
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
@@ -24,7 +25,9 @@ from ..tensor import (Tensor, _shape_arg, arange, avg_pool2d, broadcast_shapes, 
                       upsample_nearest2d, where)
 
 # machine epsilon per float dtype: rms_norm's default eps, as torch.finfo(dtype).eps
-_FINFO_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+# rms_norm's default eps, PyTorch's: the machine epsilon of the type the op computes in (float32
+# for 16-bit inputs, not their own, coarser epsilon)
+_FINFO_EPS = {"float16": 2.0 ** -23, "bfloat16": 2.0 ** -23, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 
 def _floating(x: Tensor) -> Tensor:
@@ -191,7 +194,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
-    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the dtype's machine epsilon (torch)."""
+    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the machine epsilon of the computing
+    type (float32 for float16/bfloat16, as PyTorch)."""
     x2, (w,), n = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     xs, xl = storage_and_layout(x2)
@@ -261,7 +265,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         xc = xf - mean.reshape(bshape)
         var = (xc * xc).mean(dims)
         if running_mean is not None or running_var is not None:
-            from ..autograd import no_grad
             with no_grad():
                 m = float(momentum)
                 if running_mean is not None:
@@ -308,9 +311,24 @@ def normalize(x, p: float = 2.0, dim: int = -1, eps: float = 1e-12):
     dim = normalize_dim(dim, x.ndim, "normalize", x)
     if not (isinstance(p, (int, float)) and p > 0):
         raise ArgumentError(f"{describe('normalize', input=x)}: p must be a positive number, got {p!r}")
-    norm = x.abs().amax(dim, keepdim=True) if p == math.inf and x.numel() else \
-        (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
-    return x / maximum(norm, eps)
+    return x / maximum(_vector_norm(x, p, dim), eps)
+
+
+def _vector_norm(x, p, dim):
+    """||x||_p along dim (kept), with PyTorch's gradient: 0 where the norm is 0, where the
+    composite's would be 0 * inf."""
+    with no_grad():
+        norm = x.abs().amax(dim, keepdim=True) if p == math.inf and x.numel() else \
+            (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
+
+    def grad(g):
+        if p == math.inf:
+            hit = (x.abs() == norm)._cast(x.dtype)
+            d = x.sign() * hit / hit.sum(dim, keepdim=True)
+        else:
+            d = x.sign() * x.abs() ** (p - 1) / norm ** (p - 1)
+        return (where(norm == 0, 0.0, g * d),)
+    return custom_op(norm, (x,), grad, "vector_norm", (x, norm))
 
 
 # ---- rotary embeddings ---------------------------------------------------------------
@@ -673,6 +691,10 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
         raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     if not isinstance(target, Tensor):
         target = tensor(target, device=input._device)
+    classes = input.shape[1 if input.ndim > 1 else 0]
+    if weight is not None and tuple(getattr(weight, "shape", ())) != (classes,):
+        raise ShapeError(f"{describe('cross_entropy', input=input, weight=weight)}: weight must be 1-D with one "
+                         f"value per class ({classes})")
     if not label_smoothing and not target.dtype.is_floating_point:
         logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
         loss = _cross_entropy_fused(_classes_last(logits), tgt, weight, ignore_index, reduction)
@@ -726,6 +748,9 @@ def cross_entropy_slow(input, target, weight=None, ignore_index: int = -100, red
 
 
 def mse_loss(input, target, reduction: str = "mean"):
+    if isinstance(input, Tensor) and isinstance(target, Tensor) and input.shape != target.shape:
+        warnings.warn(f"mse_loss: target size {target.shape} differs from input size {input.shape}: the two "
+                      "broadcast, which is likely not what you want (as PyTorch warns)", UserWarning, stacklevel=2)
     try:
         diff = input - target
     except TensorliteError as e:  # named as the loss, not its subtraction
