@@ -36,6 +36,13 @@ class FormatError(TensorliteError, ValueError):
     """A file is not what its format says (a corrupt or truncated safetensors, a bad config.json)."""
 
 
+class StateDictError(TensorliteError, KeyError):
+    """A state dict's keys do not match the module's (missing or unexpected)."""
+
+    def __str__(self):  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
 class BackendUnavailable(DeviceError):
     pass
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .autograd import no_grad
 from .backend import adam_state_dtype
-from .errors import TensorliteError
+from .errors import ArgumentError, TensorliteError
 from .tensor import Tensor, zeros, zeros_like
 
 
@@ -19,7 +19,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         params = list(params)
         if not params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+            raise ArgumentError(f"{type(self).__name__}: got an empty parameter list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]
         self.param_groups = []
         for g in groups:
@@ -73,7 +73,7 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         flat = [p for g in self.param_groups for p in g["params"]]
         if len(state_dict["param_groups"]) != len(self.param_groups):
-            raise ValueError(f"{type(self).__name__}.load_state_dict: {len(state_dict['param_groups'])} groups "
+            raise ArgumentError(f"{type(self).__name__}.load_state_dict: {len(state_dict['param_groups'])} groups "
                              f"in the state, {len(self.param_groups)} in the optimizer")
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             group.update(saved)
@@ -90,9 +90,9 @@ class SGD(Optimizer):
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
         if lr < 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
+            raise ArgumentError(f"SGD: invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum requires momentum > 0 and zero dampening")
+            raise ArgumentError("SGD: nesterov momentum requires momentum > 0 and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
@@ -119,7 +119,7 @@ class AdamW(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
+            raise ArgumentError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
                              f"weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))

@@ -303,7 +303,7 @@ class Tensor:
         return t
 
     def requires_grad_(self, flag=True):
-        self.requires_grad = flag
+        self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
         return self
 
     @property
@@ -1933,15 +1933,28 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         else:
             dt = _dtype_of(arr.dtype)
         if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size:
-            info = np.iinfo(dt.np)  # an int that does not fit raises (PyTorch: overflow), never wraps
-            if int(arr.min()) < info.min or int(arr.max()) > info.max:
+            # an int that does not fit raises (PyTorch: overflow), never wraps
+            if not (_fits(int(arr.min()), dt) and _fits(int(arr.max()), dt)):
                 raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
         shape = arr.shape  # np.ascontiguousarray turns a 0-d array into 1-d
         arr = arr.astype(dt.np, order="C", copy=False)
         dev = _device(device)
         out = _wrap(dev.from_cpu(arr.reshape(-1)), shape, dt)
-    out.requires_grad = bool(requires_grad)
+    out.requires_grad = _grad_flag("tensor", out.dtype, requires_grad)
     return out
+
+
+def _grad_flag(op, dtype, flag):
+    """requires_grad, where the dtype can have gradients (floats, as PyTorch)."""
+    if flag and not dtype.is_floating_point:
+        raise DTypeError(f"{op}: only floating point tensors can require gradients, got {dtype.name}")
+    return bool(flag)
+
+
+def _fits(v, dtype) -> bool:
+    """Whether an integer dtype holds the number v (NaN, Inf and too large ones it does not)."""
+    info = np.iinfo(dtype.np)
+    return (isinstance(v, numbers.Integral) or isfinite(v)) and info.min <= v <= info.max
 
 
 def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
@@ -1959,11 +1972,11 @@ def from_numpy(a: np.ndarray, device=None) -> Tensor:
 def _const(op, dev, shape, value, dtype):
     if not _is_scalar(value) or isinstance(value, complex):
         raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
-    try:
-        if dtype.is_floating_point or dtype is _dt.bool_ or not isinstance(value, float) or isfinite(value):
+    if dtype.is_floating_point or dtype is _dt.bool_ or _fits(value, dtype):
+        try:
             return dev.full(shape, value, dtype)
-    except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
-        pass
+        except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
+            pass
     raise ArgumentError(f"{op}: the value {value!r} cannot be converted to {dtype.name} without overflow")
 
 
@@ -1972,7 +1985,7 @@ def _filled(op, shape, value, dtype, device, requires_grad):
     _check_size(op, shape, dtype, dev)
     out = _wrap(_const(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape,
                 dtype)
-    out.requires_grad = requires_grad
+    out.requires_grad = _grad_flag(op, dtype, requires_grad)
     return out
 
 

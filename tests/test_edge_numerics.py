@@ -88,3 +88,24 @@ def test_integer_division_by_zero_raises(device, op):
     with pytest.raises(tl.ArgumentError, match="integer division by zero"):
         a // b if op == "//" else a % b
     assert (a // tl.tensor([2, 3], device=device)).tolist() == [2, 1]
+
+
+def test_only_floating_tensors_require_grad(device):
+    for make in (lambda: tl.tensor([1, 2], device=device, requires_grad=True),
+                 lambda: tl.zeros(2, dtype=tl.int64, device=device, requires_grad=True),
+                 lambda: tl.tensor([True], device=device).requires_grad_()):
+        with pytest.raises(tl.DTypeError, match="only floating point tensors can require gradients"):
+            make()
+
+
+@pytest.mark.parametrize("value,dtype", [(300, tl.uint8), (-1, tl.uint32), (float("nan"), tl.int64),
+                                         (2.0 ** 70, tl.int64)])
+def test_fill_values_that_do_not_fit_raise(device, value, dtype):
+    with pytest.raises(tl.ArgumentError, match="without overflow"):
+        tl.full((2,), value, dtype=dtype, device=device)
+
+
+def test_state_dict_key_mismatch_is_a_tensorlite_key_error():
+    with pytest.raises(tl.StateDictError, match="missing keys") as e:
+        tl.nn.Linear(2, 3).load_state_dict({"weight": tl.zeros(3, 2)})
+    assert isinstance(e.value, KeyError) and "missing keys ['bias']" in str(e.value)

@@ -6,7 +6,7 @@ from collections import OrderedDict, namedtuple
 
 from .. import dtype as _dt
 from ..autograd import no_grad
-from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError
+from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, StateDictError, TensorliteError
 from ..tensor import Tensor, as_tuple, empty, ones, tensor, zeros, zeros_like
 from . import functional as F
 from . import init
@@ -251,7 +251,7 @@ class Module:
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+            raise StateDictError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
                            f"unexpected keys {unexpected}")
         for k, target in own.items():
             if k not in state_dict:
