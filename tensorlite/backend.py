@@ -58,15 +58,11 @@ class ConvParams:
                           (0,) + tuple(self.output_padding) if self.output_padding else ())
 
     def out_size(self, in_size: Sequence[int], k: Sequence[int], transposed: bool = False) -> Tuple[int, ...]:
-        out = []
-        for i, (n, kk) in enumerate(zip(in_size, k)):
-            s, p, d = self.stride[i], self.padding[i], self.dilation[i]
-            if transposed:
-                op = self.output_padding[i] if self.output_padding else 0
-                out.append((n - 1) * s - 2 * p + d * (kk - 1) + op + 1)
-            else:
-                out.append((n + 2 * p - d * (kk - 1) - 1) // s + 1)
-        return tuple(out)
+        if not transposed:
+            return _out_size(in_size, k, self.stride, self.padding, self.dilation)
+        out_pad = self.output_padding or (0,) * len(k)
+        return tuple((n - 1) * s - 2 * p + d * (kk - 1) + o + 1 for n, kk, s, p, d, o in
+                     zip(in_size, k, self.stride, self.padding, self.dilation, out_pad))
 
 
 @dataclass(frozen=True)
@@ -78,8 +74,13 @@ class PoolParams:
     count_include_pad: bool = True       # avg_pool2d only
 
     def out_size(self, h: int, w: int) -> Tuple[int, int]:
-        return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
-                     zip((h, w), self.kernel, self.stride, self.padding, self.dilation))
+        return _out_size((h, w), self.kernel, self.stride, self.padding, self.dilation)
+
+
+def _out_size(in_size, kernel, stride, padding, dilation) -> Tuple[int, ...]:
+    """The output size of a convolution or pooling window over in_size (PyTorch's formula)."""
+    return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+                 zip(in_size, kernel, stride, padding, dilation))
 
 
 class BackendDevice(ABC):

@@ -129,14 +129,10 @@ class Layout:
         if extra < 0:
             return None
         strides = [0] * extra
-        for i, (n, s) in enumerate(zip(self.shape, self.strides)):
-            target = shape[extra + i]
-            if n == target:
-                strides.append(s if n != 1 else 0)
-            elif n == 1:
-                strides.append(0)
-            else:
+        for n, s, target in zip(self.shape, self.strides, shape[extra:]):
+            if n != target and n != 1:
                 return None
+            strides.append(s if n != 1 else 0)
         return Layout(shape, strides, self.offset)
 
     def reshape(self, shape: Sequence[int]) -> Optional["Layout"]:
@@ -158,7 +154,6 @@ class Layout:
                     return None
                 break
             # take a chunk of old dims that is internally contiguous
-            chunk_start = oi
             size = old[oi][0]
             while oi + 1 < len(old) and old[oi][1] == old[oi + 1][0] * old[oi + 1][1]:
                 oi += 1
@@ -176,7 +171,6 @@ class Layout:
             for j in range(ni - 1, first - 1, -1):
                 new_strides[j] = s
                 s *= shape[j]
-            del chunk_start
         return Layout(shape, new_strides, self.offset)
 
 
@@ -184,17 +178,12 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Optional[Shape]:
     """numpy/PyTorch broadcasting of several shapes; None when incompatible."""
     nd = max((len(s) for s in shapes), default=0)
     out = []
-    for i in range(nd):
+    for sizes in zip(*[(1,) * (nd - len(s)) + tuple(s) for s in shapes]):  # dim by dim, right-aligned
         dim = 1
-        for s in shapes:
-            j = i - (nd - len(s))
-            if j < 0:
-                continue
-            n = s[j]
-            if n == 1 or n == dim:
-                continue
-            if dim != 1:
-                return None
-            dim = n
+        for n in sizes:
+            if n != 1 and n != dim:
+                if dim != 1:
+                    return None
+                dim = n
         out.append(dim)
     return tuple(out)

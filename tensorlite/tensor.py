@@ -7,6 +7,8 @@ storage it returns. Differentiable ops attach a backward closure (tensorlite.aut
 from __future__ import annotations
 
 import builtins
+import functools
+import itertools
 import numbers
 import operator
 from collections import namedtuple
@@ -278,8 +280,6 @@ class Tensor:
             extra.append("requires_grad=True")
         return f"tensor({body}, {', '.join(extra)})"
 
-    __hash__ = object.__hash__
-
     # ---- autograd -------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=False):
         if not self.requires_grad:
@@ -471,23 +471,16 @@ class Tensor:
     def __and__(self, other):
         return _logical("and", self, other)
 
-    def __rand__(self, other):
-        return _logical("and", self, other)
-
     def __or__(self, other):
-        return _logical("or", self, other)
-
-    def __ror__(self, other):
         return _logical("or", self, other)
 
     def __xor__(self, other):
         return _logical("xor", self, other)
 
-    def __rxor__(self, other):
-        return _logical("xor", self, other)
-
     def __invert__(self):
         return _logical("xor", self, True)
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
 
     # ---- views: a new Layout over the same storage (module functions of the same names) ---
     def reshape(self, *shape):
@@ -740,9 +733,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     normed = [_norm_dim(d, nd, "permute", x) for d in dims]
     if sorted(normed) != list(range(nd)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
-    inv = [0] * len(normed)
-    for i, d in enumerate(normed):
-        inv[d] = i
+    inv = [normed.index(d) for d in range(nd)]
     return _attach(_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
 
 
@@ -857,11 +848,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
         sizes = list(_shape_arg((split_size_or_sections,), "split", x))
         if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
-    out, start = [], 0
-    for s in sizes:
-        out.append(narrow(x, dim, start, s))
-        start += s
-    return tuple(out)
+    return tuple(narrow(x, dim, start, s) for start, s in zip(itertools.accumulate(sizes, initial=0), sizes))
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
@@ -961,8 +948,7 @@ def _advanced_index(out: Tensor, adv, x: Tensor) -> Tensor:
 
 def _as_rows(lay: Layout):
     """(rows, row_len, row_stride) if lay addresses equally spaced contiguous rows."""
-    shape, strides = [n for n in lay.shape], [s for s in lay.strides]
-    pairs = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    pairs = [(n, s) for n, s in zip(lay.shape, lay.strides) if n != 1]
     inner, k = 1, len(pairs)
     while k and pairs[k - 1][1] == inner:
         inner *= pairs[k - 1][0]
@@ -1254,34 +1240,34 @@ def _rpow(x, base):
     return _pow_tensor(*_coerce("pow", base, x))
 
 
-def floor_divide(a, b):
-    """floor(a / b); integers go through float64 (exact below 2**53)."""
-    a, b = _coerce("floor_divide", a, b)
-    _broadcast_pair("floor_divide", a, b)
-    _integer_divisor_check("floor_divide", a, b)
-    wide = _wide(a.dtype)
-    return (a._cast(wide) / b._cast(wide)).floor()._cast(a.dtype)
+def _opmath(dt, for_integers):
+    """The dtype a composite computes in: float32 for 16-bit floats (PyTorch's opmath: a sum of
+    them overflows their range long before their mean does), `for_integers` for integers."""
+    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else dt if dt.is_floating_point else for_integers
 
 
-def _integer_divisor_check(op, a, b):
-    """Integer division by zero raises, as PyTorch does on the cpu (the host reads b)."""
+def _division(op, a, b):
+    """floor_divide's / remainder's operands coerced and cast to their opmath (integers to
+    float64: exact below 2**53), and the result's dtype. Integer division by zero raises, as
+    PyTorch does on the cpu (the host reads b)."""
+    a, b = _coerce(op, a, b)
+    _broadcast_pair(op, a, b)
     if not b.dtype.is_floating_point and b.numel() and bool((b == 0).sum() > 0):
         raise ArgumentError(f"{describe(op, lhs=a, rhs=b)}: integer division by zero")
+    wide = _opmath(a.dtype, _dt.float64)
+    return a._cast(wide), b._cast(wide), a.dtype
 
 
-def _wide(dt):
-    """The dtype to compute a composite in: f32 for half types (PyTorch's opmath), f64 for ints."""
-    return dt if dt in (_dt.float32, _dt.float64) else _dt.float32 if dt.is_floating_point else _dt.float64
+def floor_divide(a, b):
+    """floor(a / b)."""
+    a, b, dt = _division("floor_divide", a, b)
+    return (a / b).floor()._cast(dt)
 
 
 def remainder(a, b):
     """a - b * floor(a / b): the sign follows the divisor, as Python and PyTorch."""
-    a, b = _coerce("remainder", a, b)
-    _broadcast_pair("remainder", a, b)
-    _integer_divisor_check("remainder", a, b)
-    wide = _wide(a.dtype)
-    aw, bw = a._cast(wide), b._cast(wide)
-    return (aw - (aw / bw).floor() * bw)._cast(a.dtype)
+    a, b, dt = _division("remainder", a, b)
+    return (a - (a / b).floor() * b)._cast(dt)
 
 
 def where(cond: Tensor, x, y) -> Tensor:
@@ -1371,15 +1357,8 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     return _attach(out, (x,), grad, "sum")
 
 
-def _statistic_dtype(dt):
-    """What mean/var compute in: f32 for 16-bit floats (a sum of them overflows their range
-    long before their mean does, as PyTorch knows), the default float for integers."""
-    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else (
-        dt if dt.is_floating_point else _dt.get_default_dtype())
-
-
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
-    dt = _statistic_dtype(x.dtype)
+    dt = _opmath(x.dtype, _dt.get_default_dtype())
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
     out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
@@ -1462,7 +1441,7 @@ def argmin(x, dim=None, keepdim=False):
 def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     if unbiased is not None:
         correction = int(unbiased)
-    dt = _statistic_dtype(x.dtype)
+    dt = _opmath(x.dtype, _dt.get_default_dtype())
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var", x))
     xs = x._cast(dt)
     c = xs - mean(xs, dim, keepdim=True)
@@ -1639,9 +1618,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ShapeError(f"{describe('cat', **named)}: zero-dimensional tensors cannot be concatenated; use stack")
     dim = _norm_dim(dim, first.ndim, "cat", first)
     _same_device("cat", **named)
-    dt = first.dtype
-    for t in tensors[1:]:
-        dt = _dt.promote_types(dt, t.dtype)
+    dt = functools.reduce(_dt.promote_types, [t.dtype for t in tensors])
     for t in tensors:
         if t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
             raise ShapeError(f"{describe('cat', **named)}: shapes must match except in dim {dim}")
@@ -1867,8 +1844,7 @@ def _avg_divisor(in_hw, out_hw, p, like):
     for n, o, k, s, pad in zip(in_hw, out_hw, p.kernel, p.stride, p.padding):
         start = np.arange(o) * s - pad
         counts.append(np.minimum(start + k, n) - np.maximum(start, 0))
-    return tensor(np.outer(*counts).astype(like.dtype.np if like.dtype is not _dt.bfloat16 else np.float32),
-                  device=like._device)._cast(like.dtype)
+    return tensor(np.outer(*counts), dtype=like.dtype, device=like._device)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -1908,10 +1884,6 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
 # =====================================================================================
 # Creation
 # =====================================================================================
-
-def _np_for(dtype):
-    return np.float32 if dtype is _dt.bfloat16 and dtype.np is None else dtype.np
-
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
@@ -2049,7 +2021,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dev = _device(device)
     _check_size("arange", (int(-((start - end) // step)),), dt, dev)  # the length, before numpy builds it
     vals = np.arange(start, end, step, dtype=np.int64 if is_int else np.float64)
-    return tensor(vals.astype(_np_for(dt)), dtype=dt, device=dev, requires_grad=requires_grad)
+    return tensor(vals.astype(dt.np), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
@@ -2066,26 +2038,22 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return tensor(np.eye(*shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def _random(op, size, dtype, device):  # (shape, dtype, device) of rand / randn, checked
+def _random(op, draw, size, dtype, device, requires_grad):  # rand / randn: the device's `draw` on [0, 1) / N(0, 1)
     dt, shape, dev = _dtype_of(dtype, 0.0, op), _shape_arg(size, op), _device(device)
     if not dt.is_floating_point:
         raise DTypeError(f"{op}: expected a floating dtype, got {dt.name}")
-    return _check_size(op, shape, dt, dev), dt, dev
+    out = _wrap(getattr(dev, draw)(_check_size(op, shape, dt, dev), dt, 0.0, 1.0), shape, dt)
+    out.requires_grad = requires_grad
+    return out
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
-    shape, dt, dev = _random("rand", size, dtype, device)
-    out = _wrap(dev.rand_uniform(shape, dt, 0.0, 1.0), shape, dt)
-    out.requires_grad = requires_grad
-    return out
+    return _random("rand", "rand_uniform", size, dtype, device, requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
-    shape, dt, dev = _random("randn", size, dtype, device)
-    out = _wrap(dev.rand_normal(shape, dt, 0.0, 1.0), shape, dt)
-    out.requires_grad = requires_grad
-    return out
+    return _random("randn", "rand_normal", size, dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None):

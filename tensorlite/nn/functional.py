@@ -84,49 +84,32 @@ def dropout(x, p: float = 0.5, training: bool = True):
 
 # ---- softmax family ------------------------------------------------------------------
 
-def _over_last_dim(fn, x, dim, op):
-    """Apply a last-dim op along `dim` by transposing it there and back (a view each way)."""
+def _over_last_dim(op, method, x, dim):
+    """The storage's fused last-dim `method` (softmax_last_dim, log_softmax) along `dim`,
+    transposed there and back (a view each way). Its backward is one kernel of the output y
+    (`method`_backward: y * (g - <g, y>) for softmax, g - exp(y) * sum(g) for log_softmax)."""
     if x.ndim == 0:
-        return fn(x.reshape(1)).reshape(())
+        return _over_last_dim(op, method, x.reshape(1), -1).reshape(())
     d = normalize_dim(dim, x.ndim, op, x)
-    if d == x.ndim - 1:
-        return fn(x)
-    return fn(x.transpose(d, -1)).transpose(d, -1)
-
-
-def _like(g, x):
-    """The incoming gradient in x's dtype (the fused backward kernels take one dtype)."""
-    return g if g.dtype is x.dtype else g._cast(x.dtype)
-
-
-def _softmax_last(x):
+    if d != x.ndim - 1:
+        return _over_last_dim(op, method, x.transpose(d, -1), -1).transpose(d, -1)
     xs, xl = storage_and_layout(x)
-    y = result(xs.softmax_last_dim(xl), x.shape, x.dtype)
+    y = result(getattr(xs, method)(xl), x.shape, x.dtype)
 
-    def grad(g):  # one kernel: y * (g - <g, y>) along the row
-        (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(_like(g, y))
-        return (result(ys.softmax_last_dim_backward(yl, gs, gl), y.shape, y.dtype),)
-    return custom_op(y, (x,), grad, "softmax", (y,))
-
-
-def _log_softmax_last(x):
-    xs, xl = storage_and_layout(x)
-    y = result(xs.log_softmax(xl), x.shape, x.dtype)
-
-    def grad(g):  # one kernel: g - exp(y) * sum(g) along the row
-        (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(_like(g, y))
-        return (result(ys.log_softmax_backward(yl, gs, gl), y.shape, y.dtype),)
-    return custom_op(y, (x,), grad, "log_softmax", (y,))
+    def grad(g):  # the fused backward kernels take one dtype: g in y's
+        (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(g._cast(y.dtype))
+        return (result(getattr(ys, method + "_backward")(yl, gs, gl), y.shape, y.dtype),)
+    return custom_op(y, (x,), grad, op, (y,))
 
 
 def softmax(x, dim: int = -1, dtype=None):
     x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
-    return _over_last_dim(_softmax_last, x, dim, "softmax")
+    return _over_last_dim("softmax", "softmax_last_dim", x, dim)
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
     x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
-    return _over_last_dim(_log_softmax_last, x, dim, "log_softmax")
+    return _over_last_dim("log_softmax", "log_softmax", x, dim)
 
 
 def softmax_slow(x, dim: int = -1):
@@ -175,7 +158,7 @@ def _fused_norm_grads(op, g, x2, w, b, eps):
     """(dx, dweight, dbias) of layer_norm / rms_norm from the storage's fused backward: dx
     in one row kernel, the parameter gradients as column sums (only those wanted)."""
     want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
-    (xs, xl), (gst, gl), (ws, wl) = storage_and_layout(x2), storage_and_layout(_like(g, x2)), storage_and_layout(w)
+    (xs, xl), (gst, gl), (ws, wl) = (storage_and_layout(t) for t in (x2, g._cast(x2.dtype), w))
     if op == "layer_norm":
         gs = xs.layer_norm_backward(xl, gst, gl, ws, wl, eps, want_w, want_b)
     else:
@@ -367,7 +350,7 @@ def _rope(variant, x, cos, sin):
     y = result(xs.rope(xl, cs, cl, ss, sl, variant), x.shape, x.dtype)
 
     def grad(g):
-        g = _like(g, x)  # a rotation's transpose is the rotation by -theta: the same kernel, sin negated
+        g = g._cast(x.dtype)  # a rotation's transpose is the rotation by -theta: the same kernel, sin negated
         gs, gl = storage_and_layout(g)
         gx = result(gs.rope_backward(gl, cs, cl, ss, sl, variant), x.shape, x.dtype)
         if not (c.requires_grad or s.requires_grad):
@@ -524,7 +507,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 
     def grad(g):
         if lse is not None:
-            gs, gl = storage_and_layout(g if g.dtype is q.dtype else g._cast(q.dtype))
+            gs, gl = storage_and_layout(g._cast(q.dtype))
             grads = qs.sdpa_backward(ql, ks, kl, vs, vl, st, out_layout, gs, gl, lse, ms, ml, scale, causal)
             return (*(result(gd, lay.shape, q.dtype, sdpa_layout(lay)) for gd, lay in zip(grads, (ql, kl, vl))), None)
         kx, vx = _repeat_kv(k, groups), _repeat_kv(v, groups)
@@ -593,7 +576,7 @@ def linear(x, weight, bias=None):
     y = result(out, lead + (n,), dt)
 
     def grad(g):
-        gs, gl = _rows(*storage_and_layout(_like(g, x)), dt)
+        gs, gl = _rows(*storage_and_layout(g._cast(dt)), dt)
         dx = dw = db = None
         if x.requires_grad:
             dx = result(gs.matmul(ws, (1, m, k, n), batch_of_one(gl), batch_of_one(wl)), x_shape, dt)
@@ -664,17 +647,13 @@ def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
         picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
     except IndexOutOfRange as e:  # named as the loss, not its gather
         raise IndexOutOfRange(f"{op}: a target is not a class id: {e}") from None
+    w_t = None if weight is None else weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
+    w = valid._cast(logp.dtype) if w_t is None else where(valid, w_t, 0.0)  # each target's weight, 0 if ignored
     if label_smoothing:  # torch: (1 - eps) * nll + eps * mean over classes of -logp (weighted)
         smooth = -(logp if weight is None else logp * weight).sum(-1) / n_classes
-        w_t = None if weight is None else weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
         picked = (picked if w_t is None else picked * w_t) * (1.0 - label_smoothing) + smooth * label_smoothing
-        w = valid._cast(logp.dtype) if w_t is None else where(valid, w_t, 0.0)
-        return _reduce_loss(op, where(valid, picked, 0.0), reduction, w.sum())
-    if weight is not None:
-        w = where(valid, weight.index_select(0, safe.reshape(-1)).reshape(safe.shape), 0.0)
+    elif w_t is not None:
         picked = picked * w
-    else:
-        w = valid._cast(logp.dtype)
     return _reduce_loss(op, where(valid, picked, 0.0), reduction, w.sum())
 
 
@@ -722,7 +701,7 @@ def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
     acc = loss.dtype
 
     def grad(g):
-        gs, gl = storage_and_layout(g if g.dtype is acc else g._cast(acc))
+        gs, gl = storage_and_layout(g._cast(acc))
         gx = xs.cross_entropy_backward(xl, ts, tgl, lse, wt, gs, gl)
         return (result(gx, x.shape, x.dtype),)
     rows = custom_op(result(loss, t.shape, acc), (x,), grad, "cross_entropy", (x, t))

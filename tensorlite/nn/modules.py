@@ -275,10 +275,6 @@ class Module:
         return head + ")" if not lines else head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-def _factory(device, dtype):
-    return dict(device=device, dtype=dtype)
-
-
 class Identity(Module):
     def forward(self, x):
         return x
@@ -291,8 +287,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(empty(out_features, in_features, **_factory(device, dtype)))
-        self.bias = Parameter(empty(out_features, **_factory(device, dtype))) if bias else None
+        self.weight = Parameter(empty(out_features, in_features, device=device, dtype=dtype))
+        self.bias = Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -315,7 +311,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
-        self.weight = Parameter(empty(num_embeddings, embedding_dim, **_factory(device, dtype)))
+        self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
         init.normal_(self.weight)
         if self.padding_idx is not None:
             with no_grad():
@@ -334,8 +330,8 @@ class _Norm(Module):
         super().__init__()
         ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps = ns, eps
-        self.weight = Parameter(ones(ns, **_factory(device, dtype))) if elementwise_affine else None
-        self.bias = Parameter(zeros(ns, **_factory(device, dtype))) if elementwise_affine and bias else None
+        self.weight = Parameter(ones(ns, device=device, dtype=dtype)) if elementwise_affine else None
+        self.bias = Parameter(zeros(ns, device=device, dtype=dtype)) if elementwise_affine and bias else None
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
@@ -368,11 +364,11 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        self.weight = Parameter(ones(num_features, **_factory(device, dtype))) if affine else None
-        self.bias = Parameter(zeros(num_features, **_factory(device, dtype))) if affine else None
+        self.weight = Parameter(ones(num_features, device=device, dtype=dtype)) if affine else None
+        self.bias = Parameter(zeros(num_features, device=device, dtype=dtype)) if affine else None
         if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, **_factory(device, dtype)))
-            self.register_buffer("running_var", ones(num_features, **_factory(device, dtype)))
+            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
             self.register_buffer("num_batches_tracked", zeros((), dtype=_dt.int64, device=device))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
@@ -433,8 +429,8 @@ class _ConvNd(Module):
         k = as_tuple(kernel_size, self.nd)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight = Parameter(empty((out_channels, in_channels // groups) + k, **_factory(device, dtype)))
-        self.bias = Parameter(empty(out_channels, **_factory(device, dtype))) if bias else None
+        self.weight = Parameter(empty((out_channels, in_channels // groups) + k, device=device, dtype=dtype))
+        self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1.0 / math.sqrt(init.calculate_fan_in_and_fan_out(self.weight)[0])
