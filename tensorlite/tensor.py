@@ -156,532 +156,6 @@ def _same_device(op, **ts):
         raise DeviceError(f"{describe(op, **ts)}: operands are on different devices; move them with .to()")
 
 
-class Tensor:
-    """A storage, a Layout (shape, strides, offset) and a dtype on one device.
-
-    Methods and operators are defined here and call the module functions of the same names;
-    the plain elementwise methods (exp, sigmoid, ...) and their in-place forms (exp_, ...)
-    are one per row of op_table.UNARY, added below the class."""
-    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
-                 "_base_node", "__weakref__")
-    __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
-
-    def __init__(self, *a, **k):
-        raise TypeError("create tensors with tl.tensor(...), tl.zeros(...), ... not Tensor(...)")
-
-    # ---- attributes -----------------------------------------------------------------
-    @property
-    def shape(self):
-        return self._layout.shape
-
-    def size(self, dim=None):
-        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
-
-    @property
-    def device(self) -> str:
-        return str(self._device)
-
-    @property
-    def ndim(self) -> int:
-        return len(self._layout.shape)
-
-    def dim(self) -> int:
-        return self.ndim
-
-    def stride(self, dim=None):
-        s = self._layout.strides
-        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self, False)]
-
-    def numel(self) -> int:
-        return self._layout.numel()
-
-    def is_contiguous(self) -> bool:
-        return self._layout.is_contiguous()
-
-    def element_size(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def is_leaf(self) -> bool:
-        return self._node is None
-
-    @property
-    def grad_fn(self):
-        """The autograd Node that made this tensor (its `name`, its `inputs`), None for a leaf."""
-        return self._node
-
-    @property
-    def is_floating_point(self):
-        return self.dtype.is_floating_point
-
-    @property
-    def _version(self) -> int:
-        """How many in-place writes this tensor's storage has had (shared by its views)."""
-        return self._storage.version
-
-    def data_ptr_id(self):
-        """Identity of the underlying storage (views share it)."""
-        return id(self._storage)
-
-    # ---- host interop ---------------------------------------------------------------
-    def __reduce__(self):  # pickle, copy.deepcopy: host data, dtype, device name, requires_grad
-        return _unpickle, (type(self), self.numpy(), self.dtype, str(self._device), self.requires_grad)
-
-    def numpy(self) -> np.ndarray:
-        """A host copy (waits for the device). bf16 comes back as ml_dtypes.bfloat16."""
-        return self._storage.to_cpu(self._layout)
-
-    def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
-
-    def item(self):
-        if self.numel() != 1:
-            raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
-        v = self.numpy().reshape(-1)[0]
-        return v.item() if self.dtype is not _dt.bfloat16 else float(v)
-
-    def tolist(self):
-        a = self.numpy()
-        return (a.astype(np.float32) if self.dtype is _dt.bfloat16 else a).tolist()
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __index__(self):
-        if self.dtype.is_floating_point:
-            raise DTypeError(f"{describe('__index__', self=self)}: only integer tensors can be used as an index")
-        return int(self.item())
-
-    def __bool__(self):
-        if self.numel() != 1:
-            raise ShapeError(f"{describe('__bool__', self=self)}: the truth value of a tensor with more "
-                             "than one element is ambiguous")
-        return bool(self.item())
-
-    def __len__(self):
-        if self.ndim == 0:
-            raise DTypeError(f"{describe('len', self=self)}: len() of a 0-d tensor")
-        return self.shape[0]
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-    def __repr__(self):
-        a = self.numpy()
-        if self.dtype is _dt.bfloat16:
-            a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
-        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"]
-        if self.requires_grad:
-            extra.append("requires_grad=True")
-        return f"tensor({body}, {', '.join(extra)})"
-
-    # ---- autograd -------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        if not self.requires_grad:
-            raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
-        if gradient is None:
-            if self.numel() != 1:
-                raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
-                                      f"got shape {self.shape}; pass `gradient`")
-            gradient = ones_like(self)
-        elif not isinstance(gradient, Tensor):
-            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-        if gradient.shape != self.shape:
-            raise ShapeError(f"{describe('backward', self=self, gradient=gradient)}: the gradient must have "
-                             "the shape of the tensor")
-        _backward(self, gradient, retain_graph)
-
-    def detach(self) -> "Tensor":
-        """The same storage and layout, out of the graph (in-place changes show in both)."""
-        t = _view(self, self._layout)
-        t._base = None
-        return t
-
-    def requires_grad_(self, flag=True):
-        self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
-        return self
-
-    @property
-    def data(self):
-        return self.detach()
-
-    @data.setter
-    def data(self, other: "Tensor"):
-        """Swap in another tensor's storage and layout (optimizers' parameter update)."""
-        if other.shape != self.shape or other.dtype is not self.dtype or other._device is not self._device:
-            raise ShapeError(f"{describe('data=', self=self, other=other)}: shape, dtype and device must match")
-        self._storage, self._layout = other._storage, other._layout
-
-    # ---- conversion -----------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None) -> "Tensor":
-        """to(device), to(dtype), to(device, dtype) or keyword forms."""
-        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
-            return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
-        for a in args:  # a string that names no dtype, or a BackendDevice, is a device
-            if not isinstance(a, (str, BackendDevice)) or a in _dt._BY_NAME:
-                dtype = a
-            else:
-                device = a
-        out = self
-        if device is not None:
-            try:
-                dev = _device(device)
-            except DeviceError as e:
-                raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
-                              f"({sorted(_dt._BY_NAME)})") from None
-            if dev is not out._device:
-                src_dev = out._device
-                moved = _wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
-                out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
-        if dtype is not None:
-            out = out._cast(_dtype_of(dtype, op="to"))
-        return out
-
-    def _cast(self, dtype) -> "Tensor":
-        if dtype is self.dtype:
-            return self
-        src = self.dtype
-        out = _wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
-        if dtype.is_floating_point and src.is_floating_point:
-            return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
-        return out
-
-    def type(self, dtype):
-        return self._cast(_dtype_of(dtype, op="type"))
-
-    def float(self):
-        return self._cast(_dt.float32)
-
-    def half(self):
-        return self._cast(_dt.float16)
-
-    def bfloat16(self):
-        return self._cast(_dt.bfloat16)
-
-    def double(self):
-        return self._cast(_dt.float64)
-
-    def long(self):
-        return self._cast(_dt.int64)
-
-    def int(self):
-        return self._cast(_dt.int64)
-
-    def bool(self):
-        return self._cast(_dt.bool_)
-
-    def cpu(self):
-        return self.to("cpu")
-
-    def cuda(self, ordinal=0):
-        return self.to(f"cuda:{ordinal}")
-
-    def contiguous(self) -> "Tensor":
-        if self._layout.is_contiguous():
-            return self
-        return _attach(_copy(self), (self,), lambda g: (g,), "contiguous")
-
-    def clone(self) -> "Tensor":
-        return _attach(_copy(self), (self,), lambda g: (g,), "clone")
-
-    # ---- operators (elementwise ones through the op table's rows, op_table.py) -----------
-    def __add__(self, other):
-        return _binary("add", self, other)
-
-    def __radd__(self, other):
-        return _binary("add", other, self)
-
-    def __sub__(self, other):
-        return _binary("sub", self, other)
-
-    def __rsub__(self, other):
-        return _binary("sub", other, self)
-
-    def __mul__(self, other):
-        return _binary("mul", self, other)
-
-    def __rmul__(self, other):
-        return _binary("mul", other, self)
-
-    def __truediv__(self, other):
-        return _binary("div", self, other)
-
-    def __rtruediv__(self, other):
-        return _binary("div", other, self)
-
-    def __floordiv__(self, other):
-        return floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return floor_divide(other, self)
-
-    def __mod__(self, other):
-        return remainder(self, other)
-
-    def __rmod__(self, other):
-        return remainder(other, self)
-
-    def __pow__(self, exponent):
-        return _pow(self, exponent)
-
-    def __rpow__(self, base):
-        return _rpow(self, base)
-
-    def __matmul__(self, other):
-        return matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return matmul(other, self)
-
-    def __neg__(self):
-        return _unary("neg", self)
-
-    def __abs__(self):
-        return _unary("abs", self)
-
-    def __pos__(self):
-        return self
-
-    def __eq__(self, other):
-        return _cmp("eq", self, other)
-
-    def __ne__(self, other):
-        return _cmp("ne", self, other)
-
-    __hash__ = object.__hash__  # by identity, as PyTorch's (a class defining __eq__ would otherwise lose it)
-
-    def __lt__(self, other):
-        return _cmp("lt", self, other)
-
-    def __le__(self, other):
-        return _cmp("le", self, other)
-
-    def __gt__(self, other):
-        return _cmp("gt", self, other)
-
-    def __ge__(self, other):
-        return _cmp("ge", self, other)
-
-    # bitwise operators: bool tensors only (logical and / or / xor / not)
-    def __and__(self, other):
-        return _logical("and", self, other)
-
-    def __or__(self, other):
-        return _logical("or", self, other)
-
-    def __xor__(self, other):
-        return _logical("xor", self, other)
-
-    def __invert__(self):
-        return _logical("xor", self, True)
-
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
-
-    # ---- views: a new Layout over the same storage (module functions of the same names) ---
-    def reshape(self, *shape):
-        return reshape(self, *shape)
-
-    def view(self, *shape):
-        return view(self, *shape)
-
-    def permute(self, *dims):
-        return permute(self, *dims)
-
-    def transpose(self, d0: int, d1: int):
-        return transpose(self, d0, d1)
-
-    def narrow(self, dim: int, start: int, length: int, step: int = 1):
-        return narrow(self, dim, start, length, step)
-
-    def select(self, dim: int, index: int):
-        return select(self, dim, index)
-
-    def unsqueeze(self, dim: int):
-        return unsqueeze(self, dim)
-
-    def squeeze(self, dim=None):
-        return squeeze(self, dim)
-
-    def broadcast_to(self, *shape):
-        return broadcast_to(self, *shape)
-
-    def expand(self, *sizes):
-        return expand(self, *sizes)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
-        return flatten(self, start_dim, end_dim)
-
-    def unflatten(self, dim: int, sizes):
-        return unflatten(self, dim, sizes)
-
-    def split(self, split_size_or_sections, dim: int = 0):
-        return split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0):
-        return chunk(self, chunks, dim)
-
-    @property
-    def T(self):
-        return self.permute(tuple(reversed(range(self.ndim))))
-
-    @property
-    def mT(self):
-        return self.transpose(-2, -1)
-
-    def __getitem__(self, idx):
-        return _getitem(self, idx)
-
-    def __setitem__(self, idx, value):
-        _setitem(self, idx, value)
-
-    # ---- reductions -------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        return sum(self, dim, keepdim, dtype)
-
-    def mean(self, dim=None, keepdim=False):
-        return mean(self, dim, keepdim)
-
-    def max(self, dim=None, keepdim=False):
-        return max(self, dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        return min(self, dim, keepdim)
-
-    def amax(self, dim=None, keepdim=False):
-        return amax(self, dim, keepdim)
-
-    def amin(self, dim=None, keepdim=False):
-        return amin(self, dim, keepdim)
-
-    def argmax(self, dim=None, keepdim=False):
-        return argmax(self, dim, keepdim)
-
-    def argmin(self, dim=None, keepdim=False):
-        return argmin(self, dim, keepdim)
-
-    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        return var(self, dim, keepdim, correction, unbiased)
-
-    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        return std(self, dim, keepdim, correction, unbiased)
-
-    def prod(self, dim=None, keepdim=False):
-        return prod_(self, dim, keepdim)
-
-    def logsumexp(self, dim=None, keepdim=False):
-        return logsumexp(self, dim, keepdim)
-
-    # ---- elementwise with arguments (the plain unary methods come from the op table) ----
-    def add(self, other, alpha=1):
-        return _binary("add", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
-                       _binary("mul", other, alpha, "add"))
-
-    def sub(self, other, alpha=1):
-        return _binary("sub", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
-                       _binary("mul", other, alpha, "sub"))
-
-    def maximum(self, other):
-        return maximum(self, other)
-
-    def minimum(self, other):
-        return minimum(self, other)
-
-    # the named forms of the operators above
-    mul, div, pow, floor_divide, remainder = __mul__, __truediv__, __pow__, __floordiv__, __mod__
-    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
-    logical_not, matmul = __invert__, __matmul__
-
-    def clamp(self, min=None, max=None):
-        return clamp(self, min, max)
-
-    clip = clamp
-
-    def masked_fill(self, mask, value):
-        return masked_fill(self, mask, value)
-
-    def where(self, condition, other):
-        return where(condition, self, other)
-
-    def affine(self, mul: float, add: float):
-        return affine(self, mul, add)
-
-    def elu(self, alpha: float = 1.0):
-        return elu(self, alpha)
-
-    # ---- indexing ------------------------------------------------------------------------
-    def index_select(self, dim: int, index):
-        return index_select(self, dim, index)
-
-    def gather(self, dim: int, index):
-        return gather(self, dim, index)
-
-    def scatter_add(self, dim: int, index, src):
-        return scatter_add(self, dim, index, src)
-
-    def index_add(self, dim: int, index, source, alpha=1):
-        return index_add(self, dim, index, source, alpha)
-
-    # ---- in-place (PyTorch's trailing underscore): the tensor's memory changes, its views see it
-    def copy_(self, src):
-        return _setitem(self, Ellipsis, src, "copy_")
-
-    def fill_(self, value):
-        return _setitem(self, Ellipsis, value, "fill_")
-
-    def zero_(self):
-        return _setitem(self, Ellipsis, 0, "zero_")
-
-    def add_(self, other, alpha=1):
-        return _inplace(self, "add_", Tensor.add, other, alpha)
-
-    def sub_(self, other, alpha=1):
-        return _inplace(self, "sub_", Tensor.sub, other, alpha)
-
-    def mul_(self, other):
-        return _inplace(self, "mul_", Tensor.__mul__, other)
-
-    def div_(self, other):
-        return _inplace(self, "div_", Tensor.__truediv__, other)
-
-    def pow_(self, exponent):
-        return _inplace(self, "pow_", Tensor.__pow__, exponent)
-
-    def floor_divide_(self, other):
-        return _inplace(self, "floor_divide_", floor_divide, other)
-
-    def remainder_(self, other):
-        return _inplace(self, "remainder_", remainder, other)
-
-    def clamp_(self, min=None, max=None):
-        return _inplace(self, "clamp_", clamp, min, max)
-
-    def masked_fill_(self, mask, value):
-        return _inplace(self, "masked_fill_", masked_fill, mask, value)
-
-    def index_add_(self, dim: int, index, source, alpha=1):
-        return _inplace(self, "index_add_", index_add, dim, index, source, alpha)
-
-    def scatter_add_(self, dim: int, index, src):
-        return _inplace(self, "scatter_add_", scatter_add, dim, index, src)
-
-    def __iand__(self, other):
-        return _inplace(self, "__iand__", Tensor.__and__, other)
-
-    def __ior__(self, other):
-        return _inplace(self, "__ior__", Tensor.__or__, other)
-
-    def __ixor__(self, other):
-        return _inplace(self, "__ixor__", Tensor.__xor__, other)
-
-    clip_ = clamp_
-    __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
-    __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_
-
 def _copy(x: Tensor) -> Tensor:
     dst = x._device.alloc_uninit(x.shape, x.dtype)
     if x.numel():
@@ -2078,6 +1552,533 @@ def synchronize(device=None) -> None:
 # =====================================================================================
 # Methods and operators
 # =====================================================================================
+
+class Tensor:
+    """A storage, a Layout (shape, strides, offset) and a dtype on one device.
+
+    Methods and operators are defined here and call the module functions of the same names;
+    the plain elementwise methods (exp, sigmoid, ...) and their in-place forms (exp_, ...)
+    are one per row of op_table.UNARY, added below the class."""
+    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
+                 "_base_node", "__weakref__")
+    __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
+
+    def __init__(self, *a, **k):
+        raise TypeError("create tensors with tl.tensor(...), tl.zeros(...), ... not Tensor(...)")
+
+    # ---- attributes -----------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._layout.shape
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
+
+    @property
+    def device(self) -> str:
+        return str(self._device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._layout.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def stride(self, dim=None):
+        s = self._layout.strides
+        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self, False)]
+
+    def numel(self) -> int:
+        return self._layout.numel()
+
+    def is_contiguous(self) -> bool:
+        return self._layout.is_contiguous()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        """The autograd Node that made this tensor (its `name`, its `inputs`), None for a leaf."""
+        return self._node
+
+    @property
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's storage has had (shared by its views)."""
+        return self._storage.version
+
+    def data_ptr_id(self):
+        """Identity of the underlying storage (views share it)."""
+        return id(self._storage)
+
+    # ---- host interop ---------------------------------------------------------------
+    def __reduce__(self):  # pickle, copy.deepcopy: host data, dtype, device name, requires_grad
+        return _unpickle, (type(self), self.numpy(), self.dtype, str(self._device), self.requires_grad)
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (waits for the device). bf16 comes back as ml_dtypes.bfloat16."""
+        return self._storage.to_cpu(self._layout)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
+        v = self.numpy().reshape(-1)[0]
+        return v.item() if self.dtype is not _dt.bfloat16 else float(v)
+
+    def tolist(self):
+        a = self.numpy()
+        return (a.astype(np.float32) if self.dtype is _dt.bfloat16 else a).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point:
+            raise DTypeError(f"{describe('__index__', self=self)}: only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ShapeError(f"{describe('__bool__', self=self)}: the truth value of a tensor with more "
+                             "than one element is ambiguous")
+        return bool(self.item())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise DTypeError(f"{describe('len', self=self)}: len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        a = self.numpy()
+        if self.dtype is _dt.bfloat16:
+            a = a.astype(np.float32)
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
+        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"]
+        if self.requires_grad:
+            extra.append("requires_grad=True")
+        return f"tensor({body}, {', '.join(extra)})"
+
+    # ---- autograd -------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        if not self.requires_grad:
+            raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
+        if gradient is None:
+            if self.numel() != 1:
+                raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
+                                      f"got shape {self.shape}; pass `gradient`")
+            gradient = ones_like(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+        if gradient.shape != self.shape:
+            raise ShapeError(f"{describe('backward', self=self, gradient=gradient)}: the gradient must have "
+                             "the shape of the tensor")
+        _backward(self, gradient, retain_graph)
+
+    def detach(self) -> "Tensor":
+        """The same storage and layout, out of the graph (in-place changes show in both)."""
+        t = _view(self, self._layout)
+        t._base = None
+        return t
+
+    def requires_grad_(self, flag=True):
+        self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
+        return self
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other: "Tensor"):
+        """Swap in another tensor's storage and layout (optimizers' parameter update)."""
+        if other.shape != self.shape or other.dtype is not self.dtype or other._device is not self._device:
+            raise ShapeError(f"{describe('data=', self=self, other=other)}: shape, dtype and device must match")
+        self._storage, self._layout = other._storage, other._layout
+
+    # ---- conversion -----------------------------------------------------------------
+    def to(self, *args, dtype=None, device=None) -> "Tensor":
+        """to(device), to(dtype), to(device, dtype) or keyword forms."""
+        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
+            return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
+        for a in args:  # a string that names no dtype, or a BackendDevice, is a device
+            if not isinstance(a, (str, BackendDevice)) or a in _dt._BY_NAME:
+                dtype = a
+            else:
+                device = a
+        out = self
+        if device is not None:
+            try:
+                dev = _device(device)
+            except DeviceError as e:
+                raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
+                              f"({sorted(_dt._BY_NAME)})") from None
+            if dev is not out._device:
+                src_dev = out._device
+                moved = _wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
+                out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
+        if dtype is not None:
+            out = out._cast(_dtype_of(dtype, op="to"))
+        return out
+
+    def _cast(self, dtype) -> "Tensor":
+        if dtype is self.dtype:
+            return self
+        src = self.dtype
+        out = _wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
+        if dtype.is_floating_point and src.is_floating_point:
+            return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
+        return out
+
+    def type(self, dtype):
+        return self._cast(_dtype_of(dtype, op="type"))
+
+    def float(self):
+        return self._cast(_dt.float32)
+
+    def half(self):
+        return self._cast(_dt.float16)
+
+    def bfloat16(self):
+        return self._cast(_dt.bfloat16)
+
+    def double(self):
+        return self._cast(_dt.float64)
+
+    def long(self):
+        return self._cast(_dt.int64)
+
+    def int(self):
+        return self._cast(_dt.int64)
+
+    def bool(self):
+        return self._cast(_dt.bool_)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, ordinal=0):
+        return self.to(f"cuda:{ordinal}")
+
+    def contiguous(self) -> "Tensor":
+        if self._layout.is_contiguous():
+            return self
+        return _attach(_copy(self), (self,), lambda g: (g,), "contiguous")
+
+    def clone(self) -> "Tensor":
+        return _attach(_copy(self), (self,), lambda g: (g,), "clone")
+
+    # ---- operators (elementwise ones through the op table's rows, op_table.py) -----------
+    def __add__(self, other):
+        return _binary("add", self, other)
+
+    def __radd__(self, other):
+        return _binary("add", other, self)
+
+    def __sub__(self, other):
+        return _binary("sub", self, other)
+
+    def __rsub__(self, other):
+        return _binary("sub", other, self)
+
+    def __mul__(self, other):
+        return _binary("mul", self, other)
+
+    def __rmul__(self, other):
+        return _binary("mul", other, self)
+
+    def __truediv__(self, other):
+        return _binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _binary("div", other, self)
+
+    def __floordiv__(self, other):
+        return floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return floor_divide(other, self)
+
+    def __mod__(self, other):
+        return remainder(self, other)
+
+    def __rmod__(self, other):
+        return remainder(other, self)
+
+    def __pow__(self, exponent):
+        return _pow(self, exponent)
+
+    def __rpow__(self, base):
+        return _rpow(self, base)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return _unary("neg", self)
+
+    def __abs__(self):
+        return _unary("abs", self)
+
+    def __pos__(self):
+        return self
+
+    def __eq__(self, other):
+        return _cmp("eq", self, other)
+
+    def __ne__(self, other):
+        return _cmp("ne", self, other)
+
+    __hash__ = object.__hash__  # by identity, as PyTorch's (a class defining __eq__ would otherwise lose it)
+
+    def __lt__(self, other):
+        return _cmp("lt", self, other)
+
+    def __le__(self, other):
+        return _cmp("le", self, other)
+
+    def __gt__(self, other):
+        return _cmp("gt", self, other)
+
+    def __ge__(self, other):
+        return _cmp("ge", self, other)
+
+    # bitwise operators: bool tensors only (logical and / or / xor / not)
+    def __and__(self, other):
+        return _logical("and", self, other)
+
+    def __or__(self, other):
+        return _logical("or", self, other)
+
+    def __xor__(self, other):
+        return _logical("xor", self, other)
+
+    def __invert__(self):
+        return _logical("xor", self, True)
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
+
+    # ---- views: a new Layout over the same storage (module functions of the same names) ---
+    def reshape(self, *shape):
+        return reshape(self, *shape)
+
+    def view(self, *shape):
+        return view(self, *shape)
+
+    def permute(self, *dims):
+        return permute(self, *dims)
+
+    def transpose(self, d0: int, d1: int):
+        return transpose(self, d0, d1)
+
+    def narrow(self, dim: int, start: int, length: int, step: int = 1):
+        return narrow(self, dim, start, length, step)
+
+    def select(self, dim: int, index: int):
+        return select(self, dim, index)
+
+    def unsqueeze(self, dim: int):
+        return unsqueeze(self, dim)
+
+    def squeeze(self, dim=None):
+        return squeeze(self, dim)
+
+    def broadcast_to(self, *shape):
+        return broadcast_to(self, *shape)
+
+    def expand(self, *sizes):
+        return expand(self, *sizes)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        return flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim: int, sizes):
+        return unflatten(self, dim, sizes)
+
+    def split(self, split_size_or_sections, dim: int = 0):
+        return split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        return chunk(self, chunks, dim)
+
+    @property
+    def T(self):
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __getitem__(self, idx):
+        return _getitem(self, idx)
+
+    def __setitem__(self, idx, value):
+        _setitem(self, idx, value)
+
+    # ---- reductions -------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return sum(self, dim, keepdim, dtype)
+
+    def mean(self, dim=None, keepdim=False):
+        return mean(self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return min(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return amax(self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return amin(self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return argmin(self, dim, keepdim)
+
+    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return var(self, dim, keepdim, correction, unbiased)
+
+    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return std(self, dim, keepdim, correction, unbiased)
+
+    def prod(self, dim=None, keepdim=False):
+        return prod_(self, dim, keepdim)
+
+    def logsumexp(self, dim=None, keepdim=False):
+        return logsumexp(self, dim, keepdim)
+
+    # ---- elementwise with arguments (the plain unary methods come from the op table) ----
+    def add(self, other, alpha=1):
+        return _binary("add", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+                       _binary("mul", other, alpha, "add"))
+
+    def sub(self, other, alpha=1):
+        return _binary("sub", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+                       _binary("mul", other, alpha, "sub"))
+
+    def maximum(self, other):
+        return maximum(self, other)
+
+    def minimum(self, other):
+        return minimum(self, other)
+
+    # the named forms of the operators above
+    mul, div, pow, floor_divide, remainder = __mul__, __truediv__, __pow__, __floordiv__, __mod__
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+    logical_not, matmul = __invert__, __matmul__
+
+    def clamp(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    clip = clamp
+
+    def masked_fill(self, mask, value):
+        return masked_fill(self, mask, value)
+
+    def where(self, condition, other):
+        return where(condition, self, other)
+
+    def affine(self, mul: float, add: float):
+        return affine(self, mul, add)
+
+    def elu(self, alpha: float = 1.0):
+        return elu(self, alpha)
+
+    # ---- indexing ------------------------------------------------------------------------
+    def index_select(self, dim: int, index):
+        return index_select(self, dim, index)
+
+    def gather(self, dim: int, index):
+        return gather(self, dim, index)
+
+    def scatter_add(self, dim: int, index, src):
+        return scatter_add(self, dim, index, src)
+
+    def index_add(self, dim: int, index, source, alpha=1):
+        return index_add(self, dim, index, source, alpha)
+
+    # ---- in-place (PyTorch's trailing underscore): the tensor's memory changes, its views see it
+    def copy_(self, src):
+        return _setitem(self, Ellipsis, src, "copy_")
+
+    def fill_(self, value):
+        return _setitem(self, Ellipsis, value, "fill_")
+
+    def zero_(self):
+        return _setitem(self, Ellipsis, 0, "zero_")
+
+    def add_(self, other, alpha=1):
+        return _inplace(self, "add_", Tensor.add, other, alpha)
+
+    def sub_(self, other, alpha=1):
+        return _inplace(self, "sub_", Tensor.sub, other, alpha)
+
+    def mul_(self, other):
+        return _inplace(self, "mul_", Tensor.__mul__, other)
+
+    def div_(self, other):
+        return _inplace(self, "div_", Tensor.__truediv__, other)
+
+    def pow_(self, exponent):
+        return _inplace(self, "pow_", Tensor.__pow__, exponent)
+
+    def floor_divide_(self, other):
+        return _inplace(self, "floor_divide_", floor_divide, other)
+
+    def remainder_(self, other):
+        return _inplace(self, "remainder_", remainder, other)
+
+    def clamp_(self, min=None, max=None):
+        return _inplace(self, "clamp_", clamp, min, max)
+
+    def masked_fill_(self, mask, value):
+        return _inplace(self, "masked_fill_", masked_fill, mask, value)
+
+    def index_add_(self, dim: int, index, source, alpha=1):
+        return _inplace(self, "index_add_", index_add, dim, index, source, alpha)
+
+    def scatter_add_(self, dim: int, index, src):
+        return _inplace(self, "scatter_add_", scatter_add, dim, index, src)
+
+    def __iand__(self, other):
+        return _inplace(self, "__iand__", Tensor.__and__, other)
+
+    def __ior__(self, other):
+        return _inplace(self, "__ior__", Tensor.__or__, other)
+
+    def __ixor__(self, other):
+        return _inplace(self, "__ixor__", Tensor.__xor__, other)
+
+    clip_ = clamp_
+    __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
+    __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_
+
 
 def _logical(op, a, b):
     """and / or / xor of bool tensors (b may be a Python bool)."""
