@@ -1556,7 +1556,7 @@ def synchronize(device=None) -> None:
 class Tensor:
     """A storage, a Layout (shape, strides, offset) and a dtype on one device.
 
-    Methods and operators are defined here and call the module functions of the same names;
+    Methods and operators are defined here, most as the module functions of the same names;
     the plain elementwise methods (exp, sigmoid, ...) and their in-place forms (exp_, ...)
     are one per row of op_table.UNARY, added below the class."""
     __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
@@ -1826,8 +1826,7 @@ class Tensor:
     def __pow__(self, exponent):
         return _pow(self, exponent)
 
-    def __rpow__(self, base):
-        return _rpow(self, base)
+    __rpow__ = _rpow
 
     def __matmul__(self, other):
         return matmul(self, other)
@@ -1879,48 +1878,12 @@ class Tensor:
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
 
-    # ---- views: a new Layout over the same storage (module functions of the same names) ---
-    def reshape(self, *shape):
-        return reshape(self, *shape)
-
-    def view(self, *shape):
-        return view(self, *shape)
-
-    def permute(self, *dims):
-        return permute(self, *dims)
-
-    def transpose(self, d0: int, d1: int):
-        return transpose(self, d0, d1)
-
-    def narrow(self, dim: int, start: int, length: int, step: int = 1):
-        return narrow(self, dim, start, length, step)
-
-    def select(self, dim: int, index: int):
-        return select(self, dim, index)
-
-    def unsqueeze(self, dim: int):
-        return unsqueeze(self, dim)
-
-    def squeeze(self, dim=None):
-        return squeeze(self, dim)
-
-    def broadcast_to(self, *shape):
-        return broadcast_to(self, *shape)
-
-    def expand(self, *sizes):
-        return expand(self, *sizes)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
-        return flatten(self, start_dim, end_dim)
-
-    def unflatten(self, dim: int, sizes):
-        return unflatten(self, dim, sizes)
-
-    def split(self, split_size_or_sections, dim: int = 0):
-        return split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0):
-        return chunk(self, chunks, dim)
+    # ---- views: a new Layout over the same storage (the module functions of those names) ---
+    reshape, view, permute, transpose, narrow, select, unsqueeze = (
+        reshape, view, permute, transpose, narrow, select, unsqueeze)
+    squeeze, broadcast_to, expand, flatten, unflatten, split, chunk = (
+        squeeze, broadcast_to, expand, flatten, unflatten, split, chunk)
+    __getitem__ = _getitem
 
     @property
     def T(self):
@@ -1930,48 +1893,12 @@ class Tensor:
     def mT(self):
         return self.transpose(-2, -1)
 
-    def __getitem__(self, idx):
-        return _getitem(self, idx)
-
     def __setitem__(self, idx, value):
         _setitem(self, idx, value)
 
-    # ---- reductions -------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        return sum(self, dim, keepdim, dtype)
-
-    def mean(self, dim=None, keepdim=False):
-        return mean(self, dim, keepdim)
-
-    def max(self, dim=None, keepdim=False):
-        return max(self, dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        return min(self, dim, keepdim)
-
-    def amax(self, dim=None, keepdim=False):
-        return amax(self, dim, keepdim)
-
-    def amin(self, dim=None, keepdim=False):
-        return amin(self, dim, keepdim)
-
-    def argmax(self, dim=None, keepdim=False):
-        return argmax(self, dim, keepdim)
-
-    def argmin(self, dim=None, keepdim=False):
-        return argmin(self, dim, keepdim)
-
-    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        return var(self, dim, keepdim, correction, unbiased)
-
-    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        return std(self, dim, keepdim, correction, unbiased)
-
-    def prod(self, dim=None, keepdim=False):
-        return prod_(self, dim, keepdim)
-
-    def logsumexp(self, dim=None, keepdim=False):
-        return logsumexp(self, dim, keepdim)
+    # ---- reductions (the module functions of those names) --------------------------------
+    sum, mean, max, min, amax, amin, argmax, argmin = sum, mean, max, min, amax, amin, argmax, argmin
+    var, std, prod, logsumexp = var, std, prod_, logsumexp
 
     # ---- elementwise with arguments (the plain unary methods come from the op table) ----
     def add(self, other, alpha=1):
@@ -1993,35 +1920,13 @@ class Tensor:
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
     logical_not, matmul = __invert__, __matmul__
 
-    def clamp(self, min=None, max=None):
-        return clamp(self, min, max)
-
-    clip = clamp
-
-    def masked_fill(self, mask, value):
-        return masked_fill(self, mask, value)
+    clamp, clip, masked_fill, affine, elu = clamp, clamp, masked_fill, affine, elu
 
     def where(self, condition, other):
         return where(condition, self, other)
 
-    def affine(self, mul: float, add: float):
-        return affine(self, mul, add)
-
-    def elu(self, alpha: float = 1.0):
-        return elu(self, alpha)
-
-    # ---- indexing ------------------------------------------------------------------------
-    def index_select(self, dim: int, index):
-        return index_select(self, dim, index)
-
-    def gather(self, dim: int, index):
-        return gather(self, dim, index)
-
-    def scatter_add(self, dim: int, index, src):
-        return scatter_add(self, dim, index, src)
-
-    def index_add(self, dim: int, index, source, alpha=1):
-        return index_add(self, dim, index, source, alpha)
+    # ---- indexing (the module functions of those names) -----------------------------------
+    index_select, gather, scatter_add, index_add = index_select, gather, scatter_add, index_add
 
     # ---- in-place (PyTorch's trailing underscore): the tensor's memory changes, its views see it
     def copy_(self, src):
