@@ -483,10 +483,9 @@ def sdpa_mode() -> str:
 # =====================================================================================
 
 class _Entry:
-    def __init__(self, name: str, factory: Callable[[int], BackendDevice]):
-        self.name, self.factory = name, factory
+    def __init__(self, name: str, factory: Optional[Callable[[int], BackendDevice]], error: Optional[str] = None):
+        self.name, self.factory, self.error = name, factory, error
         self.devices: Dict[int, BackendDevice] = {}
-        self.error: Optional[str] = None
 
 
 _REGISTRY: Dict[str, _Entry] = {}
@@ -538,9 +537,7 @@ def load_entry_points(reload: bool = False) -> None:
             try:
                 register(ep.name, ep.load())
             except Exception as e:  # a broken plugin must not break import
-                entry = _Entry(ep.name, None)
-                entry.error = f"entry point {ep.value!r} failed to load: {e}"
-                _REGISTRY[ep.name] = entry
+                _REGISTRY[ep.name] = _Entry(ep.name, None, f"entry point {ep.value!r} failed to load: {e}")
     except Exception:
         pass
 
@@ -572,14 +569,12 @@ def get_device(spec) -> BackendDevice:
             raise BackendUnavailable(f"backend {name!r} is unavailable: {entry.error}")
         try:
             dev = entry.factory(ordinal)
-        except BackendUnavailable as e:
+        except Exception as e:  # the reason: a BackendUnavailable's message, else the exception's type and message
+            known = isinstance(e, BackendUnavailable)
+            why = str(e) if known else f"{type(e).__name__}: {e}"
             if ordinal == 0:
-                entry.error = str(e)
-            raise BackendUnavailable(f"backend {name!r} is unavailable: {e}") from None
-        except Exception as e:
-            if ordinal == 0:
-                entry.error = f"{type(e).__name__}: {e}"
-            raise BackendUnavailable(f"backend {name!r} is unavailable: {type(e).__name__}: {e}") from e
+                entry.error = why
+            raise BackendUnavailable(f"backend {name!r} is unavailable: {why}") from (None if known else e)
         # the factory may have imported a module that re-registered `name`: keep one device
         entry = _REGISTRY.get(name, entry)
         return entry.devices.setdefault(ordinal, dev)
@@ -614,7 +609,4 @@ def default_device() -> str:
 def best_device() -> str:
     """The first available of cuda, rocm, cpu (used by the examples' --device default)."""
     av = available()
-    for name in ("cuda", "rocm"):
-        if av.get(name) is True:
-            return name
-    return "cpu"
+    return next((name for name in ("cuda", "rocm") if av.get(name) is True), "cpu")

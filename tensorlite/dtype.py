@@ -50,6 +50,7 @@ INTEGERS = (uint8, uint32, int64)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({d.short: d for d in ALL})
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64})
+_BY_PYTHON_TYPE = {bool: bool_, int: int64, float: float32}
 
 
 def _from_name(name):
@@ -64,12 +65,8 @@ def get(x) -> DType:
         if x in _BY_NAME:
             return _BY_NAME[x]
         raise DTypeError(f"unknown dtype name {x!r}; expected one of {sorted(d.name for d in ALL)}")
-    if x is bool:
-        return bool_
-    if x is int:
-        return int64
-    if x is float:
-        return float32
+    if isinstance(x, type) and x in _BY_PYTHON_TYPE:
+        return _BY_PYTHON_TYPE[x]
     try:
         npd = np.dtype(x)
     except TypeError:

@@ -78,7 +78,4 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
     else:
         raise FileNotFoundError(f"load_hf_checkpoint: {directory!r} has neither model.safetensors nor "
                                 "model.safetensors.index.json (only safetensors checkpoints are supported)")
-    state = {}
-    for shard in shards:
-        state.update(load_safetensors(shard, device=device, dtype=dtype))
-    return config, state
+    return config, {name: t for shard in shards for name, t in load_safetensors(shard, device, dtype).items()}

@@ -19,16 +19,18 @@ def contiguous_strides(shape: Sequence[int]) -> Shape:
     return tuple(reversed(strides))
 
 
-_STRIDES: dict = {}  # shape tuple -> contiguous_strides(shape): every op output asks again
+def cached(cache: dict, key, make):
+    """cache[key], made by make(key) on a miss: a memo (emptied past 4096 keys) of what every op
+    output asks for again (contiguous strides here, contiguous Layouts in tensor.py)."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) > 4096:
+            cache.clear()
+        value = cache[key] = make(key)
+    return value
 
 
-def _contiguous_strides(shape: Shape) -> Shape:
-    strides = _STRIDES.get(shape)
-    if strides is None:
-        if len(_STRIDES) > 4096:
-            _STRIDES.clear()
-        strides = _STRIDES[shape] = contiguous_strides(shape)
-    return strides
+_STRIDES: dict = {}  # shape tuple -> contiguous_strides(shape)
 
 
 class Layout:
@@ -40,7 +42,7 @@ class Layout:
         # tuples come from our own code (already ints); anything else is normalised
         self.shape = shape if type(shape) is tuple else tuple([int(s) for s in shape])
         if strides is None:
-            self.strides, self._contig = _contiguous_strides(self.shape), True
+            self.strides, self._contig = cached(_STRIDES, self.shape, contiguous_strides), True
         else:
             self.strides = strides if type(strides) is tuple else tuple([int(s) for s in strides])
             self._contig = None

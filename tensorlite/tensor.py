@@ -13,7 +13,7 @@ import numbers
 import operator
 from collections import namedtuple
 from math import isfinite, prod
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from .autograd import attach as _attach, attach_many as _attach_many, backward a
 from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                      TensorliteError, describe)
-from .layout import Layout, broadcast_shapes
+from .layout import Layout, broadcast_shapes, cached
 from .op_table import BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
@@ -54,12 +54,7 @@ _CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layou
 def _contiguous_layout(shape) -> Layout:
     if type(shape) is not tuple:
         return Layout.contiguous(shape)
-    lay = _CONTIG_LAYOUTS.get(shape)
-    if lay is None:
-        if len(_CONTIG_LAYOUTS) > 4096:
-            _CONTIG_LAYOUTS.clear()
-        lay = _CONTIG_LAYOUTS[shape] = Layout.contiguous(tuple([int(n) for n in shape]))
-    return lay
+    return cached(_CONTIG_LAYOUTS, shape, lambda s: Layout.contiguous(tuple([int(n) for n in s])))
 
 
 def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
@@ -274,8 +269,7 @@ def _sum_to(g: Tensor, shape) -> Tensor:
         g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
     extra = g.ndim - len(shape)
     dims = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1 and g.shape[extra + i] != 1)
-    out = g.sum(dims, keepdim=True) if dims else g
-    return out.reshape(shape)
+    return (g.sum(dims, keepdim=True) if dims else g).reshape(shape)
 
 
 def broadcast_to(x: Tensor, *shape) -> Tensor:
@@ -396,7 +390,6 @@ def _advanced_index(out: Tensor, adv, x: Tensor) -> Tensor:
             out = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d)
             dims.append(d)
             ids.append(tensor(nz.astype(np.int64), device=x._device))
-            adv = [(dd - (i.ndim - 1) if dd > d else dd, ii) for dd, ii in adv]
         else:
             if i.dtype.is_floating_point:
                 raise DTypeError(f"{describe('__getitem__', self=x, index=i)}: index tensors must be integer or bool")
@@ -513,17 +506,9 @@ def _setitem(x: Tensor, idx, value, op="__setitem__"):
     def grad(g):
         gx = g.clone()
         gx[idx] = 0
-        gv = None
-        if v is not None and v.requires_grad:
-            gv = _sum_to(g[idx], v.shape)
-            gv = gv._cast(v.dtype) if v.dtype.is_floating_point else None
-        return gx, gv
+        wants = v is not None and v.requires_grad and v.dtype.is_floating_point
+        return gx, _sum_to(g[idx], v.shape)._cast(v.dtype) if wants else None
     return _attach(x, (before, v), grad, op)
-
-
-def _castable(src, dst) -> bool:
-    """PyTorch's rule for an in-place result: no float into an integer, nothing but bool into bool."""
-    return not ((src.is_floating_point and not dst.is_floating_point) or (dst is _dt.bool_ and src is not _dt.bool_))
 
 
 def _inplace(x: Tensor, op: str, fn, *args) -> Tensor:
@@ -538,8 +523,8 @@ def _inplace(x: Tensor, op: str, fn, *args) -> Tensor:
     if out.shape != x.shape:
         raise ShapeError(f"{describe(op, self=x)}: the result's shape {out.shape} (after broadcasting) is not "
                          "the tensor's")
-    if out.dtype is not x.dtype:
-        if not _castable(out.dtype, x.dtype):
+    if out.dtype is not x.dtype:  # PyTorch's rule: no float into an integer, nothing but bool into bool
+        if (out.dtype.is_floating_point and not x.dtype.is_floating_point) or x.dtype is _dt.bool_:
             raise DTypeError(f"{describe(op, self=x)}: result type {out.dtype.name} can't be cast to the "
                              f"tensor's dtype {x.dtype.name} in place")
         out = out._cast(x.dtype)
@@ -570,8 +555,7 @@ def _coerce(op, a, b):
         dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
         return a._cast(dt), _scalar_tensor(b, dt, a._device, op)
     if _is_scalar(a):
-        bb, aa = _coerce(op, b, a)
-        return aa, bb
+        return _coerce(op, b, a)[::-1]  # the scalar first: as above, the operands swapped back
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
     _same_device(op, lhs=a, rhs=b)
@@ -767,12 +751,8 @@ def where(cond: Tensor, x, y) -> Tensor:
 def clamp(x: Tensor, min=None, max=None) -> Tensor:
     if min is None and max is None:
         raise ArgumentError(f"{describe('clamp', self=x)}: at least one of min and max must be given")
-    out = x
-    if min is not None:
-        out = _binary("maximum", out, min, "clamp")
-    if max is not None:
-        out = _binary("minimum", out, max, "clamp")
-    return out
+    out = x if min is None else _binary("maximum", x, min, "clamp")
+    return out if max is None else _binary("minimum", out, max, "clamp")
 
 
 def maximum(a, b):
@@ -803,9 +783,7 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
 def _reduce(op, x, dim, keepdim, name):
     dims = _norm_dims(dim, x.ndim, name, x)
     if x.ndim == 0:
-        x1 = x.reshape(1)
-        out = _wrap(x1._storage.reduce_op(op, x1._layout, (0,)), (1,), None)
-        return out.reshape(())
+        return _reduce(op, x.reshape(1), 0, True, name).reshape(())
     kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
     out = _wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
     if not keepdim:
@@ -819,15 +797,13 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
-    shape = x.shape
-    dims = _norm_dims(dim, x.ndim, "sum", x)
     if not x.dtype.is_floating_point:
         return out
-    def grad(g):
-        if not keepdim:
-            for d in dims:
-                g = g.unsqueeze(d)
-        return (broadcast_to(g, shape),)
+    dims, shape = _norm_dims(dim, x.ndim, "sum", x), x.shape
+
+    def grad(g):  # g with the summed dims kept (as size 1), broadcast back to x's shape
+        kept = g if keepdim else g.reshape(tuple(1 if i in dims else n for i, n in enumerate(shape)))
+        return (broadcast_to(kept, shape),)
     return _attach(out, (x,), grad, "sum")
 
 
@@ -1010,7 +986,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return _attach(out, (a, b), grad, "matmul", (a, b))
 
 
-def _check_ids(op, ids, x, **more):
+def _check_ids(op, ids, x, dim, **more):  # the checks of the index ops' operands; dim in [0, x.ndim)
     if not isinstance(ids, Tensor) or ids.dtype not in (_dt.int64, _dt.uint32, _dt.uint8) or \
             not builtins.all(isinstance(t, Tensor) for t in more.values()):
         raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor"
@@ -1018,11 +994,11 @@ def _check_ids(op, ids, x, **more):
     if x.ndim == 0:
         raise ShapeError(f"{describe(op, self=x, index=ids, **more)}: self must have at least one dim")
     _same_device(op, self=x, index=ids, **more)
+    return _norm_dim(dim, x.ndim, op, x)
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    _check_ids("index_select", index, x)
-    dim = _norm_dim(dim, x.ndim, "index_select", x)
+    dim = _check_ids("index_select", index, x, dim)
     if index.ndim != 1:
         if index.ndim == 0:
             return index_select(x, dim, index.reshape(1)).squeeze(dim)
@@ -1035,8 +1011,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    _check_ids("gather", index, x)
-    dim = _norm_dim(dim, x.ndim, "gather", x)
+    dim = _check_ids("gather", index, x, dim)
     if index.ndim != x.ndim or any(i > n for j, (i, n) in enumerate(zip(index.shape, x.shape)) if j != dim):
         raise ShapeError(f"{describe('gather', self=x, index=index)}: index must have the same number of dims "
                          "and no larger size outside `dim`")
@@ -1047,8 +1022,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    _check_ids("scatter_add", index, x, src=src)
-    dim = _norm_dim(dim, x.ndim, "scatter_add", x)
+    dim = _check_ids("scatter_add", index, x, dim, src=src)
     if src.dtype is not x.dtype:
         raise DTypeError(f"{describe('scatter_add', self=x, index=index, src=src)}: src must have the dtype of self")
     if index.shape != src.shape or index.ndim != x.ndim:
@@ -1060,8 +1034,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
-    _check_ids("index_add", index, x, source=source)
-    dim = _norm_dim(dim, x.ndim, "index_add", x)
+    dim = _check_ids("index_add", index, x, dim, source=source)
     if alpha != 1:
         source = source * alpha
     expect = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:]
@@ -1093,9 +1066,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     dim = _norm_dim(dim, first.ndim, "cat", first)
     _same_device("cat", **named)
     dt = functools.reduce(_dt.promote_types, [t.dtype for t in tensors])
-    for t in tensors:
-        if t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
-            raise ShapeError(f"{describe('cat', **named)}: shapes must match except in dim {dim}")
+    if any(t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]
+           for t in tensors):
+        raise ShapeError(f"{describe('cat', **named)}: shapes must match except in dim {dim}")
     tensors = [t._cast(dt).contiguous() for t in tensors]
     sizes = [t.shape[dim] for t in tensors]
     shape = first.shape[:dim] + (builtins.sum(sizes),) + first.shape[dim + 1:]
@@ -1115,29 +1088,26 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
     every weight and weight gradient. Tensors already of `dtype` come back as they are."""
     dtype = _dt.get(dtype)
     tensors = list(tensors)
-    todo, by_class = [], {}  # by_class: to_dtype_many takes storages of one class
+    by_class = {}  # to_dtype_many takes storages of one class
     for i, t in enumerate(tensors):  # one pass: a mixed-precision step runs this for every weight, twice
         if not isinstance(t, Tensor):
             raise DTypeError(f"foreach_to: element {i} is a {type(t).__name__}, expected a Tensor")
         if t.dtype is not dtype:
-            todo.append(i)
             by_class.setdefault(type(t._storage), []).append(i)
     out = list(tensors)
     for cls, idx in by_class.items():
         results = cls.to_dtype_many([(tensors[i]._storage, tensors[i]._layout) for i in idx], dtype)
         for i, st in zip(idx, results):
             out[i] = _wrap(st, tensors[i]._layout.shape, dtype)
-    diff = [i for i in todo if dtype.is_floating_point and tensors[i].dtype.is_floating_point]
+    diff = [i for i, t in enumerate(tensors) if t.dtype is not dtype and t.dtype.is_floating_point
+            and dtype.is_floating_point]
     if diff:
         srcs = [tensors[i] for i in diff]
 
         def grad(grads):  # each back to its input's dtype, batched by that dtype
-            res = [None] * len(srcs)
-            by_dtype: Dict[_dt.DType, List[int]] = {}
-            for k, g in enumerate(grads):
-                if g is not None:
-                    by_dtype.setdefault(srcs[k].dtype, []).append(k)
-            for src_dtype, ks in by_dtype.items():
+            res = list(grads)
+            for src_dtype in dict.fromkeys(t.dtype for t in srcs):
+                ks = [k for k, g in enumerate(grads) if g is not None and srcs[k].dtype is src_dtype]
                 for k, g in zip(ks, foreach_to([grads[k] for k in ks], src_dtype)):
                     res[k] = g
             return res
@@ -1223,18 +1193,16 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
     out = _wrap(st, (x.shape[0], cout) + spatial, x.dtype)
 
     def grad(g):
-        # work in 2-D: a 1-D conv is a 2-D conv over a height of 1
+        # work in 2-D: a 1-D conv is a 2-D conv over a height of 1 (stride 1, padding 0, dilation 1)
         x2, w2, g2 = (t.unsqueeze(2) for t in (x, w, g)) if nd == 1 else (x, w, g)
-        lead = 2 - nd  # the added height dim has stride 1, padding 0, dilation 1
-        s2, p2, d2 = (1,) * lead + p.stride, (0,) * lead + p.padding, (1,) * lead + p.dilation
+        q = p.as_2d() if nd == 1 else p
         if transposed:
-            gx = conv2d(g2, w2, None, s2, p2, d2, groups)
-            gw = _conv_weight_grad(g2, x2, w2.shape, s2, p2, d2, groups)
-        else:
-            full = ConvParams(s2, p2, d2, groups, (0, 0)).out_size(g2.shape[2:], w2.shape[2:], True)
-            op2 = tuple(a - b for a, b in zip(x2.shape[2:], full))
-            gx = conv_transpose2d(g2, w2, None, s2, p2, op2, groups, d2)
-            gw = _conv_weight_grad(x2, g2, w2.shape, s2, p2, d2, groups)
+            gx = conv2d(g2, w2, None, q.stride, q.padding, q.dilation, groups)
+            gw = _conv_weight_grad(g2, x2, w2.shape, q.stride, q.padding, q.dilation, groups)
+        else:  # the input's gradient: the transposed conv, output-padded back to the input's size
+            op2 = tuple(a - b for a, b in zip(x2.shape[2:], q.out_size(g2.shape[2:], w2.shape[2:], True)))
+            gx = conv_transpose2d(g2, w2, None, q.stride, q.padding, op2, groups, q.dilation)
+            gw = _conv_weight_grad(x2, g2, w2.shape, q.stride, q.padding, q.dilation, groups)
         return (gx.squeeze(2), gw.squeeze(2)) if nd == 1 else (gx, gw)
     out = _attach(out, (x, w), grad, op, (x, w))
     return out if bias is None else out + bias.reshape((1, -1) + (1,) * nd)
@@ -1256,14 +1224,11 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _conv("conv_transpose2d", input, weight, bias, 2, stride, padding, dilation, groups, output_padding)
 
 
-def _pad2d(x, p, value):
-    (ph, pw) = p
-    if pw:
-        side = full(x.shape[:3] + (pw,), value, dtype=x.dtype, device=x._device)
-        x = cat([side, x, side], 3)
-    if ph:
-        side = full(x.shape[:2] + (ph, x.shape[3]), value, dtype=x.dtype, device=x._device)
-        x = cat([side, x, side], 2)
+def _pad2d(x, p, value):  # x (b, c, h, w) with p = (ph, pw) entries of value on each side
+    for d, n in ((3, p[1]), (2, p[0])):
+        if n:
+            side = full(x.shape[:d] + (n,) + x.shape[d + 1:], value, dtype=x.dtype, device=x._device)
+            x = cat([side, x, side], d)
     return x
 
 
@@ -1289,10 +1254,8 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
         is_max = op == "max_pool2d"
         xp = _pad2d(x, p.padding, float("-inf")) if is_max else None
         padded = (x.shape[0], x.shape[1], x.shape[2] + 2 * p.padding[0], x.shape[3] + 2 * p.padding[1])
-        if is_max:
-            taken = zeros(g.shape, dtype=_dt.bool_, device=g._device)
-        else:
-            gw = g / _avg_divisor(x.shape[2:], (oh, ow), p, g)
+        taken = zeros(g.shape, dtype=_dt.bool_, device=g._device) if is_max else None
+        gw = None if is_max else g / _avg_divisor(x.shape[2:], (oh, ow), p, g)
         gp = zeros(padded, dtype=g.dtype, device=g._device)
         for i in range(k[0]):
             for j in range(k[1]):
@@ -1302,10 +1265,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
                              w0:w0 + (ow - 1) * p.stride[1] + 1:p.stride[1]]
                     hit = (win == out) & ~taken
                     taken = taken | hit
-                    part = where(hit, g, 0.0)
-                else:
-                    part = gw
-                part = _embed(part, padded[:3] + (ow,), 2, h0, p.stride[0])
+                part = _embed(where(hit, g, 0.0) if is_max else gw, padded[:3] + (ow,), 2, h0, p.stride[0])
                 gp = gp + _embed(part, padded, 3, w0, p.stride[1])
         return (gp[:, :, p.padding[0]:p.padding[0] + x.shape[2], p.padding[1]:p.padding[1] + x.shape[3]],)
     return _attach(out, (x,), grad, op, (x, out))
@@ -1314,10 +1274,8 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
 def _avg_divisor(in_hw, out_hw, p, like):
     if p.count_include_pad:
         return float(p.kernel[0] * p.kernel[1])
-    counts = []
-    for n, o, k, s, pad in zip(in_hw, out_hw, p.kernel, p.stride, p.padding):
-        start = np.arange(o) * s - pad
-        counts.append(np.minimum(start + k, n) - np.maximum(start, 0))
+    starts = [np.arange(o) * s - pad for o, s, pad in zip(out_hw, p.stride, p.padding)]  # each window's first row/col
+    counts = [np.minimum(st + k, n) - np.maximum(st, 0) for st, k, n in zip(starts, p.kernel, in_hw)]  # inside ones
     return tensor(np.outer(*counts), dtype=like.dtype, device=like._device)
 
 
@@ -1362,7 +1320,7 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
     if isinstance(data, Tensor):
-        out = data.detach().to(device if device is not None else data._device)
+        out = data.detach().to(device)  # device None: to() returns it as it is
         out = out._cast(_dtype_of(dtype)) if dtype is not None else out
         out = _copy(out) if out._storage is data._storage else out
     else:
@@ -1378,14 +1336,13 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
             dt = _dtype_of(arr.dtype)
-        if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size:
-            # an int that does not fit raises (PyTorch: overflow), never wraps
-            if not (_fits(int(arr.min()), dt) and _fits(int(arr.max()), dt)):
-                raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
-        shape = arr.shape  # np.ascontiguousarray turns a 0-d array into 1-d
-        arr = arr.astype(dt.np, order="C", copy=False)
+        # an int that does not fit raises (PyTorch: overflow), never wraps
+        if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size and not (
+                _fits(int(arr.min()), dt) and _fits(int(arr.max()), dt)):
+            raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
+        arr = arr.astype(dt.np, order="C", copy=False)  # (np.ascontiguousarray would make a 0-d array 1-d)
         dev = _device(device)
-        out = _wrap(dev.from_cpu(arr.reshape(-1)), shape, dt)
+        out = _wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
     out.requires_grad = _grad_flag("tensor", out.dtype, requires_grad)
     return out
 
@@ -1668,13 +1625,10 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self):
-        a = self.numpy()
-        if self.dtype is _dt.bfloat16:
-            a = a.astype(np.float32)
+        a = self.numpy().astype(np.float32) if self.dtype is _dt.bfloat16 else self.numpy()
         body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
-        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"]
-        if self.requires_grad:
-            extra.append("requires_grad=True")
+        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"] + (
+            ["requires_grad=True"] if self.requires_grad else [])
         return f"tensor({body}, {', '.join(extra)})"
 
     # ---- autograd -------------------------------------------------------------------
@@ -1703,16 +1657,13 @@ class Tensor:
         self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
         return self
 
-    @property
-    def data(self):
-        return self.detach()
-
-    @data.setter
-    def data(self, other: "Tensor"):
+    def _set_data(self, other: "Tensor"):
         """Swap in another tensor's storage and layout (optimizers' parameter update)."""
         if other.shape != self.shape or other.dtype is not self.dtype or other._device is not self._device:
             raise ShapeError(f"{describe('data=', self=self, other=other)}: shape, dtype and device must match")
         self._storage, self._layout = other._storage, other._layout
+
+    data = property(detach, _set_data)  # x.data: x detached; x.data = y: _set_data
 
     # ---- conversion -----------------------------------------------------------------
     def to(self, *args, dtype=None, device=None) -> "Tensor":
@@ -1751,29 +1702,13 @@ class Tensor:
     def type(self, dtype):
         return self._cast(_dtype_of(dtype, op="type"))
 
-    def float(self):
-        return self._cast(_dt.float32)
-
-    def half(self):
-        return self._cast(_dt.float16)
-
-    def bfloat16(self):
-        return self._cast(_dt.bfloat16)
-
-    def double(self):
-        return self._cast(_dt.float64)
-
-    def long(self):
-        return self._cast(_dt.int64)
-
-    def int(self):
-        return self._cast(_dt.int64)
-
-    def bool(self):
-        return self._cast(_dt.bool_)
-
-    def cpu(self):
-        return self.to("cpu")
+    float = functools.partialmethod(_cast, _dt.float32)
+    half = functools.partialmethod(_cast, _dt.float16)
+    bfloat16 = functools.partialmethod(_cast, _dt.bfloat16)
+    double = functools.partialmethod(_cast, _dt.float64)
+    long = int = functools.partialmethod(_cast, _dt.int64)
+    bool = functools.partialmethod(_cast, _dt.bool_)
+    cpu = functools.partialmethod(to, "cpu")
 
     def cuda(self, ordinal=0):
         return self.to(f"cuda:{ordinal}")
