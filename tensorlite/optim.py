@@ -8,7 +8,7 @@ Step counts and bias corrections are Python floats: a step never waits for the d
 """
 from __future__ import annotations
 
-from .autograd import no_grad
+from .autograd import enable_grad, no_grad
 from .backend import adam_state_dtype
 from .errors import ArgumentError, TensorliteError
 from .tensor import Tensor, zeros, zeros_like
@@ -44,25 +44,14 @@ class Optimizer:
                     yield group, p, p.grad, self.state.setdefault(p, {})
 
     def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group, p, grad, state in self._params_with_grad():
-                new = self._update(group, p, grad, state)
-                if new is not None:  # None: updated in place
-                    p.data = new
-        return loss
+        raise NotImplementedError(f"{type(self).__name__} must define step()")
 
     @staticmethod
     def _closure_loss(closure):
         if closure is None:
             return None
-        from .autograd import enable_grad
         with enable_grad():
             return closure()
-
-    def _update(self, group, p, grad, state):
-        """The parameter's new value, or None after updating it in place."""
-        raise NotImplementedError(f"{type(self).__name__} must define _update()")
 
     def state_dict(self):
         """Per-parameter buffers (by position across groups) and the group settings."""
@@ -96,17 +85,21 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _update(self, group, p, grad, state):
-        d = grad.affine(-1.0, 0.0) if group["maximize"] else grad
-        if group["weight_decay"]:
-            d = d + p.affine(group["weight_decay"], 0.0)
-        mu = group["momentum"]
-        if mu:
-            buf = state.get("momentum_buffer")
-            buf = d if buf is None else buf.affine(mu, 0.0) + d.affine(1.0 - group["dampening"], 0.0)
-            state["momentum_buffer"] = buf
-            d = d + buf.affine(mu, 0.0) if group["nesterov"] else buf
-        return p - d.affine(group["lr"], 0.0)
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group, p, grad, state in self._params_with_grad():
+                d = grad.affine(-1.0, 0.0) if group["maximize"] else grad
+                if group["weight_decay"]:
+                    d = d + p.affine(group["weight_decay"], 0.0)
+                mu = group["momentum"]
+                if mu:
+                    buf = state.get("momentum_buffer")
+                    buf = d if buf is None else buf.affine(mu, 0.0) + d.affine(1.0 - group["dampening"], 0.0)
+                    state["momentum_buffer"] = buf
+                    d = d + buf.affine(mu, 0.0) if group["nesterov"] else buf
+                p.data = p - d.affine(group["lr"], 0.0)  # new storage (README: where SGD differs)
+        return loss
 
 
 class AdamW(Optimizer):

@@ -45,20 +45,7 @@ def _check_like(op, x, **others):
 
 # ---- activations (core unary ops carry their own backward) ---------------------------
 
-def relu(x):
-    return x.relu()
-
-
-def sigmoid(x):
-    return x.sigmoid()
-
-
-def tanh(x):
-    return x.tanh()
-
-
-def silu(x):
-    return x.silu()
+relu, sigmoid, tanh, silu = Tensor.relu, Tensor.sigmoid, Tensor.tanh, Tensor.silu  # the op table's methods
 
 
 def gelu(x, approximate: str = "none"):
@@ -148,10 +135,9 @@ def _reshaped(t, shape):
 
 
 def _normalize_rows(x, eps, center: bool):
-    """(x_hat, 1/std) over the last dim; centred for layer_norm, not for rms_norm."""
+    """x_hat = x / std over the last dim; centred for layer_norm, not for rms_norm."""
     xc = x - x.mean(-1, keepdim=True) if center else x
-    rstd = ((xc * xc).mean(-1, keepdim=True) + eps).pow(-0.5)
-    return xc * rstd, rstd
+    return xc * ((xc * xc).mean(-1, keepdim=True) + eps).pow(-0.5)
 
 
 def _fused_norm_grads(op, g, x2, w, b, eps):
@@ -189,7 +175,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), _ = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
-    y = _normalize_rows(x2, eps, center=True)[0]
+    y = _normalize_rows(x2, eps, center=True)
     y = y if w is None else y * w
     return (y if b is None else y + b).reshape(x.shape)
 
@@ -197,7 +183,7 @@ def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e
 def rms_norm_slow(x, normalized_shape, weight=None, eps=None):
     x2, (w,), _ = _flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
-    y = _normalize_rows(x2, eps, center=False)[0]
+    y = _normalize_rows(x2, eps, center=False)
     return (y if w is None else y * w).reshape(x.shape)
 
 
@@ -214,13 +200,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if not x.dtype.is_floating_point:
         raise DTypeError(f"{describe('batch_norm', input=x)}: expected a floating point input")
     c = x.shape[1]
-    stats = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
-    for name, t in stats.items():
-        if t is None:
-            continue
-        if t._device is not x._device:
+    for name, t in dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias).items():
+        if t is not None and t._device is not x._device:
             raise DeviceError(f"{describe('batch_norm', input=x, **{name: t})}: {name} must be on the input's device")
-        if t.shape != (c,):
+        if t is not None and t.shape != (c,):
             raise ShapeError(f"{describe('batch_norm', input=x, **{name: t})}: {name} must have shape ({c},)")
     if not training and (running_mean is None or running_var is None):
         raise ArgumentError("batch_norm: running_mean and running_var are required when training=False")
@@ -242,21 +225,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     storage_and_layout(stat)[0].version += 1
             return _batch_norm_attach(result(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
                                       training, eps, dims, bshape, cdt)
-    xf = x._cast(cdt)
+    mean, var, xc = _batch_statistics(x._cast(cdt), running_mean, running_var, training, dims, bshape)
     if training:
-        mean = xf.mean(dims)
-        xc = xf - mean.reshape(bshape)
-        var = (xc * xc).mean(dims)
-        if running_mean is not None or running_var is not None:
-            with no_grad():
-                m = float(momentum)
-                if running_mean is not None:
-                    running_mean.copy_(running_mean._cast(cdt) * (1.0 - m) + mean.detach() * m)
-                if running_var is not None:
-                    running_var.copy_(running_var._cast(cdt) * (1.0 - m) + var.detach() * (m * n / (n - 1)))
-    else:
-        mean, var = running_mean._cast(cdt), running_var._cast(cdt)
-        xc = xf - mean.reshape(bshape)
+        with no_grad():
+            m = float(momentum)
+            for stat, batch, w in ((running_mean, mean, m), (running_var, var, m * n / (n - 1))):  # var unbiased
+                if stat is not None:
+                    stat.copy_(stat._cast(cdt) * (1.0 - m) + batch.detach() * w)
     y = xc * (var + eps).pow(-0.5).reshape(bshape)
     if weight is not None:
         y = y * weight._cast(cdt).reshape(bshape)
@@ -265,18 +240,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return y._cast(x.dtype)
 
 
+def _batch_statistics(xf, running_mean, running_var, training, dims, bshape):
+    """(mean, variance, xf - mean) of xf (N, C, ...) per channel: the batch's (the variance
+    biased) when training, else the running ones, in xf's dtype."""
+    if training:
+        mean = xf.mean(dims)
+        xc = xf - mean.reshape(bshape)
+        return mean, (xc * xc).mean(dims), xc
+    mean, var = running_mean._cast(xf.dtype), running_var._cast(xf.dtype)
+    return mean, var, xf - mean.reshape(bshape)
+
+
 def _batch_norm_attach(y, x, running_mean, running_var, weight, bias, training, eps, dims, bshape, cdt):
     """The backward of a fused batch norm forward, in Tensor ops (statistics recomputed
     from x: the batch's when training, else the running ones)."""
     def grad(g):
         xf, gf = x._cast(cdt), g._cast(cdt)
-        if training:
-            mean = xf.mean(dims, keepdim=True)
-            xc = xf - mean
-            rstd = ((xc * xc).mean(dims, keepdim=True) + eps).pow(-0.5)
-        else:
-            xc = xf - running_mean._cast(cdt).reshape(bshape)
-            rstd = (running_var._cast(cdt) + eps).pow(-0.5).reshape(bshape)
+        _, var, xc = _batch_statistics(xf, running_mean, running_var, training, dims, bshape)
+        rstd = (var + eps).pow(-0.5).reshape(bshape)
         xhat = xc * rstd
         gw = gf * weight._cast(cdt).reshape(bshape)
         if training:
@@ -326,14 +307,11 @@ def _rope_tables(variant, x, cos, sin):
         raise ShapeError(f"{describe(variant, x=x, cos=cos, sin=sin)}: x must be 4-D with an even last dim")
     b, d2 = x.shape[0], x.shape[-1] // 2
     t = x.shape[2] if variant != "rope_thd" else x.shape[1]
-    tables = []
-    for table in (cos, sin):
-        if tuple(table.shape) not in ((t, d2), (b, t, d2)):
-            raise ShapeError(f"{describe(variant, x=x, cos=cos, sin=sin)}: cos/sin must be ({t}, {d2}) or "
-                             f"({b}, {t}, {d2})")
-        tables.append(table.unsqueeze(0).expand(b, t, d2) if table.ndim == 2 else table)
+    if any(tuple(table.shape) not in ((t, d2), (b, t, d2)) for table in (cos, sin)):
+        raise ShapeError(f"{describe(variant, x=x, cos=cos, sin=sin)}: cos/sin must be ({t}, {d2}) or "
+                         f"({b}, {t}, {d2})")
     _check_like(variant, x, cos=cos, sin=sin)
-    return tables
+    return [table.unsqueeze(0).expand(b, t, d2) if table.ndim == 2 else table for table in (cos, sin)]
 
 
 def _rope_pairs(variant, x):
@@ -498,8 +476,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     # gradient (and backends or TENSORLITE_SDPA=gemm that give no lse) take the composite.
     fused_grad = is_grad_enabled() and any(t.requires_grad for t in (q, k, v)) \
         and not (mask is not None and mask.requires_grad)
-    (qs, ql), (ks, kl), (vs, vl), (ms, ml) = (storage_and_layout(q), storage_and_layout(k), storage_and_layout(v),
-                                              storage_and_layout(mask))
+    (qs, ql), (ks, kl), (vs, vl), (ms, ml) = (storage_and_layout(t) for t in (q, k, v, mask))
     st = qs.sdpa(ql, ks, kl, vs, vl, ms, ml, scale, causal, return_lse=fused_grad)
     st, lse = st if fused_grad else (st, None)
     out_layout = sdpa_layout(ql, v.shape[3])  # q's memory order: see backend.sdpa_layout
@@ -690,10 +667,9 @@ def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
     (the caller runs the composite): float targets, a weight that needs a gradient or has
     another dtype, shapes the composite will reject."""
     if reduction not in ("none", "sum", "mean") or not x.dtype.is_floating_point or tgt.dtype.is_floating_point \
-            or tgt._device is not x._device or tuple(tgt.shape) != tuple(x.shape[:-1]):
-        return None
-    if weight is not None and (weight.requires_grad or weight.dtype is not x.dtype or weight._device is not x._device
-                               or tuple(weight.shape) != (x.shape[-1],)):
+            or tgt._device is not x._device or tuple(tgt.shape) != tuple(x.shape[:-1]) or (weight is not None and (
+                weight.requires_grad or weight.dtype is not x.dtype or weight._device is not x._device
+                or tuple(weight.shape) != (x.shape[-1],))):
         return None
     t = tgt if tgt.dtype is _dt.int64 else tgt._cast(_dt.int64)
     (xs, xl), (ts, tgl) = storage_and_layout(x), storage_and_layout(t)

@@ -23,19 +23,17 @@ def calculate_fan_in_and_fan_out(t):
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
+_GAINS = {"linear": 1.0, "sigmoid": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv_transpose1d": 1.0, "conv_transpose2d": 1.0,
+          "tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 3.0 / 4}  # leaky_relu's depends on its slope
+
+
 def calculate_gain(nonlinearity: str, param=None) -> float:
-    if nonlinearity in ("linear", "sigmoid", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"):
-        return 1.0
-    if nonlinearity == "tanh":
-        return 5.0 / 3
-    if nonlinearity == "relu":
-        return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else float(param)
         return math.sqrt(2.0 / (1 + slope ** 2))
-    if nonlinearity == "selu":
-        return 3.0 / 4
-    raise ArgumentError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    if not isinstance(nonlinearity, str) or nonlinearity not in _GAINS:
+        raise ArgumentError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    return _GAINS[nonlinearity]
 
 
 def uniform_(t, a: float = 0.0, b: float = 1.0):
@@ -51,8 +49,7 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0):
     with no_grad():
         v = randn(t.shape, dtype=t.dtype, device=t._device) * std + mean
         for _ in range(8):
-            bad = (v < a) | (v > b)
-            v = where(bad, randn(t.shape, dtype=t.dtype, device=t._device) * std + mean, v)
+            v = where((v < a) | (v > b), randn(t.shape, dtype=t.dtype, device=t._device) * std + mean, v)
         return _fill(t, v.clamp(a, b))
 
 

@@ -1,6 +1,7 @@
 """nn.Module and the standard layers, shaped after torch.nn."""
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict, namedtuple
 
@@ -42,12 +43,9 @@ def _swap_in(t: Tensor, new: Tensor) -> None:
 class Module:
     """Base class: attributes that are Parameters, Modules or registered buffers are tracked."""
 
-    def __init__(self):
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "training", True)
+    def __init__(self):  # the registries, set past __setattr__ (which needs them)
+        self.__dict__.update(_parameters=OrderedDict(), _buffers=OrderedDict(), _non_persistent=set(),
+                             _modules=OrderedDict(), training=True)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
@@ -200,34 +198,22 @@ class Module:
             cast = dtype if dtype is not None and t.dtype.is_floating_point else None
             return t.detach().to(device=device, dtype=cast)
         with no_grad():
+            for p in self.parameters():
+                _swap_in(p, convert(p))
+                if p.grad is not None:
+                    p.grad = convert(p.grad)
             for m in self.modules():
-                for p in m._parameters.values():
-                    if p is not None:
-                        _swap_in(p, convert(p))
-                        if p.grad is not None:
-                            p.grad = convert(p.grad)
-                for name, b in m._buffers.items():
-                    if b is not None:
-                        m._buffers[name] = convert(b)
+                m._buffers.update({name: convert(b) for name, b in m._buffers.items() if b is not None})
         return self
-
-    def cpu(self):
-        return self.to("cpu")
 
     def cuda(self, ordinal: int = 0):
         return self.to(f"cuda:{ordinal}")
 
-    def float(self):
-        return self.to(dtype=_dt.float32)
-
-    def double(self):
-        return self.to(dtype=_dt.float64)
-
-    def half(self):
-        return self.to(dtype=_dt.float16)
-
-    def bfloat16(self):
-        return self.to(dtype=_dt.bfloat16)
+    cpu = functools.partialmethod(to, "cpu")
+    float = functools.partialmethod(to, dtype=_dt.float32)
+    double = functools.partialmethod(to, dtype=_dt.float64)
+    half = functools.partialmethod(to, dtype=_dt.float16)
+    bfloat16 = functools.partialmethod(to, dtype=_dt.bfloat16)
 
     # ---- state -----------------------------------------------------------------------
     def _state_items(self):
@@ -253,10 +239,8 @@ class Module:
         if strict and (missing or unexpected):
             raise StateDictError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
                            f"unexpected keys {unexpected}")
-        for k, target in own.items():
-            if k not in state_dict:
-                continue
-            value = state_dict[k]
+        for k in [key for key in own if key in state_dict]:
+            target, value = own[k], state_dict[k]
             if tuple(value.shape) != target.shape:
                 raise ShapeError(f"load_state_dict for {type(self).__name__}: {k!r} has shape "
                                  f"{tuple(value.shape)} in the checkpoint but {target.shape} in the model")
@@ -291,10 +275,10 @@ class Linear(Module):
         self.bias = Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self):  # also the convolutions' (fan_in: the weight's in-features times its kernel size)
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            bound = 1.0 / math.sqrt(self.in_features) if self.in_features else 0.0
+            bound = 1.0 / math.sqrt(init.calculate_fan_in_and_fan_out(self.weight)[0])
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
@@ -431,10 +415,9 @@ class _ConvNd(Module):
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = Parameter(empty((out_channels, in_channels // groups) + k, device=device, dtype=dtype))
         self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1.0 / math.sqrt(init.calculate_fan_in_and_fan_out(self.weight)[0])
-            init.uniform_(self.bias, -bound, bound)
+        self.reset_parameters()
+
+    reset_parameters = Linear.reset_parameters
 
     def forward(self, x):
         conv = F.conv2d if self.nd == 2 else F.conv1d

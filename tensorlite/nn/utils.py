@@ -8,10 +8,8 @@ from ..errors import TensorliteError
 from ..tensor import Tensor, stack, tensor
 
 
-def _grads(parameters):
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    return [p for p in parameters if p.grad is not None]
+def _grads(parameters):  # the parameters (a tensor or an iterable of them) that have a gradient
+    return [p for p in ([parameters] if isinstance(parameters, Tensor) else parameters) if p.grad is not None]
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False):
