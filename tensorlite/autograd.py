@@ -9,6 +9,15 @@ import threading
 from .errors import TensorliteError
 
 _state = threading.local()
+_WRITES = [0]  # in-place writes of any storage so far (stamps): a backward checks saved tensors only after one
+
+
+def note_write(storage) -> None:
+    """Count an in-place write of `storage` (every frontend op that writes memory in place calls
+    this): its version (PyTorch's `_version`) goes up, and it is stamped with the write's number."""
+    _WRITES[0] += 1
+    storage.version += 1
+    storage.written_at = _WRITES[0]
 
 
 def is_grad_enabled() -> bool:
@@ -48,30 +57,32 @@ class Node:
     """One recorded op. `inputs`: the tensors it was computed from; `edges`: where each input's
     gradient goes, fixed when the op ran (the input's own Node, the input itself for a leaf,
     None where it needs none), so a later in-place op that gives an input a new history does
-    not change what this op differentiates through. `saved`: (tensor, version) pairs of the
-    tensors whose values backward_fn reads, checked before it runs."""
-    __slots__ = ("inputs", "edges", "backward_fn", "name", "saved")
+    not change what this op differentiates through. `saved`: the tensors whose values
+    backward_fn reads, checked before it runs against in-place writes since `stamp` (the
+    write count when the op ran: no check at all where no write happened since)."""
+    __slots__ = ("inputs", "edges", "backward_fn", "name", "saved", "stamp")
 
     def __init__(self, inputs, backward_fn, name, saved=()):
-        for t in inputs:
-            base = getattr(t, "_base", None)
+        edges = []
+        for t in inputs:  # Tensors, None (an absent optional operand) or a multi-output hub
+            base = None if t is None else t._base
             if base is not None and base._node is not t._base_node:
                 raise TensorliteError(
                     f"{name}: an input ({t.dtype.name}, shape {tuple(t.shape)}, {t.device}) is a view of a tensor "
                     "that an in-place op gave a new autograd history after the view was taken; take the view "
                     "again after the in-place op")
-        self.inputs, self.backward_fn, self.name = inputs, backward_fn, name
-        self.edges = tuple([(t._node or t) if getattr(t, "requires_grad", False) else None for t in inputs])
-        self.saved = tuple([(t, t._storage.version) for t in saved if t is not None])
+            edges.append((t._node or t) if t is not None and t.requires_grad else None)
+        self.inputs, self.edges, self.backward_fn, self.name = inputs, tuple(edges), backward_fn, name
+        self.saved, self.stamp = saved, _WRITES[0]
 
     def check_saved(self):
         """Raise if a tensor this op's backward reads was modified in place since the op ran."""
-        for t, version in self.saved:
-            if t._storage.version != version:
+        for t in self.saved:
+            if t is not None and t._storage.written_at > self.stamp:
                 raise TensorliteError(
                     f"backward of {self.name}: the {t.dtype.name} tensor of shape {tuple(t.shape)} on {t.device} "
-                    f"that {self.name} saved was modified by an in-place operation afterwards (version "
-                    f"{version}, now {t._storage.version}); modify a clone() instead, or use the out-of-place op")
+                    f"that {self.name} saved was modified by an in-place operation afterwards (its version is now "
+                    f"{t._storage.version}); modify a clone() instead, or use the out-of-place op")
 
 
 def attach(out, inputs, backward_fn, name="op", saved=()):
@@ -106,6 +117,7 @@ class _Outputs:
     each output's node hands its gradient here under its index; the walk reaches this after
     every output (it is their common input) and runs the op's backward once, with all."""
     __slots__ = ("requires_grad", "_node")
+    _base = None  # never a view (what Node asks of every input)
 
     def __init__(self, node):
         self.requires_grad, self._node = True, node
@@ -169,7 +181,7 @@ def backward(root, gradient, retain_graph=False):
                 raise TensorliteError(
                     f"backward: the graph of {v.name} was freed by an earlier backward; "
                     "pass retain_graph=True to the first backward to call it twice")
-            if v.saved:
+            if v.stamp != _WRITES[0] and v.saved:
                 v.check_saved()
             in_grads = backward_fn(g)
             if not retain_graph:

@@ -137,9 +137,11 @@ class BackendStorage(ABC):
     """A flat buffer of `dtype` elements on `device`. See the module docstring."""
     device: BackendDevice
     dtype: object  # tensorlite.dtype.DType
-    # in-place writes so far; the frontend counts them (autograd checks that the tensors a
-    # backward reads were not modified after they were saved); a backend never touches it
+    # in-place writes so far, and the process-wide number of the last one; the frontend keeps
+    # them (autograd.note_write: a backward checks that the tensors it reads were not written
+    # after they were saved); a backend never touches them
     version: int = 0
+    written_at: int = 0
 
     # ---- elementwise ----------------------------------------------------------------
     @abstractmethod

@@ -8,7 +8,7 @@ Step counts and bias corrections are Python floats: a step never waits for the d
 """
 from __future__ import annotations
 
-from .autograd import enable_grad, no_grad
+from .autograd import enable_grad, no_grad, note_write
 from .backend import adam_state_dtype
 from .errors import ArgumentError, TensorliteError
 from .tensor import Tensor, zeros, zeros_like
@@ -135,7 +135,7 @@ class AdamW(Optimizer):
                     state["step"] = item[-1]
                     for written in (item[0], item[4], item[5], item[6]):  # in-place writes: autograd's count
                         if written is not None:
-                            written.version += 1
+                            note_write(written)
         return loss
 
     def _prepare(self, group, p, grad, state):

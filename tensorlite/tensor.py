@@ -18,7 +18,8 @@ from typing import List, Sequence
 import numpy as np
 
 from . import dtype as _dt
-from .autograd import attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad
+from .autograd import (attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad,
+                       note_write as _note_write)
 from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                      TensorliteError, describe)
@@ -460,28 +461,41 @@ def _write(dst: Tensor, src, op: str) -> None:
         if dst.numel():
             dst._storage.const_set(src, lay)
     elif dst.numel():
-        _same_device(op, self=dst, src=src)
-        lead = src.shape[:builtins.max(src.ndim - dst.ndim, 0)]
-        if broadcast_shapes(src.shape[len(lead):], dst.shape) != dst.shape or builtins.any(n != 1 for n in lead):
-            raise ShapeError(f"{describe(op, self=dst, src=src)}: src does not broadcast to the tensor's shape")
-        with no_grad():
-            if src.ndim > dst.ndim:  # leading size-1 dims beyond dst's (PyTorch drops them)
-                src = src.reshape(src.shape[src.ndim - dst.ndim:])
-            src = broadcast_to(src._cast(dst.dtype), dst.shape)
-            if src._storage is dst._storage:  # overlapping memory: read it all before writing
-                src = _copy(src)
-            order = sorted(range(dst.ndim), key=lambda d: -lay.strides[d])  # dst's memory order
-            _write_rows(permute(dst, order), permute(src, order).contiguous())
-    dst._storage.version += 1
+        rows = _as_rows(lay)
+        if rows is not None and src._layout.shape == lay.shape and src.dtype is dst.dtype \
+                and src._device is dst._device and src._storage is not dst._storage and src._layout.is_contiguous():
+            _copy_rows(dst, src, rows)  # the common case (a KV cache's new positions): one copy, no views
+        else:
+            _write_converted(dst, src, op, rows)
+    _note_write(dst._storage)
 
 
-def _write_rows(dst: Tensor, src: Tensor) -> None:
-    """Contiguous src into dst as equally spaced rows (copy2d), dim 0 by dim 0 where dst's
-    memory is not one such set."""
-    rows = _as_rows(dst._layout)
+def _write_converted(dst: Tensor, src: Tensor, op: str, rows) -> None:
+    """_write's general case: src broadcast and cast first, dst written in its memory order."""
+    _same_device(op, self=dst, src=src)
+    lead = src.shape[:builtins.max(src.ndim - dst.ndim, 0)]
+    if broadcast_shapes(src.shape[len(lead):], dst.shape) != dst.shape or builtins.any(n != 1 for n in lead):
+        raise ShapeError(f"{describe(op, self=dst, src=src)}: src does not broadcast to the tensor's shape")
+    with no_grad():
+        if src.ndim > dst.ndim:  # leading size-1 dims beyond dst's (PyTorch drops them)
+            src = src.reshape(src.shape[src.ndim - dst.ndim:])
+        src = broadcast_to(src._cast(dst.dtype), dst.shape)
+        if src._storage is dst._storage:  # overlapping memory: read it all before writing
+            src = _copy(src)
+        if rows is None:  # not rows in dst's dim order (a transposed view): its memory order
+            order = sorted(range(dst.ndim), key=lambda d: -dst._layout.strides[d])
+            dst, src = permute(dst, order), permute(src, order)
+            rows = _as_rows(dst._layout)
+        _copy_rows(dst, src.contiguous(), rows)
+
+
+def _copy_rows(dst: Tensor, src: Tensor, rows) -> None:
+    """Contiguous src into dst as equally spaced rows (copy2d; rows = _as_rows(dst's layout)),
+    dim 0 by dim 0 where dst's memory is not one such set (rows None)."""
     if rows is None:
         for i in range(dst.shape[0]):
-            _write_rows(select(dst, 0, i), select(src, 0, i))
+            d = select(dst, 0, i)
+            _copy_rows(d, select(src, 0, i), _as_rows(d._layout))
         return
     n, row_len, row_stride = rows
     src._storage.copy2d(dst._storage, n, row_len, row_len, row_stride, src._layout.offset, dst._layout.offset)
@@ -511,15 +525,15 @@ def _setitem(x: Tensor, idx, value, op="__setitem__"):
     return _attach(x, (before, v), grad, op)
 
 
-def _inplace(x: Tensor, op: str, fn, *args) -> Tensor:
-    """x's memory becomes fn(x, *args) (PyTorch's in-place ops; views of x see it). Where
-    gradients are recorded, fn runs on a stand-in for x as it was and x takes the result's
+def _inplace(x: Tensor, op: str, fn, *args, **kwargs) -> Tensor:
+    """x's memory becomes fn(x, *args, **kwargs) (PyTorch's in-place ops; views of x see it).
+    Where gradients are recorded, fn runs on a stand-in for x as it was and x takes the result's
     history; tensors saved from x before are caught at backward by the version check."""
     recording = is_grad_enabled() and (x.requires_grad or builtins.any(
-        getattr(a, "requires_grad", False) for a in args))
+        getattr(a, "requires_grad", False) for a in (*args, *kwargs.values())))
     if recording:
         _refuse_inplace_on_graph(x, op)
-    out = fn(_before(x, copy=True) if recording else x, *args)
+    out = fn(_before(x, copy=True) if recording else x, *args, **kwargs)
     if out.shape != x.shape:
         raise ShapeError(f"{describe(op, self=x)}: the result's shape {out.shape} (after broadcasting) is not "
                          "the tensor's")
@@ -532,6 +546,15 @@ def _inplace(x: Tensor, op: str, fn, *args) -> Tensor:
     if out._node is not None:
         x._node, x.requires_grad = out._node, True
     return x
+
+
+def _inplace_method(name: str, fn):
+    """The Tensor method `name` (add_, exp_, ...): fn(self, ...) in place (see _inplace)."""
+    def method(self, *args, **kwargs):
+        return _inplace(self, name, fn, *args, **kwargs)
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = f"In-place {fn.__name__}: this tensor's memory becomes the result (its views see it)."
+    return method
 
 
 # =====================================================================================
@@ -1873,48 +1896,17 @@ class Tensor:
     def zero_(self):
         return _setitem(self, Ellipsis, 0, "zero_")
 
-    def add_(self, other, alpha=1):
-        return _inplace(self, "add_", Tensor.add, other, alpha)
-
-    def sub_(self, other, alpha=1):
-        return _inplace(self, "sub_", Tensor.sub, other, alpha)
-
-    def mul_(self, other):
-        return _inplace(self, "mul_", Tensor.__mul__, other)
-
-    def div_(self, other):
-        return _inplace(self, "div_", Tensor.__truediv__, other)
-
-    def pow_(self, exponent):
-        return _inplace(self, "pow_", Tensor.__pow__, exponent)
-
-    def floor_divide_(self, other):
-        return _inplace(self, "floor_divide_", floor_divide, other)
-
-    def remainder_(self, other):
-        return _inplace(self, "remainder_", remainder, other)
-
-    def clamp_(self, min=None, max=None):
-        return _inplace(self, "clamp_", clamp, min, max)
-
-    def masked_fill_(self, mask, value):
-        return _inplace(self, "masked_fill_", masked_fill, mask, value)
-
-    def index_add_(self, dim: int, index, source, alpha=1):
-        return _inplace(self, "index_add_", index_add, dim, index, source, alpha)
-
-    def scatter_add_(self, dim: int, index, src):
-        return _inplace(self, "scatter_add_", scatter_add, dim, index, src)
-
-    def __iand__(self, other):
-        return _inplace(self, "__iand__", Tensor.__and__, other)
-
-    def __ior__(self, other):
-        return _inplace(self, "__ior__", Tensor.__or__, other)
-
-    def __ixor__(self, other):
-        return _inplace(self, "__ixor__", Tensor.__xor__, other)
-
+    add_, sub_ = _inplace_method("add_", add), _inplace_method("sub_", sub)
+    mul_, div_ = _inplace_method("mul_", __mul__), _inplace_method("div_", __truediv__)
+    pow_ = _inplace_method("pow_", __pow__)
+    floor_divide_ = _inplace_method("floor_divide_", floor_divide)
+    remainder_ = _inplace_method("remainder_", remainder)
+    clamp_ = _inplace_method("clamp_", clamp)
+    masked_fill_ = _inplace_method("masked_fill_", masked_fill)
+    index_add_ = _inplace_method("index_add_", index_add)
+    scatter_add_ = _inplace_method("scatter_add_", scatter_add)
+    __iand__, __ior__ = _inplace_method("__iand__", __and__), _inplace_method("__ior__", __or__)
+    __ixor__ = _inplace_method("__ixor__", __xor__)
     clip_ = clamp_
     __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
     __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_
@@ -1939,13 +1931,10 @@ def _unary_methods(row):
     """Tensor.<method> and its in-place form Tensor.<method>_ for one row of the op table."""
     def method(self):
         return _unary(row.name, self)
-
-    def inplace(self):
-        return _inplace(self, f"{row.method}_", method)
-    for fn, name, what in ((method, row.method, "Elementwise"), (inplace, f"{row.method}_", "In-place")):
-        fn.__name__, fn.__qualname__ = name, f"Tensor.{name}"
-        fn.__doc__ = f"{what} {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
-        setattr(Tensor, name, fn)
+    method.__name__, method.__qualname__ = row.method, f"Tensor.{row.method}"
+    method.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
+    setattr(Tensor, row.method, method)
+    setattr(Tensor, f"{row.method}_", _inplace_method(f"{row.method}_", method))
 
 
 for _row in UNARY:  # Tensor.exp, Tensor.exp_, Tensor.reciprocal, ...: two methods per row of the op table

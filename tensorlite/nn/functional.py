@@ -16,7 +16,7 @@ from math import prod
 
 from .. import dtype as _dt
 from ..errors import ArgumentError, DeviceError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
-from ..autograd import is_grad_enabled, no_grad
+from ..autograd import is_grad_enabled, no_grad, note_write
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
@@ -222,7 +222,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if st is not None:
             if training:  # the library updated the running statistics in place
                 for stat in (running_mean, running_var):
-                    storage_and_layout(stat)[0].version += 1
+                    note_write(storage_and_layout(stat)[0])
             return _batch_norm_attach(result(st, x.shape, x.dtype), x, running_mean, running_var, weight, bias,
                                       training, eps, dims, bshape, cdt)
     mean, var, xc = _batch_statistics(x._cast(cdt), running_mean, running_var, training, dims, bshape)
