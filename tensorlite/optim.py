@@ -99,6 +99,7 @@ class SGD(Optimizer):
                     state["momentum_buffer"] = buf
                     d = d + buf.affine(mu, 0.0) if group["nesterov"] else buf
                 p.data = p - d.affine(group["lr"], 0.0)  # new storage (README: where SGD differs)
+                note_write(p._storage)  # a backward that saved p before this step must refuse
         return loss
 
 

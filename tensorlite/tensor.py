@@ -514,15 +514,18 @@ def _setitem(x: Tensor, idx, value, op="__setitem__"):
         _write(target, value, op)
         return x
     _refuse_inplace_on_graph(x, op)
-    before = _before(x, copy=False)  # the backward reads no values
-    _write(target, value, op)
 
     def grad(g):
         gx = g.clone()
         gx[idx] = 0
         wants = v is not None and v.requires_grad and v.dtype.is_floating_point
         return gx, _sum_to(g[idx], v.shape)._cast(v.dtype) if wants else None
-    return _attach(x, (before, v), grad, op)
+    # the node first (it may refuse an input; the backward reads no values), then the write,
+    # then x takes the node: an error leaves x's memory and history as they were
+    node = _attach(_before(x, copy=False), (_before(x, copy=False), v), grad, op)._node
+    _write(target, value, op)
+    x._node, x.requires_grad = node, True
+    return x
 
 
 def _inplace(x: Tensor, op: str, fn, *args, **kwargs) -> Tensor:

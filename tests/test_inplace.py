@@ -246,3 +246,24 @@ def test_an_operand_that_requires_grad_makes_the_inplace_op_recorded(device):
     assert w.grad.tolist() == [2 * 6.0 * 3, 2 * 9.0 * 3]
     with pytest.raises(tl.TensorliteError, match="on a view while gradients are recorded"):
         tl.zeros(4, device=device)[:2].add_(w)
+
+
+def test_an_optimizer_step_before_backward_is_caught(device):
+    for opt_class in (tl.optim.SGD, tl.optim.AdamW):
+        w = tl.ones(3, device=device, requires_grad=True)
+        loss = (w * w).sum()               # mul's backward reads w
+        loss.backward(retain_graph=True)
+        opt_class([w], lr=0.1).step()
+        with pytest.raises(tl.TensorliteError, match="backward of mul"):
+            loss.backward()
+
+
+def test_a_refused_setitem_changes_nothing(device):
+    x = tl.ones(2, 3, device=device, requires_grad=True)
+    h = x * 1
+    row = h[0]
+    h.mul_(2)                              # row's base has a new history now
+    before, history = h.tolist(), h.grad_fn
+    with pytest.raises(tl.TensorliteError, match="is a view of a tensor"):
+        h[1] = row
+    assert h.tolist() == before and h.grad_fn is history
