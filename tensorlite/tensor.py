@@ -579,6 +579,8 @@ def _coerce(op, a, b):
             raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
         a = a if isinstance(a, Tensor) else tensor(a)
         dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
+        if isinstance(b, numbers.Integral) and dt.np.kind in "iu" and -2 ** 63 <= b < 2 ** 63:
+            b = int(np.array(b, np.int64).astype(dt.np))  # an int64 operand wraps into dt, as PyTorch's
         return a._cast(dt), _scalar_tensor(b, dt, a._device, op)
     if _is_scalar(a):
         return _coerce(op, b, a)[::-1]  # the scalar first: as above, the operands swapped back

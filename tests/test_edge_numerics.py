@@ -109,3 +109,11 @@ def test_state_dict_key_mismatch_is_a_tensorlite_key_error():
     with pytest.raises(tl.StateDictError, match="missing keys") as e:
         tl.nn.Linear(2, 3).load_state_dict({"weight": tl.zeros(3, 2)})
     assert isinstance(e.value, KeyError) and "missing keys ['bias']" in str(e.value)
+
+
+def test_integer_scalar_operands_wrap_into_the_tensors_dtype_as_pytorch(device):
+    t = tl.tensor([0, 255], dtype=tl.uint8, device=device)
+    assert (t != -1).tolist() == [True, False] and (t == -1).tolist() == [False, True]  # -1 is 255 in uint8
+    assert (t + (-1)).tolist() == [255, 254] and (t < 300).tolist() == [True, False]   # 300 is 44
+    with pytest.raises(tl.ArgumentError, match="add"):  # beyond int64 a Python int is refused, as PyTorch
+        tl.zeros(2, dtype=tl.int64, device=device) + 10 ** 20
