@@ -41,8 +41,9 @@ class Layout:
     def __init__(self, shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0):
         # tuples come from our own code (already ints); anything else is normalised
         self.shape = shape if type(shape) is tuple else tuple([int(s) for s in shape])
-        if strides is None:
-            self.strides, self._contig = cached(_STRIDES, self.shape, contiguous_strides), True
+        if strides is None:  # the memo's hit inlined: every op output comes here
+            strides = _STRIDES.get(self.shape) or cached(_STRIDES, self.shape, contiguous_strides)
+            self.strides, self._contig = strides, True
         else:
             self.strides = strides if type(strides) is tuple else tuple([int(s) for s in strides])
             self._contig = None

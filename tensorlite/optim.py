@@ -134,9 +134,7 @@ class AdamW(Optimizer):
                                           group["weight_decay"], self.decoupled, group["maximize"])
                 for state, item in zip(states, items):  # counted once its update ran (an error above: not)
                     state["step"] = item[-1]
-                    for written in (item[0], item[4], item[5], item[6]):  # in-place writes: autograd's count
-                        if written is not None:
-                            note_write(written)
+                    note_write(item[0])  # the parameter, written in place (its moment buffers are ours)
         return loss
 
     def _prepare(self, group, p, grad, state):
