@@ -446,7 +446,7 @@ def _before(x: Tensor, copy: bool) -> Tensor:
     before x takes the op's history. `copy`: with its own copy of x's values (the op's
     backward may read them after the write)."""
     t = _wrap(_copy(x)._storage, x.shape, x.dtype) if copy else _view(x, x._layout)
-    t.requires_grad, t._node, t._base = x.requires_grad, x._node, None
+    t.requires_grad, t._node, t._base, t._base_node = x.requires_grad, x._node, None, None
     return t
 
 
@@ -1678,7 +1678,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same storage and layout, out of the graph (in-place changes show in both)."""
         t = _view(self, self._layout)
-        t._base = None
+        t._base = t._base_node = None  # not a view: it keeps nothing of self's graph alive
         return t
 
     def requires_grad_(self, flag=True):

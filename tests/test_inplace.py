@@ -267,3 +267,16 @@ def test_a_refused_setitem_changes_nothing(device):
     with pytest.raises(tl.TensorliteError, match="is a view of a tensor"):
         h[1] = row
     assert h.tolist() == before and h.grad_fn is history
+
+
+def test_detach_keeps_nothing_of_the_graph_alive(device):
+    import gc
+    import weakref
+    x = tl.randn(3, device=device, requires_grad=True)
+    h = x * 2
+    y = h.exp()                         # y's graph holds h
+    graph = weakref.ref(h)
+    kept = y.detach()                   # e.g. losses.append(loss.detach()) in a training loop
+    del h, y
+    gc.collect()
+    assert graph() is None and kept.grad_fn is None
