@@ -107,7 +107,7 @@ _UNARY_NUMPY_LACKS = {
     "gelu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
-_UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
+_UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY, "trunc": _IDENTITY,
                    "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype)}
 
 
@@ -202,6 +202,9 @@ class CpuStorage(BackendStorage):
 
     def __repr__(self):
         return f"CpuStorage({self.data.size} x {self.dtype.name})"
+
+    def addr(self, offset):
+        return self.data.ctypes.data + offset * self.dtype.itemsize
 
     # ---- plumbing ---------------------------------------------------------------------
     def _read(self, layout: Layout, compute: bool = False) -> np.ndarray:
@@ -309,6 +312,37 @@ class CpuStorage(BackendStorage):
         kwargs = {"dtype": x.dtype} if op == "sum" else {}
         return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs))
 
+    # ---- sorting, scans, searches -----------------------------------------------------
+    def sort(self, layout, descending):
+        x = self._read(layout, compute=True)
+        if descending:  # stable descending: sort the reversed row ascending, reverse back (NaN first)
+            idx = (x.shape[-1] - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable"))[..., ::-1]
+        else:
+            idx = np.argsort(x, axis=-1, kind="stable")  # numpy sorts NaN last, as PyTorch
+        return self._new(np.take_along_axis(self._read(layout), idx, -1)), self._new(idx, dtypes.int64)
+
+    def cumulative(self, op, layout, reverse=False):
+        x = self._read(layout, compute=True)
+        acc = x.dtype if self.dtype.is_floating_point else np.int64
+        x = x[..., ::-1] if reverse else x
+        with np.errstate(all="ignore"):
+            out = (np.cumsum if op == "sum" else np.cumprod)(x, axis=-1, dtype=acc)
+        return self._new(out[..., ::-1] if reverse else out, self.dtype if self.dtype.is_floating_point else dtypes.int64)
+
+    def searchsorted(self, layout, values, values_layout, right):
+        if values.dtype is not self.dtype:
+            raise storage_error(DTypeError, "searchsorted", "values must have the dtype of the sequence",
+                                sorted_sequence=(self, layout), values=(values, values_layout))
+        seq, v = self._read(layout, compute=True), values._read(values_layout, compute=True)
+        lo, hi = np.zeros(v.shape, np.int64), np.full(v.shape, seq.shape[-1], np.int64)
+        rows = np.arange(v.shape[0])[:, None]
+        while (lo < hi).any():  # PyTorch's binary search, all values at once: a NaN compares false
+            mid = (lo + hi) >> 1
+            x = seq[rows, np.minimum(mid, seq.shape[-1] - 1)]
+            go = (lo < hi) & ~((x > v) if right else (x >= v))
+            lo, hi = np.where(go, mid + 1, lo), np.where((lo < hi) & ~go, mid, hi)
+        return self._new(lo, dtypes.int64)
+
     # ---- indexing ---------------------------------------------------------------------
     def index_select(self, ids, layout, ids_layout, dim):
         idx = self._ids("index_select", ids, ids_layout, layout.shape[dim], layout)
@@ -321,26 +355,34 @@ class CpuStorage(BackendStorage):
         x = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(idx.shape))]
         return self._new(np.take_along_axis(x, idx, axis=dim))
 
-    def _scatter(self, op, layout, ids, ids_layout, src, src_layout, dim, positions):
-        """Copy of self (in its compute dtype) plus the values that `positions(idx, src)`
-        returns, added at the index tuple it returns (np.add.at sums repeated ids)."""
+    def _scatter(self, op, layout, ids, ids_layout, src, src_layout, dim, positions, at=np.add.at):
+        """Copy of self (in its compute dtype) with the values that `positions(idx, src)`
+        returns combined by `at` at the index tuple it returns (np.add.at sums repeated ids)."""
         idx = self._ids(op, ids, ids_layout, layout.shape[dim], layout)
         out = np.array(self._read(layout, compute=True))
         try:
             where, values = positions(idx, src._read(src_layout, compute=True))
-            np.add.at(out, where, values)
+            with np.errstate(all="ignore"):
+                at(out, where, values)
         except (IndexError, ValueError) as e:
             raise storage_error(ShapeError, op, str(e), self=(self, layout), ids=(ids, ids_layout),
                                 src=(src, src_layout)) from None
         return self._new(out)
 
     def scatter_add(self, layout, ids, ids_layout, src, src_layout, dim):
+        return self.scatter(layout, ids, ids_layout, src, src_layout, dim, "sum")
+
+    _SCATTER_AT = {None: lambda out, where, v: out.__setitem__(where, v), "sum": np.add.at, "prod": np.multiply.at,
+                   "amax": np.maximum.at, "amin": np.minimum.at}
+
+    def scatter(self, layout, ids, ids_layout, src, src_layout, dim, reduce=None):
         def positions(idx, values):
             grid = list(np.indices(idx.shape, sparse=True))
             grid[dim] = idx
             # like torch, src may be larger than ids: only its leading corner is used
             return tuple(grid), values[tuple(slice(0, n) for n in idx.shape)]
-        return self._scatter("scatter_add", layout, ids, ids_layout, src, src_layout, dim, positions)
+        return self._scatter("scatter_add" if reduce == "sum" else "scatter", layout, ids, ids_layout, src,
+                             src_layout, dim, positions, self._SCATTER_AT[reduce])
 
     def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
         def positions(idx, values):
@@ -707,6 +749,10 @@ class CpuDevice(BackendDevice):
         dtype = dtypes.get(array.dtype)  # e.g. int32 is stored as int64
         return self._wrap(self._alloc(lambda: np.array(array, dtype.np, order="C", copy=True).reshape(-1),
                                       array.shape, dtype), dtype)
+
+    def wrap_memory(self, owner, numel, dtype):
+        data = np.asarray(owner).view(dtype.np) if numel else np.empty(0, dtype.np)
+        return CpuStorage(data, dtype, self)  # the array's base is `owner`: alive while the storage is
 
     def total_memory(self):
         """The host's physical memory (None where the OS does not say)."""

@@ -57,17 +57,21 @@ def token_ids(tokens, device) -> tl.Tensor:
     return tl.tensor(arr.astype(np.int64), device=device)
 
 
-def progress(iterable, disable=None, **kwargs):
-    """tqdm's bar when installed (shown only on a terminal: disable=None), else the plain
-    iterable with no-op `set_postfix`/`write`, so the loop body is the same either way.
-    disable=True turns the bar off."""
+def progress(iterable=None, disable=None, **kwargs):
+    """tqdm's bar when installed (shown only on a terminal: disable=None), else a plain
+    stand-in (iterates `iterable`; no-op `update`/`set_postfix`/`stop_early`, a printing
+    `write`), so the loop body is the same either way. disable=True turns the bar off.
+    A manual bar (iterable None, total=N, update() per step) can `stop_early()`: the bar
+    then ends where the loop did, not at a total it never reached."""
     if disable:
         return _Plain(iterable)
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _Plain(iterable)
-    return tqdm(iterable, disable=None, **kwargs)
+    bar = tqdm(iterable, disable=None, **kwargs)
+    bar.stop_early = lambda: (setattr(bar, "total", bar.n), bar.refresh())
+    return bar
 
 
 class _Plain:
@@ -77,7 +81,13 @@ class _Plain:
     def __iter__(self):
         return iter(self.iterable)
 
+    def update(self, n=1):
+        pass
+
     def set_postfix(self, *args, **kwargs):
+        pass
+
+    def stop_early(self):
         pass
 
     def close(self):

@@ -7,6 +7,17 @@ PATH holds `config.json` and `model.safetensors` (or sharded safetensors with an
 `transformers`' `save_pretrained` writes them; `--prompt` text needs a `tokenizer.json`
 there too (read with the `tokenizers` package).
 
+A checkpoint to try it with, written by tensorlite itself (random weights, 2 layers):
+
+    python examples/llama.py /tmp/tiny-llama --write-random
+    python examples/llama.py /tmp/tiny-llama --prompt-ids 1 2 3 --max-new-tokens 8
+
+Real checkpoints of the LlamaForCausalLM architecture in safetensors load the same way, e.g.
+`huggingface-cli download TinyLlama/TinyLlama-1.1B-Chat-v1.0 --local-dir tinyllama` (also
+SmolLM2 and Llama 3.x: grouped-query attention, tied embeddings and llama3 rope scaling are
+handled; tests/test_examples.py checks them on random checkpoints of those configurations
+against transformers, no real checkpoint is downloaded in CI).
+
 From Python:
 
     import llama                                   # examples/ on sys.path
@@ -28,6 +39,7 @@ positions sees the S - L cached keys and the new keys up to its own.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -230,6 +242,22 @@ def load(path, device="cpu", dtype=None) -> Llama:
     return model.requires_grad_(False).eval().to(device)
 
 
+def write_random_checkpoint(path, hidden_size=64, layers=2, heads=4, kv_heads=2, vocab_size=256, seed=0) -> None:
+    """A small Llama with random weights saved as `save_pretrained` would (config.json +
+    model.safetensors in the directory `path`), for trying the example without a download."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden_size,
+              "intermediate_size": 2 * hidden_size, "num_hidden_layers": layers, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "vocab_size": vocab_size, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "max_position_embeddings": 2048, "tie_word_embeddings": False,
+              "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+    tl.manual_seed(seed)
+    model = Llama(LlamaConfig(config))
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    tl.save_safetensors(model.state_dict(), os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+
+
 # ---- generation ---------------------------------------------------------------------------
 
 def _next_tokens(logits: tl.Tensor, temperature: float, top_k, rng: np.random.Generator) -> np.ndarray:
@@ -266,15 +294,19 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
     finished_with = np.full(batch, -1, dtype=np.int64)  # the end token a row stopped at, or -1
     step_input = ids
-    for _ in progress(range(max_new_tokens), desc="generate", unit="tok", disable=not show_progress):
+    bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
+    for _ in range(max_new_tokens):
         logits = model(step_input, cache)[:, -1]
         nxt = _next_tokens(logits, temperature, top_k, rng)
         nxt = np.where(finished_with >= 0, finished_with, nxt)
         finished_with = np.where((finished_with < 0) & np.isin(nxt, end_ids), nxt, finished_with)
         out = np.concatenate([out, nxt[:, None]], axis=1)
+        bar.update()
         if (finished_with >= 0).all():
+            bar.stop_early()
             break
         step_input = tl.tensor(nxt[:, None], device=device)
+    bar.close()
     return out[0] if squeeze else out
 
 
@@ -284,12 +316,18 @@ def main(argv=None) -> int:
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt-ids", type=int, nargs="+", help="prompt as token ids")
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in PATH)")
+    prompt.add_argument("--write-random", action="store_true",
+                        help="write a small random checkpoint to PATH (for trying the example) and exit")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
     add_device_args(p, dtypes=("auto", "f32", "bf16", "f16"))
     args = p.parse_args(argv)
+    if args.write_random:
+        write_random_checkpoint(args.path)
+        print(f"random checkpoint written to {args.path}")
+        return 0
 
     device = resolve_device(args.device)
     warm_up_kernels(device)

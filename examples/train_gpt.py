@@ -2,6 +2,7 @@
 
     python examples/train_gpt.py                  # ~1-3 min on 2 CPU cores, ends with the accuracy
     python examples/train_gpt.py --device cuda --dtype bf16 --out adder.safetensors
+    python examples/train_gpt.py --load adder.safetensors --ask 123+456 999+1   # use a checkpoint
 
 The task: `a + b` for two n-digit numbers (n = --digits, default 3), written as one
 sequence of tokens '0'..'9', '+', '=':
@@ -227,22 +228,39 @@ def answer_loss(model: GPT, seq: tl.Tensor, prompt_len: int) -> tl.Tensor:
 
 
 @tl.no_grad()
+def greedy_answers(model: GPT, prompts: np.ndarray, answer_len: int, device) -> np.ndarray:
+    """The answer tokens (n, answer_len) the model writes after each prompt, greedily."""
+    x = tl.tensor(prompts, device=device)
+    for _ in range(answer_len):
+        next_id = model(x, last=1)[:, -1].argmax(-1, keepdim=True)
+        x = tl.cat([x, next_id], dim=1)
+    return x[:, prompts.shape[1]:].numpy()
+
+
 def exact_match(model: GPT, problems: np.ndarray, prompt_len: int, device, batch: int = 1000) -> float:
     """Greedy decoding of every problem's answer; fraction with all answer digits right."""
     was_training = model.training
     model.eval()
     correct = 0
-    answer_len = problems.shape[1] - prompt_len
     for start in range(0, len(problems), batch):
         chunk = problems[start:start + batch]
-        x = tl.tensor(chunk[:, :prompt_len], device=device)
-        for _ in range(answer_len):
-            next_id = model(x, last=1)[:, -1].argmax(-1, keepdim=True)
-            x = tl.cat([x, next_id], dim=1)
-        predicted = x[:, prompt_len:].numpy()
+        predicted = greedy_answers(model, chunk[:, :prompt_len], chunk.shape[1] - prompt_len, device)
         correct += int((predicted == chunk[:, prompt_len:]).all(1).sum())
     model.train(was_training)
     return correct / len(problems)
+
+
+def answer(model: GPT, sums, device) -> list:
+    """The model's answers to sums written "a+b" (operands of the model's digit count)."""
+    digits = (model.config["block_size"] - 2) // 3
+    try:
+        a, b = (np.array(v) for v in zip(*(map(int, q.split("+")) for q in sums)))
+    except ValueError:
+        raise ValueError(f"sums must be written a+b with integers a and b, got {list(sums)}") from None
+    if (np.concatenate([a, b]) >= 10 ** digits).any() or (np.concatenate([a, b]) < 0).any():
+        raise ValueError(f"this model adds numbers of 0..{10 ** digits - 1}, got {list(sums)}")
+    model.eval()
+    return decode_answer(greedy_answers(model, encode(a, b, digits)[:, :2 * digits + 2], digits + 1, device)).tolist()
 
 
 def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
@@ -298,7 +316,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--out", default="gpt_adder.safetensors", help="checkpoint path ('' to skip saving)")
     p.add_argument("--target", type=float, default=0.95, help="exit 1 if held-out accuracy is below this")
+    p.add_argument("--load", metavar="PATH", help="skip training: load a checkpoint this script wrote")
+    p.add_argument("--ask", nargs="+", metavar="A+B", help="print the model's answers to these sums")
     return p.parse_args(argv)
+
+
+def problems(args: argparse.Namespace, digits: int) -> AdditionProblems:
+    """The problem sets of a run: the same held-out problems for the same --seed and sizes."""
+    early_stop = args.stop_at > 0 and args.validation > 0
+    return AdditionProblems(digits, args.heldout, args.seed, args.validation if early_stop else 0)
 
 
 def train(args: argparse.Namespace):
@@ -310,8 +336,8 @@ def train(args: argparse.Namespace):
     remaining steps to get past the plateau where the model adds digits but not yet carries."""
     device = resolve_device(args.device)
     tl.manual_seed(args.seed)
-    early_stop = args.stop_at > 0 and args.validation > 0
-    data = AdditionProblems(args.digits, args.heldout, args.seed, args.validation if early_stop else 0)
+    data = problems(args, args.digits)
+    early_stop = len(data.validation_keys) > 0
     block_size = 3 * args.digits + 2  # the model never sees the last answer token as input
     places = None if args.no_place else data.places()[:block_size]
     model = GPT(VOCAB, block_size, args.d_model, args.layers, args.heads, args.tied, places).to(device)
@@ -323,8 +349,8 @@ def train(args: argparse.Namespace):
     opt = tl.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     losses = []
     start = time.perf_counter()
-    bar = progress(range(args.steps), desc="train", unit="step")
-    for step in bar:
+    bar = progress(total=args.steps, desc="train", unit="step")
+    for step in range(args.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         seq = tl.tensor(data.batch(args.batch_size), device=device)
@@ -333,6 +359,7 @@ def train(args: argparse.Namespace):
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        bar.update()
         last = step == args.steps - 1
         if step % 10 == 0 or last:  # reading the loss waits for the device: not every step
             losses.append((step, loss.item()))
@@ -345,6 +372,7 @@ def train(args: argparse.Namespace):
             if accuracy >= args.stop_at:
                 bar.write(f"step {step + 1:5d}  validation exact match {accuracy:.4f} >= {args.stop_at}: "
                           "stopping")
+                bar.stop_early()
                 break
     bar.close()
     return model, data, losses
@@ -355,12 +383,19 @@ def main(argv=None) -> int:
     args.device = resolve_device(args.device)
     warm_up_kernels(args.device)  # before the clock: train time is training
     start = time.perf_counter()
-    model, data, _ = train(args)
+    if args.load:  # the held-out set is the one training with the same --seed and --heldout kept out
+        model = load_checkpoint(args.load, args.device)
+        data = problems(args, (model.config["block_size"] - 2) // 3)
+    else:
+        model, data, _ = train(args)
     train_seconds = time.perf_counter() - start
-    accuracy = exact_match(model, data.heldout(), data.prompt_len, next(model.parameters()).device)
+    accuracy = exact_match(model, data.heldout(), data.prompt_len, args.device)
+    trained = "loaded" if args.load else f"train {train_seconds:.1f}s"
     print(f"held-out exact match: {accuracy:.4f} on {len(data.heldout_keys)} problems "
-          f"(train {train_seconds:.1f}s, total {time.perf_counter() - start:.1f}s)", flush=True)
-    if args.out:
+          f"({trained}, total {time.perf_counter() - start:.1f}s)", flush=True)
+    for question, value in zip(args.ask or (), answer(model, args.ask, args.device) if args.ask else ()):
+        print(f"{question} = {value}")
+    if args.out and not args.load:
         save_checkpoint(model, args.out, {"digits": args.digits, "heldout_accuracy": accuracy})
         print(f"checkpoint: {args.out}")
     if accuracy < args.target:

@@ -1,8 +1,19 @@
 // Binary elementwise family: b<op>_<dtype> for backend.BINARY_OPS and <cmp>_<dtype> for
-// backend.CMP_OPS (bool output). As in the cpu reference, div is for floating dtypes
-// only (true division) and bool has no sub. Operands arrive broadcast to the output shape (stride-0
+// backend.CMP_OPS (bool output). As in the cpu reference (the op table's rows), div, atan2
+// and hypot are for floating dtypes only, the bitwise ops for integers and bool, and bool has
+// no sub or fmod. Operands arrive broadcast to the output shape (stride-0
 // dims); the output is contiguous.
 #include "compat.h"
+
+// fmod: C's truncating remainder; integers: b != 0 (the host checks), and MIN % -1 (which
+// traps or is undefined in C) is 0, as numpy's
+template <typename A> TL_DEV A tl_fmod(A a, A b) { return A(-1) < A(0) && b == A(-1) ? A(0) : a % b; }
+TL_DEV float tl_fmod(float a, float b) { return fmodf(a, b); }
+TL_DEV double tl_fmod(double a, double b) { return fmod(a, b); }
+TL_DEV float tl_atan2(float a, float b) { return atan2f(a, b); }
+TL_DEV double tl_atan2(double a, double b) { return atan2(a, b); }
+TL_DEV float tl_hypot(float a, float b) { return hypotf(a, b); }
+TL_DEV double tl_hypot(double a, double b) { return hypot(a, b); }
 
 #define TL_BOP(Name, expr) \
     struct Name { template <typename A> static TL_DEV A f(A a, A b) { return (expr); } };
@@ -12,6 +23,11 @@ TL_BOP(BMul, a * b)
 TL_BOP(BDiv, a / b)
 TL_BOP(BMaximum, tl_isnan(a) ? a : (tl_isnan(b) ? b : (a > b ? a : b)))
 TL_BOP(BMinimum, tl_isnan(a) ? a : (tl_isnan(b) ? b : (a < b ? a : b)))
+TL_BOP(BAnd, a & b)
+TL_BOP(BOr, a | b)
+TL_BOP(BXor, a ^ b)
+TL_BOP(BAtan2, tl_atan2(a, b))
+TL_BOP(BHypot, tl_hypot(a, b))
 
 #define TL_CMP(Name, expr) \
     struct Name { template <typename A> static TL_DEV bool f(A a, A b) { return (expr); } };
@@ -26,6 +42,15 @@ TL_CMP(CGe, a >= b)
 template <typename Op> struct Arith {
     template <typename T> static TL_DEV T apply(T a, T b) {
         return Tr<T>::store(Op::f(Tr<T>::load(a), Tr<T>::load(b)));
+    }
+};
+// fmod of the 8- and 16-bit integers goes through float's (exact there): hiprtc expands
+// their 24-bit-safe remainder into V_MAD_F32 code, which the emulated CDNA platform lacks.
+struct Fmod {
+    template <typename T> static TL_DEV T apply(T a, T b) {
+        typedef typename Tr<T>::acc A;
+        const A x = Tr<T>::load(a), y = Tr<T>::load(b);
+        return Tr<T>::store(sizeof(T) < 4 && !Tr<T>::is_float ? (A)tl_fmod((float)x, (float)y) : tl_fmod(x, y));
     }
 };
 template <typename Op> struct Compare {
@@ -100,9 +125,16 @@ TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, 
     BINARY_ENTRY(eq, Compare<CEq>, T, tlbool, sfx) BINARY_ENTRY(ne, Compare<CNe>, T, tlbool, sfx) \
     BINARY_ENTRY(lt, Compare<CLt>, T, tlbool, sfx) BINARY_ENTRY(le, Compare<CLe>, T, tlbool, sfx) \
     BINARY_ENTRY(gt, Compare<CGt>, T, tlbool, sfx) BINARY_ENTRY(ge, Compare<CGe>, T, tlbool, sfx)
-#define BINARY_INT_OPS(T, sfx) BINARY_BOOL_OPS(T, sfx) BINARY_ENTRY(bsub, Arith<BSub>, T, T, sfx)
-#define BINARY_FLOAT_OPS(T, sfx) BINARY_INT_OPS(T, sfx) BINARY_ENTRY(bdiv, Arith<BDiv>, T, T, sfx)
+// Integers and bool: the bitwise ops; integers and floats: sub and fmod; floats: div, atan2, hypot.
+#define BINARY_BITS_OPS(T, sfx)                                                            \
+    BINARY_ENTRY(bbitwise_and, Arith<BAnd>, T, T, sfx) BINARY_ENTRY(bbitwise_or, Arith<BOr>, T, T, sfx) \
+    BINARY_ENTRY(bbitwise_xor, Arith<BXor>, T, T, sfx)
+#define BINARY_NUM_OPS(T, sfx) BINARY_BOOL_OPS(T, sfx) BINARY_ENTRY(bsub, Arith<BSub>, T, T, sfx) \
+    BINARY_ENTRY(bfmod, Fmod, T, T, sfx)
+#define BINARY_INT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_BITS_OPS(T, sfx)
+#define BINARY_FLOAT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_ENTRY(bdiv, Arith<BDiv>, T, T, sfx) \
+    BINARY_ENTRY(batan2, Arith<BAtan2>, T, T, sfx) BINARY_ENTRY(bhypot, Arith<BHypot>, T, T, sfx)
 
 TL_FOR_FLOATS(BINARY_FLOAT_OPS)
 TL_FOR_INTEGERS(BINARY_INT_OPS)
-BINARY_BOOL_OPS(tlbool, bool)
+BINARY_BOOL_OPS(tlbool, bool) BINARY_BITS_OPS(tlbool, bool)

@@ -21,7 +21,8 @@ TL_DEV void cast_map(i64 n, const Strided& L, const T* in, T* out) {
     CAST_ENTRY(float, f32, S, ssfx) CAST_ENTRY(f16, f16, S, ssfx)                          \
     CAST_ENTRY(bf16, bf16, S, ssfx) CAST_ENTRY(double, f64, S, ssfx)                       \
     CAST_ENTRY(u8, u8, S, ssfx) CAST_ENTRY(u32, u32, S, ssfx)                              \
-    CAST_ENTRY(i64, i64, S, ssfx) CAST_ENTRY(tlbool, bool, S, ssfx)
+    CAST_ENTRY(i64, i64, S, ssfx) CAST_ENTRY(tlbool, bool, S, ssfx)                        \
+    CAST_ENTRY(i8, i8, S, ssfx) CAST_ENTRY(i16, i16, S, ssfx) CAST_ENTRY(i32, i32, S, ssfx)
 TL_FOR_ALL(CAST_FROM)
 
 // cast_many_<src>_<dst>: up to TL_CAST_TENSORS contiguous tensors in one launch (mixed

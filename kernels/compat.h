@@ -26,6 +26,9 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
+typedef signed char i8;
+typedef short i16;
+typedef int i32;
 
 #define TL_DEV __device__ __forceinline__
 
@@ -170,6 +173,13 @@ template <> struct Tr<i64> {
     static TL_DEV i64 load(i64 x) { return x; }
     static TL_DEV i64 store(i64 x) { return x; }
 };
+// int8/int16/int32 compute in i32 (sign-extended loads; the store wraps as numpy's astype)
+#define TL_TR_SIGNED(T) template <> struct Tr<T> { \
+    typedef i32 acc; static const bool is_float = false; \
+    static TL_DEV i32 load(T x) { return x; } \
+    static TL_DEV T store(i32 x) { return (T)x; } \
+};
+TL_TR_SIGNED(i8) TL_TR_SIGNED(i16) TL_TR_SIGNED(i32)
 template <> struct Tr<tlbool> {
     typedef u32 acc; static const bool is_float = false;
     static TL_DEV u32 load(tlbool x) { return x.v; }
@@ -187,6 +197,9 @@ TL_DEV double tl_to_f64(bf16 x) { return Tr<bf16>::load(x); }
 TL_DEV i64 tl_to_i64(u8 x) { return x; }
 TL_DEV i64 tl_to_i64(u32 x) { return x; }
 TL_DEV i64 tl_to_i64(i64 x) { return x; }
+TL_DEV i64 tl_to_i64(i8 x) { return x; }
+TL_DEV i64 tl_to_i64(i16 x) { return x; }
+TL_DEV i64 tl_to_i64(i32 x) { return x; }
 TL_DEV i64 tl_to_i64(tlbool x) { return x.v; }
 
 template <typename D> struct FromF64;
@@ -197,6 +210,9 @@ template <> struct FromF64<bf16> { static TL_DEV bf16 cv(double v) { bf16 r; r.b
 template <> struct FromF64<u8> { static TL_DEV u8 cv(double v) { return (u8)(i64)v; } };
 template <> struct FromF64<u32> { static TL_DEV u32 cv(double v) { return (u32)(i64)v; } };
 template <> struct FromF64<i64> { static TL_DEV i64 cv(double v) { return (i64)v; } };
+template <> struct FromF64<i8> { static TL_DEV i8 cv(double v) { return (i8)(i64)v; } };
+template <> struct FromF64<i16> { static TL_DEV i16 cv(double v) { return (i16)(i64)v; } };
+template <> struct FromF64<i32> { static TL_DEV i32 cv(double v) { return (i32)(i64)v; } };
 template <> struct FromF64<tlbool> { static TL_DEV tlbool cv(double v) { tlbool r; r.v = v != 0.0; return r; } };
 
 template <typename D> struct FromI64 {  // integers -> integers wrap; -> floats via double
@@ -206,6 +222,9 @@ template <> struct FromI64<float> { static TL_DEV float cv(i64 v) { return (floa
 template <> struct FromI64<u8> { static TL_DEV u8 cv(i64 v) { return (u8)v; } };
 template <> struct FromI64<u32> { static TL_DEV u32 cv(i64 v) { return (u32)v; } };
 template <> struct FromI64<i64> { static TL_DEV i64 cv(i64 v) { return v; } };
+template <> struct FromI64<i8> { static TL_DEV i8 cv(i64 v) { return (i8)v; } };
+template <> struct FromI64<i16> { static TL_DEV i16 cv(i64 v) { return (i16)v; } };
+template <> struct FromI64<i32> { static TL_DEV i32 cv(i64 v) { return (i32)v; } };
 template <> struct FromI64<tlbool> { static TL_DEV tlbool cv(i64 v) { tlbool r; r.v = v != 0; return r; } };
 
 template <typename D, typename S, bool FloatSrc = Tr<S>::is_float> struct Cast;
@@ -252,11 +271,13 @@ template <> TL_DEV float tl_lowest<float>() { return -tl_inf_f32(); }
 template <> TL_DEV double tl_lowest<double>() { return -tl_inf_f64(); }
 template <> TL_DEV u32 tl_lowest<u32>() { return 0u; }
 template <> TL_DEV i64 tl_lowest<i64>() { return (i64)(1ull << 63); }
+template <> TL_DEV i32 tl_lowest<i32>() { return (i32)(1u << 31); }
 template <typename A> TL_DEV A tl_highest();
 template <> TL_DEV float tl_highest<float>() { return tl_inf_f32(); }
 template <> TL_DEV double tl_highest<double>() { return tl_inf_f64(); }
 template <> TL_DEV u32 tl_highest<u32>() { return 0xffffffffu; }
 template <> TL_DEV i64 tl_highest<i64>() { return (i64)(~0ull >> 1); }
+template <> TL_DEV i32 tl_highest<i32>() { return (i32)(~0u >> 1); }
 
 // ---- layouts by value -----------------------------------------------------------------
 // The host (backends/rocm/launch.py, `pack_strided`) packs this struct byte for byte:
@@ -505,11 +526,12 @@ template <typename A> struct PairSumOp {
 };
 
 // ---- atomics for every storage type --------------------------------------------------
-// Native where both vendors have them; the 1-byte types by compare-and-swap on the
+// Native where both vendors have them; the 1- and 2-byte types by compare-and-swap on the
 // aligned 32-bit word that contains them. (f16/bf16 sums accumulate in an f32 buffer.)
 TL_DEV void tl_atomic_add(float* p, float v) { atomicAdd(p, v); }
 TL_DEV void tl_atomic_add(double* p, double v) { atomicAdd(p, v); }
 TL_DEV void tl_atomic_add(u32* p, u32 v) { atomicAdd(p, v); }
+TL_DEV void tl_atomic_add(i32* p, i32 v) { atomicAdd(p, v); }
 TL_DEV void tl_atomic_add(i64* p, i64 v) {  // two's complement: unsigned add is the same bits
     atomicAdd((unsigned long long*)p, (unsigned long long)v);
 }
@@ -517,18 +539,21 @@ template <typename T>
 TL_DEV void tl_atomic_add_byte(T* p, typename Tr<T>::acc v) {
     const u64 addr = (u64)p;
     u32* word = (u32*)(addr & ~(u64)3);
-    const u32 shift = (u32)(addr & 3) * 8, mask = 0xffu << shift;
+    const u32 bits = (1u << (8 * sizeof(T))) - 1u, shift = (u32)(addr & 3) * 8, mask = bits << shift;
     u32 old = *word, assumed;
     do {
         assumed = old;
-        union { T t; u8 u; } cur, next;
-        cur.u = (u8)((assumed & mask) >> shift);
+        union { T t; u16 u; } cur, next;
+        cur.u = (u16)((assumed & mask) >> shift);
+        next.u = 0;
         next.t = Tr<T>::store(Tr<T>::load(cur.t) + v);
-        const u32 nbits = next.u;
+        const u32 nbits = next.u & bits;
         old = atomicCAS(word, assumed, (assumed & ~mask) | (nbits << shift));
     } while (old != assumed);
 }
 TL_DEV void tl_atomic_add(u8* p, u32 v) { tl_atomic_add_byte<u8>(p, v); }
+TL_DEV void tl_atomic_add(i8* p, i32 v) { tl_atomic_add_byte<i8>(p, v); }
+TL_DEV void tl_atomic_add(i16* p, i32 v) { tl_atomic_add_byte<i16>(p, v); }
 TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); }
 
 // ---- entry-point generation ----------------------------------------------------------
@@ -536,8 +561,8 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 // name, the last part of every entry point (`badd_f32`, `cast_f16_bf16`). Which entry
 // points exist is mirrored by the KERNELS table in backends/rocm/kernel_table.py.
 #define TL_FOR_FLOATS(M) M(float, f32) M(f16, f16) M(bf16, bf16) M(double, f64)
-#define TL_FOR_INTEGERS(M) M(u8, u8) M(u32, u32) M(i64, i64)
-#define TL_FOR_NONFLOATS(M) TL_FOR_INTEGERS(M) M(tlbool, bool)
+#define TL_FOR_INTEGERS(M) M(u8, u8) M(u32, u32) M(i64, i64) M(i8, i8) M(i16, i16) M(i32, i32)
+#define TL_FOR_NONFLOATS(M) M(u8, u8) M(u32, u32) M(i64, i64) M(tlbool, bool) M(i8, i8) M(i16, i16) M(i32, i32)
 #define TL_FOR_ALL(M) TL_FOR_FLOATS(M) TL_FOR_NONFLOATS(M)
 
 // =====================================================================================

@@ -15,6 +15,25 @@ TL_DEV double tl_ceil_any(double x) { return tl_ceil(x); }
 template <typename A> TL_DEV A tl_round_any(A x) { return x; }
 TL_DEV float tl_round_any(float x) { return tl_rint(x); }
 TL_DEV double tl_round_any(double x) { return tl_rint(x); }
+template <typename A> TL_DEV A tl_trunc_any(A x) { return x; }
+TL_DEV float tl_trunc_any(float x) { return truncf(x); }
+TL_DEV double tl_trunc_any(double x) { return trunc(x); }
+template <typename A> TL_DEV A tl_not(A x) { return ~x; }
+TL_MATH1(log1p, log1pf, log1p)
+TL_MATH1(expm1, expm1f, expm1)
+TL_MATH1(log2, log2f, log2)
+TL_MATH1(log10, log10f, log10)
+TL_MATH1(exp2, exp2f, exp2)
+TL_MATH1(tan, tanf, tan)
+TL_MATH1(atan, atanf, atan)
+TL_MATH1(asin, asinf, asin)
+TL_MATH1(acos, acosf, acos)
+TL_MATH1(sinh, sinhf, sinh)
+TL_MATH1(cosh, coshf, cosh)
+TL_MATH1(asinh, asinhf, asinh)
+TL_MATH1(acosh, acoshf, acosh)
+TL_MATH1(atanh, atanhf, atanh)
+TL_MATH1(rsqrt, rsqrtf, rsqrt)
 
 // Each op: static A f(A x) on the arithmetic type A (Tr<T>::acc).
 #define TL_UOP(Name, expr) \
@@ -40,6 +59,25 @@ TL_UOP(UCeil, tl_ceil_any(x))
 TL_UOP(URound, tl_round_any(x))
 TL_UOP(USign, x > A(0) ? A(1) : (x < A(0) ? A(0) - A(1) : x))  // 0 -> 0, NaN -> NaN
 TL_UOP(USigmoid, A(1) / (A(1) + tl_exp(-x)))
+TL_UOP(UTrunc, tl_trunc_any(x))
+TL_UOP(ULog1p, tl_log1p(x))
+TL_UOP(UExpm1, tl_expm1(x))
+TL_UOP(ULog2, tl_log2(x))
+TL_UOP(ULog10, tl_log10(x))
+TL_UOP(UExp2, tl_exp2(x))
+TL_UOP(UTan, tl_tan(x))
+TL_UOP(UAtan, tl_atan(x))
+TL_UOP(UAsin, tl_asin(x))
+TL_UOP(UAcos, tl_acos(x))
+TL_UOP(USinh, tl_sinh(x))
+TL_UOP(UCosh, tl_cosh(x))
+TL_UOP(UAsinh, tl_asinh(x))
+TL_UOP(UAcosh, tl_acosh(x))
+TL_UOP(UAtanh, tl_atanh(x))
+TL_UOP(URsqrt, tl_rsqrt(x))
+TL_UOP(UFrac, x - tl_trunc_any(x))
+TL_UOP(UNot, tl_not(x))
+TL_UOP(ULogicalNot, A(x == A(0)))  // bool's bitwise_not
 
 // Parameterised ops carry their scalars in the functor.
 template <typename A> struct UAffine {
@@ -68,22 +106,32 @@ TL_DEV void unary_map(i64 n, const Strided& L, const T* in, T* out, F f) {
         unary_map(n, L, in, out, Stateless<Op>());                                       \
     }
 
-// Integer dtypes get the ops that are closed over integers (floor/ceil/round are the
-// identity there; bool has no neg, as in numpy); the Tensor casts to float for the rest.
-#define UNARY_BOOL_OPS(T, sfx)                                                             \
+// Integer dtypes get the ops that are closed over integers (floor/ceil/round/trunc are
+// the identity there; bool has no neg, as in numpy), and bitwise_not, which floats lack;
+// the Tensor casts to float for the rest.
+#define UNARY_ANY_OPS(T, sfx)                                                              \
     UNARY_ENTRY(abs, UAbs, T, sfx) UNARY_ENTRY(sqr, USqr, T, sfx)                          \
     UNARY_ENTRY(sign, USign, T, sfx) UNARY_ENTRY(relu, URelu, T, sfx)                      \
     UNARY_ENTRY(floor, UFloor, T, sfx) UNARY_ENTRY(ceil, UCeil, T, sfx)                    \
-    UNARY_ENTRY(round, URound, T, sfx)
-#define UNARY_INT_OPS(T, sfx) UNARY_BOOL_OPS(T, sfx) UNARY_ENTRY(neg, UNeg, T, sfx)
+    UNARY_ENTRY(round, URound, T, sfx) UNARY_ENTRY(trunc, UTrunc, T, sfx)
+#define UNARY_BOOL_OPS(T, sfx) UNARY_ANY_OPS(T, sfx) UNARY_ENTRY(bitwise_not, ULogicalNot, T, sfx)
+#define UNARY_INT_OPS(T, sfx) UNARY_ANY_OPS(T, sfx) UNARY_ENTRY(neg, UNeg, T, sfx) UNARY_ENTRY(bitwise_not, UNot, T, sfx)
 #define UNARY_FLOAT_OPS(T, sfx)                                                            \
-    UNARY_INT_OPS(T, sfx)                                                                  \
+    UNARY_ANY_OPS(T, sfx) UNARY_ENTRY(neg, UNeg, T, sfx)                                   \
     UNARY_ENTRY(exp, UExp, T, sfx) UNARY_ENTRY(log, ULog, T, sfx)                          \
     UNARY_ENTRY(sin, USin, T, sfx) UNARY_ENTRY(cos, UCos, T, sfx)                          \
     UNARY_ENTRY(tanh, UTanh, T, sfx) UNARY_ENTRY(recip, URecip, T, sfx)                    \
     UNARY_ENTRY(sqrt, USqrt, T, sfx) UNARY_ENTRY(gelu, UGelu, T, sfx)                      \
     UNARY_ENTRY(gelu_erf, UGeluErf, T, sfx) UNARY_ENTRY(erf, UErf, T, sfx)                 \
-    UNARY_ENTRY(silu, USilu, T, sfx) UNARY_ENTRY(sigmoid, USigmoid, T, sfx)
+    UNARY_ENTRY(silu, USilu, T, sfx) UNARY_ENTRY(sigmoid, USigmoid, T, sfx)                \
+    UNARY_ENTRY(log1p, ULog1p, T, sfx) UNARY_ENTRY(expm1, UExpm1, T, sfx)                  \
+    UNARY_ENTRY(log2, ULog2, T, sfx) UNARY_ENTRY(log10, ULog10, T, sfx)                    \
+    UNARY_ENTRY(exp2, UExp2, T, sfx) UNARY_ENTRY(tan, UTan, T, sfx)                        \
+    UNARY_ENTRY(atan, UAtan, T, sfx) UNARY_ENTRY(asin, UAsin, T, sfx)                      \
+    UNARY_ENTRY(acos, UAcos, T, sfx) UNARY_ENTRY(sinh, USinh, T, sfx)                      \
+    UNARY_ENTRY(cosh, UCosh, T, sfx) UNARY_ENTRY(asinh, UAsinh, T, sfx)                    \
+    UNARY_ENTRY(acosh, UAcosh, T, sfx) UNARY_ENTRY(atanh, UAtanh, T, sfx)                  \
+    UNARY_ENTRY(rsqrt, URsqrt, T, sfx) UNARY_ENTRY(frac, UFrac, T, sfx)
 
 // affine for every dtype; powf and elu for floating dtypes. Scalars arrive as doubles.
 // Integers follow the cpu reference: integral coefficients compute exactly in wrapping

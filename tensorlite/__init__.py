@@ -13,9 +13,9 @@ Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two 
 names the best of them.
 """
 from . import backend as _backend, op_table as _op_table
-from .autograd import enable_grad, is_grad_enabled, no_grad
-from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int64,
-                    promote_types, set_default_dtype, uint8, uint32)
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
+                    int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
                      FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError, TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
@@ -26,12 +26,27 @@ from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, bro
                      std, sum, synchronize, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
                      zeros_like)
 from .tensor import prod_ as prod
+from .tensor import (all_ as all, allclose, any_ as any, count_nonzero, fmod, isclose, isfinite_ as isfinite,  # noqa: A004
+                     isinf, isnan, isneginf, isposinf, lerp, logical_and, logical_not, logical_or, logical_xor)
+from .sorting import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, kthvalue, median, msort,  # noqa: E402
+                      multinomial, nanmedian, nonzero, searchsorted, sort, topk, unique, unique_consecutive)
+from . import linalg  # noqa: E402  (tl.linalg)
+from .indexing import (index_copy, index_fill, index_put, masked_scatter, scatter, scatter_reduce,  # noqa: E402
+                       take_along_dim)
+from .shape_ops import (addmm, as_tensor, atleast_1d, atleast_2d, atleast_3d, baddbmm, bmm, broadcast_tensors,
+                        cartesian_prod, cdist, column_stack, cross, diag, diag_embed, diagonal, diff, dot, dstack,
+                        einsum, flip, fliplr, flipud, ger, hstack, inner, is_tensor, kron, meshgrid, mm, moveaxis,
+                        movedim, mv, norm, numel, outer, rand_like, randint_like, randn_like, repeat_interleave, roll,
+                        rot90, row_stack, std_mean, swapaxes, swapdims, t, tile, trace, tril, triu, unbind, var_mean,
+                        vdot, vstack)
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001
 double = float64
 half = float16
 long = int64
+int = int32  # noqa: A001
+short = int16
 
 
 def _register_builtin_backends():
@@ -55,7 +70,9 @@ _register_builtin_backends()
 
 from . import backends  # noqa: E402  (tl.backends.register / available)
 from . import nn, optim  # noqa: E402,F401  (tl.nn, tl.optim)
-from .io import load_hf_checkpoint, load_safetensors, save_safetensors  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .dlpack import from_dlpack  # noqa: E402,F401
+from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: E402,F401
 
 
 def _tensor_level_function(name):
@@ -67,7 +84,7 @@ def _tensor_level_function(name):
 
 # tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
 for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for op in _op_table.BINARY] + [
-        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "logical_not"]:
+        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix"]:
     globals().setdefault(_n, _tensor_level_function(_n))
 
 __all__ = [n for n in dir() if not n.startswith("_")]

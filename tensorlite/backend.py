@@ -129,6 +129,16 @@ class BackendDevice(ABC):
     def empty_cache(self) -> None:
         pass
 
+    # ---- memory shared with other frameworks (DLPack) ---------------------------------
+    def wrap_memory(self, owner, numel: int, dtype) -> "BackendStorage":
+        """A storage over `numel` elements that another framework owns, at `owner.ptr`;
+        it keeps `owner` alive (host memory: `owner` also has numpy's __array_interface__)."""
+        raise DeviceError(f"{self}: cannot use memory of other frameworks")
+
+    def stream_handle(self) -> Optional[int]:
+        """The device's stream as an integer handle (DLPack's `stream`), None without one."""
+        return None
+
     def __reduce__(self):  # pickle / deepcopy as the registry's device of that name
         return (get_device, (str(self),))
 
@@ -142,6 +152,10 @@ class BackendStorage(ABC):
     # after they were saved); a backend never touches them
     version: int = 0
     written_at: int = 0
+
+    def addr(self, offset: int) -> int:
+        """The address of element `offset` (Tensor.data_ptr, DLPack export)."""
+        raise DeviceError(f"{self.device}: its memory has no address other frameworks can use")
 
     # ---- elementwise ----------------------------------------------------------------
     @abstractmethod
@@ -195,6 +209,25 @@ class BackendStorage(ABC):
         sum/min/max keep the dtype; argmin/argmax take exactly one dim, return int64 and
         pick the first occurrence on ties. min/max of an empty dim raise ShapeError."""
 
+    # ---- sorting, scans, searches (along the last dim; the frontend moves the dim there) ----
+    @abstractmethod
+    def sort(self, layout: Layout, descending: bool) -> Tuple["BackendStorage", "BackendStorage"]:
+        """(values, int64 indices), contiguous, of each row (the last dim) sorted stably, NaN
+        as the largest value (PyTorch's order): ties keep their order in either direction."""
+
+    @abstractmethod
+    def cumulative(self, op: str, layout: Layout, reverse: bool = False) -> "BackendStorage":
+        """Running op ('sum' or 'prod') along each row, from the row's end where `reverse`;
+        contiguous. Floats keep the dtype (f16/bf16 accumulate in f32); integers and bool
+        accumulate and return int64 (PyTorch's promotion)."""
+
+    @abstractmethod
+    def searchsorted(self, layout: Layout, values: "BackendStorage", values_layout: Layout,
+                     right: bool) -> "BackendStorage":
+        """self: rows (R, N) of sorted sequences; values: (R, M) of the same dtype. int64 (R, M):
+        per value, the first position whose element is >= it (right: > it), by PyTorch's
+        binary search (a NaN compares false both ways)."""
+
     # ---- indexing -------------------------------------------------------------------
     @abstractmethod
     def index_select(self, ids: "BackendStorage", layout: Layout, ids_layout: Layout, dim: int) -> "BackendStorage":
@@ -213,6 +246,13 @@ class BackendStorage(ABC):
     def index_add(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout,
                   src: "BackendStorage", src_layout: Layout, dim: int) -> "BackendStorage":
         """self plus src[.., i, ..] added at self[.., ids[i], ..] along dim (ids 1-D)."""
+
+    @abstractmethod
+    def scatter(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout, src: "BackendStorage",
+                src_layout: Layout, dim: int, reduce: Optional[str] = None) -> "BackendStorage":
+        """self with src written at ids along dim, as scatter_add adds it (torch.scatter: of
+        duplicate ids one write wins), or combined there with reduce "prod", "amax" or "amin"
+        (NaN propagates; f16/bf16 in f32, cast once)."""
 
     # ---- matmul, conv, pooling ------------------------------------------------------
     @abstractmethod
@@ -580,6 +620,12 @@ def get_device(spec) -> BackendDevice:
         # the factory may have imported a module that re-registered `name`: keep one device
         entry = _REGISTRY.get(name, entry)
         return entry.devices.setdefault(ordinal, dev)
+
+
+def registered() -> list:
+    """The registered backends' names, whether or not they can run here."""
+    load_entry_points()
+    return sorted(_REGISTRY)
 
 
 def available() -> Dict[str, object]:

@@ -15,13 +15,16 @@ inputs' storages and layouts, wraps the fresh result, and records how to differe
         return custom_op(y, (x,), backward, "softmax")
 
 `custom_op` records the backward only where an input requires grad and grad mode is on;
-the backward runs under no_grad. Every backend implements the contract, so such an op runs
+the backward runs under no_grad, or with grad mode on for create_graph=True (higher
+derivatives): a storage method's result there (made by `result`) refuses to be differentiated
+again, naming the op; write the backward in Tensor ops to make it differentiable twice. Every backend implements the contract, so such an op runs
 on every device.
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from . import autograd as _autograd
 from .autograd import attach
 from .layout import Layout
 from .tensor import Tensor, _norm_dim, _wrap
@@ -38,7 +41,8 @@ def result(storage, shape: Sequence[int], dtype, layout: Optional[Layout] = None
     t = _wrap(storage, tuple(shape), dtype)
     if layout is not None:
         t._layout = layout
-    return t
+    fused = getattr(_autograd._state, "fused", None)  # set while create_graph runs a backward: a
+    return t if fused is None else _autograd.not_twice(t, *fused)  # fused kernel's result, not differentiable again
 
 
 # custom_op(out, inputs, backward, name) -> out: `out` (computed from `inputs`) with

@@ -38,18 +38,22 @@ class DType:
 bool_ = DType("bool", "bool", np.dtype(np.bool_), False, False, 0)
 uint8 = DType("uint8", "u8", np.dtype(np.uint8), False, False, 1)
 uint32 = DType("uint32", "u32", np.dtype(np.uint32), False, False, 2)
-int64 = DType("int64", "i64", np.dtype(np.int64), False, True, 3)
+int8 = DType("int8", "i8", np.dtype(np.int8), False, True, 1)
+int16 = DType("int16", "i16", np.dtype(np.int16), False, True, 2)
+int32 = DType("int32", "i32", np.dtype(np.int32), False, True, 3)
+int64 = DType("int64", "i64", np.dtype(np.int64), False, True, 4)
 float16 = DType("float16", "f16", np.dtype(np.float16), True, True, 10)
 bfloat16 = DType("bfloat16", "bf16", _BF16_NP, True, True, 10)
 float32 = DType("float32", "f32", np.dtype(np.float32), True, True, 11)
 float64 = DType("float64", "f64", np.dtype(np.float64), True, True, 12)
 
-ALL = (float32, float16, bfloat16, float64, uint8, uint32, int64, bool_)
+ALL = (float32, float16, bfloat16, float64, uint8, uint32, int64, bool_, int8, int16, int32)
 FLOATS = (float32, float16, bfloat16, float64)
-INTEGERS = (uint8, uint32, int64)
+INTEGERS = (uint8, uint32, int64, int8, int16, int32)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({d.short: d for d in ALL})
-_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
+                 "short": int16, "int": int32})
 _BY_PYTHON_TYPE = {bool: bool_, int: int64, float: float32}
 
 
@@ -96,10 +100,10 @@ def promote_types(a: DType, b: DType) -> DType:
         return a if a.is_floating_point else b
     if a is bool_ or b is bool_:
         return b if a is bool_ else a
-    # integers: any mix with a signed type, or u8/u32 with each other beyond u32, goes to int64
-    if a.is_signed or b.is_signed:
-        return int64
-    return a if a._rank >= b._rank else b
+    if a.is_signed == b.is_signed:  # integers of one signedness: the wider
+        return a if a._rank >= b._rank else b
+    u, s = (a, b) if b.is_signed else (b, a)  # unsigned with signed: a signed type that holds both
+    return int64 if u is uint32 else s if s.itemsize > 1 else int16
 
 
 def category(d: DType) -> int:

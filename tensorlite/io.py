@@ -1,12 +1,15 @@
 """Model IO: safetensors files (through the `safetensors` package's numpy API; bf16 via
-ml_dtypes) and Hugging Face checkpoint directories."""
+ml_dtypes), Hugging Face checkpoint directories, and tl.save / tl.load (state dicts, no pickle)."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 
+import numpy as np
+
 from . import dtype as _dt
-from .errors import DTypeError, FormatError
+from .errors import ArgumentError, DeviceError, DTypeError, FormatError
 from .tensor import Tensor, tensor
 
 
@@ -79,3 +82,130 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
         raise FileNotFoundError(f"load_hf_checkpoint: {directory!r} has neither model.safetensors nor "
                                 "model.safetensors.index.json (only safetensors checkpoints are supported)")
     return config, {name: t for shard in shards for name, t in load_safetensors(shard, device, dtype).items()}
+
+
+# ---- tl.save / tl.load: a safetensors file whose metadata holds the object's structure as JSON ----
+# Containers are tagged ({"dict": [[key, value], ...]}, {"tuple": [...]}, {"tensor": name, ...}), so any
+# JSON object is a tag and keys keep their types (an optimizer's state is keyed by ints). Written and
+# read here (safetensors.numpy cannot read bf16 from bytes); the files open with the safetensors library.
+_STRUCTURE = "tensorlite.save"
+_ST_CODES = {d.name: "BOOL" if d is _dt.bool_ else "BF16" if d is _dt.bfloat16 else
+             {"f": "F", "i": "I", "u": "U"}[d.np.kind] + str(8 * d.itemsize) for d in _dt.ALL}
+_ST_DTYPES = {code: _dt.get(name) for name, code in _ST_CODES.items()}
+
+
+def save(obj, f) -> None:
+    """Save a state dict (nested dicts, lists, tuples of Tensors, numbers, strings, None) to a path or a
+    binary file: a safetensors file with the structure as JSON in its metadata (nothing is pickled).
+
+    >>> import io, tensorlite as tl
+    >>> buf = io.BytesIO()
+    >>> tl.save({'w': tl.ones(2), 'epoch': 3}, buf); _ = buf.seek(0)
+    >>> tl.load(buf)['w'].tolist()
+    [1.0, 1.0]
+    """
+    arrays, names = {}, {}  # names: id(Tensor) -> its entry (a tensor saved twice loads as one object)
+
+    def encode(x, path):
+        if isinstance(x, Tensor):
+            if id(x) not in names:
+                names[id(x)] = str(len(arrays))
+                arrays[names[id(x)]] = x.detach().numpy()
+            return {"tensor": names[id(x)], "device": str(x.device),
+                    **({"requires_grad": True} if x.requires_grad else {})}
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, (list, tuple)):
+            items = [encode(v, f"{path}[{i}]") for i, v in enumerate(x)]
+            return items if isinstance(x, list) else {"tuple": items}
+        if isinstance(x, dict):
+            for k in x:
+                if not (k is None or isinstance(k, (bool, int, float, str))):
+                    raise DTypeError(f"save: {path} has a key of type {type(k).__name__} ({k!r}); keys must be "
+                                     "str, int, float, bool or None")
+            return {"dict": [[k, encode(v, f"{path}[{k!r}]")] for k, v in x.items()]}
+        raise DTypeError(f"save: {path} is a {type(x).__name__}; tensorlite saves Tensors, dicts, lists, tuples, "
+                         "str, int, float, bool and None (it never pickles: save a state_dict())")
+
+    header, offset, chunks = {"__metadata__": {_STRUCTURE: json.dumps(encode(obj, "obj"))}}, 0, []
+    for name, arr in arrays.items():
+        chunks.append(arr.tobytes())
+        header[name] = {"dtype": _ST_CODES[_dt.get(arr.dtype).name], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(chunks[-1])]}
+        offset += len(chunks[-1])
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
+    data = len(head).to_bytes(8, "little") + head + b"".join(chunks)
+    if hasattr(f, "write"):
+        f.write(data)
+    else:
+        with open(os.fspath(f), "wb") as out:
+            out.write(data)
+
+
+def load(f, map_location=None, weights_only: bool = True):
+    """Load what tl.save wrote (a plain safetensors file loads as {name: Tensor}) from a path or a binary
+    file, tensors on their saved device or on `map_location` (a device string). Never unpickles:
+    weights_only=False (torch's way to unpickle arbitrary objects) raises.
+
+    >>> import io, tensorlite as tl
+    >>> buf = io.BytesIO()
+    >>> tl.save([tl.tensor([1, 2]), ('a', None)], buf); _ = buf.seek(0)
+    >>> t, rest = tl.load(buf, map_location='cpu'); t.tolist(), rest
+    ([1, 2], ('a', None))
+    """
+    if not weights_only:
+        raise ArgumentError("load: weights_only=False (unpickling arbitrary objects) is not supported: tensorlite "
+                            "never unpickles, and tl.save writes only tensors, containers, numbers and strings")
+    if map_location is not None and not isinstance(map_location, str):
+        raise ArgumentError(f"load: map_location must be a device string such as 'cpu' or 'cuda:0', got "
+                            f"{type(map_location).__name__}")
+    where = getattr(f, "name", "the file") if hasattr(f, "read") else repr(os.fspath(f))
+    if hasattr(f, "read"):
+        data = f.read()
+    else:  # mapped, not read: a large checkpoint is not held twice
+        with open(os.fspath(f), "rb") as src:
+            data = mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(src.fileno()).st_size else b""
+    try:
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + n])
+        meta = header.pop("__metadata__", None) or {}
+        structure = json.loads(meta[_STRUCTURE]) if _STRUCTURE in meta else None
+        entries = {name: (e["dtype"], tuple(e["shape"]), e["data_offsets"]) for name, e in header.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSON and Unicode decode errors are ValueErrors
+        pickled = data[:2] == b"PK" or data[:1] == b"\x80"
+        raise FormatError(f"load: {where} is not a tl.save / safetensors file ({type(e).__name__}: {e})" +
+                          ("; it looks like a pickled (torch.save) checkpoint, which tensorlite never unpickles: "
+                           "in PyTorch, save it with safetensors' save_file(state_dict)" if pickled else "")) from None
+    body, cache = memoryview(data)[8 + n:], {}
+
+    def tensor_(name, device, path):
+        if name not in cache:
+            if name not in entries:
+                raise FormatError(f"load: {path} names tensor {name!r}, which {where} does not hold")
+            code, shape, (begin, end) = entries[name]
+            if code not in _ST_DTYPES:
+                raise DTypeError(f"load: {path} of {where} has dtype {code}, which tensorlite does not support")
+            arr = np.frombuffer(body[begin:end], dtype=_ST_DTYPES[code].np).reshape(shape)
+            try:
+                cache[name] = tensor(arr, dtype=_ST_DTYPES[code], device=map_location or device)
+            except DeviceError as e:
+                raise type(e)(f"load: {path} was saved on {device!r}: {e}; pass map_location "
+                              "(e.g. map_location='cpu')") from None
+        return cache[name]
+
+    def decode(x, path):
+        if isinstance(x, list):
+            return [decode(v, f"{path}[{i}]") for i, v in enumerate(x)]
+        if not isinstance(x, dict):
+            return x
+        if "tuple" in x:
+            return tuple(decode(v, f"{path}[{i}]") for i, v in enumerate(x["tuple"]))
+        if "dict" in x:
+            return {k: decode(v, f"{path}[{k!r}]") for k, v in x["dict"]}
+        t = tensor_(x["tensor"], x.get("device"), path)
+        return t.requires_grad_() if x.get("requires_grad") and not t.requires_grad else t
+
+    if structure is None:
+        return {name: tensor_(name, None, repr(name)) for name in entries}
+    return decode(structure, "obj")

@@ -28,6 +28,7 @@ import numpy as np
 
 FUSED = "fused"          # grad: storage.unary_backward(op) computes g * f'(x) in one pass
 _TWO_OVER_SQRT_PI = 1.1283791670955126
+_LN2, _LN10 = 0.6931471805599453, 2.302585092994046
 
 
 def _arguments_read(grad, names: Tuple[str, ...]) -> Tuple[int, ...]:
@@ -50,6 +51,7 @@ class Unary:
     numpy: Optional[Callable] = None   # the cpu implementation; None: backends/cpu.py defines it
     integers: bool = False             # defined on integer dtypes (else integers are cast to float first)
     bools: bool = False                # ... and on bool
+    floats: bool = True                # ... and on floating dtypes (False: bitwise ops)
     top_level: bool = True             # also tensorlite.<method>(x) (False: PyTorch has it in nn.functional only)
     saves: Tuple[int, ...] = field(init=False)  # which of (x, out) grad reads
 
@@ -61,10 +63,11 @@ class Unary:
 class Binary:
     name: str                          # contract op (binary_impl) and kernel entry b<name>_<dtype>
     method: str
-    grad: Callable                     # (g, a, b, out) -> (da, db)
+    grad: Optional[Callable]           # (g, a, b, out) -> (da, db); None: no gradient (bitwise ops)
     numpy: Callable
-    integers: bool = True
+    integers: bool = True              # False: the Tensor casts integer operands to the default float
     bools: bool = False
+    floats: bool = True
     saves: Tuple[int, ...] = field(init=False)  # which of (a, b, out) grad reads
 
     def __post_init__(self):
@@ -98,6 +101,24 @@ UNARY: Tuple[Unary, ...] = (
     Unary("round", "round", None, np.round, integers=True, bools=True),  # half to even, as PyTorch
     Unary("sign", "sign", None, np.sign, integers=True, bools=True),
     Unary("sigmoid", "sigmoid", lambda g, x, out: g * out * (1 - out)),
+    Unary("trunc", "trunc", None, np.trunc, integers=True, bools=True),
+    Unary("log1p", "log1p", lambda g, x, out: g / (x + 1), np.log1p),
+    Unary("expm1", "expm1", lambda g, x, out: g * (out + 1), np.expm1),
+    Unary("log2", "log2", lambda g, x, out: g / (x * _LN2), np.log2),
+    Unary("log10", "log10", lambda g, x, out: g / (x * _LN10), np.log10),
+    Unary("exp2", "exp2", lambda g, x, out: g * out * _LN2, np.exp2),
+    Unary("tan", "tan", lambda g, x, out: g * (1 + out * out), np.tan),
+    Unary("atan", "atan", lambda g, x, out: g / (x * x + 1), np.arctan),
+    Unary("asin", "asin", lambda g, x, out: g * (1 - x * x).rsqrt(), np.arcsin),
+    Unary("acos", "acos", lambda g, x, out: -g * (1 - x * x).rsqrt(), np.arccos),
+    Unary("sinh", "sinh", lambda g, x, out: g * x.cosh(), np.sinh),
+    Unary("cosh", "cosh", lambda g, x, out: g * x.sinh(), np.cosh),
+    Unary("asinh", "asinh", lambda g, x, out: g * (x * x + 1).rsqrt(), np.arcsinh),
+    Unary("acosh", "acosh", lambda g, x, out: g * (x * x - 1).rsqrt(), np.arccosh),
+    Unary("atanh", "atanh", lambda g, x, out: g / (1 - x * x), np.arctanh),
+    Unary("rsqrt", "rsqrt", lambda g, x, out: g * out * out * out * -0.5, lambda x: np.reciprocal(np.sqrt(x))),
+    Unary("frac", "frac", lambda g, x, out: g, lambda x: x - np.trunc(x)),
+    Unary("bitwise_not", "bitwise_not", None, np.invert, integers=True, bools=True, floats=False),
 )
 
 BINARY: Tuple[Binary, ...] = (
@@ -108,6 +129,14 @@ BINARY: Tuple[Binary, ...] = (
     Binary("div", "div", lambda g, a, b, out: (g / b, -g * out / b), np.true_divide, integers=False),
     Binary("maximum", "maximum", lambda g, a, b, out: (g * (a >= b), g * (a < b)), np.maximum, bools=True),
     Binary("minimum", "minimum", lambda g, a, b, out: (g * (a <= b), g * (a > b)), np.minimum, bools=True),
+    Binary("atan2", "atan2", lambda g, a, b, out: (g * b / (a * a + b * b), -g * a / (a * a + b * b)),
+           np.arctan2, integers=False),
+    # truncating remainder (C's fmod); integer division by zero is refused by the Tensor
+    Binary("fmod", "fmod", lambda g, a, b, out: (g, -g * (a / b).trunc()), np.fmod),
+    Binary("hypot", "hypot", lambda g, a, b, out: (g * a / out, g * b / out), np.hypot, integers=False),
+    Binary("bitwise_and", "bitwise_and", None, np.bitwise_and, bools=True, floats=False),
+    Binary("bitwise_or", "bitwise_or", None, np.bitwise_or, bools=True, floats=False),
+    Binary("bitwise_xor", "bitwise_xor", None, np.bitwise_xor, bools=True, floats=False),
 )
 
 COMPARE: Tuple[Compare, ...] = (
@@ -121,4 +150,4 @@ BINARY_BY_NAME = {op.name: op for op in BINARY}
 
 def defined_for(op: Union[Unary, Binary], is_float: bool, is_bool: bool) -> bool:
     """Whether `op` has an implementation (and a kernel) for a dtype of that class."""
-    return is_float or (op.bools if is_bool else op.integers)
+    return op.floats if is_float else op.bools if is_bool else op.integers

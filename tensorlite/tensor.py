@@ -17,14 +17,15 @@ from typing import List, Sequence
 
 import numpy as np
 
-from . import dtype as _dt
+from . import amp as _amp, dlpack as _dlpack, dtype as _dt
 from .autograd import (attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad,
-                       note_write as _note_write)
+                       note_write as _note_write, register_hook as _register_hook, retain_grad as _retain_grad,
+                       retains_grad as _retains_grad)
 from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                      TensorliteError, describe)
 from .layout import Layout, broadcast_shapes, cached
-from .op_table import BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
+from .op_table import BINARY, BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 _SEED = [None]          # seed set by manual_seed, applied to devices created later
@@ -340,10 +341,12 @@ def _index_tensor(i, x):
     return tensor(a.astype(np.int64), device=x._device)
 
 
-def _getitem(x: Tensor, idx):
+def _basic_index(x: Tensor, idx):
+    """x[idx] for the ints, slices, None and Ellipsis of idx (a view of x; a copy for negative steps)
+    and idx's index tensors as [(the first dim of that result they index, tensor)]."""
     if not isinstance(idx, tuple):
         idx = (idx,)
-    idx = [_index_tensor(i, x) if isinstance(i, (Tensor, list, np.ndarray)) else i for i in idx]
+    idx = [_index_tensor(i, x) if isinstance(i, (Tensor, list, np.ndarray, bool, np.bool_)) else i for i in idx]
     consumed = builtins.sum(i.ndim if isinstance(i, Tensor) and i.dtype is _dt.bool_ else
                    (0 if i is None or i is Ellipsis else 1) for i in idx)
     if consumed > x.ndim:
@@ -375,43 +378,99 @@ def _getitem(x: Tensor, idx):
             out = select(out, d, int(i))
         else:
             raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: unsupported index {i!r}")
+    return out, adv
+
+
+def _getitem(x: Tensor, idx):
+    out, adv = _basic_index(x, idx)
     return _advanced_index(out, adv, x) if adv else out
 
 
-def _advanced_index(out: Tensor, adv, x: Tensor) -> Tensor:
-    """Integer/boolean index tensors on adjacent dims (PyTorch semantics for that case)."""
-    # a boolean mask over k dims is the integer indices of its True positions
-    dims, ids = [], []
+def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
+    """The index tensors `adv` of x[idx] over `out`, idx's basic part, read as PyTorch does: a
+    bool mask is the indices of its True elements over the dims it covers; the index tensors
+    broadcast together; where they index non-adjacent dims, those dims go first. Returns
+    (p, d0, k, shape, flat, undo, ids): p is out with each mask's dims made one and the k indexed
+    dims moved to d0.., `shape` the indices' broadcast shape, flat their row-major linear index
+    into those k dims (1-D; an out-of-range id makes it out of range too), undo(r) takes r of
+    p's shape back to out's, ids [(index tensor, size of its dim)] for error messages."""
+    shape0, dims, ids, nonneg, shift = out.shape, [], [], [], 0
     for d, i in adv:
+        d -= shift  # the dims of the masks before it are one dim now
+        nonneg.append(not i.dtype.is_signed)  # unsigned ids, or a mask's
         if i.dtype is _dt.bool_:
             if i.shape != out.shape[d:d + i.ndim]:
-                raise IndexOutOfRange(f"{describe('__getitem__', self=x, mask=i)}: mask shape does not match "
+                raise IndexOutOfRange(f"{describe(op, self=x, mask=i)}: mask shape does not match "
                                       f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
             nz = np.nonzero(i.numpy().reshape(-1))[0]
-            out = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d)
-            dims.append(d)
-            ids.append(tensor(nz.astype(np.int64), device=x._device))
-        else:
-            if i.dtype.is_floating_point:
-                raise DTypeError(f"{describe('__getitem__', self=x, index=i)}: index tensors must be integer or bool")
-            dims.append(d)
-            ids.append(i)
+            out, shift = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d), shift + i.ndim - 1
+            i = tensor(nz.astype(np.int64), device=x._device)
+        elif i.dtype.is_floating_point:
+            raise DTypeError(f"{describe(op, self=x, index=i)}: index tensors must be integer or bool")
+        dims.append(d)
+        ids.append(i)
+    order = None
     if dims != list(range(dims[0], dims[0] + len(dims))):
-        raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: index tensors on non-adjacent dims {dims} "
-                              "are not supported; index one dim at a time")
+        order = dims + [d for d in range(out.ndim) if d not in dims]
+        out, dims = permute(out, order), list(range(len(dims)))
     shape = broadcast_shapes(*[t.shape for t in ids])
     if shape is None:
-        raise ShapeError(f"__getitem__: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
-    d0, sizes = dims[0], out.shape[dims[0]:dims[0] + len(dims)]
-    flat = None
-    for t, n in zip(ids, sizes):  # row-major linear index over the indexed dims
-        t = t._cast(_dt.int64)
-        t = where(t < 0, t + n, t)
+        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
+    sizes, flat, bad = out.shape[dims[0]:dims[0] + len(dims)], None, None
+    for t, n, pos in zip(ids, sizes, nonneg):  # (no new ids where none can be negative: their bounds stay known)
+        t = t if len(ids) == 1 and pos else t._cast(_dt.int64)
+        if len(ids) > 1:  # a bad id in one dim must not make an in-range linear index
+            bad = (t < -n) | (t >= n) if bad is None else bad | (t < -n) | (t >= n)
+        t = t if pos else where(t < 0, t + n, t)
         flat = t if flat is None else flat * n + t
-    flat = broadcast_to(flat, shape).reshape(-1)
-    src = flatten(out, d0, d0 + len(dims) - 1) if len(dims) > 1 else out
-    res = src.index_select(d0, flat)
-    return res.reshape(res.shape[:d0] + shape + res.shape[d0 + 1:])
+    flat = broadcast_to(flat if bad is None else where(bad, prod(sizes), flat), shape).reshape(-1)
+
+    def undo(r):
+        return (r if order is None else permute(r, [order.index(d) for d in range(r.ndim)])).reshape(shape0)
+    return out, dims[0], len(dims), shape, flat, undo, list(zip(ids, sizes))
+
+
+def _index_error(op, x, ids):
+    """IndexOutOfRange naming the first index tensor of ids [(tensor, dim size)] with a bad id."""
+    for t, n in ids:
+        a = t.numpy().astype(np.int64)
+        bad = a[(a < -n) | (a >= n)]
+        if bad.size:
+            return IndexOutOfRange(f"{describe(op, self=x, index=t)}: index {bad.flat[0]} is out of bounds for a "
+                                   f"dim of size {n}")
+    return None
+
+
+def _advanced_index(out: Tensor, adv, x: Tensor) -> Tensor:
+    """out[index tensors adv] (see _adv_plan): a new tensor, not a view, as PyTorch's."""
+    p, d0, k, shape, flat, _, ids = _adv_plan(out, adv, x, "__getitem__")
+    try:
+        res = flatten(p, d0, d0 + k - 1).index_select(d0, flat)
+    except IndexOutOfRange as e:
+        raise _index_error("__getitem__", x, ids) or e from None
+    res = res.reshape(res.shape[:d0] + shape + res.shape[d0 + 1:])
+    res._base = None
+    return res
+
+
+def _put(t: Tensor, adv, values, accumulate: bool, x: Tensor, op: str) -> Tensor:
+    """A new tensor: t with `values` (t's dtype) written, or added, at t's index tensors `adv`
+    (index_put's semantics: of duplicate indices one write wins). Differentiable."""
+    p, d0, k, shape, flat, undo, ids = _adv_plan(t, adv, x, op)
+    q = flatten(p, d0, d0 + k - 1)
+    want = p.shape[:d0] + shape + p.shape[d0 + k:]
+    v = values if isinstance(values, Tensor) else _scalar_tensor(values, t.dtype, t._device, op)
+    _same_device(op, self=x, values=v)
+    while v.ndim > len(want) and v.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
+        v = v.reshape(v.shape[1:])
+    if broadcast_shapes(v.shape, want) != want:
+        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape {want}")
+    v = broadcast_to(v, want).reshape(q.shape[:d0] + flat.shape + q.shape[d0 + 1:])
+    try:
+        r = q.index_add(d0, flat, v) if accumulate else q.index_copy(d0, flat, v)
+    except IndexOutOfRange as e:
+        raise _index_error(op, x, ids) or e from None
+    return undo(r.reshape(p.shape))
 
 
 def _as_rows(lay: Layout):
@@ -502,14 +561,23 @@ def _copy_rows(dst: Tensor, src: Tensor, rows) -> None:
 
 
 def _setitem(x: Tensor, idx, value, op="__setitem__"):
-    """x[idx] = value, into x's memory (copy_ and fill_ are idx=...). Recorded for autograd
+    """x[idx] = value, into x's memory (copy_ and fill_ are idx=...); through index tensors and
+    masks as index_put_ (of duplicate indices one write wins). Recorded for autograd
     where x or value requires grad (PyTorch's CopySlices): x's history gets the incoming
     gradient with the written region zeroed, value the region's gradient."""
-    target = _getitem(x.detach(), idx)
+    target, adv = _basic_index(x.detach(), idx)
     if target._storage is not x._storage:
-        raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through index tensors or negative "
-                              "steps is not supported; use index_add/scatter_add/where")
+        raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through negative steps is not supported "
+                              "(nor is indexing with them in PyTorch)")
     v = value if isinstance(value, Tensor) else None
+    if adv:  # the new values of the whole basic region, then written as a basic assignment
+        with no_grad():
+            m, val = adv[0][1], v._cast(x.dtype) if v is not None else _scalar_tensor(value, x.dtype, x._device, op)
+            if len(adv) == 1 and m.dtype is _dt.bool_ and m.shape == target.shape and val.ndim == 0:
+                _same_device(op, self=x, mask=m, value=val)
+                value = where(m, val, target)  # x[mask] = number: no host read of the mask
+            else:
+                value = _put(target, adv, val, False, x, op)
     if not (is_grad_enabled() and (x.requires_grad or (v is not None and v.requires_grad))):
         _write(target, value, op)
         return x
@@ -573,7 +641,12 @@ def _scalar_tensor(v, dtype, dev, op="scalar"):
 
 
 def _coerce(op, a, b):
-    """Two operands -> two tensors on one device with the promoted dtype."""
+    """Two operands -> two tensors on one device with the promoted dtype (an ndarray becomes a
+    tensor on the other operand's device; a numpy scalar is a Python scalar of its kind)."""
+    if isinstance(a, np.ndarray) and isinstance(b, Tensor):
+        a = tensor(a, device=b._device)
+    elif isinstance(b, np.ndarray) and isinstance(a, Tensor):
+        b = tensor(b, device=a._device)
     if _is_scalar(b):
         if not isinstance(a, (Tensor, list, tuple, np.ndarray)):
             raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
@@ -610,8 +683,9 @@ _AFFINE = {"add": lambda s, scalar_first: (1.0, s), "mul": lambda s, scalar_firs
 
 
 def _binary(op, a, b, name=None):
+    row = BINARY_BY_NAME[op]
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype and a._device is b._device \
-            and (a.dtype.is_floating_point or op != "div"):
+            and (a.dtype.is_floating_point or row.integers):
         # the hot path (what _coerce would return unchanged): skip coercion, and the
         # broadcast layouts when the shapes already agree
         la, lb = a._layout, b._layout
@@ -626,20 +700,22 @@ def _binary(op, a, b, name=None):
                 return affine(a, *_AFFINE[op](b, False))
             if type(b) is Tensor and type(a) in (int, float) and b.dtype.is_floating_point:
                 return affine(b, *_AFFINE[op](a, True))
+        if not row.integers and (_is_scalar(a) or _is_scalar(b)):  # an int scalar must not wrap into int dtypes first
+            a, b = (t._cast(_dt.get_default_dtype()) if isinstance(t, Tensor) and not t.dtype.is_floating_point
+                    else t for t in (a, b))
         a, b = _coerce(name, a, b)
-        if op == "div" and not a.dtype.is_floating_point:  # true division, as PyTorch
+        if not row.integers and not a.dtype.is_floating_point:  # true division, atan2: in float, as PyTorch
             a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
         shape, la, lb = _broadcast_pair(name, a, b)
     out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what _attach would return: nothing to record
-    row = BINARY_BY_NAME[op]
     return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
                    op, [(a, b, out)[i] for i in row.saves])
 
 
 def _cmp(op, a, b):
-    if not isinstance(b, Tensor) and not _is_scalar(b):
+    if not isinstance(b, (Tensor, np.ndarray)) and not _is_scalar(b):
         if op in ("eq", "ne"):
             return NotImplemented  # lets `t == None`, `t in list` fall back to identity
         raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
@@ -736,12 +812,31 @@ def _division(op, a, b):
     """floor_divide's / remainder's operands coerced and cast to their opmath (integers to
     float64: exact below 2**53), and the result's dtype. Integer division by zero raises, as
     PyTorch does on the cpu (the host reads b)."""
-    a, b = _coerce(op, a, b)
-    _broadcast_pair(op, a, b)
-    if not b.dtype.is_floating_point and b.numel() and bool((b == 0).sum() > 0):
-        raise ArgumentError(f"{describe(op, lhs=a, rhs=b)}: integer division by zero")
+    a, b = _nonzero_divisor(op, a, b)
     wide = _opmath(a.dtype, _dt.float64)
     return a._cast(wide), b._cast(wide), a.dtype
+
+
+def _nonzero_divisor(op, a, b):
+    """a and b coerced; an integer division by zero raises. A scalar divisor is checked as it is,
+    a tensor one is read back (the host waits for the device)."""
+    scalar = b if _is_scalar(b) else None
+    a, b = _coerce(op, a, b)
+    _broadcast_pair(op, a, b)
+    if not b.dtype.is_floating_point and b.numel() and (
+            scalar == 0 if scalar is not None else bool((b == 0).sum() > 0)):
+        raise ArgumentError(f"{describe(op, lhs=a, rhs=b)}: integer division by zero")
+    return a, b
+
+
+def fmod(a, b):
+    """The truncating remainder a - b * trunc(a / b) (C's fmod): the sign follows the dividend.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([-3, 3]).fmod(2).tolist()
+    [-1, 1]
+    """
+    return _binary("fmod", *_nonzero_divisor("fmod", a, b))
 
 
 def floor_divide(a, b):
@@ -789,6 +884,145 @@ def maximum(a, b):
 
 def minimum(a, b):
     return _binary("minimum", a, b)
+
+
+def isnan(x: Tensor) -> Tensor:
+    """True where x is NaN.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, float("nan")]).isnan().tolist()
+    [False, True]
+    """
+    return x != x
+
+
+def isinf(x: Tensor) -> Tensor:
+    """True where x is +inf or -inf.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, float("-inf")]).isinf().tolist()
+    [False, True]
+    """
+    return x.abs() == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+
+
+def isposinf(x: Tensor) -> Tensor:
+    """True where x is +inf.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([float("inf"), float("-inf")]).isposinf().tolist()
+    [True, False]
+    """
+    return x == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+
+
+def isneginf(x: Tensor) -> Tensor:
+    """True where x is -inf.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([float("inf"), float("-inf")]).isneginf().tolist()
+    [False, True]
+    """
+    return x == -np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+
+
+def isfinite_(x: Tensor) -> Tensor:  # tl.isfinite (math.isfinite keeps its name here)
+    """True where x is neither NaN nor infinite.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, float("inf"), float("nan")]).isfinite().tolist()
+    [True, False, False]
+    """
+    return x.abs() < np.inf if x.dtype.is_floating_point else ones_like(x, dtype=_dt.bool_)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+    """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close).
+
+    >>> import tensorlite as tl
+    >>> tl.isclose(tl.tensor([1.0, 2.0]), tl.tensor([1.0 + 1e-9, 2.1])).tolist()
+    [True, False]
+    """
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and input.dtype is not other.dtype:
+        raise DTypeError(f"{describe('isclose', self=input, other=other)}: expected both operands to have the same dtype")
+    a, b = _coerce("isclose", input, other)
+    with no_grad():
+        close = a == b
+        if a.dtype is not _dt.bool_:
+            wide = _opmath(a.dtype, _dt.float64)
+            a, b = a._cast(wide), b._cast(wide)
+            d = (a - b).abs()
+            close = close | ((d <= b.abs() * rtol + atol) & (d < np.inf))  # an infinite error is never close
+        return close | (isnan(a) & isnan(b)) if equal_nan else close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """Whether every element of input is close to other's (see isclose).
+
+    >>> import tensorlite as tl
+    >>> tl.allclose(tl.tensor([1.0, 2.0]), tl.tensor([1.0, 2.0 + 1e-7]))
+    True
+    """
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def lerp(input: Tensor, end, weight) -> Tensor:
+    """input + weight * (end - input); weight a number or a tensor.
+
+    >>> import tensorlite as tl
+    >>> tl.lerp(tl.tensor([0.0, 2.0]), tl.tensor([4.0, 4.0]), 0.5).tolist()
+    [2.0, 3.0]
+    """
+    for name, t in (("input", input), ("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and not t.dtype.is_floating_point:
+            raise DTypeError(f"{describe('lerp', **{name: t})}: expected a floating dtype")
+    return input + weight * (end - input)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """True where x is zero (any dtype; a bool result).
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([0, 3]).logical_not().tolist()
+    [True, False]
+    """
+    return x == 0
+
+
+def _logical(op, a, b):
+    """logical_<op> of operands of any dtypes (nonzero is True): a bool result."""
+    a, b = _coerce(f"logical_{op}", a, b)
+    return _binary(f"bitwise_{op}", a != 0, b != 0, f"logical_{op}")
+
+
+def logical_and(input, other) -> Tensor:
+    """input and other elementwise, nonzero being True.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([0, 1, 2]).logical_and(tl.tensor([1, 1, 0])).tolist()
+    [False, True, False]
+    """
+    return _logical("and", input, other)
+
+
+def logical_or(input, other) -> Tensor:
+    """input or other elementwise, nonzero being True.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([0, 1, 0]).logical_or(tl.tensor([0, 0, 3])).tolist()
+    [False, True, True]
+    """
+    return _logical("or", input, other)
+
+
+def logical_xor(input, other) -> Tensor:
+    """input xor other elementwise, nonzero being True.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([0, 1, 2]).logical_xor(tl.tensor([1, 1, 0])).tolist()
+    [True, False, True]
+    """
+    return _logical("xor", input, other)
 
 
 # x with value where mask (a bool tensor broadcast to x's shape) is True; value is a number or a
@@ -840,6 +1074,36 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
     out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
+
+
+def any_(x: Tensor, dim=None, keepdim=False) -> Tensor:
+    """Whether any element (over dim, an int or a tuple; every dim if None) is nonzero: bool.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[0, 1], [0, 0]]).any(1).tolist()
+    [True, False]
+    """
+    return _reduce("sum", (x != 0)._cast(_dt.int64), dim, keepdim, "any") > 0
+
+
+def all_(x: Tensor, dim=None, keepdim=False) -> Tensor:
+    """Whether every element (over dim, an int or a tuple; every dim if None) is nonzero: bool.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[1, 2], [0, 3]]).all(1).tolist()
+    [True, False]
+    """
+    return _reduce("sum", (x == 0)._cast(_dt.int64), dim, keepdim, "all") == 0
+
+
+def count_nonzero(x: Tensor, dim=None) -> Tensor:
+    """The number of nonzero elements (over dim, an int or a tuple; every dim if None): int64.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[0, 1], [2, 3]]).count_nonzero(0).tolist()
+    [1, 2]
+    """
+    return _reduce("sum", (x != 0)._cast(_dt.int64), dim, False, "count_nonzero")
 
 
 def _check_nonempty(op, x, dims):
@@ -983,6 +1247,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"matmul: operands must be tensors, got {type(a).__name__} and {type(b).__name__}")
     _same_device("matmul", lhs=a, rhs=b)
+    a, b = _amp.low_precision(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: both operands need at least 1 dim")
     if a.dtype is not b.dtype:
@@ -1019,17 +1284,71 @@ def _check_ids(op, ids, x, dim, **more):  # the checks of the index ops' operand
             not builtins.all(isinstance(t, Tensor) for t in more.values()):
         raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor"
                          f"{' and ' + ', '.join(more) + ' a tensor' if more else ''}")
-    if x.ndim == 0:
-        raise ShapeError(f"{describe(op, self=x, index=ids, **more)}: self must have at least one dim")
     _same_device(op, self=x, index=ids, **more)
     return _norm_dim(dim, x.ndim, op, x)
 
 
+def _check_scatter(op, x, dim, index, src=None):  # scatter's operands, PyTorch's rules; dim in [0, x.ndim)
+    more = {"src": src} if src is not None else {}
+    dim = _check_ids(op, index, x, dim, **more)
+    if more and src.dtype is not x.dtype:
+        raise DTypeError(f"{describe(op, self=x, index=index, **more)}: src must have the dtype of self")
+    if index.ndim != x.ndim or builtins.any(i > n for j, (i, n) in enumerate(zip(index.shape, x.shape)) if j != dim) \
+            or more and (src.ndim != x.ndim or builtins.any(i > n for i, n in zip(index.shape, src.shape))):
+        raise ShapeError(f"{describe(op, self=x, index=index, **more)}: index must have self's number of dims and "
+                         "sizes no larger than src's, nor than self's outside `dim`")
+    return dim
+
+
+def _check_index_source(op, x, dim, index, source):  # index_add's, index_copy's operands: (dim, 1-D index)
+    dim = _check_ids(op, index, x, dim, source=source)
+    index = index.reshape(1) if index.ndim == 0 else index
+    expect = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:]
+    if source.dtype is not x.dtype:
+        raise DTypeError(f"{describe(op, self=x, index=index, source=source)}: source must have the dtype of self")
+    if index.ndim != 1 or source.shape != expect:
+        raise ShapeError(f"{describe(op, self=x, index=index, source=source)}: expected a 1-D index and a source of "
+                         f"shape {expect}")
+    return dim, index
+
+
+def _corner(t: Tensor, shape) -> Tensor:
+    """t in the leading corner of zeros of `shape` (the gradient of a src larger than index)."""
+    if t.shape == tuple(shape):
+        return t
+    out = zeros(shape, dtype=t.dtype, device=t._device)
+    out[tuple(slice(0, n) for n in t.shape)] = t
+    return out
+
+
+def _scalar_self(fn):
+    """PyTorch's index ops take a 0-d self as one element along dim 0 (0-d index, src: one id, one value)."""
+    @functools.wraps(fn)
+    def op(x, dim, index, *args, **kwargs):
+        if not (isinstance(x, Tensor) and x.ndim == 0 and isinstance(index, Tensor)):
+            return fn(x, dim, index, *args, **kwargs)
+        _norm_dim(dim, 0, fn.__name__, x)
+        if fn.__name__ != "gather" and index.numel() != 1:
+            raise ShapeError(f"{describe(fn.__name__, self=x, index=index)}: an index into a 0-d tensor must have "
+                             f"exactly one value, got {index.numel()}")
+        flat = {k: a.reshape(-1) if isinstance(a, Tensor) else a for k, a in enumerate(args)}
+        out = fn(x.reshape(1), 0, index.reshape(-1), *flat.values(),
+                 **{k: a.reshape(-1) if isinstance(a, Tensor) else a for k, a in kwargs.items()})
+        return out.reshape(index.shape if fn.__name__ == "gather" else ())
+    return op
+
+
+@_scalar_self
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of x along dim at index (1-D, or 0-d: one entry, the dim kept).
+
+    >>> import tensorlite as tl; tl.tensor([[1, 2], [3, 4]]).index_select(0, tl.tensor([1, 1])).tolist()
+    [[3, 4], [3, 4]]
+    """
     dim = _check_ids("index_select", index, x, dim)
     if index.ndim != 1:
         if index.ndim == 0:
-            return index_select(x, dim, index.reshape(1)).squeeze(dim)
+            return index_select(x, dim, index.reshape(1))
         raise ShapeError(f"{describe('index_select', self=x, index=index)}: index must be 1-D")
     shape = x.shape[:dim] + (index.shape[0],) + x.shape[dim + 1:]
     out = _wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
@@ -1038,40 +1357,42 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
                    "index_select", (index,))
 
 
+@_scalar_self
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    dim = _check_ids("gather", index, x, dim)
-    if index.ndim != x.ndim or any(i > n for j, (i, n) in enumerate(zip(index.shape, x.shape)) if j != dim):
-        raise ShapeError(f"{describe('gather', self=x, index=index)}: index must have the same number of dims "
-                         "and no larger size outside `dim`")
+    """out[i][j] = x[index[i][j]][j] for dim 0 (torch.gather).
+
+    >>> import tensorlite as tl; tl.tensor([[1, 2], [3, 4]]).gather(1, tl.tensor([[1], [0]])).tolist()
+    [[2], [3]]
+    """
+    dim = _check_scatter("gather", x, dim, index)
     out = _wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
     src = x.shape
     return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
                    "gather", (index,))
 
 
+@_scalar_self
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    dim = _check_ids("scatter_add", index, x, dim, src=src)
-    if src.dtype is not x.dtype:
-        raise DTypeError(f"{describe('scatter_add', self=x, index=index, src=src)}: src must have the dtype of self")
-    if index.shape != src.shape or index.ndim != x.ndim:
-        raise ShapeError(f"{describe('scatter_add', self=x, index=index, src=src)}: index and src must have "
-                         "the same shape, and the ndim of self")
+    """x with src[i][j] added at [index[i][j]][j] for dim 0 (duplicate indices accumulate).
+
+    >>> import tensorlite as tl; tl.zeros(3).scatter_add(0, tl.tensor([0, 2, 0]), tl.ones(3)).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    dim = _check_scatter("scatter_add", x, dim, index, src)
     st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
-    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, g.gather(dim, index)), "scatter_add",
-                   (index,))
+    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, _corner(g.gather(dim, index), src.shape)),
+                   "scatter_add", (index,))
 
 
+@_scalar_self
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
-    dim = _check_ids("index_add", index, x, dim, source=source)
-    if alpha != 1:
-        source = source * alpha
-    expect = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:]
-    if source.dtype is not x.dtype:
-        raise DTypeError(f"{describe('index_add', self=x, index=index, source=source)}: source must have "
-                         "the dtype of self")
-    if index.ndim != 1 or source.shape != expect:
-        raise ShapeError(f"{describe('index_add', self=x, index=index, source=source)}: expected a 1-D index and "
-                         f"a source of shape {expect}")
+    """x with alpha * source[.., i, ..] added at x[.., index[i], ..] along dim (duplicates accumulate).
+
+    >>> import tensorlite as tl; tl.zeros(3).index_add(0, tl.tensor([2, 2]), tl.tensor([1.0, 2.0])).tolist()
+    [0.0, 0.0, 3.0]
+    """
+    source = source * alpha if alpha != 1 and isinstance(source, Tensor) else source
+    dim, index = _check_index_source("index_add", x, dim, index, source)
     st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
     return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
                    "index_add", (index,))
@@ -1207,6 +1528,7 @@ def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding
 
 def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=0):
     transposed = op.startswith("conv_transpose")
+    x, w, bias = _amp.low_precision(x, w, bias)
     x, p = _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding, transposed)
     groups = p.groups
     spatial = p.out_size(x.shape[2:], w.shape[2:], transposed)
@@ -1617,6 +1939,18 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
+    __dlpack__, __dlpack_device__ = _dlpack.to_dlpack, _dlpack.device_of  # shared memory (tensorlite/dlpack.py)
+
+    def data_ptr(self) -> int:
+        """The address of the first element (host or device memory).
+
+        >>> import tensorlite as tl
+        >>> x = tl.zeros(4, device="cpu")
+        >>> x[1:].data_ptr() - x.data_ptr() == x.element_size()
+        True
+        """
+        return self._storage.addr(self._layout.offset)
+
     def item(self):
         if self.numel() != 1:
             raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
@@ -1660,20 +1994,42 @@ class Tensor:
         return f"tensor({body}, {', '.join(extra)})"
 
     # ---- autograd -------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        if not self.requires_grad:
-            raise TensorliteError("backward: tensor does not require grad and has no grad_fn")
-        if gradient is None:
-            if self.numel() != 1:
-                raise TensorliteError(f"backward: grad can be implicitly created only for scalar outputs, "
-                                      f"got shape {self.shape}; pass `gradient`")
-            gradient = ones_like(self)
-        elif not isinstance(gradient, Tensor):
-            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-        if gradient.shape != self.shape:
-            raise ShapeError(f"{describe('backward', self=self, gradient=gradient)}: the gradient must have "
-                             "the shape of the tensor")
-        _backward(self, gradient, retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Add d(self)/d(leaf) (times `gradient`) to each leaf's .grad; see tl.autograd.backward.
+
+        >>> import tensorlite as tl
+        >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward(); x.grad.tolist()
+        [2.0, 4.0]
+        """
+        _backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook):
+        """hook(grad) runs when this tensor's gradient is computed and may return a replacement;
+        returns a handle whose remove() unregisters it.
+
+        >>> import tensorlite as tl
+        >>> x = tl.tensor([1.0, 2.0], requires_grad=True)
+        >>> h = x.register_hook(lambda g: g * 10)
+        >>> x.sum().backward(); x.grad.tolist()
+        [10.0, 10.0]
+        """
+        return _register_hook(self, hook)
+
+    def retain_grad(self):
+        """Keep .grad for this non-leaf tensor in later backward passes (leaves have it anyway).
+
+        >>> import tensorlite as tl
+        >>> y = tl.tensor([1.0, 2.0], requires_grad=True) * 2
+        >>> y.retain_grad(); (y * y).sum().backward(); y.grad.tolist()
+        [4.0, 8.0]
+        """
+        _retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether retain_grad() was called on this non-leaf tensor."""
+        return _retains_grad(self)
 
     def detach(self) -> "Tensor":
         """The same storage and layout, out of the graph (in-place changes show in both)."""
@@ -1734,7 +2090,10 @@ class Tensor:
     half = functools.partialmethod(_cast, _dt.float16)
     bfloat16 = functools.partialmethod(_cast, _dt.bfloat16)
     double = functools.partialmethod(_cast, _dt.float64)
-    long = int = functools.partialmethod(_cast, _dt.int64)
+    long = functools.partialmethod(_cast, _dt.int64)
+    int = functools.partialmethod(_cast, _dt.int32)
+    short = functools.partialmethod(_cast, _dt.int16)
+    char = functools.partialmethod(_cast, _dt.int8)
     bool = functools.partialmethod(_cast, _dt.bool_)
     cpu = functools.partialmethod(to, "cpu")
 
@@ -1826,18 +2185,18 @@ class Tensor:
     def __ge__(self, other):
         return _cmp("ge", self, other)
 
-    # bitwise operators: bool tensors only (logical and / or / xor / not)
+    # bitwise operators: integer and bool tensors (on bool: logical and / or / xor / not)
     def __and__(self, other):
-        return _logical("and", self, other)
+        return _binary("bitwise_and", self, other)
 
     def __or__(self, other):
-        return _logical("or", self, other)
+        return _binary("bitwise_or", self, other)
 
     def __xor__(self, other):
-        return _logical("xor", self, other)
+        return _binary("bitwise_xor", self, other)
 
     def __invert__(self):
-        return _logical("xor", self, True)
+        return _unary("bitwise_not", self)
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
 
@@ -1862,6 +2221,7 @@ class Tensor:
     # ---- reductions (the module functions of those names) --------------------------------
     sum, mean, max, min, amax, amin, argmax, argmin = sum, mean, max, min, amax, amin, argmax, argmin
     var, std, prod, logsumexp = var, std, prod_, logsumexp
+    any, all, count_nonzero = any_, all_, count_nonzero
 
     # ---- elementwise with arguments (the plain unary methods come from the op table) ----
     def add(self, other, alpha=1):
@@ -1881,7 +2241,9 @@ class Tensor:
     # the named forms of the operators above
     mul, div, pow, floor_divide, remainder = __mul__, __truediv__, __pow__, __floordiv__, __mod__
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
-    logical_not, matmul = __invert__, __matmul__
+    matmul = __matmul__
+    isnan, isinf, isposinf, isneginf, isfinite, isclose, allclose = isnan, isinf, isposinf, isneginf, isfinite_, isclose, allclose
+    lerp, logical_not, logical_and, logical_or, logical_xor = lerp, logical_not, logical_and, logical_or, logical_xor
 
     clamp, clip, masked_fill, affine, elu = clamp, clamp, masked_fill, affine, elu
 
@@ -1915,21 +2277,9 @@ class Tensor:
     clip_ = clamp_
     __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
     __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_
-
-
-def _logical(op, a, b):
-    """and / or / xor of bool tensors (b may be a Python bool)."""
-    if not (isinstance(a, Tensor) and a.dtype is _dt.bool_):
-        raise DTypeError(f"{op}: bitwise ops are supported on bool tensors only, got "
-                         f"{getattr(a, 'dtype', type(a).__name__)}")
-    b = b if isinstance(b, Tensor) else _scalar_tensor(bool(b), _dt.bool_, a._device)
-    if b.dtype is not _dt.bool_:
-        raise DTypeError(f"{describe(op, lhs=a, rhs=b)}: bitwise ops are supported on bool tensors only")
-    if op == "and":
-        return where(a, b, False)
-    if op == "or":
-        return where(a, True, b)
-    return a != b
+    lerp_, logical_not_ = _inplace_method("lerp_", lerp), _inplace_method("logical_not_", logical_not)
+    logical_and_, logical_or_ = _inplace_method("logical_and_", logical_and), _inplace_method("logical_or_", logical_or)
+    logical_xor_ = _inplace_method("logical_xor_", logical_xor)
 
 
 def _unary_methods(row):
@@ -1942,5 +2292,31 @@ def _unary_methods(row):
     setattr(Tensor, f"{row.method}_", _inplace_method(f"{row.method}_", method))
 
 
+def _binary_methods(row):
+    """Tensor.<method>(other) and Tensor.<method>_ for a binary row the class does not spell out
+    (the module function of that name where there is one: fmod's divisor check)."""
+    fn = globals().get(row.method)
+
+    def method(self, other):
+        return fn(self, other) if fn else _binary(row.name, self, other)
+    method.__name__, method.__qualname__ = row.method, f"Tensor.{row.method}"
+    method.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
+    setattr(Tensor, row.method, method)
+    setattr(Tensor, f"{row.method}_", _inplace_method(f"{row.method}_", method))
+
+
 for _row in UNARY:  # Tensor.exp, Tensor.exp_, Tensor.reciprocal, ...: two methods per row of the op table
     _unary_methods(_row)
+for _row in BINARY:
+    if not hasattr(Tensor, _row.method):
+        _binary_methods(_row)
+Tensor.fix, Tensor.fix_ = Tensor.trunc, Tensor.trunc_  # PyTorch's alias
+
+
+# Ops whose functions live in the modules beside this one (they import this module, so they
+# come last): each module's METHODS names the functions that are also Tensor methods.
+from . import indexing as _indexing, shape_ops as _shape_ops, sorting as _sorting  # noqa: E402
+
+for _module in (_shape_ops, _sorting, _indexing):
+    for _name in _module.METHODS:
+        setattr(Tensor, _name, getattr(_module, _name))

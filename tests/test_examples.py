@@ -115,6 +115,17 @@ def test_llama_greedy_generation_matches_transformers(llama_checkpoint, device):
     np.testing.assert_array_equal(llama.generate(model, PROMPTS[0], max_new_tokens=new), ref[0])
 
 
+def test_llama_random_checkpoint_loads_in_transformers(tmp_path):
+    """The README's try-it checkpoint (`llama.py PATH --write-random`) is a valid
+    save_pretrained directory: transformers loads it and computes our logits."""
+    torch, transformers = require("torch", "transformers")
+    llama = load_example("llama")
+    assert llama.main([str(tmp_path), "--write-random"]) == 0
+    ref = transformers.LlamaForCausalLM.from_pretrained(tmp_path).eval()
+    ids = PROMPTS % 256
+    assert relative_error(llama.load(tmp_path)(ids).numpy(), torch_logits(ref, ids)) < 1e-4
+
+
 def test_llama_kv_cache_equals_recomputation(llama_checkpoint, device):
     """Cached decoding (prefill + one token per step) against re-running the whole
     sequence each step: same greedy tokens, same last-position logits."""
@@ -304,3 +315,12 @@ def test_train_gpt_exit_status_follows_target(device, tmp_path, capsys):
     assert gpt.main(common + ["--target", "0"]) == 0
     assert "held-out exact match" in capsys.readouterr().out
     assert os.path.isfile(out)
+    # the checkpoint in use: loaded, not retrained, and asked; its answers are the model's own
+    assert gpt.main(["--device", device, "--heldout", "20", "--target", "0", "--load", out, "--ask", "3+4", "9+9"]) == 0
+    printed = capsys.readouterr().out
+    model = gpt.load_checkpoint(out, device)
+    assert "(loaded," in printed and f"3+4 = {gpt.answer(model, ['3+4'], device)[0]}" in printed
+    with pytest.raises(ValueError, match="adds numbers of 0..9"):
+        gpt.answer(model, ["10+1"], device)
+    with pytest.raises(ValueError, match="written a\\+b"):
+        gpt.answer(model, ["3-1"], device)

@@ -74,7 +74,7 @@ class _NumpyLike:
 
 def test_unary_inplace_methods_match_out_of_place(device, rng):
     a = rng.uniform(0.5, 2.0, (5,)).astype(np.float32)
-    for row in UNARY:
+    for row in (r for r in UNARY if r.floats):  # bitwise_not has no float form
         x = tl.tensor(a, device=device)
         y = x.clone()
         assert getattr(y, f"{row.method}_")() is y

@@ -7,7 +7,7 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import nn, optim
 from tensorlite.nn.utils import clip_grad_norm_, clip_grad_value_
-from conftest import numpy_adam
+from conftest import assert_close, numpy_adam, tolerance
 
 
 def run_steps(opt_factory, p0, grads, device="cpu"):
@@ -219,3 +219,186 @@ def test_tiny_classifier_trains_down(device, rng):
         opt.step()
     accuracy = (model(xt).argmax(-1).numpy() == labels).mean()
     assert loss.item() < 0.15 and accuracy > 0.95
+
+
+# ---- against torch.optim: trajectories, parameter groups, state_dict ---------------------
+
+TORCH_CASES = [  # (name, kwargs): each runs on tensorlite and torch with the same gradients
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.01)),
+    ("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True)),
+    ("RMSprop", dict()), ("RMSprop", dict(lr=0.02, alpha=0.9, eps=1e-6, weight_decay=0.1, momentum=0.5)),
+    ("RMSprop", dict(lr=0.01, centered=True, momentum=0.9, maximize=True)),
+    ("Adagrad", dict()), ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.02, initial_accumulator_value=0.3,
+                                          eps=1e-6, maximize=True)),
+    ("Adam", dict(lr=0.05, weight_decay=0.1, amsgrad=True)), ("Adam", dict(lr=0.02, betas=(0.8, 0.9), maximize=True)),
+    ("Adam", dict(lr=0.02, weight_decay=0.1, decoupled_weight_decay=True)), ("AdamW", dict(lr=0.03, amsgrad=True)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.2, maximize=True)),
+]
+CASE_IDS = [f"{name}-{i}" for i, (name, _) in enumerate(TORCH_CASES)]
+
+
+def torch_trajectory(torch, name, kwargs, p0s, grads):
+    ps = [torch.nn.Parameter(torch.tensor(p)) for p in p0s]
+    opt = getattr(torch.optim, name)(ps, **kwargs)
+    out = []
+    for gs in grads:
+        for p, g in zip(ps, gs):
+            p.grad = torch.tensor(g)
+        opt.step()
+        out.append([p.detach().numpy().copy() for p in ps])
+    return out
+
+
+def tl_run(name, kwargs, ps, grads, device, opt=None):
+    opt = opt or getattr(optim, name)(ps, **kwargs)
+    out = []
+    for gs in grads:
+        for p, g in zip(ps, gs):
+            p.grad = tl.tensor(g, device=device)
+        opt.step()
+        out.append([p.numpy() for p in ps])
+    return opt, out
+
+
+@pytest.mark.parametrize("name,kwargs", TORCH_CASES, ids=CASE_IDS)
+def test_optimizer_trajectory_matches_torch(device, rng, name, kwargs):
+    torch = pytest.importorskip("torch")
+    p0s = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    grads = [[rng.standard_normal(p.shape) for p in p0s] for _ in range(5)]
+    ps = [nn.Parameter(tl.tensor(p, device=device)) for p in p0s]
+    _, got = tl_run(name, kwargs, ps, grads, device)
+    for step_got, step_ref in zip(got, torch_trajectory(torch, name, kwargs, p0s, grads)):
+        for g, r in zip(step_got, step_ref):
+            assert_close(g, r)
+
+
+@pytest.mark.parametrize("dtype", [tl.float32, tl.float16, tl.bfloat16], ids=str)
+@pytest.mark.parametrize("name,kwargs", [TORCH_CASES[i] for i in (1, 5, 7, 8)], ids=str)
+def test_low_precision_parameters(device, rng, dtype, name, kwargs):
+    """Half and single precision parameters keep their dtype; two steps agree with torch's float64."""
+    torch = pytest.importorskip("torch")
+    p0 = rng.standard_normal((3, 5)).astype(dtype.np).astype(np.float64)  # representable in dtype
+    grads = [[rng.standard_normal((3, 5))] for _ in range(2)]
+    p = nn.Parameter(tl.tensor(p0, dtype=dtype, device=device))
+    _, got = tl_run(name, kwargs, [p], [[g[0].astype(np.float32)] for g in grads], device)
+    assert p.dtype is dtype
+    ref = torch_trajectory(torch, name, kwargs, [p0], [[g[0].astype(np.float32).astype(np.float64)] for g in grads])
+    rtol = 1e-5 if dtype is tl.float32 else 8 * tolerance(dtype)[0]
+    np.testing.assert_allclose(got[-1][0].astype(np.float64), ref[-1][0], rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("name,kwargs", TORCH_CASES, ids=CASE_IDS)
+def test_state_dict_resumes_identically(device, rng, name, kwargs):
+    """A state saved mid-run (tl.save / tl.load) and loaded into a fresh optimizer continues exactly."""
+    import io
+    p0s = [rng.standard_normal((2, 3)), rng.standard_normal(4)]
+    grads = [[rng.standard_normal(p.shape) for p in p0s] for _ in range(5)]
+    _, ref = tl_run(name, kwargs, [nn.Parameter(tl.tensor(p, device=device)) for p in p0s], grads, device)
+    ps = [nn.Parameter(tl.tensor(p, device=device)) for p in p0s]
+    opt, _ = tl_run(name, kwargs, ps, grads[:2], device)
+    buf = io.BytesIO()
+    tl.save({"params": [p.detach() for p in ps], "opt": opt.state_dict()}, buf)
+    buf.seek(0)
+    saved = tl.load(buf)
+    qs = [nn.Parameter(t) for t in saved["params"]]
+    opt2 = getattr(optim, name)(qs, lr=123.0)  # the saved lr wins
+    opt2.load_state_dict(saved["opt"])
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    _, got = tl_run(name, kwargs, qs, grads[2:], device, opt2)
+    for g, r in zip(got[-1], ref[-1]):
+        np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("name,kwargs", TORCH_CASES[1:2] + TORCH_CASES[4:5] + TORCH_CASES[7:9], ids=str)
+def test_state_dict_layout_is_torchs(rng, name, kwargs):
+    torch = pytest.importorskip("torch")
+    shapes = [(2, 3), (4,), (3,)]
+    ps = [nn.Parameter(tl.tensor(rng.standard_normal(s))) for s in shapes]
+    tps = [torch.nn.Parameter(torch.tensor(p.numpy())) for p in ps]
+    groups = lambda xs: [{"params": xs[:2]}, {"params": xs[2:], "lr": 0.5}]  # noqa: E731
+    opt, topt = getattr(optim, name)(groups(ps), **kwargs), getattr(torch.optim, name)(groups(tps), **kwargs)
+    for p, tp in zip(ps[:2], tps[:2]):  # the last parameter has no gradient
+        p.grad, tp.grad = tl.ones(p.shape, dtype=p.dtype), torch.ones(tp.shape, dtype=tp.dtype)
+    opt.step(), topt.step()
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert [g["params"] for g in sd["param_groups"]] == [g["params"] for g in tsd["param_groups"]] == [[0, 1], [2]]
+    assert sorted(sd["state"]) == sorted(tsd["state"])
+    for i, buffers in tsd["state"].items():
+        assert set(sd["state"][i]) == set(buffers)
+        for k, v in buffers.items():
+            if k == "step":
+                assert sd["state"][i][k] == v.item()
+            else:
+                assert_close(sd["state"][i][k], v.numpy(), check_dtype=False)
+    for g, tg in zip(sd["param_groups"], tsd["param_groups"]):
+        assert {k: v for k, v in tg.items() if k in g} == g  # torch's extra keys: foreach, fused, ...
+
+
+def test_param_groups_api():
+    a, b, c = (nn.Parameter(tl.ones(2)) for _ in range(3))
+    opt = optim.RMSprop([a], lr=0.1)
+    assert opt.defaults["alpha"] == 0.99 and opt.defaults["lr"] == 0.1
+    opt.add_param_group({"params": b, "momentum": 0.5})  # a lone Tensor is a group of one
+    assert opt.param_groups[1]["params"] == [b] and opt.param_groups[1]["momentum"] == 0.5
+    assert opt.param_groups[1]["lr"] == 0.1
+    with pytest.raises(ValueError, match="more than once"):
+        opt.add_param_group({"params": [a, c]})
+    with pytest.raises(ValueError, match="more than once"):
+        optim.SGD([c, c])
+    with pytest.raises(ValueError, match="iterable of Tensors or of dicts, got a Tensor"):
+        optim.SGD(c)
+    with pytest.raises(ValueError, match="'params' entry"):
+        opt.add_param_group({"lr": 0.1})
+    model = nn.Linear(2, 1)
+    named = optim.SGD(model.named_parameters(), lr=0.1)
+    assert named.param_groups[0]["params"] == [model.weight, model.bias]
+    assert named.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]  # as torch's
+    ada = optim.Adagrad([{"params": [a]}, {"params": [b], "initial_accumulator_value": 0.5}])
+    assert ada.state_dict()["state"][1]["sum"].tolist() == [0.5, 0.5]  # Adagrad's state starts at construction
+
+
+def test_torch_implementation_switches():
+    p = nn.Parameter(tl.ones(2))
+    for make in (lambda: optim.AdamW([p], fused=True, foreach=False, capturable=True),
+                 lambda: optim.SGD([p], fused=True),
+                 lambda: optim.Adagrad([p], foreach=True), lambda: optim.RMSprop([p], capturable=True)):
+        assert make().param_groups[0]["params"] == [p]  # accepted: one implementation here
+    with pytest.raises(ValueError, match="differentiable=True .* not supported"):
+        optim.Adam([p], differentiable=True)
+    with pytest.raises(TypeError, match="momentun"):
+        optim.SGD([p], momentun=0.9)  # a misspelt setting is not swallowed
+
+
+def test_load_state_dict_errors():
+    a, b = nn.Parameter(tl.ones(2)), nn.Parameter(tl.ones(3))
+    sd = optim.SGD([a, b], momentum=0.9).state_dict()
+    with pytest.raises(ValueError, match="1 parameter groups in the state, 2 in the optimizer"):
+        optim.SGD([{"params": [a]}, {"params": [b]}]).load_state_dict(sd)
+    with pytest.raises(ValueError, match="group 0 has 2 parameters in the state, 1 in the optimizer"):
+        optim.SGD([a]).load_state_dict(sd)
+    with pytest.raises(KeyError, match="'state' and 'param_groups'"):
+        optim.SGD([a]).load_state_dict({"param_groups": []})
+    sd["state"][7] = {"momentum_buffer": tl.ones(2)}
+    with pytest.raises(KeyError, match="parameter 7, which no group lists"):
+        optim.SGD([a, b]).load_state_dict(sd)
+
+
+def test_adamw_bf16_state_stays_float32_through_load():
+    p = nn.Parameter(tl.ones(3, dtype=tl.bfloat16))
+    opt = optim.AdamW([p])
+    p.grad = tl.ones(3, dtype=tl.bfloat16)
+    opt.step()
+    opt2 = optim.AdamW([p])
+    opt2.load_state_dict(opt.state_dict())
+    assert opt2.state[p]["exp_avg"].dtype == tl.float32
+    assert opt2.state[p]["exp_avg"] is not opt.state[p]["exp_avg"]  # a copy: the buffers change in place
+
+
+def test_sgd_momentum_buffer_is_not_the_gradient():
+    p = nn.Parameter(tl.ones(2))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = tl.ones(2)
+    opt.step()
+    with tl.no_grad():
+        p.grad.mul_(0.0)  # clip_grad_norm_ and friends write the gradient in place
+    assert opt.state[p]["momentum_buffer"].tolist() == [1.0, 1.0]

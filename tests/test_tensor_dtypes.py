@@ -17,13 +17,15 @@ def test_dtype_objects():
     expected = {  # name: (short, itemsize, is_floating_point)
         "float32": ("f32", 4, True), "float16": ("f16", 2, True), "bfloat16": ("bf16", 2, True),
         "float64": ("f64", 8, True), "uint8": ("u8", 1, False), "uint32": ("u32", 4, False),
-        "int64": ("i64", 8, False), "bool": ("bool", 1, False),
+        "int64": ("i64", 8, False), "bool": ("bool", 1, False), "int8": ("i8", 1, False),
+        "int16": ("i16", 2, False), "int32": ("i32", 4, False),
     }
     for name, (short, size, is_float) in expected.items():
         d = getattr(tl, name)
         assert (d.name, d.short, d.itemsize, d.is_floating_point) == (name, short, size, is_float)
     assert tl.bfloat16.np == np.dtype(ml_dtypes.bfloat16)
     assert tl.float is tl.float32 and tl.double is tl.float64 and tl.half is tl.float16 and tl.long is tl.int64
+    assert tl.int is tl.int32 and tl.short is tl.int16
 
 
 # PyTorch's promotion for the pairs where the answer is not "the same dtype"
@@ -31,6 +33,8 @@ PROMOTIONS = {
     (f16, bf16): f32, (f16, f32): f32, (bf16, f32): f32, (f32, f64): f64, (bf16, f64): f64,
     (u8, f16): f16, (i64, bf16): bf16, (u32, f32): f32, (b, f64): f64, (i64, f32): f32,
     (u8, i64): i64, (u8, u32): u32, (u32, i64): i64, (b, u8): u8, (b, i64): i64, (b, u32): u32,
+    (u8, tl.int8): tl.int16, (u8, tl.int16): tl.int16, (u8, tl.int32): tl.int32, (tl.int8, tl.int32): tl.int32,
+    (tl.int32, i64): i64, (tl.int32, f16): f16, (tl.int8, bf16): bf16, (u32, tl.int8): i64, (b, tl.int8): tl.int8,
 }
 
 
@@ -51,7 +55,7 @@ def test_promote_types_agrees_with_torch():
             continue
         assert tl.promote_types(a, c).name == str(want).replace("torch.", ""), (a, c)
         compared += 1
-    assert compared >= 49  # every pair among the 7 dtypes torch promotes fully
+    assert compared >= 100  # every pair among the 10 dtypes torch promotes fully
 
 
 @pytest.mark.parametrize("da, db", list(itertools.product(ALL_DTYPES, repeat=2)),
@@ -112,6 +116,8 @@ def test_dtype_resolution_from_names_and_numpy():
     from tensorlite.dtype import get
     assert get("bf16") is bf16 and get("float32") is f32 and get(np.float16) is f16
     assert get(np.dtype(ml_dtypes.bfloat16)) is bf16 and get(bool) is b and get(float) is f32
+    assert get(np.int8) is tl.int8 and get(np.int16) is tl.int16 and get(np.int32) is tl.int32
+    assert get("i32") is tl.int32 and get("short") is tl.int16 and get("int") is tl.int32
     assert tl.ones(2, dtype="f64").dtype is f64
     with pytest.raises(TypeError):
         get("complex64")

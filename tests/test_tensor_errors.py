@@ -276,9 +276,9 @@ def test_index_op_shape_errors(device):
         x.index_add(0, ids, src)                      # source's other dims differ
     check_message(err, "index_add", x, src)
     i2 = tl.tensor([[0, 1]], device=device)
-    s3 = t((1, 3), device=device)
+    s3 = t((1, 1), device=device)
     with pytest.raises(tl.ShapeError) as err:
-        x.scatter_add(0, i2, s3)                      # index and src shapes differ
+        x.scatter_add(0, i2, s3)                      # index larger than src
     check_message(err, "scatter_add", x, s3)
     with pytest.raises(tl.ShapeError):
         x.index_select(0, tl.tensor([[0, 1]], device=device))
@@ -400,7 +400,7 @@ def _raises(cls, op, fn, *operands):
     ("empty", lambda d: tl.empty(-2, device=d)), ("full", lambda d: tl.full((-1,), 1.0, device=d)),
     ("randint", lambda d: tl.randint(0, 5, (-2,), device=d)), ("eye", lambda d: tl.eye(-1, device=d)),
     ("eye", lambda d: tl.eye(2, -1, device=d)), ("linspace", lambda d: tl.linspace(0, 1, -1, device=d)),
-    ("zeros_like", lambda d: tl.zeros_like(tl.zeros(2, device=d), dtype="int32")),
+    ("zeros_like", lambda d: tl.zeros_like(tl.zeros(2, device=d), dtype="complex64")),
 ])
 def test_new_tensors_never_have_negative_sizes(device, op, fn):
     with pytest.raises((ValueError, TypeError)) as err:
@@ -574,8 +574,8 @@ def test_ordering_comparisons_with_non_numbers(device):
 # --------------------------------------------------------------------------- casts
 def test_to_with_a_string_that_is_neither_device_nor_dtype(device):
     x = t((2,), device=device)
-    err = _raises(tl.DeviceError, "to", lambda: x.to("int32"), x)
-    assert "int32" in str(err.value) and "float32" in str(err.value)   # lists the dtype names too
+    err = _raises(tl.DeviceError, "to", lambda: x.to("complex64"), x)
+    assert "complex64" in str(err.value) and "float32" in str(err.value)   # lists the dtype names too
     assert x.to("f16").dtype is tl.float16 and x.to(float).dtype is tl.float32
     for op, fn in (("to", lambda: x.to(5)), ("type", lambda: x.type("complex64"))):
         with pytest.raises(tl.DTypeError) as err:
@@ -669,7 +669,7 @@ def test_cat_stack_operands(device):
 
 def test_index_ops_on_0d_and_non_tensor_operands(device):
     s, ids = t((), device=device), tl.tensor([0], device=device)
-    _raises(tl.ShapeError, "index_select", lambda: s.index_select(0, ids), s)
+    _raises(tl.IndexOutOfRange, "index_select", lambda: s.index_select(1, ids), s)  # a 0-d self has dim 0 (PyTorch)
     x = t((2, 2), device=device)
     _raises(tl.DTypeError, "scatter_add", lambda: x.scatter_add(0, tl.zeros((2, 2), dtype=tl.int64, device=device),
                                                                   [[1.0, 2.0]]), x)

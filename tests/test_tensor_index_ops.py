@@ -206,3 +206,25 @@ def test_index_ops_on_empty(device, rng):
     assert x.gather(1, tl.zeros((3, 0), dtype=tl.int64, device=device)).shape == (3, 0)
     assert_close(x.scatter_add(1, tl.zeros((3, 0), dtype=tl.int64, device=device), tl.zeros((3, 0), device=device)),
                  x.numpy(), tl.float32)
+
+
+def test_scatter_add_src_larger_than_index_and_its_gradient(device, rng):
+    torch = pytest.importorskip("torch")
+    a, src = random_array(rng, (3, 4), tl.float64), random_array(rng, (2, 5), tl.float64)
+    ids = rng.integers(0, 3, (2, 4))
+    x, s = tl.tensor(a, device=device, requires_grad=True), tl.tensor(src, device=device, requires_grad=True)
+    got = x.scatter_add(0, tl.tensor(ids, device=device), s)  # only src's leading (2, 4) corner is read (PyTorch)
+    assert_close(got, torch.tensor(a).scatter_add(0, torch.tensor(ids), torch.tensor(src)).numpy(), tl.float64)
+    got.sum().backward()
+    expected = np.zeros((2, 5))
+    expected[:, :4] = 1.0
+    assert_close(s.grad, expected, tl.float64)
+
+
+def test_index_add_and_index_select_with_a_0d_index(device, rng):
+    a = random_array(rng, (3, 2), tl.float32)
+    x, i = tl.tensor(a, device=device), tl.tensor(1, device=device)
+    assert_close(x.index_select(0, i), a[1:2], tl.float32)  # the dim is kept, as PyTorch's
+    expected = a.copy()
+    expected[1] += 1.0
+    assert_close(x.index_add(0, i, tl.ones(1, 2, device=device)), expected, tl.float32)

@@ -333,6 +333,13 @@ class GpuDevice(BackendDevice):
     def total_memory(self):
         return self.props.get("total_memory")
 
+    def wrap_memory(self, owner, numel, dtype):
+        self._storage((0,), dtype)  # binds _GpuStorage
+        return _GpuStorage(self, owner, dtype, numel)  # `owner` serves as the buffer: its ptr is the memory
+
+    def stream_handle(self):
+        return int(self.platform.ffi.cast("uintptr_t", self.stream))
+
     def mem_get_info(self) -> Tuple[int, int]:
         self.activate()
         return self.platform.mem_get_info()

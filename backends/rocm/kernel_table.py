@@ -17,7 +17,7 @@ from typing import Dict, Tuple
 from tensorlite import dtype as dtypes, op_table
 from tensorlite.errors import BackendError, unsupported_dtype
 
-ALL = tuple(d.short for d in dtypes.ALL)           # f32 f16 bf16 f64 u8 u32 i64 bool
+ALL = tuple(d.short for d in dtypes.ALL)           # f32 f16 bf16 f64 u8 u32 i64 bool i8 i16 i32
 FLOATS = tuple(d.short for d in dtypes.FLOATS)
 NONFLOATS = tuple(d.short for d in dtypes.ALL if not d.is_floating_point)
 IDS = ("i64", "u32", "u8")                          # index dtypes the contract allows
@@ -38,7 +38,7 @@ def binary_ops(t: str) -> Tuple[str, ...]:
 # storage.py (the copies). They import this module, so their tables are assembled here on
 # first use (KERNELS, SOURCE_OF, kernel_for), not at import.
 DECLARING_MODULES = ("ops.elementwise", "ops.reduce", "ops.index", "storage", "ops.conv", "ops.random",
-                     "ops.fused", "ops.attention")
+                     "ops.fused", "ops.attention", "ops.sort")
 
 KERNELS: Dict[str, Tuple[str, ...]]   # source -> its entry names (bound by _assemble)
 SOURCE_OF: Dict[str, str]             # entry name -> its source (bound by _assemble)

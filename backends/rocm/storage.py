@@ -35,13 +35,14 @@ from .ops.fused import FusedOps
 from .ops.index import IndexOps
 from .ops.matmul import MatmulOps
 from .ops.reduce import ReduceOps
+from .ops.sort import SortOps
 
 # the entry points of the copies' kernel source (kernel_table.py assembles every family's)
 KERNELS = {"copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t in ALL)}
 
 
 class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedOps, AttentionOps,
-                 BackendStorage):
+                 SortOps, BackendStorage):
     """`numel` elements of `dtype` in `buffer` (a device.Buffer) on `device`.
 
     `value_range`: (min, max) bounding every stored value where the host knows it without

@@ -9,4 +9,5 @@
     fused        softmax, norms, rope, their backwards, cross-entropy, AdamW
     attention    sdpa and its backward (flash kernels, matrix-core tiers, or GEMM + softmax)
     random       random_fill (Philox)
+    sort         sort of rows (bitonic), cumsum/cumprod (scans), searchsorted
 """

@@ -1,4 +1,5 @@
-"""Index ops (index.hip): index_select, gather, scatter_add, index_add.
+"""Index ops (index.hip): index_select, gather, scatter_add, index_add, scatter (and scatter_reduce's
+prod, amax, amin).
 
 The kernels check every id and flag an out-of-range one instead of touching memory; the
 host then reads the flag and raises IndexOutOfRange naming the first bad id. That read
@@ -20,7 +21,8 @@ from ..launch import BLOCK, grid_for, on_device, pack_strided
 
 # the entry points of this family's kernel source (kernel_table.py assembles every family's)
 KERNELS = {"index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
-                              for i in IDS for t in ALL)}
+                              for i in IDS for t in ALL) + tuple(f"scatter_{t}" for t in ALL)}
+_REDUCE = {None: 0, "prod": 1, "amax": 2, "amin": 3}  # scatter_<t>'s `reduce` argument
 
 
 class IndexOps:
@@ -108,14 +110,22 @@ class IndexOps:
         return out
 
     def _accumulate(self, op, layout, ids, ids_layout, src, src_layout, dim, src_iter: Layout, ids_iter: Layout,
-                    by_row: bool):
-        """Shared body of scatter_add / index_add: a contiguous copy of self (in f32 for
-        the half types), src added at the ids with atomics, cast back."""
+                    by_row: bool, reduce=False):
+        """Shared body of scatter_add / index_add / scatter: a contiguous copy of self (in f32
+        for the half types), src added at the ids with atomics (or scatter_<t>'s `reduce`, the
+        ids as int64), cast back."""
         self._check_ids(op, ids, ids_layout, layout)
         if src.dtype is not self.dtype:
             raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout),
                                 src=(src, src_layout))
-        kernel = self._index_kernel(op, ids, layout, ids_layout)
+        extra, ids_dev = [], ids
+        if reduce is False:
+            kernel = self._index_kernel(op, ids, layout, ids_layout)
+        else:  # scatter_<t>: the reduction an argument, the ids int64
+            kernel = kernel_for(self.device, f"scatter_{self.dtype.short}", op, self=(self, layout))
+            extra = [("int64", _REDUCE[reduce])]
+            if ids.dtype is not dtypes.int64:
+                ids_dev, ids_iter = ids.to_dtype(ids_layout, dtypes.int64), Layout.contiguous(ids_layout.shape)
         half = self.dtype in (dtypes.float16, dtypes.bfloat16)
         acc = self.to_dtype(layout, dtypes.float32 if half else self.dtype)
         size, n = layout.shape[dim], src_iter.numel()
@@ -136,8 +146,8 @@ class IndexOps:
                 shape_args = [("bytes", li), ("bytes", ls), ("bytes", lo)]
             self._run_checked(op, ids, ids_layout, size, layout, lambda err: dev.launch(
                 kernel, grid_for(dev, n), BLOCK,
-                [("int64", n), *shape_args, ("int64", size), ("int64", dim_stride), ("ptr", ids.buffer.ptr),
-                 ("ptr", src.buffer.ptr), ("ptr", acc.buffer.ptr), ("ptr", err)]))
+                [("int64", n), *shape_args, ("int64", size), ("int64", dim_stride), *extra,
+                 ("ptr", ids_dev.buffer.ptr), ("ptr", src.buffer.ptr), ("ptr", acc.buffer.ptr), ("ptr", err)]))
         return acc.to_dtype(Layout.contiguous(layout.shape), self.dtype) if half else acc
 
     def scatter_add(self, layout, ids, ids_layout, src, src_layout, dim):
@@ -145,6 +155,11 @@ class IndexOps:
         src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
         return self._accumulate("scatter_add", layout, ids, ids_layout, src, src_layout, dim,
                                 src_iter, ids_layout, by_row=False)
+
+    def scatter(self, layout, ids, ids_layout, src, src_layout, dim, reduce=None):
+        src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
+        return self._accumulate("scatter", layout, ids, ids_layout, src, src_layout, dim, src_iter, ids_layout,
+                                by_row=False, reduce=reduce)
 
     def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
         n_ids = ids_layout.numel()
