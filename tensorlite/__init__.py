@@ -79,6 +79,7 @@ def _tensor_level_function(name):
     def fn(x, *args, **kwargs):
         return getattr(x, name)(*args, **kwargs)
     fn.__name__ = name
+    fn.__doc__ = f"tl.{name}(x, ...) is x.{name}(...), as torch.{name}."
     return fn
 
 

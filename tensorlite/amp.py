@@ -57,6 +57,12 @@ class autocast:
 
 
 def is_autocast_enabled(device_type: str = None) -> bool:
+    """Whether an autocast region is active (for device_type, if given), as torch.is_autocast_enabled.
+
+    >>> import tensorlite as tl
+    >>> tl.amp.is_autocast_enabled()
+    False
+    """
     mode = getattr(_state, "mode", None)
     return mode is not None and (device_type is None or mode[0] == device_type)
 

@@ -31,6 +31,12 @@ def note_write(storage) -> None:
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops record the autograd graph now (False inside no_grad), as torch.is_grad_enabled.
+
+    >>> import tensorlite as tl
+    >>> with tl.no_grad(): print(tl.is_grad_enabled())
+    False
+    """
     return getattr(_state, "enabled", True)
 
 
@@ -567,14 +573,17 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args):
+        """A subclass's forward(ctx, *args) computes the outputs (a @staticmethod, as torch's)."""
         raise NotImplementedError("a Function subclass defines forward(ctx, *args) as a @staticmethod")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """A subclass's backward(ctx, *grad_outputs) returns one gradient (or None) per forward input."""
         raise NotImplementedError("a Function subclass defines backward(ctx, *grads) as a @staticmethod")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
+        """Optional (torch's newer style): save what backward needs on ctx, from inputs and output."""
         raise NotImplementedError
 
     @classmethod

@@ -58,6 +58,7 @@ class ConvParams:
                           (0,) + tuple(self.output_padding) if self.output_padding else ())
 
     def out_size(self, in_size: Sequence[int], k: Sequence[int], transposed: bool = False) -> Tuple[int, ...]:
+        """The output's spatial sizes for input sizes in_size and kernel sizes k (PyTorch's formula)."""
         if not transposed:
             return _out_size(in_size, k, self.stride, self.padding, self.dilation)
         out_pad = self.output_padding or (0,) * len(k)
@@ -74,6 +75,7 @@ class PoolParams:
     count_include_pad: bool = True       # avg_pool2d only
 
     def out_size(self, h: int, w: int) -> Tuple[int, int]:
+        """The output's (height, width) for an (h, w) input (PyTorch's formula)."""
         return _out_size((h, w), self.kernel, self.stride, self.padding, self.dilation)
 
 
@@ -92,42 +94,51 @@ class BackendDevice(ABC):
         return self.name if self.name == "cpu" else f"{self.name}:{self.ordinal}"
 
     @abstractmethod
-    def zeros(self, shape: Sequence[int], dtype) -> "BackendStorage": ...
+    def zeros(self, shape: Sequence[int], dtype) -> "BackendStorage":
+        """A storage of shape's elements, all zero."""
 
     @abstractmethod
-    def alloc_uninit(self, shape: Sequence[int], dtype) -> "BackendStorage": ...
+    def alloc_uninit(self, shape: Sequence[int], dtype) -> "BackendStorage":
+        """A storage of shape's elements, uninitialised."""
 
     @abstractmethod
     def from_cpu(self, array) -> "BackendStorage":
         """A storage holding a copy of a C-contiguous numpy array (bf16 via ml_dtypes)."""
 
     @abstractmethod
-    def rand_uniform(self, shape, dtype, lo: float, hi: float) -> "BackendStorage": ...
+    def rand_uniform(self, shape, dtype, lo: float, hi: float) -> "BackendStorage":
+        """A storage of U(lo, hi) samples from the device's seeded generator."""
 
     @abstractmethod
-    def rand_normal(self, shape, dtype, mean: float, std: float) -> "BackendStorage": ...
+    def rand_normal(self, shape, dtype, mean: float, std: float) -> "BackendStorage":
+        """A storage of N(mean, std) samples from the device's seeded generator."""
 
     @abstractmethod
-    def set_seed(self, seed: int) -> None: ...
+    def set_seed(self, seed: int) -> None:
+        """Seed the device's generator (tl.manual_seed calls it)."""
 
     @abstractmethod
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (tl.synchronize calls it)."""
 
     def full(self, shape, value, dtype) -> "BackendStorage":
+        """A storage of shape's elements, all `value`."""
         s = self.alloc_uninit(shape, dtype)
         s.const_set(value, Layout.contiguous(shape))
         return s
 
     def memory_stats(self) -> Dict[str, int]:
+        """Allocator counters, name -> bytes (empty where the backend keeps none)."""
         return {}
 
     # Bytes of memory the device has, None if unknown: the frontend refuses a larger tensor at
     # once (OutOfMemoryError) instead of asking the allocator
     def total_memory(self) -> Optional[int]:
+        """Bytes of memory the device has, None if unknown: a larger tensor is refused at once."""
         return None
 
     def empty_cache(self) -> None:
-        pass
+        """Give cached, unused memory back to the device (as torch.cuda.empty_cache)."""
 
     # ---- memory shared with other frameworks (DLPack) ---------------------------------
     def wrap_memory(self, owner, numel: int, dtype) -> "BackendStorage":
@@ -167,7 +178,8 @@ class BackendStorage(ABC):
         """x ** e (floating dtypes)."""
 
     @abstractmethod
-    def elu(self, layout: Layout, alpha: float) -> "BackendStorage": ...
+    def elu(self, layout: Layout, alpha: float) -> "BackendStorage":
+        """x if x > 0 else alpha * (exp(x) - 1)."""
 
     @abstractmethod
     def unary_impl(self, op: str, layout: Layout) -> "BackendStorage":
@@ -292,25 +304,31 @@ class BackendStorage(ABC):
 
     @abstractmethod
     def conv1d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
-               params: ConvParams) -> "BackendStorage": ...
+               params: ConvParams) -> "BackendStorage":
+        """1-D convolution of the (N, C, L) input by kernel."""
 
     @abstractmethod
     def conv2d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
-               params: ConvParams) -> "BackendStorage": ...
+               params: ConvParams) -> "BackendStorage":
+        """2-D convolution of the (N, C, H, W) input by kernel."""
 
     @abstractmethod
     def conv_transpose1d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
-                         params: ConvParams) -> "BackendStorage": ...
+                         params: ConvParams) -> "BackendStorage":
+        """1-D transposed convolution of the (N, C, L) input by kernel."""
 
     @abstractmethod
     def conv_transpose2d(self, layout: Layout, kernel: "BackendStorage", kernel_layout: Layout,
-                         params: ConvParams) -> "BackendStorage": ...
+                         params: ConvParams) -> "BackendStorage":
+        """2-D transposed convolution of the (N, C, H, W) input by kernel."""
 
     @abstractmethod
-    def avg_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage": ...
+    def avg_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage":
+        """2-D average pooling of the (N, C, H, W) input."""
 
     @abstractmethod
-    def max_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage": ...
+    def max_pool2d(self, layout: Layout, params: PoolParams) -> "BackendStorage":
+        """2-D max pooling of the (N, C, H, W) input."""
 
     @abstractmethod
     def upsample_nearest2d(self, layout: Layout, out_h: int, out_w: int) -> "BackendStorage":
@@ -338,7 +356,8 @@ class BackendStorage(ABC):
 
     # ---- fused nn ops (candle's CustomOp); each has a composite reference in nn.functional
     @abstractmethod
-    def softmax_last_dim(self, layout: Layout) -> "BackendStorage": ...
+    def softmax_last_dim(self, layout: Layout) -> "BackendStorage":
+        """Softmax over the last dim."""
 
     @abstractmethod
     def log_softmax(self, layout: Layout) -> "BackendStorage":
@@ -585,6 +604,12 @@ def load_entry_points(reload: bool = False) -> None:
 
 
 def parse_device(spec) -> Tuple[str, int]:
+    """(backend name, ordinal) of a device string or BackendDevice.
+
+    >>> from tensorlite.backend import parse_device
+    >>> parse_device('cuda:1')
+    ('cuda', 1)
+    """
     if isinstance(spec, BackendDevice):
         return spec.name, spec.ordinal
     spec = str(spec)
@@ -642,15 +667,18 @@ def available() -> Dict[str, object]:
 
 
 def available_devices() -> list:
+    """The names of the backends that can run here (see available())."""
     return [n for n, ok in available().items() if ok is True]
 
 
 def initialized_devices() -> list:
+    """The BackendDevices created so far."""
     with _LOCK:
         return [d for e in _REGISTRY.values() for d in e.devices.values()]
 
 
 def default_device() -> str:
+    """The default device's name: $TENSORLITE_DEVICE, else 'cpu'."""
     return os.environ.get("TENSORLITE_DEVICE", "cpu")
 
 

@@ -18,6 +18,12 @@ except ImportError:  # pragma: no cover - ml_dtypes is a declared dependency
 
 
 class DType:
+    """A tensor element type (tl.float32, tl.int64, ...), as torch.dtype; `np` is its numpy dtype.
+
+    >>> import tensorlite as tl
+    >>> tl.float16.itemsize, tl.float16.is_floating_point
+    (2, True)
+    """
     __slots__ = ("name", "short", "np", "itemsize", "is_floating_point", "is_signed", "_rank")
 
     def __init__(self, name, short, np_dtype, is_float, is_signed, rank):
@@ -130,10 +136,17 @@ _default_float = float32
 
 
 def get_default_dtype() -> DType:
+    """The floating dtype that float data and factories get by default (float32), as torch.get_default_dtype.
+
+    >>> import tensorlite as tl
+    >>> tl.get_default_dtype()
+    tensorlite.float32
+    """
     return _default_float
 
 
 def set_default_dtype(d) -> None:
+    """Set the default floating dtype (a floating tl dtype or its name), as torch.set_default_dtype."""
     global _default_float
     d = get(d)
     if not d.is_floating_point:

@@ -9,23 +9,23 @@ from typing import NamedTuple
 
 
 class TensorliteError(Exception):
-    pass
+    """The base of every tensorlite error (torch raises plain RuntimeError and friends instead)."""
 
 
 class ShapeError(TensorliteError, ValueError):
-    pass
+    """Shapes that do not fit the op (a ValueError; torch raises RuntimeError)."""
 
 
 class DTypeError(TensorliteError, TypeError):
-    pass
+    """A dtype, or an argument's type, that the op does not take (a TypeError)."""
 
 
 class DeviceError(TensorliteError, RuntimeError):
-    pass
+    """Operands on different devices, or an unknown device (a RuntimeError, as torch's)."""
 
 
 class IndexOutOfRange(TensorliteError, IndexError):
-    pass
+    """An index or dim out of range (an IndexError, as torch's)."""
 
 
 class ArgumentError(TensorliteError, ValueError):
@@ -44,15 +44,15 @@ class StateDictError(TensorliteError, KeyError):
 
 
 class BackendUnavailable(DeviceError):
-    pass
+    """The backend cannot run here (a missing library, no device); the message says why."""
 
 
 class OutOfMemoryError(DeviceError, MemoryError):
-    pass
+    """The device has not enough memory for the tensor, as torch.OutOfMemoryError (also a MemoryError)."""
 
 
 class CompileError(TensorliteError, RuntimeError):
-    pass
+    """A GPU kernel source failed to compile (NVRTC / hiprtc) or was not found."""
 
 
 class BackendError(TensorliteError, RuntimeError):

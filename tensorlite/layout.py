@@ -12,6 +12,12 @@ Shape = Tuple[int, ...]
 
 
 def contiguous_strides(shape: Sequence[int]) -> Shape:
+    """Row-major strides (in elements) of shape, as torch's contiguous tensors have.
+
+    >>> from tensorlite.layout import contiguous_strides
+    >>> contiguous_strides((2, 3, 4))
+    (12, 4, 1)
+    """
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
@@ -34,6 +40,12 @@ _STRIDES: dict = {}  # shape tuple -> contiguous_strides(shape)
 
 
 class Layout:
+    """A tensor's view of its storage: shape, strides and offset in elements (no negative strides).
+
+    >>> from tensorlite.layout import Layout
+    >>> Layout((2, 3)).transpose(0, 1).strides
+    (1, 3)
+    """
     # _contig: is_contiguous(), computed on first use (None until then); Layouts are never
     # mutated and contiguous ones are shared (one per shape), so most calls just read it
     __slots__ = ("shape", "strides", "offset", "_contig")
@@ -51,6 +63,7 @@ class Layout:
 
     @classmethod
     def contiguous(cls, shape: Sequence[int], offset: int = 0) -> "Layout":
+        """The row-major Layout of shape, starting at offset."""
         return cls(shape, None, offset)
 
     def __repr__(self):
@@ -65,9 +78,11 @@ class Layout:
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self.shape)
 
     def numel(self) -> int:
+        """The number of elements."""
         return prod(self.shape)
 
     def is_contiguous(self) -> bool:
@@ -95,16 +110,19 @@ class Layout:
 
     # ---- view transforms -------------------------------------------------------------
     def permute(self, dims: Sequence[int]) -> "Layout":
+        """The dims reordered (a Layout of the same storage)."""
         shape, strides = self.shape, self.strides
         return Layout(tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims]), self.offset)
 
     def transpose(self, d0: int, d1: int) -> "Layout":
+        """Dims d0 and d1 swapped."""
         shape, strides = list(self.shape), list(self.strides)
         shape[d0], shape[d1] = shape[d1], shape[d0]
         strides[d0], strides[d1] = strides[d1], strides[d0]
         return Layout(tuple(shape), tuple(strides), self.offset)
 
     def narrow(self, dim: int, start: int, length: int, step: int = 1) -> "Layout":
+        """`length` indices of dim from start, every step-th."""
         shape, strides = list(self.shape), list(self.strides)
         shape[dim] = length
         strides[dim] = self.strides[dim] * step
@@ -117,11 +135,13 @@ class Layout:
         return Layout(shape, strides, self.offset + i * self.strides[dim])
 
     def unsqueeze(self, dim: int) -> "Layout":
+        """A size-1 dim inserted at dim."""
         inner = self.strides[dim] * self.shape[dim] if dim < self.ndim else 1
         return Layout(self.shape[:dim] + (1,) + self.shape[dim:],
                       self.strides[:dim] + (inner,) + self.strides[dim:], self.offset)
 
     def squeeze(self, dims: Sequence[int]) -> "Layout":
+        """The given size-1 dims removed."""
         keep = [i for i in range(self.ndim) if i not in dims]
         return Layout([self.shape[i] for i in keep], [self.strides[i] for i in keep], self.offset)
 

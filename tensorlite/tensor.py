@@ -83,6 +83,7 @@ def _view(x: "Tensor", layout: Layout) -> "Tensor":
 
 # d in [-ndim, ndim) as a dim in [0, ndim); a 0-d tensor takes 0 and -1 where scalar_ok (PyTorch)
 def _norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
+    """A dim in [-ndim, ndim) as one in [0, ndim), as PyTorch wraps it; else IndexOutOfRange naming `op`."""
     n = builtins.max(ndim, 1) if scalar_ok else ndim
     if type(d) is not int or not -n <= d < n:
         who = describe(op, self=x) if x is not None else op
@@ -199,6 +200,12 @@ def view(x: Tensor, *shape) -> Tensor:
 
 
 def permute(x: Tensor, *dims) -> Tensor:
+    """A view with the dims reordered, as torch.permute.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 3, 4).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
     dims = _shape_arg(dims, "permute", x)
     nd = x.ndim
     normed = [_norm_dim(d, nd, "permute", x) for d in dims]
@@ -209,6 +216,12 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 
 def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
+    """A view with dims d0 and d1 swapped, as torch.transpose.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[1, 2], [3, 4]]).transpose(0, 1).tolist()
+    [[1, 3], [2, 4]]
+    """
     nd = len(x._layout.shape)
     if nd == 0:
         return x
@@ -223,6 +236,12 @@ def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tensor:
+    """A view of `length` elements of dim from start, as torch.narrow (plus a `step`, which torch lacks).
+
+    >>> import tensorlite as tl
+    >>> tl.arange(6).narrow(0, 1, 3).tolist()
+    [1, 2, 3]
+    """
     dim = _norm_dim(dim, x.ndim, "narrow", x, False)
     n = x.shape[dim]
     if type(start) is not int or type(length) is not int or type(step) is not int or step < 1:
@@ -239,6 +258,12 @@ def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tenso
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """A view of index `index` of dim, that dim removed, as torch.select.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[1, 2], [3, 4]]).select(1, 0).tolist()
+    [1, 3]
+    """
     dim = _norm_dim(dim, x.ndim, "select", x, False)
     n = x.shape[dim]
     index = index if type(index) is int else _ints("select", "index", index, self=x)
@@ -251,11 +276,23 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """A view with a size-1 dim inserted at dim, as torch.unsqueeze.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 3).unsqueeze(1).shape
+    (2, 1, 3)
+    """
     dim = _norm_dim(dim, x.ndim + 1, "unsqueeze", x)
     return _attach(_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
+    """A view without the size-1 dims (only those of dim, an int or a tuple, if given), as torch.squeeze.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 1, 3, 1).squeeze().shape
+    (2, 3)
+    """
     dims = [d for d in _norm_dims(dim, x.ndim, "squeeze", x, False) if x.shape[d] == 1] if x.ndim else []
     if not dims:
         return x
@@ -275,6 +312,12 @@ def _sum_to(g: Tensor, shape) -> Tensor:
 
 
 def broadcast_to(x: Tensor, *shape) -> Tensor:
+    """A view broadcast to shape (no copy), as torch.broadcast_to.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1, 2]).broadcast_to(2, 2).tolist()
+    [[1, 2], [1, 2]]
+    """
     shape = _shape_arg(shape, "broadcast_to", x)
     if shape == x.shape:
         return x
@@ -286,6 +329,12 @@ def broadcast_to(x: Tensor, *shape) -> Tensor:
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
+    """broadcast_to where -1 keeps a dim's size, as torch.Tensor.expand.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(3, 1).expand(-1, 4).shape
+    (3, 4)
+    """
     sizes = _shape_arg(sizes, "expand", x)
     lead = len(sizes) - x.ndim
     if -1 in sizes[:builtins.max(lead, 0)]:
@@ -296,6 +345,12 @@ def expand(x: Tensor, *sizes) -> Tensor:
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Dims start_dim..end_dim merged into one (a view where the strides allow), as torch.flatten.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 3, 4).flatten(1).shape
+    (2, 12)
+    """
     if x.ndim == 0:
         return x.reshape(1)
     s, e = _norm_dim(start_dim, x.ndim, "flatten", x), _norm_dim(end_dim, x.ndim, "flatten", x)
@@ -303,12 +358,24 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    """Dim `dim` split into `sizes` (one may be -1), as torch.unflatten.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 12).unflatten(1, (3, -1)).shape
+    (2, 3, 4)
+    """
     dim = _norm_dim(dim, x.ndim, "unflatten", x, False)
     sizes = _infer_shape(_shape_arg((sizes,), "unflatten", x), x.shape[dim], "unflatten", x)
     return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
 
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
+    """Views of split_size_or_sections elements along dim (the last may be shorter), as torch.split.
+
+    >>> import tensorlite as tl
+    >>> [t.tolist() for t in tl.arange(5).split(2)]
+    [[0, 1], [2, 3], [4]]
+    """
     dim = _norm_dim(dim, x.ndim, "split", x, False)
     n = x.shape[dim]
     if not isinstance(split_size_or_sections, (tuple, list)):
@@ -322,6 +389,12 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
+    """`chunks` views of (about) equal size along dim, as torch.chunk.
+
+    >>> import tensorlite as tl
+    >>> [t.tolist() for t in tl.arange(6).chunk(3)]
+    [[0, 1], [2, 3], [4, 5]]
+    """
     n = x.shape[_norm_dim(dim, x.ndim, "chunk", x, False)]
     return split(x, builtins.max(-(-n // _ints("chunk", "chunks", chunks, low=1, self=x)), 1), dim)
 
@@ -743,11 +816,23 @@ def _unary(op, x):
 
 
 def affine(x: Tensor, mul: float, add: float) -> Tensor:
+    """x * mul + add in one op, keeping x's dtype (candle's affine; torch has no such op).
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, 2.0]).affine(2.0, 1.0).tolist()
+    [3.0, 5.0]
+    """
     out = _wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
     return _attach(out, (x,), lambda g: (g * mul,), "affine")
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """ELU: x where x > 0, else alpha * (exp(x) - 1), as torch.nn.functional.elu.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, 0.0]).elu().tolist()
+    [1.0, 0.0]
+    """
     out = _wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
     return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu", (x, out))
 
@@ -872,6 +957,12 @@ def where(cond: Tensor, x, y) -> Tensor:
 
 
 def clamp(x: Tensor, min=None, max=None) -> Tensor:
+    """x limited to [min, max] (either may be None or a tensor), as torch.clamp.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([-2, 0, 5]).clamp(-1, 3).tolist()
+    [-1, 0, 3]
+    """
     if min is None and max is None:
         raise ArgumentError(f"{describe('clamp', self=x)}: at least one of min and max must be given")
     out = x if min is None else _binary("maximum", x, min, "clamp")
@@ -879,10 +970,22 @@ def clamp(x: Tensor, min=None, max=None) -> Tensor:
 
 
 def maximum(a, b):
+    """Elementwise max of a and b (broadcast; NaN propagates), as torch.maximum.
+
+    >>> import tensorlite as tl
+    >>> tl.maximum(tl.tensor([1, 5]), tl.tensor([3, 2])).tolist()
+    [3, 5]
+    """
     return _binary("maximum", a, b)
 
 
 def minimum(a, b):
+    """Elementwise min of a and b (broadcast; NaN propagates), as torch.minimum.
+
+    >>> import tensorlite as tl
+    >>> tl.minimum(tl.tensor([1, 5]), tl.tensor([3, 2])).tolist()
+    [1, 2]
+    """
     return _binary("minimum", a, b)
 
 
@@ -1028,6 +1131,12 @@ def logical_xor(input, other) -> Tensor:
 # x with value where mask (a bool tensor broadcast to x's shape) is True; value is a number or a
 # 0-d tensor (PyTorch)
 def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    """x with `value` where the bool mask (broadcast to x) is True, as torch.masked_fill.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1, 2, 3]).masked_fill(tl.tensor([True, False, True]), 0).tolist()
+    [0, 2, 0]
+    """
     v = {"value": value} if isinstance(value, Tensor) else {}
     if not isinstance(mask, Tensor) or mask.dtype is not _dt.bool_ or not (_is_scalar(value) or v and value.ndim == 0):
         raise DTypeError(f"{describe('masked_fill', self=x, mask=mask, **v)}: expected a bool mask and a number "
@@ -1054,6 +1163,12 @@ def _reduce(op, x, dim, keepdim, name):
 
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
+    """Sum over dim (an int, a tuple; every dim if None); integers and bools sum in int64, as torch.sum.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[1, 2], [3, 4]]).sum(0).tolist()
+    [4, 6]
+    """
     if dtype is not None:
         x = x._cast(_dtype_of(dtype, op="sum"))
     elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
@@ -1070,6 +1185,12 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
 
 
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
+    """Mean over dim (an int, a tuple; every dim if None), as torch.mean (integer input gives a float).
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(1).tolist()
+    [1.5, 3.5]
+    """
     dt = _opmath(x.dtype, _dt.get_default_dtype())
     n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
     out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
@@ -1150,16 +1271,34 @@ def max(x, dim=None, keepdim=False):
 
 
 def min(x, dim=None, keepdim=False):
+    """min() the smallest element; min(dim) (values, indices); min(x, other) minimum, as torch.min.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[3, 1], [2, 4]]).min(1).indices.tolist()
+    [1, 0]
+    """
     if isinstance(dim, Tensor):
         return minimum(x, dim)
     return _minmax("min", x, dim, keepdim)
 
 
 def amax(x, dim=None, keepdim=False):
+    """The largest values over dim (an int or a tuple; every dim if None), as torch.amax.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[3, 1], [2, 4]]).amax(0).tolist()
+    [3, 4]
+    """
     return _amaxmin("max", x, dim, keepdim, "amax")
 
 
 def amin(x, dim=None, keepdim=False):
+    """The smallest values over dim (an int or a tuple; every dim if None), as torch.amin.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[3, 1], [2, 4]]).amin(0).tolist()
+    [2, 1]
+    """
     return _amaxmin("min", x, dim, keepdim, "amin")
 
 
@@ -1173,14 +1312,32 @@ def _arg(op, x, dim, keepdim):
 
 
 def argmax(x, dim=None, keepdim=False):
+    """Index of the largest element (of the flattened tensor if dim is None), as torch.argmax.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[3, 1], [2, 4]]).argmax(1).tolist()
+    [0, 1]
+    """
     return _arg("argmax", x, dim, keepdim)
 
 
 def argmin(x, dim=None, keepdim=False):
+    """Index of the smallest element (of the flattened tensor if dim is None), as torch.argmin.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([[3, 1], [2, 4]]).argmin(1).tolist()
+    [1, 0]
+    """
     return _arg("argmin", x, dim, keepdim)
 
 
 def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    """Variance over dim with Bessel's correction (correction=1) by default, as torch.var.
+
+    >>> import tensorlite as tl
+    >>> tl.tensor([1.0, 3.0, 5.0]).var().item()
+    4.0
+    """
     if unbiased is not None:
         correction = int(unbiased)
     dt = _opmath(x.dtype, _dt.get_default_dtype())
@@ -1192,6 +1349,12 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
 
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    """Standard deviation over dim (correction=1 by default), as torch.std.
+
+    >>> import tensorlite as tl
+    >>> round(tl.tensor([1.0, 3.0]).std().item(), 4)
+    1.4142
+    """
     _norm_dims(dim, x.ndim, "std", x)  # errors name std, not the var it is made of
     v = var(x, dim, keepdim, correction, unbiased)
     with no_grad():
@@ -1226,6 +1389,12 @@ def prod_(x, dim=None, keepdim=False):
 
 
 def logsumexp(x, dim=None, keepdim=False):
+    """log(sum(exp(x))) over dim, computed stably, as torch.logsumexp.
+
+    >>> import tensorlite as tl
+    >>> round(tl.tensor([0.0, 0.0]).logsumexp(0).item(), 4)
+    0.6931
+    """
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
     dims = _norm_dims(dim, x.ndim, "logsumexp", x)
@@ -1407,6 +1576,12 @@ def _tensor_list(op, tensors) -> list:  # cat's and stack's operand: a non-empty
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """The tensors joined along an existing dim, as torch.cat.
+
+    >>> import tensorlite as tl
+    >>> tl.cat([tl.tensor([1, 2]), tl.tensor([3])]).tolist()
+    [1, 2, 3]
+    """
     tensors = _tensor_list("cat", tensors)
     first = tensors[0]
     named = {f"t{i}": t for i, t in enumerate(tensors)}
@@ -1465,6 +1640,12 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """The equal-shaped tensors joined along a new dim, as torch.stack.
+
+    >>> import tensorlite as tl
+    >>> tl.stack([tl.tensor([1, 2]), tl.tensor([3, 4])], 1).tolist()
+    [[1, 3], [2, 4]]
+    """
     tensors = _tensor_list("stack", tensors)
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"{describe('stack', **{f't{i}': t for i, t in enumerate(tensors)})}: shapes must be equal")
@@ -1559,18 +1740,42 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution of (N, C, L) by weight (out, C / groups, k), as torch.nn.functional.conv1d.
+
+    >>> import tensorlite as tl
+    >>> tl.conv1d(tl.ones(1, 1, 4), tl.ones(1, 1, 2)).tolist()
+    [[[2.0, 2.0, 2.0]]]
+    """
     return _conv("conv1d", input, weight, bias, 1, stride, padding, dilation, groups)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution of (N, C, H, W) by weight (out, C / groups, kh, kw), as torch.nn.functional.conv2d.
+
+    >>> import tensorlite as tl
+    >>> tl.conv2d(tl.ones(1, 1, 3, 3), tl.ones(1, 1, 2, 2), padding=1).shape
+    (1, 1, 4, 4)
+    """
     return _conv("conv2d", input, weight, bias, 2, stride, padding, dilation, groups)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """1-D transposed convolution, weight (C, out / groups, k), as torch.nn.functional.conv_transpose1d.
+
+    >>> import tensorlite as tl
+    >>> tl.conv_transpose1d(tl.ones(1, 1, 2), tl.ones(1, 1, 2)).tolist()
+    [[[1.0, 2.0, 1.0]]]
+    """
     return _conv("conv_transpose1d", input, weight, bias, 1, stride, padding, dilation, groups, output_padding)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution, weight (C, out / groups, kh, kw), as torch.nn.functional.conv_transpose2d.
+
+    >>> import tensorlite as tl
+    >>> tl.conv_transpose2d(tl.ones(1, 2, 3, 3), tl.ones(2, 4, 2, 2), stride=2).shape
+    (1, 4, 6, 6)
+    """
     return _conv("conv_transpose2d", input, weight, bias, 2, stride, padding, dilation, groups, output_padding)
 
 
@@ -1630,14 +1835,32 @@ def _avg_divisor(in_hw, out_hw, p, like):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """2-D max pooling of (N, C, H, W), as torch.nn.functional.max_pool2d (no ceil_mode).
+
+    >>> import tensorlite as tl
+    >>> tl.max_pool2d(tl.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
     return _pool("max_pool2d", input, kernel_size, stride, padding, dilation, True, ceil_mode)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """2-D average pooling of (N, C, H, W), as torch.nn.functional.avg_pool2d (no ceil_mode).
+
+    >>> import tensorlite as tl
+    >>> tl.avg_pool2d(tl.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    """
     return _pool("avg_pool2d", input, kernel_size, stride, padding, 1, count_include_pad, ceil_mode)
 
 
 def upsample_nearest2d(x, size=None, scale_factor=None):
+    """(N, C, H, W) resized to `size` or by scale_factor, nearest neighbour, as F.interpolate(mode='nearest').
+
+    >>> import tensorlite as tl
+    >>> tl.upsample_nearest2d(tl.tensor([[[[1.0, 2.0]]]]), scale_factor=2).tolist()
+    [[[[1.0, 1.0, 2.0, 2.0], [1.0, 1.0, 2.0, 2.0]]]]
+    """
     op = "upsample_nearest2d"
     if not isinstance(x, Tensor) or x.ndim != 4 or builtins.min(x.shape[2:]) < 1:
         raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input with h, w >= 1")
@@ -1753,18 +1976,42 @@ def _dtype_of(dtype, value=0.0, op="tensor"):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of zeros (the default float dtype unless given), as torch.zeros.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros(2, 3).shape
+    (2, 3)
+    """
     return _filled("zeros", _shape_arg(size, "zeros"), 0, _dtype_of(dtype, op="zeros"), device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones (the default float dtype unless given), as torch.ones.
+
+    >>> import tensorlite as tl
+    >>> tl.ones(2, dtype=tl.int64).tolist()
+    [1, 1]
+    """
     return _filled("ones", _shape_arg(size, "ones"), 1, _dtype_of(dtype, op="ones"), device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor (its values are arbitrary), as torch.empty.
+
+    >>> import tensorlite as tl
+    >>> tl.empty(2, 3).shape
+    (2, 3)
+    """
     return _filled("empty", _shape_arg(size, "empty"), None, _dtype_of(dtype, op="empty"), device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of shape `size` filled with fill_value (dtype from the value unless given), as torch.full.
+
+    >>> import tensorlite as tl
+    >>> tl.full((2,), 7).tolist()
+    [7, 7]
+    """
     return _filled("full", _shape_arg((size,), "full"), fill_value, _dtype_of(dtype, fill_value, "full"), device,
                    requires_grad)
 
@@ -1775,22 +2022,52 @@ def _like(fn, x, *args, dtype=None, device=None, requires_grad=False):
 
 
 def zeros_like(x, **kw):
+    """zeros of x's shape, dtype and device (unless given), as torch.zeros_like.
+
+    >>> import tensorlite as tl
+    >>> tl.zeros_like(tl.tensor([1, 2])).tolist()
+    [0, 0]
+    """
     return _like(zeros, x, **kw)
 
 
 def ones_like(x, **kw):
+    """ones of x's shape, dtype and device (unless given), as torch.ones_like.
+
+    >>> import tensorlite as tl
+    >>> tl.ones_like(tl.tensor([1, 2])).tolist()
+    [1, 1]
+    """
     return _like(ones, x, **kw)
 
 
 def empty_like(x, **kw):
+    """An uninitialised tensor of x's shape, dtype and device (unless given), as torch.empty_like.
+
+    >>> import tensorlite as tl
+    >>> tl.empty_like(tl.zeros(2, 3)).shape
+    (2, 3)
+    """
     return _like(empty, x, **kw)
 
 
 def full_like(x, fill_value, **kw):
+    """fill_value in x's shape, dtype and device (unless given), as torch.full_like.
+
+    >>> import tensorlite as tl
+    >>> tl.full_like(tl.tensor([1, 2]), 5).tolist()
+    [5, 5]
+    """
     return _like(full, x, fill_value, **kw)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """start, start + step, ... below end (int64 if all are integers), as torch.arange.
+
+    >>> import tensorlite as tl
+    >>> tl.arange(1, 7, 2).tolist()
+    [1, 3, 5]
+    """
     if end is None:
         start, end = 0, start
     if not all(isinstance(v, numbers.Real) and isfinite(v) for v in (start, end, step)) or step == 0 or \
@@ -1806,6 +2083,12 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """`steps` evenly spaced values from start to end inclusive, as torch.linspace.
+
+    >>> import tensorlite as tl
+    >>> tl.linspace(0, 1, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
     dt, dev = _dtype_of(dtype, 0.0, "linspace"), _device(device)
     if not all(isinstance(v, numbers.Real) for v in (start, end)):
         raise DTypeError(f"linspace: start and end must be real numbers, got {(start, end)}")
@@ -1814,6 +2097,12 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """An n x m (m = n by default) identity matrix, as torch.eye.
+
+    >>> import tensorlite as tl
+    >>> tl.eye(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
     dt, dev = _dtype_of(dtype, 0.0, "eye"), _device(device)
     shape = _check_size("eye", (_ints("eye", "n", n), _ints("eye", "m", n if m is None else m)), dt, dev)
     return tensor(np.eye(*shape), dtype=dt, device=dev, requires_grad=requires_grad)
@@ -1834,6 +2123,12 @@ def rand(*size, dtype=None, device=None, requires_grad=False):
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples from the device's counter-based generator (see manual_seed), as torch.randn.
+
+    >>> import tensorlite as tl
+    >>> tl.randn(2, 3).shape
+    (2, 3)
+    """
     return _random("randn", "rand_normal", size, dtype, device, requires_grad)
 
 
@@ -1853,6 +2148,7 @@ def randint(low, high=None, size=(), dtype=None, device=None):
 
 
 def synchronize(device=None) -> None:
+    """Wait until the device's queued work has finished, as torch.cuda.synchronize (default: the default device)."""
     _device(device).synchronize()
 
 
@@ -1876,37 +2172,92 @@ class Tensor:
     # ---- attributes -----------------------------------------------------------------
     @property
     def shape(self):
+        """The sizes of the dims, a tuple (torch's is a torch.Size, a tuple subclass).
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).shape
+        (2, 3)
+        """
         return self._layout.shape
 
     def size(self, dim=None):
+        """The shape, or the size of dim `dim`, as torch.Tensor.size.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).size(-1)
+        3
+        """
         return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
 
     @property
     def device(self) -> str:
+        """The device's name, a str ('cpu', 'cuda:0', ...; torch's is a torch.device).
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(1, device='cpu').device
+        'cpu'
+        """
         return str(self._device)
 
     @property
     def ndim(self) -> int:
+        """The number of dims, as torch.Tensor.ndim.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).ndim
+        2
+        """
         return len(self._layout.shape)
 
     def dim(self) -> int:
+        """The number of dims, as torch.Tensor.dim."""
         return self.ndim
 
     def stride(self, dim=None):
+        """The strides in elements, or that of dim `dim`, as torch.Tensor.stride.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).stride()
+        (3, 1)
+        """
         s = self._layout.strides
         return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self, False)]
 
     def numel(self) -> int:
+        """The number of elements, as torch.Tensor.numel.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).numel()
+        6
+        """
         return self._layout.numel()
 
     def is_contiguous(self) -> bool:
+        """Whether the layout is row-major without gaps, as torch.Tensor.is_contiguous.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).mT.is_contiguous()
+        False
+        """
         return self._layout.is_contiguous()
 
     def element_size(self) -> int:
+        """Bytes per element, as torch.Tensor.element_size.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(1, dtype=tl.float16).element_size()
+        2
+        """
         return self.dtype.itemsize
 
     @property
     def is_leaf(self) -> bool:
+        """Whether no autograd op made this tensor (a user-made tensor), as torch.Tensor.is_leaf.
+
+        >>> import tensorlite as tl
+        >>> (tl.ones(1, requires_grad=True) * 2).is_leaf
+        False
+        """
         return self._node is None
 
     @property
@@ -1916,6 +2267,12 @@ class Tensor:
 
     @property
     def is_floating_point(self):
+        """Whether the dtype is floating: a property here, a method in torch.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1]).is_floating_point
+        False
+        """
         return self.dtype.is_floating_point
 
     @property
@@ -1952,12 +2309,24 @@ class Tensor:
         return self._storage.addr(self._layout.offset)
 
     def item(self):
+        """The value of a one-element tensor as a Python number, as torch.Tensor.item.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([[2.5]]).item()
+        2.5
+        """
         if self.numel() != 1:
             raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
         v = self.numpy().reshape(-1)[0]
         return v.item() if self.dtype is not _dt.bfloat16 else float(v)
 
     def tolist(self):
+        """The values as nested Python lists (a number for a 0-d tensor), as torch.Tensor.tolist.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([[1, 2]]).tolist()
+        [[1, 2]]
+        """
         a = self.numpy()
         return (a.astype(np.float32) if self.dtype is _dt.bfloat16 else a).tolist()
 
@@ -2038,6 +2407,12 @@ class Tensor:
         return t
 
     def requires_grad_(self, flag=True):
+        """Set requires_grad in place (floating dtypes only) and return self, as torch's.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2).requires_grad_().requires_grad
+        True
+        """
         self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
         return self
 
@@ -2084,6 +2459,12 @@ class Tensor:
         return out
 
     def type(self, dtype):
+        """A cast to dtype (a tl dtype or its name; torch's also takes type strings).
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1.5]).type(tl.int64).tolist()
+        [1]
+        """
         return self._cast(_dtype_of(dtype, op="type"))
 
     float = functools.partialmethod(_cast, _dt.float32)
@@ -2098,14 +2479,27 @@ class Tensor:
     cpu = functools.partialmethod(to, "cpu")
 
     def cuda(self, ordinal=0):
+        """self.to('cuda:<ordinal>'), as torch.Tensor.cuda."""
         return self.to(f"cuda:{ordinal}")
 
     def contiguous(self) -> "Tensor":
+        """self if already contiguous, else a row-major copy, as torch.Tensor.contiguous.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3).mT.contiguous().stride()
+        (2, 1)
+        """
         if self._layout.is_contiguous():
             return self
         return _attach(_copy(self), (self,), lambda g: (g,), "contiguous")
 
     def clone(self) -> "Tensor":
+        """A copy with its own storage, in the graph (gradients flow back), as torch.Tensor.clone.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1, 2]).clone().tolist()
+        [1, 2]
+        """
         return _attach(_copy(self), (self,), lambda g: (g,), "clone")
 
     # ---- operators (elementwise ones through the op table's rows, op_table.py) -----------
@@ -2122,35 +2516,71 @@ class Tensor:
         return _binary("sub", other, self)
 
     def __mul__(self, other):
+        """self * other (broadcast, promoted), also Tensor.mul, as torch.mul.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([1, 2]) * 3).tolist()
+        [3, 6]
+        """
         return _binary("mul", self, other)
 
     def __rmul__(self, other):
         return _binary("mul", other, self)
 
     def __truediv__(self, other):
+        """self / other: true division (integers give floats), also Tensor.div, as torch.div.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([1, 2]) / 2).tolist()
+        [0.5, 1.0]
+        """
         return _binary("div", self, other)
 
     def __rtruediv__(self, other):
         return _binary("div", other, self)
 
     def __floordiv__(self, other):
+        """self // other rounded down (floor), also Tensor.floor_divide, as torch.floor_divide.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([-3, 3]) // 2).tolist()
+        [-2, 1]
+        """
         return floor_divide(self, other)
 
     def __rfloordiv__(self, other):
         return floor_divide(other, self)
 
     def __mod__(self, other):
+        """self % other with the divisor's sign (Python's), also Tensor.remainder, as torch.remainder.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([-3, 3]) % 2).tolist()
+        [1, 1]
+        """
         return remainder(self, other)
 
     def __rmod__(self, other):
         return remainder(other, self)
 
     def __pow__(self, exponent):
+        """self ** exponent (a number or a tensor), also Tensor.pow, as torch.pow.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([2, 3]) ** 2).tolist()
+        [4, 9]
+        """
         return _pow(self, exponent)
 
     __rpow__ = _rpow
 
     def __matmul__(self, other):
+        """Matrix product (batched, broadcast), also Tensor.matmul, as torch.matmul.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([[1, 2]]) @ tl.tensor([[3], [4]])).tolist()
+        [[11]]
+        """
         return matmul(self, other)
 
     def __rmatmul__(self, other):
@@ -2166,23 +2596,34 @@ class Tensor:
         return self
 
     def __eq__(self, other):
+        """Elementwise self == other: a bool tensor, also Tensor.eq, as torch.eq.
+
+        >>> import tensorlite as tl
+        >>> (tl.tensor([1, 2]) == 2).tolist()
+        [False, True]
+        """
         return _cmp("eq", self, other)
 
     def __ne__(self, other):
+        """Elementwise self != other: a bool tensor, also Tensor.ne, as torch.ne."""
         return _cmp("ne", self, other)
 
     __hash__ = object.__hash__  # by identity, as PyTorch's (a class defining __eq__ would otherwise lose it)
 
     def __lt__(self, other):
+        """Elementwise self < other: a bool tensor, also Tensor.lt, as torch.lt."""
         return _cmp("lt", self, other)
 
     def __le__(self, other):
+        """Elementwise self <= other: a bool tensor, also Tensor.le, as torch.le."""
         return _cmp("le", self, other)
 
     def __gt__(self, other):
+        """Elementwise self > other: a bool tensor, also Tensor.gt, as torch.gt."""
         return _cmp("gt", self, other)
 
     def __ge__(self, other):
+        """Elementwise self >= other: a bool tensor, also Tensor.ge, as torch.ge."""
         return _cmp("ge", self, other)
 
     # bitwise operators: integer and bool tensors (on bool: logical and / or / xor / not)
@@ -2209,10 +2650,22 @@ class Tensor:
 
     @property
     def T(self):
+        """The dims reversed, as torch.Tensor.T.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3, 4).T.shape
+        (4, 3, 2)
+        """
         return self.permute(tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self):
+        """The last two dims swapped (a batch of transposed matrices), as torch.Tensor.mT.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(5, 2, 3).mT.shape
+        (5, 3, 2)
+        """
         return self.transpose(-2, -1)
 
     def __setitem__(self, idx, value):
@@ -2225,17 +2678,31 @@ class Tensor:
 
     # ---- elementwise with arguments (the plain unary methods come from the op table) ----
     def add(self, other, alpha=1):
+        """self + alpha * other (broadcast), as torch.add.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1, 2]).add(tl.tensor([10, 20]), alpha=2).tolist()
+        [21, 42]
+        """
         return _binary("add", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
                        _binary("mul", other, alpha, "add"))
 
     def sub(self, other, alpha=1):
+        """self - alpha * other (broadcast), as torch.sub.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([5, 5]).sub(tl.tensor([1, 2]), alpha=2).tolist()
+        [3, 1]
+        """
         return _binary("sub", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
                        _binary("mul", other, alpha, "sub"))
 
     def maximum(self, other):
+        """Elementwise max with other, as torch.maximum (see tl.maximum)."""
         return maximum(self, other)
 
     def minimum(self, other):
+        """Elementwise min with other, as torch.minimum (see tl.minimum)."""
         return minimum(self, other)
 
     # the named forms of the operators above
@@ -2248,6 +2715,12 @@ class Tensor:
     clamp, clip, masked_fill, affine, elu = clamp, clamp, masked_fill, affine, elu
 
     def where(self, condition, other):
+        """self where condition is True, else other, as torch.Tensor.where.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1, 2]).where(tl.tensor([True, False]), 0).tolist()
+        [1, 0]
+        """
         return where(condition, self, other)
 
     # ---- indexing (the module functions of those names) -----------------------------------
@@ -2255,12 +2728,25 @@ class Tensor:
 
     # ---- in-place (PyTorch's trailing underscore): the tensor's memory changes, its views see it
     def copy_(self, src):
+        """Copy src (broadcast, cast) into this tensor's memory, as torch.Tensor.copy_.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, dtype=tl.int64).copy_(tl.tensor([3, 4])).tolist()
+        [3, 4]
+        """
         return _setitem(self, Ellipsis, src, "copy_")
 
     def fill_(self, value):
+        """Every element becomes value, in place, as torch.Tensor.fill_.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2).fill_(3).tolist()
+        [3.0, 3.0]
+        """
         return _setitem(self, Ellipsis, value, "fill_")
 
     def zero_(self):
+        """Every element becomes 0, in place, as torch.Tensor.zero_."""
         return _setitem(self, Ellipsis, 0, "zero_")
 
     add_, sub_ = _inplace_method("add_", add), _inplace_method("sub_", sub)
@@ -2287,7 +2773,7 @@ def _unary_methods(row):
     def method(self):
         return _unary(row.name, self)
     method.__name__, method.__qualname__ = row.method, f"Tensor.{row.method}"
-    method.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
+    method.__doc__ = f"Elementwise {row.method}, as PyTorch's (the row {row.name!r} of tensorlite/op_table.py)."
     setattr(Tensor, row.method, method)
     setattr(Tensor, f"{row.method}_", _inplace_method(f"{row.method}_", method))
 
@@ -2300,7 +2786,7 @@ def _binary_methods(row):
     def method(self, other):
         return fn(self, other) if fn else _binary(row.name, self, other)
     method.__name__, method.__qualname__ = row.method, f"Tensor.{row.method}"
-    method.__doc__ = f"Elementwise {row.method} (the row {row.name!r} of tensorlite/op_table.py)."
+    method.__doc__ = f"Elementwise {row.method}, as PyTorch's (the row {row.name!r} of tensorlite/op_table.py)."
     setattr(Tensor, row.method, method)
     setattr(Tensor, f"{row.method}_", _inplace_method(f"{row.method}_", method))
 

@@ -145,12 +145,24 @@ def _over_last_dim(op, method, x, dim):
 
 
 def softmax(x, dim: int = -1, dtype=None):
+    """exp(x) / sum(exp(x)) along dim (fused on the device; 16-bit input computes in float32 under autocast), as torch's.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.functional.softmax(tl.tensor([0.0, 0.0]), -1).tolist()
+    [0.5, 0.5]
+    """
     x, = _amp.full_precision(x)
     x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
     return _over_last_dim("softmax", "softmax_last_dim", x, dim)
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
+    """log(softmax(x)) along dim, computed stably in one op, as torch.nn.functional.log_softmax.
+
+    >>> import tensorlite as tl
+    >>> round(tl.nn.functional.log_softmax(tl.tensor([0.0, 0.0]), -1)[0].item(), 4)
+    -0.6931
+    """
     x, = _amp.full_precision(x)
     x = _floating(x if dtype is None else x._cast(_dt.get(dtype)))
     return _over_last_dim("log_softmax", "log_softmax", x, dim)
@@ -212,6 +224,12 @@ def _fused_norm_grads(op, g, x2, w, b, eps):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dims normalized_shape, as torch's.
+
+    >>> import tensorlite as tl
+    >>> round(tl.nn.functional.layer_norm(tl.tensor([[1.0, 3.0]]), (2,))[0, 1].item(), 4)
+    1.0
+    """
     x, weight, bias = _amp.full_precision(x, weight, bias)
     x2, (w, b), n = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     xs, xl = storage_and_layout(x2)

@@ -28,6 +28,12 @@ _GAINS = {"linear": 1.0, "sigmoid": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv_tra
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
+    """The recommended gain for a nonlinearity (relu: sqrt(2), tanh: 5/3, ...), as torch.nn.init.calculate_gain.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.init.calculate_gain('tanh')
+    1.6666666666666667
+    """
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else float(param)
         return math.sqrt(2.0 / (1 + slope ** 2))
@@ -37,10 +43,12 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 
 def uniform_(t, a: float = 0.0, b: float = 1.0):
+    """Fill t in place with U(a, b) samples and return it, as torch.nn.init.uniform_."""
     return _fill(t, rand(t.shape, dtype=t.dtype, device=t._device) * (b - a) + a)
 
 
 def normal_(t, mean: float = 0.0, std: float = 1.0):
+    """Fill t in place with N(mean, std) samples and return it, as torch.nn.init.normal_."""
     return _fill(t, randn(t.shape, dtype=t.dtype, device=t._device) * std + mean)
 
 
@@ -54,34 +62,46 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0):
 
 
 def constant_(t, value: float):
+    """Fill t in place with value and return it, as torch.nn.init.constant_.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.init.constant_(tl.zeros(2), 3.0).tolist()
+    [3.0, 3.0]
+    """
     return _fill(t, full(t.shape, value, dtype=t.dtype, device=t._device))
 
 
 def zeros_(t):
+    """Fill t with zeros in place, as torch.nn.init.zeros_."""
     return constant_(t, 0.0)
 
 
 def ones_(t):
+    """Fill t with ones in place, as torch.nn.init.ones_."""
     return constant_(t, 1.0)
 
 
 def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+    """He init: U(-b, b), b = gain * sqrt(3 / fan), in place, as torch.nn.init.kaiming_uniform_."""
     fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
 
 
 def kaiming_normal_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+    """He init: N(0, gain / sqrt(fan)), in place, as torch.nn.init.kaiming_normal_."""
     fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
     return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
 
 
 def xavier_uniform_(t, gain: float = 1.0):
+    """Glorot init: U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)), in place, as torch's."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
 
 
 def xavier_normal_(t, gain: float = 1.0):
+    """Glorot init: N(0, gain * sqrt(2 / (fan_in + fan_out))), in place, as torch's."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))

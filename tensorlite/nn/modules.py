@@ -52,6 +52,7 @@ class Module:
                              _forward_pre_hooks=OrderedDict(), _backward_hooks=OrderedDict())
 
     def forward(self, *args, **kwargs):
+        """The computation, defined by every subclass; call the module (module(x)) to run it with its hooks."""
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
@@ -191,6 +192,7 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param):
+        """Register a Parameter (or None) under name, as torch's (an attribute assignment does the same)."""
         if param is not None and not isinstance(param, Parameter):
             raise DTypeError(f"register_parameter({name!r}): expected a Parameter or None, got {type(param).__name__}")
         self._parameters[name] = param
@@ -203,6 +205,7 @@ class Module:
         (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
 
     def add_module(self, name: str, module):
+        """Register a submodule (or None) under name, as torch's (also register_module)."""
         if module is not None and not isinstance(module, Module):
             raise DTypeError(f"add_module({name!r}): expected a Module, got {type(module).__name__}")
         self._modules[name] = module
@@ -211,6 +214,12 @@ class Module:
 
     # ---- traversal -------------------------------------------------------------------
     def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        """(dotted name, module) of this module and every submodule, depth first, as torch's.
+
+        >>> import tensorlite as tl
+        >>> [n for n, _ in tl.nn.Sequential(tl.nn.Linear(2, 2)).named_modules()]
+        ['', '0']
+        """
         memo = set() if memo is None else memo
         if id(self) in memo:
             return
@@ -253,6 +262,7 @@ class Module:
         return self._get_member(target, "_buffers", "buffer")
 
     def modules(self):
+        """This module and every submodule, depth first, as torch's."""
         return (m for _, m in self.named_modules())
 
     def named_children(self):
@@ -261,6 +271,7 @@ class Module:
         return ((n, m) for n, m in self._modules.items() if m is not None and not (id(m) in seen or seen.add(id(m))))
 
     def children(self):
+        """The direct submodules, as torch's."""
         return (m for _, m in self.named_children())
 
     def _named_members(self, registry, prefix, recurse):
@@ -274,18 +285,28 @@ class Module:
                 yield (f"{mod_prefix}.{name}" if mod_prefix else name), t
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """(dotted name, parameter) of every parameter, a shared one once, as torch's.
+
+        >>> import tensorlite as tl
+        >>> [n for n, _ in tl.nn.Linear(2, 3).named_parameters()]
+        ['weight', 'bias']
+        """
         return self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True):
+        """Every parameter (of the submodules too if recurse), a shared one once, as torch's."""
         return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
+        """(dotted name, buffer) of every buffer, as torch's."""
         return self._named_members("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True):
+        """Every buffer (of the submodules too if recurse), as torch's."""
         return (b for _, b in self.named_buffers(recurse=recurse))
 
     def apply(self, fn):
+        """fn(m) on every submodule (children first) and self; returns self, as torch's."""
         for m in self.children():
             m.apply(fn)
         fn(self)
@@ -293,19 +314,28 @@ class Module:
 
     # ---- modes and grads -------------------------------------------------------------
     def train(self, mode: bool = True):
+        """Set training mode (mode=True) on this module and its submodules; returns self, as torch's.
+
+        >>> import tensorlite as tl
+        >>> tl.nn.Dropout().train(False).training
+        False
+        """
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
         return self
 
     def eval(self):
+        """train(False): evaluation mode (dropout off, batch norm uses its running stats), as torch's."""
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True):
+        """Set requires_grad of every parameter; returns self, as torch's."""
         for p in self.parameters():
             p.requires_grad = requires_grad
         return self
 
     def zero_grad(self, set_to_none: bool = True):
+        """Clear every parameter's .grad (None by default, else zeros), as torch's."""
         for p in self.parameters():
             if p.grad is not None:
                 p.grad = None if set_to_none else zeros_like(p.grad)
@@ -333,6 +363,7 @@ class Module:
         return self
 
     def cuda(self, ordinal: int = 0):
+        """self.to('cuda:<ordinal>'), as torch's."""
         return self.to(f"cuda:{ordinal}")
 
     cpu = functools.partialmethod(to, "cpu")
@@ -377,6 +408,7 @@ class Module:
 
     # ---- printing --------------------------------------------------------------------
     def extra_repr(self) -> str:
+        """The text inside this module's repr parentheses (its settings); subclasses override it."""
         return ""
 
     def __repr__(self):
@@ -392,6 +424,7 @@ class Identity(Module):
         super().__init__()
 
     def forward(self, x):
+        """x unchanged."""
         return x
 
 
@@ -407,15 +440,18 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):  # also the convolutions' (fan_in: the weight's in-features times its kernel size)
+        """Re-initialise the weight (kaiming_uniform, a=sqrt(5)) and bias as torch does."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1.0 / math.sqrt(init.calculate_fan_in_and_fan_out(self.weight)[0])
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
+        """F.linear(x, weight, bias): x W^T + b."""
         return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
+        """in_features, out_features and bias, for the repr."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -433,9 +469,11 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, ids):
+        """The rows of weight at ids (an integer tensor of any shape), as F.embedding."""
         return F.embedding(ids, self.weight, self.padding_idx)
 
     def extra_repr(self):
+        """num_embeddings, embedding_dim and padding_idx, for the repr."""
         return f"{self.num_embeddings}, {self.embedding_dim}" + (
             f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
@@ -449,23 +487,38 @@ class _Norm(Module):
         self.bias = Parameter(zeros(ns, device=device, dtype=dtype)) if elementwise_affine and bias else None
 
     def extra_repr(self):
+        """normalized_shape, eps and elementwise_affine, for the repr."""
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
 
 
 class LayerNorm(_Norm):
+    """Layer normalisation over the last dims normalized_shape, weight ones and bias zeros, as torch.nn.LayerNorm.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.LayerNorm(8)(tl.randn(2, 8)).shape
+    (2, 8)
+    """
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, bias, device, dtype)
 
     def forward(self, x):
+        """F.layer_norm of x with this module's weight, bias and eps."""
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(_Norm):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dims normalized_shape, as torch.nn.RMSNorm.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.RMSNorm(8)(tl.randn(2, 8)).shape
+    (2, 8)
+    """
     def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, False, device, dtype)
 
     def forward(self, x):
+        """F.rms_norm of x with this module's weight and eps."""
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
@@ -489,6 +542,7 @@ class _BatchNorm(Module):
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, x):
+        """Normalise with the batch's stats in training (updating the running ones), else the running ones."""
         if x.ndim not in self.dims:
             raise ShapeError(f"{type(self).__name__}: expected a {' or '.join(f'{d}-D' for d in self.dims)} input, "
                              f"got shape {tuple(x.shape)}")
@@ -504,15 +558,28 @@ class _BatchNorm(Module):
                             self.weight, self.bias, use_batch, factor, self.eps)
 
     def extra_repr(self):
+        """The settings, for the repr."""
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of (N, C) or (N, C, L) per channel C, as torch.nn.BatchNorm1d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.BatchNorm1d(3)(tl.randn(4, 3, 5)).shape
+    (4, 3, 5)
+    """
     dims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of (N, C, H, W) per channel C, as torch.nn.BatchNorm2d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.BatchNorm2d(3)(tl.randn(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
     dims = (4,)
 
 
@@ -527,9 +594,11 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, x):
+        """The dropout of x in training mode; x itself in eval mode."""
         return getattr(F, self.fname)(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
+        """p (and inplace), for the repr."""
         return f"p={self.p}" + (", inplace=True" if self.inplace else "")
 
 
@@ -565,19 +634,33 @@ class _ConvNd(Module):
     reset_parameters = Linear.reset_parameters
 
     def forward(self, x):
+        """The convolution of x with this module's weight and bias."""
         conv = F.conv2d if self.nd == 2 else F.conv1d
         return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
+        """The channels, kernel size, stride, padding, groups and bias, for the repr."""
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}, groups={self.groups}, bias={self.bias is not None}")
 
 
 class Conv2d(_ConvNd):
+    """2-D convolution layer over (N, C, H, W) (no padding_mode argument), as torch.nn.Conv2d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.Conv2d(3, 8, 3, padding=1)(tl.randn(1, 3, 5, 5)).shape
+    (1, 8, 5, 5)
+    """
     nd = 2
 
 
 class Conv1d(_ConvNd):
+    """1-D convolution layer over (N, C, L) (no padding_mode argument), as torch.nn.Conv1d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.Conv1d(3, 8, 3)(tl.randn(1, 3, 10)).shape
+    (1, 8, 8)
+    """
     nd = 1
 
 
@@ -639,6 +722,7 @@ def _function_module(name, fname, doc, **defaults):
             raise ArgumentError(f"{name}: missing {[n for n in names if getattr(self, n) is _REQUIRED]}")
 
     def forward(self, *inputs):
+        """The F function of this module's name applied to the inputs with its settings."""
         kw = {n: getattr(self, n) for n in names if n != "inplace"}
         if not getattr(self, "inplace", False):
             return getattr(F, fname)(*inputs, **kw)
@@ -646,6 +730,7 @@ def _function_module(name, fname, doc, **defaults):
         return own(*inputs) if own is not None and not kw else getattr(F, fname)(*inputs, **kw, inplace=True)
 
     def extra_repr(self):
+        """The settings, for the repr."""
         return ", ".join(f"{n}={getattr(self, n)}" for n in names if n != "inplace" or self.inplace)
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
                                   "__doc__": doc, "__module__": __name__})
@@ -702,51 +787,87 @@ Upsample = _fm("Upsample", "interpolate", "F.interpolate as a module (mode 'near
 
 
 class GELU(Module):
+    """gelu(x) = x * Phi(x), exact or approximate='tanh', as torch.nn.GELU.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.GELU()(tl.tensor([0.0])).tolist()
+    [0.0]
+    """
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = approximate
 
     def forward(self, x):
+        """F.gelu(x, approximate)."""
         return F.gelu(x, self.approximate)
 
     def extra_repr(self):
+        """approximate, for the repr."""
         return f"approximate={self.approximate!r}"
 
 
 class Softmax(Module):
+    """softmax along dim (default -1; torch's default None is deprecated), as torch.nn.Softmax.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.Softmax(-1)(tl.zeros(1, 4)).tolist()
+    [[0.25, 0.25, 0.25, 0.25]]
+    """
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
 
     def forward(self, x):
+        """F.softmax(x, dim)."""
         return F.softmax(x, self.dim)
 
 
 class Flatten(Module):
+    """Dims start_dim (1) to end_dim (-1) merged into one, as torch.nn.Flatten.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.Flatten()(tl.zeros(2, 3, 4)).shape
+    (2, 12)
+    """
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x):
+        """x.flatten(start_dim, end_dim)."""
         return x.flatten(self.start_dim, self.end_dim)
 
 
 class MaxPool2d(Module):
+    """2-D max pooling (no ceil_mode, return_indices), as torch.nn.MaxPool2d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.MaxPool2d(2)(tl.zeros(1, 1, 4, 4)).shape
+    (1, 1, 2, 2)
+    """
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
 
     def forward(self, x):
+        """F.max_pool2d of x with this module's settings."""
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
 
 
 class AvgPool2d(Module):
+    """2-D average pooling (no ceil_mode, divisor_override), as torch.nn.AvgPool2d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.AvgPool2d(2)(tl.ones(1, 1, 4, 4)).tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
     def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.count_include_pad = kernel_size, stride, padding, \
             count_include_pad
 
     def forward(self, x):
+        """F.avg_pool2d of x with this module's settings."""
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, count_include_pad=self.count_include_pad)
 
 
@@ -779,17 +900,20 @@ class ModuleList(Module):
         return iter(self.__dict__[self._reg].values())
 
     def append(self, module):
+        """Add a module at the end; returns self, as torch's."""
         self._put(str(len(self)), module)
         return self
 
     _put = Module.add_module
 
     def extend(self, modules):
+        """Append each module of an iterable; returns self, as torch's."""
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index: int, module):
+        """Insert a module before index (the later ones are renamed), as torch's."""
         items = list(self)
         items.insert(index, module)
         self.__dict__[self._reg].clear()
@@ -813,6 +937,7 @@ class Sequential(ModuleList):
         return list(self._modules.values())[int(self._index(i))]
 
     def forward(self, x):
+        """x through each submodule in order."""
         for m in self:
             x = m(x)
         return x
@@ -845,19 +970,24 @@ class ModuleDict(Module):
         return name in self.__dict__[self._reg]
 
     def keys(self):
+        """The names, as a dict's."""
         return self.__dict__[self._reg].keys()
 
     def values(self):
+        """The modules, as a dict's."""
         return self.__dict__[self._reg].values()
 
     def items(self):
+        """(name, module) pairs, as a dict's."""
         return self.__dict__[self._reg].items()
 
     def update(self, items):
+        """Add or replace modules from a mapping or (name, module) pairs, as torch's."""
         for k, v in (items.items() if hasattr(items, "items") else items):
             self[k] = v
 
     def pop(self, key):
+        """Remove the module of key and return it, as torch's."""
         return self.__dict__[self._reg].pop(key)
 
 
@@ -908,10 +1038,12 @@ class _Loss(Module):
         self.reduction = reduction
 
     def forward(self, input, target):
+        """The loss of input against target (F.<loss> with this module's reduction and settings)."""
         kw = {a: getattr(self, a) for a in self.args}
         return getattr(F, self.fname)(input, target, reduction=self.reduction, **kw)
 
     def extra_repr(self):
+        """reduction and the loss's settings, for the repr."""
         return ", ".join(f"{a}={getattr(self, a)!r}" for a in ("reduction",) + self.args if a not in self._buffers)
 
 
@@ -1027,9 +1159,11 @@ class GroupNorm(Module):
         self.bias = Parameter(zeros(num_channels, device=device, dtype=dtype)) if affine else None
 
     def forward(self, x):
+        """F.group_norm of x with this module's groups, weight, bias and eps."""
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
+        """The settings, for the repr."""
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
@@ -1042,6 +1176,7 @@ class _InstanceNorm(_BatchNorm):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x):
+        """F.instance_norm of x (a batch or one sample) with this module's settings."""
         if x.ndim not in self.dims:
             raise ShapeError(f"{type(self).__name__}: expected a {' or '.join(f'{d}-D' for d in self.dims)} input, "
                              f"got shape {tuple(x.shape)}")
@@ -1052,10 +1187,22 @@ class _InstanceNorm(_BatchNorm):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of (N, C, L) or (C, L), as torch.nn.InstanceNorm1d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.InstanceNorm1d(3)(tl.randn(2, 3, 5)).shape
+    (2, 3, 5)
+    """
     dims = (2, 3)
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of (N, C, H, W) or (C, H, W), as torch.nn.InstanceNorm2d.
+
+    >>> import tensorlite as tl
+    >>> tl.nn.InstanceNorm2d(3)(tl.randn(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
     dims = (3, 4)
 
 
@@ -1076,9 +1223,11 @@ class _PadNd(Module):
         self.padding, self.value = as_tuple(padding, 2 * self.nd), value
 
     def forward(self, x):
+        """F.pad(x, padding, mode, value)."""
         return F.pad(x, self.padding, self.mode, self.value if self.mode == "constant" else None)
 
     def extra_repr(self):
+        """padding (and value), for the repr."""
         return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
 
 
@@ -1103,9 +1252,11 @@ class Unflatten(Module):
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, x):
+        """x.unflatten(dim, unflattened_size)."""
         return x.unflatten(self.dim, self.unflattened_size)
 
     def extra_repr(self):
+        """dim and unflattened_size, for the repr."""
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
@@ -1118,9 +1269,11 @@ class PReLU(Module):
         self.weight = Parameter(ones(num_parameters, device=device, dtype=dtype) * init)
 
     def forward(self, x):
+        """F.prelu(x, weight)."""
         return F.prelu(x, self.weight)
 
     def extra_repr(self):
+        """num_parameters, for the repr."""
         return f"num_parameters={self.num_parameters}"
 
 
@@ -1199,6 +1352,7 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True, attn_mask=None,
                 average_attn_weights: bool = True, is_causal: bool = False):
+        """(attention output, weights averaged over heads or None), with torch's arguments and masks."""
         op, E, H = "MultiheadAttention", self.embed_dim, self.num_heads
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim or query.shape[-1] != E \
                 or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim or key.shape[:-1] != value.shape[:-1]:
@@ -1235,6 +1389,7 @@ class MultiheadAttention(Module):
         return out, (weights if batched or weights is None else weights.squeeze(0))
 
     def extra_repr(self):
+        """embed_dim, num_heads and batch_first, for the repr."""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
 
 
@@ -1285,6 +1440,7 @@ class TransformerEncoderLayer(Module):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
+        """Self-attention then feed-forward, each with a residual and a norm (first if norm_first)."""
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -1308,6 +1464,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False, memory_is_causal: bool = False):
+        """Self-attention, attention to memory, then feed-forward, each with a residual and a norm."""
         x = tgt
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
@@ -1335,6 +1492,7 @@ class TransformerEncoder(Module):
         self.num_layers, self.norm = num_layers, norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        """src through each layer (then the final norm, if any), as torch's."""
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
@@ -1349,6 +1507,7 @@ class TransformerDecoder(TransformerEncoder):
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal: bool = False):
+        """tgt through each layer with memory (then the final norm, if any), as torch's."""
         x = tgt
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
@@ -1387,6 +1546,7 @@ class Transformer(Module):
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
                 memory_is_causal: bool = False):
+        """The decoder's output for tgt given the encoder's memory of src, as torch's."""
         batch = 0 if self.batch_first else 1
         if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model or (
                 src.ndim == 3 and tgt.ndim == 3 and src.shape[batch] != tgt.shape[batch]):
@@ -1425,6 +1585,7 @@ def _rnn_step(mode, gi, h, c, w_hh, b_hh, w_hr=None):
 
 
 def _reset_uniform(module):
+    """Every parameter of the RNN from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch's reset_parameters."""
     bound = 1.0 / math.sqrt(module.hidden_size)
     for p in module.parameters():
         init.uniform_(p, -bound, bound)
@@ -1513,6 +1674,7 @@ class RNNBase(Module):
         return (out, (h_n, c_n)) if lstm else (out, h_n)
 
     def extra_repr(self):
+        """The sizes and settings, for the repr."""
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, batch_first={self.batch_first}, "
                 f"dropout={self.dropout}, bidirectional={self.bidirectional}")
 
@@ -1594,6 +1756,7 @@ class RNNCellBase(Module):
         return (h, c) if lstm else h
 
     def extra_repr(self):
+        """input_size, hidden_size and bias, for the repr."""
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias}"
 
 

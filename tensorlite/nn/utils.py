@@ -37,6 +37,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 
 
 def clip_grad_value_(parameters, clip_value: float):
+    """Clamp every parameter's .grad to [-clip_value, clip_value], as torch.nn.utils.clip_grad_value_."""
     with no_grad():
         for p in _grads(parameters):
             p.grad = p.grad.clamp(-clip_value, clip_value)

@@ -239,6 +239,7 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value), differentiable)
 
     def add_param_group(self, param_group: dict):
+        """Add a parameter group (see Optimizer.add_param_group) with its accumulators initialised."""
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         for p in group["params"]:

@@ -137,6 +137,7 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's LambdaLR."""
         return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
@@ -157,6 +158,7 @@ class MultiplicativeLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's MultiplicativeLR."""
         if self._is_initial:
             return self._lrs()
         return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
@@ -176,6 +178,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's StepLR."""
         if self.last_epoch == 0 or self.last_epoch % self.step_size:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
@@ -198,6 +201,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's MultiStepLR."""
         if self.last_epoch not in self.milestones:
             return self._lrs()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
@@ -223,6 +227,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's ConstantLR."""
         if self.last_epoch == 0:
             return [lr * self.factor for lr in self._lrs()]
         if self.last_epoch != self.total_iters:
@@ -252,6 +257,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's LinearLR."""
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in self._lrs()]
         if self._is_initial or self.last_epoch > self.total_iters:
@@ -280,6 +286,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's ExponentialLR."""
         return self._lrs() if self._is_initial else [lr * self.gamma for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
@@ -300,6 +307,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's PolynomialLR."""
         if self._is_initial or self.last_epoch > self.total_iters:
             return self._lrs()
         e, n = self.last_epoch, self.total_iters
@@ -325,6 +333,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's CosineAnnealingLR."""
         e, T, lo = self.last_epoch, self.T_max, self.eta_min
         if self._is_initial:
             return self._lrs()
@@ -410,6 +419,7 @@ class OneCycleLR(LRScheduler):
         return (end - start) * pct + start
 
     def get_lr(self):
+        """The learning rates of the step being taken, by the rule above, as torch's OneCycleLR."""
         step = self.last_epoch
         if step > self.total_steps:
             raise ArgumentError(f"OneCycleLR: tried to step {step} times; total_steps is {self.total_steps}")
