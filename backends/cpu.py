@@ -10,7 +10,8 @@ write in place.
 Numerics (the rules the GPU backend is compared against):
 - float16/bfloat16 are computed in float32 and rounded back once (round to nearest
   even), matching "accumulate f16/bf16 in f32"; float32 and float64 compute in their own
-  type, except that matmul/conv/reductions of integers accumulate in int64.
+  type, except that matmul/conv/reductions of integers accumulate in int64 (erf of float32 is
+  a float32 polynomial within 2 ulp of the rounded float64 erf; sdpa_backward runs in f32 too).
 - integer arithmetic wraps around like numpy (and like C on the GPU).
 - float -> integer casts truncate toward zero; float -> uint8/uint32 goes through int64
   first, so negative values wrap modulo 2**bits (deterministic, unlike a direct C cast).
@@ -18,8 +19,10 @@ Numerics (the rules the GPU backend is compared against):
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import sys
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
@@ -32,6 +35,25 @@ from tensorlite.errors import (ArgumentError, DeviceError, DTypeError, IndexOutO
                                storage_error, unsupported_dtype)
 from tensorlite.layout import Layout
 
+
+def _keep_freed_arrays():
+    """Have glibc reuse freed arrays of up to 32 MiB (M_MMAP_THRESHOLD) and give free memory back to
+    the OS only past 256 MiB (M_TRIM_THRESHOLD). By default an op's result of a few MB is often a
+    fresh mmap whose pages fault in on first touch, which costs more than an elementwise op itself
+    (the first-run benchmarks' steps: 10-50% faster). Skipped off glibc and where the user set these."""
+    if not sys.platform.startswith("linux") or any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_",
+                                                                             "MALLOC_TRIM_THRESHOLD_")):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only (musl's mallopt does nothing)
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (32 MiB is glibc's maximum)
+        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+_keep_freed_arrays()
 _F32 = np.dtype(np.float32)
 _HALF_TYPES = (dtypes.float16, dtypes.bfloat16)
 
@@ -83,10 +105,52 @@ def erf_fallback(x) -> np.ndarray:
 _erf_f64 = None
 
 
+# erf on float32 in float32 arithmetic (within 2 ulp of the rounded float64 erf; 3x faster than
+# scipy's float64 erf): erf(x) = x * P(x^2) for |x| < 1, 1 - exp(Q(|x|)) for 1 <= |x| <= 4 (erf
+# rounds to 1 past that). Least-squares fits to erf(x)/x (relative) and log(erfc(x)) (erfc-weighted).
+_ERF_P = tuple(np.float32(c) for c in (7.843558e-05, -0.00080038223, 0.005187146, -0.026852868, 0.11283551,
+                                        -0.3761262, 1.1283791))
+_ERF_Q = tuple(-np.float32(c) for c in (2.1832097e-05, -0.00044308635, 0.0042134183, -0.025232673, 0.10845819,
+                                         0.63318205, 1.1295981, -0.00019236625))
+
+
+def _horner(coefs, t, out):
+    np.multiply(t, coefs[0], out=out)
+    out += coefs[1]
+    for c in coefs[2:]:
+        out *= t
+        out += c
+    return out
+
+
+def erf_f32(x: np.ndarray) -> np.ndarray:
+    """erf of a C-contiguous float32 array, computed in float32 (NaN stays NaN, erf(-0) = -0), in
+    four buffers (fewer fresh pages to touch)."""
+    flat = x.reshape(-1)
+    a = np.abs(flat)
+    s = np.minimum(a, np.float32(1))  # NaN propagates
+    t = s * s
+    y = _horner(_ERF_P, t, np.empty_like(t))
+    y *= s
+    np.clip(a, np.float32(1), np.float32(4), out=t)
+    z = np.exp(_horner(_ERF_Q, t, s), out=s)
+    np.subtract(np.float32(1), z, out=z)
+    np.copyto(t, a < 1)  # 1/0: picks one of two finite values exactly (np.where is 10x slower)
+    y *= t
+    np.subtract(np.float32(1), t, out=t)
+    z *= t
+    y += z
+    bits = y.view(np.int32)
+    bits |= np.bitwise_and(flat.view(np.int32), np.int32(-2 ** 31), out=a.view(np.int32))  # erf's sign: x's
+    return y.reshape(x.shape)
+
+
 def _erf(x):
-    """erf accurate to float64 rounding: scipy's vectorised erf when scipy is installed
-    (optional), else erf_fallback (only erf and gelu_erf pay for it)."""
+    """erf of x's (compute) dtype: erf_f32 on float32; float64 by scipy's vectorised erf when
+    scipy is installed (optional), else erf_fallback."""
     global _erf_f64
+    if x.dtype == _F32:
+        return erf_f32(np.asarray(x, order="C"))  # C order for the sign-bit view; 0-d stays 0-d
     if _erf_f64 is None:
         try:
             from scipy.special import erf as _erf_f64
@@ -100,11 +164,25 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
 # the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
 # float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
+def _blockwise(fn, block=1 << 16):
+    """fn (an elementwise formula of many numpy passes) over blocks of `block` elements that stay
+    in cache: 15-25% faster than whole arrays of a few MB."""
+    def run(x):
+        if x.size <= block:
+            return fn(x)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        out = np.empty_like(flat)
+        for i in range(0, flat.size, block):
+            out[i:i + block] = fn(flat[i:i + block])
+        return out.reshape(x.shape)
+    return run
+
+
 _UNARY_NUMPY_LACKS = {
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
-    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _erf,
-    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))),
-    "gelu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _blockwise(_erf),
+    "gelu": _blockwise(lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))),
+    "gelu_erf": _blockwise(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))),
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
 _UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY, "trunc": _IDENTITY,
@@ -132,9 +210,10 @@ def _gelu_tanh_derivative(x):
 
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
 UNARY_DERIVATIVE = {
-    "gelu": _gelu_tanh_derivative,
-    "gelu_erf": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi),
-    "silu": lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x))),
+    "gelu": _blockwise(_gelu_tanh_derivative),
+    "gelu_erf": _blockwise(lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+                           + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),
+    "silu": _blockwise(lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x)))),
 }
 CMP = {op.name: op.numpy for op in op_table.COMPARE}
 REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
@@ -151,43 +230,75 @@ def _windows(x: np.ndarray, k, stride, dilation) -> np.ndarray:
     return w[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]
 
 
+def _as_slice(idx: np.ndarray):
+    """A 1-D index array as the equal slice where its ids step evenly upward (a narrow's gradient)."""
+    if idx.ndim == 1 and idx.size > 1:
+        step = int(idx[1] - idx[0])
+        if step > 0 and (np.diff(idx) == step).all():
+            return slice(int(idx[0]), int(idx[-1]) + 1, step)
+    return idx
+
+
+def _window_reduce(ufunc, x: np.ndarray, k, stride, dilation) -> np.ndarray:
+    """ufunc (np.add, np.maximum) over each window of a padded (b, c, H, W), one strided slice per
+    kernel offset in scan order (reducing the 6-D window view is 10x slower)."""
+    win = _windows(x, k, stride, dilation)
+    out = np.array(win[..., 0, 0])
+    for i in range(k[0]):
+        for j in range(k[1]):
+            if i or j:
+                ufunc(out, win[..., i, j], out=out)
+    return out
+
+
 def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
     ph, pw = padding
-    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+    if not ph and not pw:
+        return x
+    out = np.full(x.shape[:2] + (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), value, x.dtype)
+    out[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]] = x
+    return out
 
 
 def _conv2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray:
-    """x (b, c_in, h, w), w (c_out, c_in/g, kh, kw) -> (b, c_out, oh, ow), im2col + einsum."""
+    """x (b, c_in, h, w), w (c_out, c_in/g, kh, kw) -> (b, c_out, oh, ow): im2col (one copy) and
+    one GEMM per group. The columns' inner dim is the larger of the output's pixels (oh, ow) and
+    the kernel's (kh, kw), so the copy runs along rows (the weight gradient is a conv whose
+    kernel is larger than its output)."""
     b, c_in = x.shape[:2]
     c_out, g = w.shape[0], p.groups
-    cols = _windows(_pad_hw(x, p.padding), w.shape[2:], p.stride, p.dilation)
-    oh, ow = cols.shape[2:4]
-    cols = cols.reshape(b, g, c_in // g, oh, ow, *w.shape[2:])
-    wg = w.reshape(g, c_out // g, c_in // g, *w.shape[2:])
-    out = np.einsum("bgchwij,gocij->bgohw", cols, wg, optimize=True)
-    return out.reshape(b, c_out, oh, ow)
+    kh, kw = w.shape[2:]
+    win = _windows(_pad_hw(x, p.padding), (kh, kw), p.stride, p.dilation)  # (b, c_in, oh, ow, kh, kw)
+    oh, ow = win.shape[2:4]
+    wg = w.reshape(g, c_out // g, -1)
+    if kh * kw <= oh * ow:  # (c_out/g, K) @ (K, b*oh*ow) per group
+        cols = win.transpose(1, 4, 5, 0, 2, 3).reshape(g, -1, b * oh * ow)
+        return np.matmul(wg, cols).reshape(c_out, b, oh, ow).transpose(1, 0, 2, 3)
+    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(b * oh * ow, g, -1).transpose(1, 0, 2)  # (b*oh*ow, K) per group
+    out = np.matmul(cols, wg.transpose(0, 2, 1))  # (g, b*oh*ow, c_out/g)
+    return out.transpose(1, 0, 2).reshape(b, oh, ow, c_out).transpose(0, 3, 1, 2)
 
 
 def _conv_transpose2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray:
     """x (b, c_in, h, w), w (c_in, c_out/g, kh, kw): each input pixel scatters
-    x * kernel into the output (col2im), then `padding` is cropped from both sides."""
+    x * kernel into the output (one GEMM per group, then col2im), then `padding` is cropped
+    from both sides."""
     b, c_in, h, wd = x.shape
     g = p.groups
     kh, kw = w.shape[2:]
     c_out = w.shape[1] * g
     oh, ow = p.out_size((h, wd), (kh, kw), transposed=True)
     (sh, sw), (dh, dw), (ph, pw) = p.stride, p.dilation, p.padding
-    xg = x.reshape(b, g, c_in // g, h, wd)
-    wg = w.reshape(g, c_in // g, c_out // g, kh, kw)
-    cols = np.einsum("bgchw,gcoij->bgoijhw", xg, wg, optimize=True).reshape(b, c_out, kh, kw, h, wd)
-    # uncropped canvas; output_padding may reach past it, so leave room for that too
-    full = np.zeros((b, c_out, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh),
+    wt = w.reshape(g, c_in // g, -1).transpose(0, 2, 1)  # (g, c_out/g * kh * kw, c_in/g)
+    xt = x.reshape(b, g, c_in // g, h * wd).transpose(1, 2, 0, 3).reshape(g, c_in // g, b * h * wd)
+    cols = np.matmul(wt, xt).reshape(c_out, kh, kw, b, h, wd)
+    # uncropped canvas (c_out, b, ...); output_padding may reach past it, so leave room for that too
+    full = np.zeros((c_out, b, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh),
                      max((wd - 1) * sw + dw * (kw - 1) + 1, pw + ow)), cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            full[:, :, i * dh:i * dh + (h - 1) * sh + 1:sh,
-                 j * dw:j * dw + (wd - 1) * sw + 1:sw] += cols[:, :, i, j]
-    return full[:, :, ph:ph + oh, pw:pw + ow]
+            full[:, :, i * dh:i * dh + (h - 1) * sh + 1:sh, j * dw:j * dw + (wd - 1) * sw + 1:sw] += cols[:, i, j]
+    return full[:, :, ph:ph + oh, pw:pw + ow].transpose(1, 0, 2, 3)
 
 
 # =====================================================================================
@@ -292,7 +403,8 @@ class CpuStorage(BackendStorage):
         return self._new(CMP[op](a, b), dtypes.bool_)
 
     def where_cond(self, layout, t, t_layout, f, f_layout):
-        cond = self._read(layout) != 0
+        cond = self._read(layout)
+        cond = cond if cond.dtype == np.bool_ else cond != 0
         return t._new(np.where(cond, t._read(t_layout), f._read(f_layout)))
 
     def to_dtype(self, layout, dtype):
@@ -386,8 +498,19 @@ class CpuStorage(BackendStorage):
 
     def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
         def positions(idx, values):
-            return (slice(None),) * dim + (idx,), values
-        return self._scatter("index_add", layout, ids, ids_layout, src, src_layout, dim, positions)
+            return (slice(None),) * dim + (_as_slice(idx),), values
+
+        def add(out, where, values):  # np.add.at is ~100x slower than a += through a slice or distinct ids
+            idx = where[dim]
+            if isinstance(idx, slice) or np.unique(idx).size == idx.size:
+                out[where] += values
+            else:  # repeated ids: sum each id's rows (in their order), then add once
+                order = np.argsort(idx, kind="stable")
+                sidx = idx[order]
+                first = np.flatnonzero(np.concatenate(([True], sidx[1:] != sidx[:-1])))
+                sums = np.add.reduceat(np.take(values, order, axis=dim), first, axis=dim)
+                out[where[:dim] + (sidx[first],)] += sums
+        return self._scatter("index_add", layout, ids, ids_layout, src, src_layout, dim, positions, add)
 
     # ---- matmul, conv, pooling --------------------------------------------------------
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
@@ -396,11 +519,12 @@ class CpuStorage(BackendStorage):
             raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
                                 lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         acc = _accumulate_dtype(self.dtype)
-        return self._new(np.matmul(self._read(lhs_layout).astype(acc), rhs._read(rhs_layout).astype(acc)))
+        return self._new(np.matmul(self._read(lhs_layout).astype(acc, copy=False),
+                                   rhs._read(rhs_layout).astype(acc, copy=False)))
 
     def _conv(self, fn, layout, kernel, kernel_layout, params, one_d):
         acc = _accumulate_dtype(self.dtype)
-        x, w = self._read(layout).astype(acc), kernel._read(kernel_layout).astype(acc)
+        x, w = self._read(layout).astype(acc, copy=False), kernel._read(kernel_layout).astype(acc, copy=False)
         if one_d:  # (b, c, l) -> (b, c, 1, l)
             x, w, params = x[:, :, None], w[:, :, None], params.as_2d()
         out = fn(x, w, params)
@@ -421,7 +545,7 @@ class CpuStorage(BackendStorage):
     def avg_pool2d(self, layout, params: PoolParams):
         work = _accumulate_dtype(self.dtype) if self.dtype.is_floating_point else np.float64
         x = self._read(layout).astype(work)
-        sums = _windows(_pad_hw(x, params.padding), params.kernel, params.stride, (1, 1)).sum(axis=(-2, -1))
+        sums = _window_reduce(np.add, _pad_hw(x, params.padding), params.kernel, params.stride, (1, 1))
         if params.count_include_pad:
             count = params.kernel[0] * params.kernel[1]
         else:  # divide by the number of real (unpadded) elements in each window
@@ -432,8 +556,8 @@ class CpuStorage(BackendStorage):
     def max_pool2d(self, layout, params: PoolParams):
         x = self._read(layout, compute=True)
         lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype.kind == "b" else np.iinfo(x.dtype).min)
-        win = _windows(_pad_hw(x, params.padding, lowest), params.kernel, params.stride, params.dilation)
-        return self._new(win.max(axis=(-2, -1)))
+        return self._new(_window_reduce(np.maximum, _pad_hw(x, params.padding, lowest), params.kernel, params.stride,
+                                        params.dilation))
 
     def upsample_nearest2d(self, layout, out_h, out_w):
         x = self._read(layout)
@@ -642,20 +766,22 @@ class CpuStorage(BackendStorage):
         if hk == 0 or hq % hk:
             raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                                 q=(self, layout), k=(k, k_layout), v=(v, v_layout))
-        kk = np.repeat(kk, hq // hk, axis=1)  # GQA
+        if hq != hk:
+            kk = np.repeat(kk, hq // hk, axis=1)  # GQA
         if scale is None:
             scale = 1.0 / math.sqrt(q.shape[-1])
-        scores = (q @ kk.swapaxes(-1, -2)) * scale
-        keep = np.ones(scores.shape[-2:], bool)
-        if is_causal:
-            keep = np.tril(keep)  # top-left aligned: query i sees keys j <= i
+        scores = q @ kk.swapaxes(-1, -2)
+        scores *= scale
+        keep = np.tri(*scores.shape[-2:], dtype=bool) if is_causal else None  # top-left aligned: i sees j <= i
         if mask is not None:
             m = mask._read(mask_layout, compute=True)
             if mask.dtype is dtypes.bool_:
-                keep = keep & m
+                keep = m if keep is None else keep & m
             else:
                 scores = scores + m
-        return np.where(keep, scores, -np.inf), hq // hk
+        if keep is not None:
+            np.copyto(scores, -np.inf, where=~keep)  # in place (np.where's copy is slower)
+        return scores, hq // hk
 
     def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
         mode = sdpa_mode()  # read (and validated) on every device, though the cpu has no kernels
@@ -663,13 +789,14 @@ class CpuStorage(BackendStorage):
         kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
         scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
                                            is_causal)
-        vv = np.repeat(vv, groups, axis=1)
+        vv = np.repeat(vv, groups, axis=1) if groups > 1 else vv
         row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # initial: S may be 0
         dead = np.isneginf(row_max)  # every key masked: torch returns zeros for that row
         with np.errstate(invalid="ignore", divide="ignore"):
-            p = np.exp(scores - np.where(dead, 0, row_max))
+            scores -= np.where(dead, 0, row_max)
+            p = np.exp(scores, out=scores)
             total = p.sum(axis=-1, keepdims=True)
-            p = p / np.where(dead, 1, total)
+            p /= np.where(dead, 1, total)
             lse = np.where(dead, -np.inf, row_max + np.log(np.where(dead, 1, total)))[..., 0]
         out = self._new_in(p @ vv, sdpa_layout(layout, vv.shape[-1]))
         if not return_lse:
@@ -680,9 +807,9 @@ class CpuStorage(BackendStorage):
 
     def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
                       mask_layout, scale, is_causal):
-        # float64 throughout: the reference the fused GPU backward is held to
-        q = self._float_read("sdpa_backward", layout).astype(np.float64)
-        kk, vv = (st._read(lay).astype(np.float64) for st, lay in ((k, k_layout), (v, v_layout)))
+        # in the compute dtype (f32 for f32/f16/bf16, as lse), the reference the fused GPU backward is held to
+        q = self._float_read("sdpa_backward", layout)
+        kk, vv = (st._read(lay, compute=True) for st, lay in ((k, k_layout), (v, v_layout)))
         b, hq, L, d = q.shape
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.data.size != b * hq * L \
                 or tuple(out_layout.shape) != (b, hq, L, vv.shape[-1]) or grad_layout.shape != out_layout.shape:
@@ -693,14 +820,18 @@ class CpuStorage(BackendStorage):
                                            is_causal)
         if scale is None:
             scale = 1.0 / math.sqrt(d)
-        o, g = (st._read(lay).astype(np.float64) for st, lay in ((out, out_layout), (grad, grad_layout)))
-        row_lse = lse.data.astype(np.float64).reshape(b, hq, L, 1)
+        o, g = (st._read(lay, compute=True) for st, lay in ((out, out_layout), (grad, grad_layout)))
+        row_lse = lse.data.astype(q.dtype, copy=False).reshape(b, hq, L, 1)
         with np.errstate(invalid="ignore"):
-            p = np.where(np.isneginf(row_lse), 0.0, np.exp(scores - row_lse))  # dead rows: no gradient
-        kx, vx = np.repeat(kk, groups, axis=1), np.repeat(vv, groups, axis=1)
-        ds = p * (g @ vx.swapaxes(-1, -2) - (g * o).sum(-1, keepdims=True))  # through the softmax
-        dq = (ds @ kx) * scale
-        dkx, dvx = (ds.swapaxes(-1, -2) @ q) * scale, p.swapaxes(-1, -2) @ g
+            scores -= np.where(np.isneginf(row_lse), np.inf, row_lse)  # dead rows (lse -inf): p = 0, no gradient
+            p = np.exp(scores, out=scores)
+        kx, vx = (np.repeat(t, groups, axis=1) if groups > 1 else t for t in (kk, vv))
+        ds = g @ vx.swapaxes(-1, -2)
+        ds -= (g * o).sum(-1, keepdims=True)
+        ds *= p  # through the softmax
+        ds *= scale
+        dq = ds @ kx
+        dkx, dvx = ds.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ g
 
         def per_kv_head(t):  # the query heads that share a kv head add their gradients
             return t.reshape(b, hq // groups, groups, *t.shape[2:]).sum(2)

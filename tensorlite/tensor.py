@@ -354,6 +354,8 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1)
     s, e = _norm_dim(start_dim, x.ndim, "flatten", x), _norm_dim(end_dim, x.ndim, "flatten", x)
+    if s > e:
+        raise ArgumentError(f"{describe('flatten', self=x)}: start_dim {start_dim} comes after end_dim {end_dim}")
     return x.reshape(x.shape[:s] + (prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 

@@ -3,8 +3,9 @@ composite autograd on cpu (F.sdpa_slow), and the TENSORLITE_SDPA switch.
 
 On GPUs the default ('auto') path for f32/f16/bf16 and head dims <= 128 is the flash
 kernel pair (kernels/attention.hip); 'gemm' is the scores-in-memory path with the
-composite backward. On cpu, sdpa_backward is the float64 numpy reference the GPU
-backward is held to; here it is itself held to the composite autograd.
+composite backward. On cpu, sdpa_backward is the numpy reference the GPU backward is held
+to (computed in the compute dtype: float32 for f32/f16/bf16, float64 for f64); here it is
+itself held to the float64 composite autograd.
 """
 import numpy as np
 import pytest

@@ -153,6 +153,8 @@ def test_flatten_unflatten(x234):
     assert_close(x.transpose(0, 2).flatten(), a.transpose(2, 1, 0).reshape(-1), tl.float32)
     s = tl.tensor(3.0, device=x.device)
     assert s.flatten().shape == (1,)
+    with pytest.raises(tl.ArgumentError, match=r"flatten\(self: .*start_dim -1 comes after end_dim 0"):
+        x.flatten(-1, 0)  # was an error naming reshape here, and a silent (2, 1, 3) for a (2, 3) input
 
 
 # ------------------------------------------------------------ chunk / split
