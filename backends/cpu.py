@@ -508,7 +508,8 @@ class CpuStorage(BackendStorage):
                 order = np.argsort(idx, kind="stable")
                 sidx = idx[order]
                 first = np.flatnonzero(np.concatenate(([True], sidx[1:] != sidx[:-1])))
-                sums = np.add.reduceat(np.take(values, order, axis=dim), first, axis=dim)
+                # in values' dtype, as np.add.at sums (bool: any; integers wrap)
+                sums = np.add.reduceat(np.take(values, order, axis=dim), first, axis=dim, dtype=values.dtype)
                 out[where[:dim] + (sidx[first],)] += sums
         return self._scatter("index_add", layout, ids, ids_layout, src, src_layout, dim, positions, add)
 
