@@ -910,9 +910,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def _softplus(x):
     """log(1 + exp(x)) without overflow or cancellation, with the gradient sigmoid(x)."""
     with no_grad():
-        e = (-x.abs()).exp()
-        u = 1.0 + e
-        y = maximum(x, 0.0) + (u.log() - ((u - 1.0) - e) / u)  # log1p(e): the rounding of 1 + e taken back
+        y = maximum(x, 0.0) + (-x.abs()).exp().log1p()
     return custom_op(y, (x,), lambda g: (g * x.sigmoid(),), "softplus", (x,))
 
 
