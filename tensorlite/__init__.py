@@ -16,8 +16,8 @@ from . import backend as _backend, op_table as _op_table
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
                     int64, promote_types, set_default_dtype, uint8, uint32)
-from .errors import (ArgumentError, BackendError, BackendUnavailable, CompileError, DTypeError, DeviceError,
-                     FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError, TensorliteError)
+from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
+                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError, TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,
@@ -69,7 +69,7 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 from . import backends  # noqa: E402  (tl.backends.register / available)
-from . import nn, optim  # noqa: E402,F401  (tl.nn, tl.optim)
+from . import graphs, nn, optim  # noqa: E402,F401  (tl.graphs, tl.nn, tl.optim)
 from .amp import autocast  # noqa: E402,F401
 from .dlpack import from_dlpack  # noqa: E402,F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: E402,F401

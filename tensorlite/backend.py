@@ -150,6 +150,25 @@ class BackendDevice(ABC):
         """The device's stream as an integer handle (DLPack's `stream`), None without one."""
         return None
 
+    # ---- graphs (capture and replay; tensorlite.graphs is the frontend) ---------------
+    capture = None  # the capture in progress on this device, if any
+
+    def graph_pool(self):
+        """A new memory pool that graphs captured into it share (torch.cuda.graph_pool_handle)."""
+        raise DeviceError(f"{self}: graph capture needs a GPU device (on cpu, run the code eagerly)")
+
+    def capture_begin(self, pool=None):
+        """Start recording the device's work into a graph (allocations from `pool`, a new one by default)."""
+        raise DeviceError(f"{self}: graph capture needs a GPU device (on cpu, run the code eagerly)")
+
+    def capture_end(self, previous=None):
+        """End the capture: the instantiated graph (replay(), reset()). `previous`: a graph
+        whose executable may be updated in place instead (then reset)."""
+        raise DeviceError(f"{self}: no graph capture is in progress")
+
+    def capture_abort(self) -> None:
+        """End a capture whose code raised, discarding it."""
+
     def __reduce__(self):  # pickle / deepcopy as the registry's device of that name
         return (get_device, (str(self),))
 

@@ -59,6 +59,11 @@ class BackendError(TensorliteError, RuntimeError):
     """A device runtime call failed; the message carries the runtime's error name."""
 
 
+class CaptureError(TensorliteError, RuntimeError):
+    """Something a graph capture cannot record (a host read, a wait, random numbers, ...) was
+    asked for while capturing, or a graph was used wrongly; the message names it."""
+
+
 def describe(op: str, **operands) -> str:
     """'matmul(a: shape=(2, 3) float32 cpu, b: shape=(4, 5) float32 cpu)'."""
     parts = []

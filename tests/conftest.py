@@ -67,6 +67,19 @@ def gpu_device(request):
     return request.param
 
 
+@pytest.fixture
+def null_backend(tmp_path, monkeypatch):
+    """A backend named "null" (a GpuDevice over the null platform, which runs nothing and
+    counts device calls: backends/rocm/null.py), registered for one test."""
+    from tensorlite import backend
+    from tensorlite.backends.rocm.device import GpuDevice
+    from tensorlite.backends.rocm.null import NullPlatform
+    monkeypatch.setenv("TENSORLITE_CACHE_DIR", str(tmp_path))  # the null "code objects" stay out
+    with backend.scoped_registry():
+        backend.register("null", lambda i: GpuDevice(NullPlatform(), i))
+        yield "null"
+
+
 def pytest_terminal_summary(terminalreporter):
     """Each backend that no test ran on, once, with its reason (also under -q)."""
     missing = {name: why for name, why in AVAILABILITY.items() if why is not True}

@@ -112,15 +112,6 @@ def test_adamw_steps_reject_state_buffers_of_another_dtype_or_size(dev, bad):
     assert dev.platform.counts["launch"] == launches
 
 
-@pytest.fixture
-def null_backend():
-    """A backend named "null" (a GpuDevice over the null platform), registered for one test."""
-    from tensorlite import backend
-    with backend.scoped_registry():
-        backend.register("null", lambda i: GpuDevice(NullPlatform(), i))
-        yield "null"
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, null_backend, dtype):
     """The example GPT's training step (token ids uploaded from the host, cross_entropy,

@@ -21,6 +21,8 @@ the storage's ops use without knowing the vendor:
     launch(func, grid3, block3, shared_mem, stream, params)   params: a `void*[]` cdata
     rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options[, log]) -> bytes
     blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
+    capture_begin(s) / capture_end(s) -> graph / graph_instantiate(g) -> exec / graph_launch(exec, s) /
+    graph_exec_update(exec, g) -> bool / graph_exec_destroy(exec) / graph_destroy(g)   (graph.py)
     matrix_cores(arch) -> "wgmma" | "mma" | None; MMA_STAGES   what the attention kernels may use
 
 Nothing here loads a library at import time: a missing library or device surfaces as
@@ -40,6 +42,7 @@ import cffi
 from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
 
 PLATFORMS = ("rocm", "cuda", "amdemu")
+CAPTURE_MODE_RELAXED = 2  # cuStreamCaptureMode / hipStreamCaptureMode: CU_STREAM_CAPTURE_MODE_RELAXED
 _PLATFORMS = {}
 _LOCK = threading.Lock()
 
@@ -270,6 +273,33 @@ class PlatformBase:
         if self._launch_fn is None:
             self._launch_fn = getattr(self.rt, self.CALLS["launch"])
         return self._launch_fn
+
+    # ---- graphs: stream capture, instantiate, launch, update (backends/rocm/graph.py) --
+    def capture_begin(self, stream) -> None:
+        # relaxed: GpuDevice itself refuses what a capture cannot record (graph.py), and the
+        # side-stream upload of a captured constant must stay legal meanwhile
+        self.call("capture_begin", stream, CAPTURE_MODE_RELAXED)
+
+    def capture_end(self, stream):
+        """End the capture of `stream`: its graph (raises if the capture was invalidated)."""
+        graph = self.ffi.new(self.HANDLES["graph"] + "*")
+        self.call("capture_end", stream, graph)
+        return graph[0]
+
+    def graph_instantiate(self, graph):
+        return self.out("graph_instantiate", "graph_exec", graph, 0)
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        self.call("graph_launch", graph_exec, stream)
+
+    # graph_exec_update(exec, graph) -> bool (the vendor's own: its out-parameters differ): give
+    # `exec` the parameters of `graph` (same topology); False where the graphs differ more
+
+    def graph_exec_destroy(self, graph_exec) -> None:
+        self.call("graph_exec_destroy", graph_exec)
+
+    def graph_destroy(self, graph) -> None:
+        self.call("graph_destroy", graph)
 
     # ---- runtime compiler -----------------------------------------------------------
     def _rtc_check(self, call, code):

@@ -65,6 +65,23 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra);
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef int CUstreamCaptureMode;
+typedef int CUgraphExecUpdateResult;
+typedef struct CUgraphExecUpdateResultInfo_st {
+    CUgraphExecUpdateResult result;
+    CUgraphNode errorNode;
+    CUgraphNode errorFromNode;
+} CUgraphExecUpdateResultInfo;
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo* resultInfo);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+CUresult cuGraphDestroy(CUgraph hGraph);
 """
 
 NVRTC_CDEFS = """
@@ -164,9 +181,11 @@ class CudaPlatform(PlatformBase):
         event_elapsed="cuEventElapsedTime", event_destroy="cuEventDestroy_v2",
         module_load="cuModuleLoadData", module_get_function="cuModuleGetFunction",
         func_get_attribute="cuFuncGetAttribute", func_set_attribute="cuFuncSetAttribute",
-        launch="cuLaunchKernel")
+        launch="cuLaunchKernel", capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
+        graph_instantiate="cuGraphInstantiateWithFlags", graph_launch="cuGraphLaunch",
+        graph_exec_destroy="cuGraphExecDestroy", graph_destroy="cuGraphDestroy")
     HANDLES = dict(devptr="CUdeviceptr", stream="CUstream", event="CUevent", module="CUmodule",
-                   function="CUfunction")
+                   function="CUfunction", graph="CUgraph", graph_exec="CUgraphExec")
     # CU_STREAM_NON_BLOCKING: our stream orders all of tensorlite's work by itself and need not
     # wait for the legacy NULL stream (torch's default stream in the same process)
     STREAM_FLAGS = (0x1,)
@@ -234,6 +253,14 @@ class CudaPlatform(PlatformBase):
         if self.rt.cuGetErrorName(code, s) == 0 and s[0] != self.ffi.NULL:
             return self.ffi.string(s[0]).decode()
         return f"CUresult {int(code)}"
+
+    def graph_exec_update(self, graph_exec, graph) -> bool:
+        info = self.ffi.new("CUgraphExecUpdateResultInfo*")
+        err = self.rt.cuGraphExecUpdate_v2(graph_exec, graph, info)
+        if err == 910:  # CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: the graphs differ in more than parameters
+            return False
+        self.check("cuGraphExecUpdate_v2", err)
+        return True
 
     # ---- devices --------------------------------------------------------------------
     def init(self) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 import threading
+
+import numpy as np
 from math import prod
 from threading import get_ident
 from operator import itemgetter
@@ -17,7 +19,7 @@ from typing import Dict, Tuple
 from tensorlite import dtype as dtypes
 from tensorlite.backend import BackendDevice
 from tensorlite.dtype import DType
-from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
+from tensorlite.errors import BackendError, BackendUnavailable, CaptureError, CompileError, OutOfMemoryError
 
 from . import get_platform
 from .compiler import compile_source
@@ -282,6 +284,9 @@ class GpuDevice(BackendDevice):
         self._activate = platform.activate
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
+        self._error_flag = None    # run_checked's flag (a Buffer of 4 bytes, made on first use)
+        self.capture = None        # graph.Capture while the stream is being captured
+        self.pending_checks = {}   # replayed graphs whose error flag the next host read checks (graph.py)
 
     def __repr__(self):
         return f"GpuDevice({self}, {self.props['name']!r}, arch={self.arch})"
@@ -300,6 +305,9 @@ class GpuDevice(BackendDevice):
             raise BackendError(f"htod: host array must be C-contiguous (shape {array.shape}, strides {array.strides})")
         if array.nbytes:
             self.activate()
+            if self.capture is not None:  # becomes a constant of the graph (graph.Capture.constant)
+                self.capture.constant(dst_ptr, array)
+                return
             self.platform.htod_async(dst_ptr, array.ctypes.data, array.nbytes, self.stream)
 
     def dtoh(self, array, src_ptr: int) -> None:
@@ -307,9 +315,13 @@ class GpuDevice(BackendDevice):
         if not (array.flags.c_contiguous and array.flags.writeable):
             raise BackendError("dtoh: host array must be C-contiguous and writable")
         if array.nbytes:
+            if self.capture is not None:
+                self._refuse_in_capture(f"reading {array.nbytes} bytes back to the host")
             self.activate()
             self.platform.dtoh_async(array.ctypes.data, src_ptr, array.nbytes, self.stream)
             self.platform.stream_synchronize(self.stream)
+            if self.pending_checks:
+                self._check_replays()
 
     def dtod(self, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
         if nbytes:
@@ -328,6 +340,8 @@ class GpuDevice(BackendDevice):
         self.allocator.peak = self.allocator.allocated
 
     def empty_cache(self) -> None:
+        if self.capture is not None:
+            self._refuse_in_capture("empty_cache")
         self.allocator.empty_cache()
 
     def total_memory(self):
@@ -345,8 +359,47 @@ class GpuDevice(BackendDevice):
         return self.platform.mem_get_info()
 
     def synchronize(self) -> None:
+        if self.capture is not None:
+            self._refuse_in_capture("waiting for the device (synchronize)")
         self.activate()
         self.platform.stream_synchronize(self.stream)
+        if self.pending_checks:
+            self._check_replays()
+
+    # ---- graphs (graph.py) ----------------------------------------------------------
+    def _refuse_in_capture(self, what: str):
+        raise CaptureError(f"{self}: {what} inside a graph capture: a graph cannot wait for the host. Read "
+                           "results after the capture (.item(), .tolist(), .numpy(), printing, boolean masks, "
+                           "nonzero, unique and other ops whose output size depends on the data all read back)")
+
+    def _check_replays(self) -> None:
+        graphs, self.pending_checks = list(self.pending_checks), {}
+        for graph in graphs:
+            graph.check_flag()
+
+    def run_checked(self, op: str, launch, report, check: bool = True) -> None:
+        """Run `launch(flag_ptr)`, a kernel of `op` that flags a bad input in a 4-byte device
+        flag instead of touching memory out of range, and call `report()` (which raises) if
+        it did. That waits for the device; `check=False` (the host knows the input is good)
+        launches without waiting. While capturing, the flag is the graph's, read after each
+        replay at the next host read or synchronize."""
+        capture = self.capture
+        if capture is not None:
+            capture.checks.append(op)
+            launch(capture.flag.ptr)
+            return
+        flag = self._error_flag
+        if flag is None:
+            flag = self._error_flag = self.alloc(4)
+        if not check:
+            launch(flag.ptr)  # never flags; a checked launch zeroes the flag before its own
+            return
+        self.memset(flag.ptr, 0, 4)
+        launch(flag.ptr)
+        host = np.zeros(1, np.int32)
+        self.dtoh(host, flag.ptr)
+        if host[0]:
+            report()
 
     def event(self) -> Event:
         return Event(self)
@@ -456,7 +509,7 @@ class GpuDevice(BackendDevice):
         if type(dtype) is not DType:
             dtype = dtypes.get(dtype)
         numel = prod(shape)
-        buffer = self.allocator.alloc(numel * dtype.itemsize)
+        buffer = self.alloc(numel * dtype.itemsize)  # the allocator's, or a graph pool's while capturing
         return _GpuStorage(self, buffer, dtype, numel), buffer
 
     def alloc_uninit(self, shape, dtype):
@@ -477,11 +530,31 @@ class GpuDevice(BackendDevice):
             st.value_range = (int(array.min()), int(array.max()))
         return st
 
+    def graph_pool(self):
+        from .graph import GraphPool
+        return GraphPool(self)
+
+    def capture_begin(self, pool=None):
+        from .graph import capture_begin
+        return capture_begin(self, pool)
+
+    def capture_end(self, previous=None):
+        from .graph import capture_end
+        return capture_end(self, previous)
+
+    def capture_abort(self) -> None:
+        from .graph import capture_abort
+        capture_abort(self)
+
     def set_seed(self, seed: int) -> None:
         self._seed, self._rng_offset = int(seed) & 0xFFFFFFFFFFFFFFFF, 0
 
     def _random(self, shape, dtype, kind, a, b):
         from .ops.random import random_fill
+        if self.capture is not None:
+            raise CaptureError(f"{self}: random numbers inside a graph capture would repeat on every replay "
+                               "(the generator's offset is a kernel argument): draw them before the capture "
+                               "and copy them into a static input")
         st = self.alloc_uninit(shape, dtype)
         if prod(shape):
             random_fill(st, kind, float(a), float(b), self._seed, self._rng_offset)

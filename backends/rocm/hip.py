@@ -147,6 +147,32 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
                                  unsigned int blockDimY, unsigned int blockDimZ,
                                  unsigned int sharedMemBytes, hipStream_t stream,
                                  void** kernelParams, void** extra);
+typedef struct ihipGraph* hipGraph_t;
+typedef struct hipGraphNode* hipGraphNode_t;
+typedef struct hipGraphExec* hipGraphExec_t;
+typedef enum hipStreamCaptureMode {
+    hipStreamCaptureModeGlobal = 0,
+    hipStreamCaptureModeThreadLocal,
+    hipStreamCaptureModeRelaxed
+} hipStreamCaptureMode;
+typedef enum hipGraphExecUpdateResult {
+    hipGraphExecUpdateSuccess = 0x0,
+    hipGraphExecUpdateError = 0x1,
+    hipGraphExecUpdateErrorTopologyChanged = 0x2,
+    hipGraphExecUpdateErrorNodeTypeChanged = 0x3,
+    hipGraphExecUpdateErrorFunctionChanged = 0x4,
+    hipGraphExecUpdateErrorParametersChanged = 0x5,
+    hipGraphExecUpdateErrorNotSupported = 0x6,
+    hipGraphExecUpdateErrorUnsupportedFunctionChange = 0x7
+} hipGraphExecUpdateResult;
+hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode);
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* pGraph);
+hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t* pGraphExec, hipGraph_t graph, unsigned long long flags);
+hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream);
+hipError_t hipGraphExecUpdate(hipGraphExec_t hGraphExec, hipGraph_t hGraph, hipGraphNode_t* hErrorNode_out,
+                              hipGraphExecUpdateResult* updateResult_out);
+hipError_t hipGraphExecDestroy(hipGraphExec_t graphExec);
+hipError_t hipGraphDestroy(hipGraph_t graph);
 """
 
 HIPRTC_CDEFS = """
@@ -243,9 +269,11 @@ class HipPlatform(AmdArchitectures, PlatformBase):
         event_elapsed="hipEventElapsedTime", event_destroy="hipEventDestroy",
         module_load="hipModuleLoadData", module_get_function="hipModuleGetFunction",
         func_get_attribute="hipFuncGetAttribute",
-        launch="hipModuleLaunchKernel")
+        launch="hipModuleLaunchKernel", capture_begin="hipStreamBeginCapture", capture_end="hipStreamEndCapture",
+        graph_instantiate="hipGraphInstantiateWithFlags", graph_launch="hipGraphLaunch",
+        graph_exec_destroy="hipGraphExecDestroy", graph_destroy="hipGraphDestroy")
     HANDLES = dict(devptr="void*", stream="hipStream_t", event="hipEvent_t", module="hipModule_t",
-                   function="hipFunction_t")
+                   function="hipFunction_t", graph="hipGraph_t", graph_exec="hipGraphExec_t")
     # hipStreamNonBlocking: our stream orders all of tensorlite's work by itself and need not
     # wait for the legacy NULL stream (which other libraries in the process may use)
     STREAM_FLAGS = (0x01,)
@@ -306,6 +334,14 @@ class HipPlatform(AmdArchitectures, PlatformBase):
             return self.ffi.string(self.rt.hipGetErrorName(code)).decode()
         except Exception:
             return f"hipError {int(code)}"
+
+    def graph_exec_update(self, graph_exec, graph) -> bool:
+        node, result = self.ffi.new("hipGraphNode_t*"), self.ffi.new("hipGraphExecUpdateResult*")
+        err = self.rt.hipGraphExecUpdate(graph_exec, graph, node, result)
+        if err == 910:  # hipErrorGraphExecUpdateFailure: the graphs differ in more than parameters
+            return False
+        self.check("hipGraphExecUpdate", err)
+        return True
 
     # ---- devices --------------------------------------------------------------------
     def init(self) -> int:

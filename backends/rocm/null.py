@@ -11,8 +11,12 @@ by kind ("launch", "htod", "dtoh", "dtod", "memset").
 from __future__ import annotations
 
 import collections
+import itertools
+
+from tensorlite.errors import CaptureError
 
 from . import PlatformBase
+from .graph import RecordedGraphs
 
 # The launch entry point's C declaration (what a stub library must export).
 LAUNCH_DECL = """
@@ -24,7 +28,7 @@ int cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int 
 """
 
 
-class NullPlatform(PlatformBase):
+class NullPlatform(RecordedGraphs, PlatformBase):
     """Looks like an H100-class device (sm_90, 132 multiprocessors) to the storage code, so
     it takes the same kernel paths as there. `stub_lib`: a shared library exporting
     cuLaunchKernel (LAUNCH_DECL) that launches go through; None: a Python no-op."""
@@ -36,6 +40,7 @@ class NullPlatform(PlatformBase):
         self._next = 1 << 32
         self._stub = self.ffi.dlopen(stub_lib) if stub_lib else None
         self.counts = collections.Counter()
+        self._streams = itertools.count(1)
 
     def init(self):
         return 1
@@ -60,10 +65,12 @@ class NullPlatform(PlatformBase):
         self.counts["htod"] += 1
 
     def dtod_async(self, dst, src, nbytes, stream):
-        self.counts["dtod"] += 1
+        if not self._recorded(stream, self.dtod_async, dst, src, nbytes, None):
+            self.counts["dtod"] += 1
 
     def memset_d8_async(self, dst, byte, nbytes, stream):
-        self.counts["memset"] += 1
+        if not self._recorded(stream, self.memset_d8_async, dst, byte, nbytes, None):
+            self.counts["memset"] += 1
 
     def dtoh_async(self, dst_host, src, nbytes, stream):
         self.counts["dtoh"] += 1
@@ -79,7 +86,7 @@ class NullPlatform(PlatformBase):
         return 0.0
 
     def stream_create(self):
-        return self.ffi.cast("CUstream", 0)
+        return self.ffi.cast("CUstream", next(self._streams))
 
     def module_get_function(self, module, name):
         return self.ffi.cast("CUfunction", 1 << 12)
@@ -89,12 +96,18 @@ class NullPlatform(PlatformBase):
 
     def launch_function(self):
         if self._stub is not None:
-            return self._stub.cuLaunchKernel
+            return self._stub.cuLaunchKernel  # graphs cannot be captured through the stub (capture_begin)
 
-        def launch(*args):
-            self.counts["launch"] += 1
+        def launch(f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
+            if not self._recorded(stream, launch, f, gx, gy, gz, bx, by, bz, shared_mem, None, params, extra):
+                self.counts["launch"] += 1
             return 0
         return launch
+
+    def capture_begin(self, stream):
+        if self._stub is not None:
+            raise CaptureError("the null platform captures graphs only with its Python launcher (stub_lib=None)")
+        super().capture_begin(stream)
 
     def rtc_version(self):
         return "null 0"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..autograd import enable_grad, no_grad, note_write
 from ..backend import adam_state_dtype
-from ..errors import ArgumentError, StateDictError, TensorliteError
+from ..errors import ArgumentError, CaptureError, StateDictError, TensorliteError
 from ..tensor import Tensor, full_like, zeros, zeros_like
 
 
@@ -72,6 +72,10 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
+                    if p._device.capture is not None:
+                        raise CaptureError(f"{type(self).__name__}.step inside a graph capture on {p._device}: its "
+                                           "step count and learning rate are host values that every replay would "
+                                           "repeat; step the optimizer outside the captured code")
                     yield group, p, p.grad, self.state.setdefault(p, {})
 
     def step(self, closure=None):

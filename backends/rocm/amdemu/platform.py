@@ -14,6 +14,7 @@ portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable ker
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from tensorlite.errors import BackendError, BackendUnavailable
 
 from .. import PlatformBase
+from ..graph import RecordedGraphs
 from ..hip import AmdArchitectures
 from .memory import HostMemory
 
@@ -60,7 +62,7 @@ class _Kernel:
         self.program, self.name = program, name
 
 
-class AmdEmuPlatform(AmdArchitectures, PlatformBase):
+class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
     name = runtime_name = "amdemu"
     CALLS = {"launch": "emulated launch"}
     RTC_THREAD_SAFE = False  # hiprtc 5.x crashes compiling two programs at once
@@ -73,6 +75,7 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
         self.memory = HostMemory()
         self._compiler = None
         self.launched = set()   # entry points run in this process (for the coverage check)
+        self._streams = itertools.count(1)  # streams are only names here: work completes at once
         self._coverage_folder = os.environ.get(COVERAGE_ENV) or None
 
     def _record_launch(self, name: str):
@@ -151,10 +154,12 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
         self.ffi.memmove(self.ffi.cast("char*", dst_host), self.memory.view(src, nbytes).tobytes(), nbytes)
 
     def dtod_async(self, dst, src, nbytes, stream):
-        self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes).copy()
+        if not self._recorded(stream, self.dtod_async, dst, src, nbytes, None):
+            self.memory.view(dst, nbytes)[:] = self.memory.view(src, nbytes).copy()
 
     def memset_d8_async(self, dst, byte, nbytes, stream):
-        self.memory.view(dst, nbytes)[:] = byte
+        if not self._recorded(stream, self.memset_d8_async, dst, byte, nbytes, None):
+            self.memory.view(dst, nbytes)[:] = byte
 
     # ---- streams and events: everything completes at once ---------------------------
     def _nothing(self, *args):
@@ -163,7 +168,7 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
     stream_synchronize = event_record = event_synchronize = event_destroy = _nothing
 
     def stream_create(self):
-        return None
+        return next(self._streams)
 
     def event_create(self):
         return object()
@@ -190,14 +195,19 @@ class AmdEmuPlatform(AmdArchitectures, PlatformBase):
     def launch_function(self):
         from .executor import launch
 
+        def execute(kernel, grid, block, shared_mem, args):
+            launch(kernel.program, kernel.name, grid, block, shared_mem, args, self.memory)
+            self._record_launch(kernel.name)
+
         def run(kernel, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
             info = kernel.program.kernels[kernel.name]
             args = bytearray(max(info.kernarg_segment_size, 8))
-            for i, arg in enumerate(info.explicit_args):
+            for i, arg in enumerate(info.explicit_args):  # read now: `params` is refilled by the next launch
                 off, size = arg["offset"], arg["size"]
                 args[off:off + size] = self.ffi.buffer(params[i], size)[:]
-            launch(kernel.program, kernel.name, (gx, gy, gz), (bx, by, bz), shared_mem, bytes(args), self.memory)
-            self._record_launch(kernel.name)
+            call = (kernel, (gx, gy, gz), (bx, by, bz), shared_mem, bytes(args))
+            if not self._recorded(stream, execute, *call):
+                execute(*call)
             return 0
         return run
 

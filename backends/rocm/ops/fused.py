@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 import struct
 
-import numpy as np
-
 from tensorlite import dtype as dtypes
 from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_cross_entropy
 from tensorlite.errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
@@ -21,7 +19,7 @@ from ..dnn import dnn_for, run as dnn_run
 from ..kernel_table import FLOATS, kernel_for
 from ..launch import (BLOCK, VIEW3, grid_for, launch_rows, pack_strided, ptr_or_null, row_vector, rows_of,
                       sm_count, table_blocks, view4)
-from .index import error_flag, ids_known_in_range
+from .index import ids_known_in_range
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
@@ -314,27 +312,22 @@ class FusedOps:
             return loss, lse, wt
         dev = self.device
         kernel = kernel_for(dev, f"cross_entropy_fwd_{self.dtype.short}", op, self=(self, layout))
-        flag = error_flag(dev)
-        checked = not ids_known_in_range(target, n_cls)  # else the flag is not read (as _run_checked)
-        if checked:
-            dev.memset(flag.ptr, 0, 4)
         wargs = [("ptr", 0), ("int64", 0)] if weight is None else [("ptr", weight.addr(w_layout.offset)),
                                                                    ("int64", w_layout.strides[0])]
-        launch_rows(dev, kernel, n_rows, n_cls,
-                    [("int64", n_rows), ("int64", n_cls), ("bytes", pack_strided(xo)[0]), ("int64", xi),
-                     ("bytes", pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
-                     ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
-                     ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag.ptr)],
-                    vector=_tile_vector(self.dtype, xi))
-        if not checked:
-            return loss, lse, wt
-        host = np.zeros(1, np.int32)
-        dev.dtoh(host, flag.ptr)  # waits, as the index ops do: a bad target must raise here
-        if host[0]:
+
+        def report():
             t = target.to_cpu(target_layout).reshape(-1)
             bad = t[(t != ignore_index) & ((t < 0) | (t >= n_cls))]
             raise storage_error(IndexOutOfRange, op, f"target {int(bad[0]) if bad.size else '?'} is out of range for "
                                 f"{n_cls} classes", self=(self, layout), target=(target, target_layout))
+        # waits, as the index ops do, unless the host knows the targets are in range
+        dev.run_checked(op, lambda flag: launch_rows(
+            dev, kernel, n_rows, n_cls,
+            [("int64", n_rows), ("int64", n_cls), ("bytes", pack_strided(xo)[0]), ("int64", xi),
+             ("bytes", pack_strided(target_layout)[0]), ("ptr", target.buffer.ptr), *wargs,
+             ("int64", int(ignore_index)), ("ptr", self.buffer.ptr), ("ptr", loss.buffer.ptr),
+             ("ptr", lse.buffer.ptr), ("ptr", wt.buffer.ptr), ("ptr", flag)],
+            vector=_tile_vector(self.dtype, xi)), report, check=not ids_known_in_range(target, n_cls))
         return loss, lse, wt
 
     def cross_entropy_backward(self, layout, target, target_layout, lse, wt, grad, grad_layout):

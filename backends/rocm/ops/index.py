@@ -17,7 +17,7 @@ from tensorlite.errors import DTypeError, IndexOutOfRange, storage_error
 from tensorlite.layout import Layout, contiguous_strides
 
 from ..kernel_table import ALL, IDS, kernel_for
-from ..launch import BLOCK, grid_for, on_device, pack_strided
+from ..launch import BLOCK, grid_for, pack_strided
 
 # the entry points of this family's kernel source (kernel_table.py assembles every family's)
 KERNELS = {"index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
@@ -42,20 +42,12 @@ class IndexOps:
         """Run `launch(err_ptr)` (a kernel that flags out-of-range ids instead of touching
         memory), then wait for the flag and raise IndexOutOfRange naming the first bad id;
         no wait where the host knows the ids are in range (GpuStorage.value_range)."""
-        dev = self.device
-        flag = error_flag(dev)
-        if ids_known_in_range(ids, size):  # nothing to wait for (GpuStorage.value_range)
-            launch(flag.ptr)  # never flags; a reader resets the flag before its own launch
-            return
-        dev.memset(flag.ptr, 0, 4)
-        launch(flag.ptr)
-        host = np.zeros(1, np.int32)
-        dev.dtoh(host, flag.ptr)
-        if host[0]:
+        def report():
             idx = ids.to_cpu(ids_layout).astype(np.int64)
             bad = idx[(idx < 0) | (idx >= size)]
             raise storage_error(IndexOutOfRange, op, f"index {int(bad.flat[0])} is out of range for a dim of "
                                 f"size {size}", self=(self, layout), ids=(ids, ids_layout))
+        self.device.run_checked(op, launch, report, check=not ids_known_in_range(ids, size))
 
     def _check_ids_on_host(self, op, ids, ids_layout, size, layout):
         """For an empty output (no kernel runs) the ids must still be in range."""
@@ -173,7 +165,3 @@ def ids_known_in_range(ids, size: int) -> bool:
     r = ids.value_range
     return r is not None and r[0] >= 0 and r[1] < size
 
-
-def error_flag(dev):
-    """A 4-byte buffer on `dev` where the index kernels flag bad ids."""
-    return on_device(dev, "_tl_error_flag", lambda d: d.alloc(4))

@@ -1,0 +1,217 @@
+"""Graph capture and replay (tensorlite.graphs, backends/rocm/graph.py).
+
+On every GPU device (the emulated AMD platform records launches and replays them, so this
+runs in CPU CI): replays recompute the captured work from the static inputs' new values,
+what a capture cannot record raises CaptureError and leaves the device usable, a bad id in
+a replay raises at the next host read, graphed functions equal their eager calls. On the
+null platform: the memory rules (what a graph owns is never handed to eager code) and the
+device calls a replay makes."""
+import numpy as np
+import pytest
+
+import tensorlite as tl
+from tensorlite import backend
+
+from conftest import assert_close
+
+
+def _capture(device, fn):
+    g = tl.graphs.Graph()
+    with tl.graphs.graph(g, device=device):
+        out = fn()
+    return g, out
+
+
+def test_replays_recompute_from_the_static_inputs(gpu_device, rng):
+    x = tl.tensor(rng.standard_normal((4, 8)).astype(np.float32), device=gpu_device)
+    w = tl.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=gpu_device)
+    body = lambda: (x @ w).relu().sum(-1) + tl.tensor([1.0, 2.0, 3.0, 4.0], device=gpu_device)  # noqa: E731
+    body()  # warm up: kernels compile outside the capture
+    g, out = _capture(gpu_device, body)
+    for _ in range(3):
+        new = rng.standard_normal((4, 8)).astype(np.float32)
+        x.copy_(tl.tensor(new, device=gpu_device))
+        g.replay()
+        assert_close(out, np.maximum(new @ w.numpy(), 0).sum(-1) + [1, 2, 3, 4], terms=8)
+
+
+def test_a_constant_uploaded_in_the_capture_is_restored_by_every_replay(gpu_device):
+    x = tl.ones(3, device=gpu_device)
+
+    def body():
+        c = tl.tensor([1.0, 2.0, 3.0], device=gpu_device)
+        c += x          # in place on the constant's tensor: the next replay must start from [1, 2, 3] again
+        return c * 2
+    body()
+    g, out = _capture(gpu_device, body)
+    for _ in range(2):
+        g.replay()
+        assert out.tolist() == [4.0, 6.0, 8.0]
+
+
+def test_what_a_capture_cannot_record_raises_and_leaves_the_device_usable(gpu_device):
+    x = tl.arange(6.0, device=gpu_device)
+    (x * 2).sum()
+    for what, body in [("reading", lambda: (x * 2).sum().item()), ("reading", lambda: x[x > 2]),
+                       ("random numbers", lambda: tl.randn(3, device=gpu_device)),
+                       ("waiting", lambda: tl.synchronize(gpu_device))]:
+        with pytest.raises(tl.CaptureError, match=what):
+            _capture(gpu_device, body)
+        assert not tl.graphs.is_capturing(gpu_device)
+        assert (x * 2).sum().item() == 30.0   # eager work runs as before
+    g, out = _capture(gpu_device, lambda: x * 3)    # and so does a new capture
+    g.replay()
+    assert out.tolist() == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]
+
+
+def test_an_optimizer_step_inside_a_capture_is_refused(gpu_device):
+    p = tl.nn.Parameter(tl.ones(3, device=gpu_device))
+    opt = tl.optim.AdamW([p], lr=0.1)
+    (p * p).sum().backward()
+    with pytest.raises(tl.CaptureError, match="AdamW.step inside a graph capture"):
+        _capture(gpu_device, opt.step)
+    opt.step()   # eagerly it runs
+    assert p.tolist() != [1.0, 1.0, 1.0]
+
+
+def test_a_bad_id_in_a_replay_raises_at_the_next_host_read(gpu_device, rng):
+    table = tl.tensor(rng.standard_normal((5, 3)).astype(np.float32), device=gpu_device)
+    ids = tl.tensor([0, 2], device=gpu_device)
+    table[ids]
+    g, out = _capture(gpu_device, lambda: table.index_select(0, ids) * 2)
+    ids.copy_(tl.tensor([4, 1], device=gpu_device))
+    g.replay()
+    assert_close(out, table.numpy()[[4, 1]] * 2)
+    ids.copy_(tl.tensor([7, 1], device=gpu_device))
+    g.replay()
+    with pytest.raises(tl.IndexOutOfRange, match="replay of a captured graph.*index_select"):
+        out.numpy()
+    ids.copy_(tl.tensor([3, 3], device=gpu_device))   # reported once; good ids replay cleanly again
+    g.replay()
+    assert_close(out, table.numpy()[[3, 3]] * 2)
+
+
+def test_forward_and_backward_replay(gpu_device, rng):
+    """A training step's forward and backward captured (the optimizer steps outside): each
+    replay's gradients equal an eager backward's on the same batch."""
+    model = tl.nn.Sequential(tl.nn.Linear(6, 8), tl.nn.GELU(), tl.nn.Linear(8, 3)).to(gpu_device)
+    x = tl.zeros(4, 6, device=gpu_device)
+    y = tl.zeros(4, dtype=tl.int64, device=gpu_device)
+
+    def grads():
+        for p in model.parameters():
+            p.grad = None
+        tl.nn.functional.cross_entropy(model(x), y).backward()
+        return [p.grad for p in model.parameters()]
+    grads()
+    g, captured = _capture(gpu_device, grads)
+    for _ in range(2):
+        xb, yb = rng.standard_normal((4, 6)).astype(np.float32), rng.integers(0, 3, 4)
+        x.copy_(tl.tensor(xb, device=gpu_device))
+        y.copy_(tl.tensor(yb, device=gpu_device))
+        g.replay()
+        replayed = [t.numpy() for t in captured]
+        for got, want in zip(replayed, grads()):
+            assert_close(tl.tensor(got), want.numpy(), terms=8)
+
+
+@pytest.mark.parametrize("copy_outputs", [True, False])
+def test_graphed_functions_equal_their_eager_calls(device, rng, copy_outputs):
+    calls = []
+
+    @tl.graphs.graphed(copy_outputs=copy_outputs)
+    def step(a, b, scale):
+        calls.append(1)
+        return {"s": (a * b).sum(0) * scale, "m": a.amax()}
+
+    for shape in [(3, 2), (3, 2), (3, 2), (3, 2), (5, 2), (5, 2), (5, 2)]:
+        a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+        out = step(tl.tensor(a, device=device), tl.tensor(b, device=device), 0.5)
+        assert_close(out["s"], (a * b).sum(0) * 0.5, terms=8)
+        assert out["m"].item() == a.max()
+    # per shape: a warm-up call and a capture run fn; replays don't (cpu: every call is eager)
+    assert len(calls) == (7 if device == "cpu" else 4)
+
+
+def test_capturing_a_graph_again_replaces_its_work(gpu_device):
+    x = tl.arange(4.0, device=gpu_device)
+    g = tl.graphs.Graph()
+    for scale in (2.0, 3.0, -1.0):
+        with tl.graphs.graph(g, device=gpu_device):
+            out = x * scale
+        g.replay()
+        assert out.tolist() == [0.0, scale, 2 * scale, 3 * scale]
+
+
+def test_graphed_outputs_that_need_grad_are_refused(gpu_device):
+    w = tl.nn.Parameter(tl.ones(3, device=gpu_device))
+    f = tl.graphs.graphed(lambda x: x * w)
+    f(tl.ones(3, device=gpu_device))
+    with pytest.raises(tl.CaptureError, match="requires grad"):
+        f(tl.ones(3, device=gpu_device))
+
+
+def test_capture_needs_a_gpu():
+    with pytest.raises(tl.DeviceError, match="needs a GPU device"):
+        tl.graphs.Graph().capture_begin(device="cpu")
+
+
+# ---- the null platform: memory and device calls ----------------------------------------
+
+def test_a_replay_repeats_the_device_calls_and_nothing_else(null_backend):
+    dev = backend.get_device(null_backend)
+    x = tl.ones(64, device=null_backend)
+    body = lambda: ((x * 2 + 1).exp() - x).sum()  # noqa: E731
+    body()
+    counts = dev.platform.counts
+    before = dict(counts)
+    g, _ = _capture(null_backend, body)
+    assert counts["launch"] == before["launch"]   # capturing runs nothing (its error flag is zeroed before)
+    before = dict(counts)
+    g.replay()
+    eager = dict(counts)
+    body()
+    per_call = {k: counts[k] - eager[k] for k in counts}
+    assert {k: eager[k] - before.get(k, 0) for k in eager} == per_call   # one replay = one eager call's work
+    assert per_call.get("dtoh", 0) == 0 and per_call["launch"] >= 4
+
+
+def test_graph_memory_is_never_handed_to_eager_code(null_backend):
+    dev = backend.get_device(null_backend)
+    x = tl.ones(1000, device=null_backend)
+    gone = tl.ones(1000, device=null_backend) * 3     # eager, freed inside the capture
+    gone_ptr = gone._storage.buffer.ptr
+
+    def body():
+        nonlocal gone
+        t = x * 2            # a temporary of the graph, freed inside the capture
+        y = t + gone
+        gone = None
+        return y + 1
+    g, out = _capture(null_backend, body)
+    graph_ptrs = {out._storage.buffer.ptr}
+    eager = [tl.empty(1000, device=null_backend) for _ in range(8)]
+    eager_ptrs = {t._storage.buffer.ptr for t in eager}
+    assert gone_ptr not in eager_ptrs                # held back: replays still read it
+    assert not graph_ptrs & eager_ptrs
+    pool_blocks = {p for ptrs in g.pool()._free.values() for p in ptrs}
+    assert pool_blocks and not pool_blocks & eager_ptrs  # the graph's freed temporaries stay the graph's
+    del eager
+    g.reset()
+    later = [tl.empty(1000, device=null_backend) for _ in range(8)]
+    assert gone_ptr in {t._storage.buffer.ptr for t in later}   # back in the cache once the graph is gone
+    assert dev.capture is None
+
+
+def test_capturing_again_updates_the_executable_when_only_arguments_change(null_backend):
+    x = tl.ones(4, device=null_backend)
+    g = tl.graphs.Graph()
+    with tl.graphs.graph(g, device=null_backend):
+        x * 2
+    first = g._graph.exec
+    with tl.graphs.graph(g, device=null_backend):
+        x * 3
+    assert g._graph.exec is first            # same work, other arguments: updated in place
+    with tl.graphs.graph(g, device=null_backend):
+        (x * 2).exp()
+    assert g._graph.exec is not first        # other work: instantiated anew
