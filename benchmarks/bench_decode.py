@@ -7,8 +7,9 @@ checkpoint, in one process on one GPU (a benchmark, not a test).
 For each shape a random checkpoint is made with transformers (LlamaForCausalLM, bf16,
 save_pretrained into a temporary folder) and loaded by both frameworks: transformers
 (torch eager, `generate` with greedy decoding and its KV cache) and tensorlite
-(`llama.load`, `llama.generate`). Per shape and batch: decode tokens/s (new tokens of the
-whole batch over the wall time of `new` steps after a prompt of `prompt` tokens, prefill
+(`llama.load`, `llama.generate`, its decode step captured as a graph and replayed, and the
+same eagerly: graph=False). Per shape and batch: decode tokens/s (new tokens of the whole
+batch over the wall time of `new` steps after a prompt of `prompt` tokens, prefill
 included, as a user sees it), the ratio, the share of the weight-bandwidth limit (every
 weight read once per step at the device-to-device copy bandwidth measured in this run), and
 whether the greedy tokens are equal; then one prefill of `prefill` tokens (tokens/s).
@@ -125,14 +126,17 @@ def main(argv=None) -> int:
                                        min_new_tokens=args.new, do_sample=False, pad_token_id=0)
                 return out[:, args.prompt:].cpu().numpy()
             t_ref, ref_ids = timed(run_ref, args.reps, torch_sync)
-            t_ours, our_ids = timed(lambda: llama.generate(ours, prompt, args.new), args.reps, tl_dev.synchronize)
-            same = int((ref_ids == our_ids).all(axis=1).sum())
-            first_diff = [int(np.argmax(r != o)) if (r != o).any() else None for r, o in zip(ref_ids, our_ids)]
-            rows.append(dict(case=f"decode {name} b{batch} prompt {args.prompt} + {args.new}", unit="tokens/s",
-                             tensorlite=batch * args.new / t_ours, transformers=batch * args.new / t_ref,
-                             limit_share=args.new / t_ours / limit if limit else None,
-                             note=f"greedy tokens equal in {same}/{batch} rows"
-                                  + ("" if same == batch else f" (first difference at steps {first_diff})")))
+            for graph in (True, False):
+                t_ours, our_ids = timed(lambda: llama.generate(ours, prompt, args.new, graph=graph), args.reps,
+                                        tl_dev.synchronize)
+                same = int((ref_ids == our_ids).all(axis=1).sum())
+                first_diff = [int(np.argmax(r != o)) if (r != o).any() else None for r, o in zip(ref_ids, our_ids)]
+                rows.append(dict(case=f"decode {name} b{batch} prompt {args.prompt} + {args.new}"
+                                      + ("" if graph else " (eager)"), unit="tokens/s",
+                                 tensorlite=batch * args.new / t_ours, transformers=batch * args.new / t_ref,
+                                 limit_share=args.new / t_ours / limit if limit else None,
+                                 note=f"greedy tokens equal in {same}/{batch} rows"
+                                      + ("" if same == batch else f" (first difference at steps {first_diff})")))
         ids = rng.integers(0, SHAPES[name]["vocab_size"], (1, args.prefill))
         ids_t = torch.tensor(ids, device=torch_dev)
 

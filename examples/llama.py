@@ -32,9 +32,10 @@ attention (fewer key/value heads than query heads) -> residual, RMSNorm -> SwiGL
 Parameter names are those of the checkpoint, so its state dict loads as is.
 
 Generation prefills the prompt once and then feeds one token per step, keeping every
-layer's keys and values in a preallocated cache (`KVCache`). The new queries attend with a
-bottom-right aligned causal mask (`is_causal="bottom_right"`): query i of the L new
-positions sees the S - L cached keys and the new keys up to its own.
+layer's keys and values in a preallocated, static cache (`KVCache`): new keys are written
+at their positions, and the queries attend over the whole cache with a mask that hides the
+positions not yet written. Sampling runs on the device too, so on a GPU the decode step is
+captured once as a graph (tl.graphs) and replayed: one launch per token.
 """
 from __future__ import annotations
 
@@ -113,23 +114,46 @@ class LlamaConfig:
 # ---- the model --------------------------------------------------------------------------
 
 class KVCache:
-    """Per-layer key/value buffers (b, kv_heads, capacity, head_dim), filled left to right."""
+    """Per-layer key/value buffers (b, kv_heads, capacity, head_dim), filled left to right,
+    and the rotary tables of every position up to the capacity.
+
+    Static, so a decode step can be captured as a graph and replayed (tl.graphs): the
+    buffers never move, and the next position is a device tensor (`pos`) that the step
+    itself advances. New keys and values are written at their positions with index_copy_,
+    and the queries attend over the whole capacity with a mask hiding the positions not
+    yet written. Run eagerly, the positions are uploaded from the host's count (`length`),
+    so the index ops know them in range and never wait for the device."""
 
     def __init__(self, config: LlamaConfig, batch: int, capacity: int, device, dtype):
         shape = (batch, config.num_kv_heads, capacity, config.head_dim)
         self.keys = [tl.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.values = [tl.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
-        self.length = 0  # positions filled (advanced by the model after all layers ran)
-        self.capacity = capacity
+        self.capacity, self.device = capacity, device
+        self.length = 0                                       # positions filled, as the host counts them
+        self.pos = tl.zeros(1, dtype=tl.int64, device=device)  # the same count on the device
+        self._arange = tl.arange(capacity, device=device)
+        angles = np.arange(capacity, dtype=np.float64)[:, None] * inverse_frequencies(config.raw, config.head_dim)
+        self.cos, self.sin = (tl.tensor(f(angles), device=device, dtype=dtype) for f in (np.cos, np.sin))
 
-    def append(self, layer: int, k: tl.Tensor, v: tl.Tensor):
-        """Write the new positions of one layer; return that layer's keys/values so far."""
-        end = self.length + k.shape[2]
-        if end > self.capacity:
-            raise ValueError(f"KVCache: {end} positions exceed the capacity of {self.capacity}")
-        self.keys[layer][:, :, self.length:end] = k
-        self.values[layer][:, :, self.length:end] = v
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+    def positions(self, t: int) -> tl.Tensor:
+        """The positions (t,) of the next t tokens: from the device count while a graph is
+        being captured (a replay must read the count of its own time), else from the host's."""
+        if self.length + t > self.capacity:
+            raise ValueError(f"KVCache: {self.length + t} positions exceed the capacity of {self.capacity}")
+        if tl.graphs.is_capturing(self.device):
+            return self.pos + self._arange[:t]
+        return tl.tensor(np.arange(self.length, self.length + t), device=self.device)
+
+    def advance(self, t: int) -> None:
+        self.pos += t
+        self.length += t
+
+    def write(self, layer: int, positions: tl.Tensor, k: tl.Tensor, v: tl.Tensor):
+        """Write one layer's new keys/values (b, kv_heads, t, head_dim) at `positions`; return
+        the layer's whole buffers."""
+        self.keys[layer].index_copy_(2, positions, k)
+        self.values[layer].index_copy_(2, positions, v)
+        return self.keys[layer], self.values[layer]
 
 
 class Attention(nn.Module):
@@ -141,7 +165,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.attention_bias)
 
-    def forward(self, x, cos, sin, cache: KVCache = None):
+    def forward(self, x, cos, sin, cache: KVCache = None, positions=None, mask=None):
         b, t, _ = x.shape
         c = self.c
 
@@ -151,9 +175,9 @@ class Attention(nn.Module):
         k = F.rope(heads(self.k_proj, c.num_kv_heads), cos, sin)
         v = heads(self.v_proj, c.num_kv_heads)
         if cache is not None:
-            k, v = cache.append(self.layer, k, v)
+            k, v = cache.write(self.layer, positions, k, v)
         # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal="bottom_right")
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, c.num_heads * c.head_dim))
 
 
@@ -176,8 +200,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
         self.mlp = MLP(c)
 
-    def forward(self, x, cos, sin, cache=None):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+    def forward(self, x, cos, sin, cache=None, positions=None, mask=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, positions, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -215,13 +239,19 @@ class Llama(nn.Module):
             ids = ids.unsqueeze(0)
         if ids.ndim != 2:
             raise ValueError(f"llama: token ids must be 1-D or 2-D, got shape {tuple(ids.shape)}")
-        start = cache.length if cache is not None else 0
-        cos, sin = self.rope_tables(start, ids.shape[1], emb.device, emb.dtype)
+        t = ids.shape[1]
+        positions = mask = None
+        if cache is None:
+            cos, sin = self.rope_tables(0, t, emb.device, emb.dtype)
+        else:  # query i at positions[i] sees the keys at positions up to its own
+            positions = cache.positions(t)
+            cos, sin = cache.cos.index_select(0, positions), cache.sin.index_select(0, positions)
+            mask = cache._arange[None, :] <= positions[:, None]
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
-            x = layer(x, cos, sin, cache)
+            x = layer(x, cos, sin, cache, positions, mask)
         if cache is not None:
-            cache.length += ids.shape[1]
+            cache.advance(t)
         x = self.model.norm(x)
         logits = F.linear(x, emb) if self.lm_head is None else self.lm_head(x)
         logits = logits.float()
@@ -260,54 +290,96 @@ def write_random_checkpoint(path, hidden_size=64, layers=2, heads=4, kv_heads=2,
 
 # ---- generation ---------------------------------------------------------------------------
 
-def _next_tokens(logits: tl.Tensor, temperature: float, top_k, rng: np.random.Generator) -> np.ndarray:
-    """(b, vocab) logits -> (b,) ids: argmax when temperature is 0, else a sample from the
-    softmax of logits / temperature restricted to the top_k most likely tokens."""
+def sample(logits: tl.Tensor, temperature: float = 0.0, top_k=None, uniform: tl.Tensor = None) -> tl.Tensor:
+    """(b, vocab) logits -> (b,) int64 ids, on the device: the argmax when temperature is 0,
+    else a sample of softmax(logits / temperature) restricted to the top_k largest, drawn
+    with the Gumbel-max trick from `uniform`, (b, vocab) noise in [0, 1) (argmax of scores
+    plus -log(-log(u)) is distributed as the softmax of the scores)."""
     if temperature <= 0.0:
-        return logits.argmax(-1).numpy()
-    scores = logits.numpy().astype(np.float64) / temperature
+        return logits.argmax(-1)
+    scores = logits / temperature
     if top_k is not None and top_k < scores.shape[-1]:
-        kth = np.partition(scores, -top_k, axis=-1)[:, -top_k][:, None]
-        scores = np.where(scores < kth, -np.inf, scores)
-    probs = np.exp(scores - scores.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    return np.array([rng.choice(len(p), p=p) for p in probs], dtype=np.int64)
+        kth = scores.topk(top_k, -1)[0][:, -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    u = uniform.clamp(1e-20, 1.0 - 2.0 ** -24)  # keeps both logs finite
+    return (scores - (-u.log()).log()).argmax(-1)
 
 
 @tl.no_grad()
 def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0, top_k=None,
-             seed=None, eos_token_id=None, show_progress: bool = False) -> np.ndarray:
+             seed=None, eos_token_id=None, show_progress: bool = False, graph=None) -> np.ndarray:
     """The new token ids (max_new_tokens,) for 1-D tokens or (b, max_new_tokens) for 2-D,
     as an int64 numpy array. Decoding stops early once every row has produced an end token
-    (eos_token_id: an id or a list of ids, as config.json may give); rows that finished
-    earlier are padded with their end token."""
+    (eos_token_id: an id or a list of ids, as config.json may give), and the result ends
+    there; rows that finished earlier are padded with their end token.
+
+    Every step stays on the device: the cache is static (KVCache), sampling runs there
+    (sample(); `seed` seeds the device generator, tl.manual_seed), and the host reads the
+    new tokens only every EOS_CHECK steps, to see whether every row has ended. On GPUs
+    (`graph=None`; True/False to choose) the decode step is captured once as a graph and
+    replayed, so a token costs one launch instead of one per op."""
     device = model.model.embed_tokens.weight.device
     ids = token_ids(tokens, device)
     squeeze = ids.ndim == 1
     if squeeze:
         ids = ids.unsqueeze(0)
     batch, prompt_len = ids.shape
-    rng = np.random.default_rng(seed)
-    cache = KVCache(model.config, batch, prompt_len + max_new_tokens, device,
-                    model.model.embed_tokens.weight.dtype)
-    out = np.zeros((batch, 0), dtype=np.int64)
+    if seed is not None:
+        tl.manual_seed(seed)
+    use_graph = tl.backend.get_device(device).name != "cpu" if graph is None else graph
+    cache = KVCache(model.config, batch, prompt_len + max_new_tokens, device, model.model.embed_tokens.weight.dtype)
+    history = tl.zeros(batch, cache.capacity, dtype=tl.int64, device=device)  # generated ids, by position
+    last = tl.zeros(batch, 1, dtype=tl.int64, device=device)  # the newest token of each row: the next input
+    uniform = tl.zeros(batch, model.config.vocab_size, device=device) if temperature > 0 else None
     end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
-    finished_with = np.full(batch, -1, dtype=np.int64)  # the end token a row stopped at, or -1
-    step_input = ids
+
+    def step(inputs):
+        nxt = sample(model(inputs, cache)[:, -1], temperature, top_k, uniform)[:, None]
+        last.copy_(nxt)
+        history.index_copy_(1, cache.positions(1), nxt)
+
+    def draw():  # fresh noise for a sampling step, outside any graph (a replay would repeat captured noise)
+        if uniform is not None:
+            uniform.copy_(tl.rand(*uniform.shape, device=device))
+
+    def ended(n):  # whether every row's first n new tokens hold an end token (a host read)
+        new = history[:, prompt_len:prompt_len + n].numpy()
+        return bool(end_ids.size) and np.isin(new, end_ids).any(axis=1).all()
+
     bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
-    for _ in range(max_new_tokens):
-        logits = model(step_input, cache)[:, -1]
-        nxt = _next_tokens(logits, temperature, top_k, rng)
-        nxt = np.where(finished_with >= 0, finished_with, nxt)
-        finished_with = np.where((finished_with < 0) & np.isin(nxt, end_ids), nxt, finished_with)
-        out = np.concatenate([out, nxt[:, None]], axis=1)
+    draw()
+    step(ids)  # the prompt, and the first new token
+    done, decode = 1, None
+    bar.update()
+    while done < max_new_tokens and not (done % EOS_CHECK == 0 and ended(done)):
+        draw()
+        if decode is not None:
+            decode.replay()
+            cache.length += 1  # the replay advanced the device's count
+        elif use_graph and done >= 2:  # the step ran eagerly once (its kernels are compiled): capture it
+            decode = tl.graphs.Graph()
+            with tl.graphs.graph(decode, device=device):
+                step(last)
+            decode.replay()
+        else:
+            step(last)
+        done += 1
         bar.update()
-        if (finished_with >= 0).all():
-            bar.stop_early()
-            break
-        step_input = tl.tensor(nxt[:, None], device=device)
+    if done < max_new_tokens:
+        bar.stop_early()
     bar.close()
+    out = history[:, prompt_len:prompt_len + done].numpy()
+    lengths = []
+    for row in out:  # a row that ended repeats its end token from there on
+        hit = np.flatnonzero(np.isin(row, end_ids))
+        if hit.size:
+            row[hit[0]:] = row[hit[0]]
+        lengths.append(hit[0] + 1 if hit.size else done)
+    out = out[:, :max(lengths)]  # decoding ends where the last row ended (steps run past it are dropped)
     return out[0] if squeeze else out
+
+
+EOS_CHECK = 16  # generate() reads the new tokens back every this many steps
 
 
 def main(argv=None) -> int:

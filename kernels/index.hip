@@ -1,6 +1,7 @@
 // Indexing family, one entry per (ids dtype, data dtype): index_select_<i>_<t>,
 // gather_<i>_<t>, scatter_add_<i>_<t>, index_add_<i>_<t> with i in {i64, u32, u8};
-// scatter_<t> (int64 ids: the host widens the others) for torch.scatter and scatter_reduce.
+// scatter_<t> (int64 ids: the host widens the others) for torch.scatter and scatter_reduce;
+// scatter_set_<t>, the same assignment in place (candle's scatter_set: index_copy_, KV caches).
 //
 // The host folds the indexed dim out of the data layouts: `*_mod` layouts have the
 // iteration shape and the data strides with the indexed dim's stride set to 0, so the
@@ -95,12 +96,11 @@ template <typename O> TL_DEV void tl_atomic_combine(O* p, typename Tr<O>::acc v,
 }
 
 // torch.scatter (reduce 0: one of duplicate ids wins) / scatter_reduce (1 prod, 2 amax,
-// 3 amin): out (contiguous, holding the base values, of type Accum<T>) at ids gets src
-// (ids and src iterate ids' shape)
-template <typename T>
+// 3 amin): out (holding the base values; Accum<T> for the reductions, T for a plain
+// assignment in place) at ids gets src (ids and src iterate ids' shape)
+template <typename T, typename O>
 TL_DEV void scatter_map(i64 n, Strided ids_l, Strided src_l, Strided out_mod, i64 dim_size, i64 dim_stride,
-                        i64 reduce, const i64* ids, const T* src, typename Accum<T>::type* out, int* err) {
-    typedef typename Accum<T>::type O;
+                        i64 reduce, const i64* ids, const T* src, O* out, int* err) {
     TL_GRID_LOOP(e, n) {
         const i64 id = ids[tl_index(ids_l, e)];
         if (id < 0 || id >= dim_size) { *err = 1; continue; }
@@ -116,6 +116,11 @@ TL_DEV void scatter_map(i64 n, Strided ids_l, Strided src_l, Strided out_mod, i6
         i64 n, Strided ids_l, Strided src_l, Strided out_mod, i64 dim_size, i64 dim_stride, \
         i64 reduce, const i64* ids, const T* src, typename Accum<T>::type* out, int* err) { \
         scatter_map(n, ids_l, src_l, out_mod, dim_size, dim_stride, reduce, ids, src, out, err); \
+    }                                                                                     \
+    extern "C" __global__ void scatter_set_##sfx(                                          \
+        i64 n, Strided ids_l, Strided src_l, Strided out_mod, i64 dim_size, i64 dim_stride, \
+        const i64* ids, const T* src, T* out, int* err) {                                 \
+        scatter_map(n, ids_l, src_l, out_mod, dim_size, dim_stride, (i64)0, ids, src, out, err); \
     }
 TL_FOR_ALL(SCATTER_ENTRY)
 

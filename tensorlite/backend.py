@@ -285,6 +285,17 @@ class BackendStorage(ABC):
         duplicate ids one write wins), or combined there with reduce "prod", "amax" or "amin"
         (NaN propagates; f16/bf16 in f32, cast once)."""
 
+    def scatter_set(self, layout: Layout, ids: "BackendStorage", ids_layout: Layout, src: "BackendStorage",
+                    src_layout: Layout, dim: int) -> None:
+        """In place (candle's scatter_set): self's elements at the contiguous `layout` get src
+        written at ids along dim, as scatter() does. What index_copy_ writes a KV cache's new
+        positions with: a backend that overrides it writes only those (the GPU's one kernel);
+        this default computes scatter() and copies the whole result back."""
+        if not layout.is_contiguous():
+            raise ShapeError("scatter_set: the written-to layout must be contiguous")
+        self.scatter(layout, ids, ids_layout, src, src_layout, dim).copy_strided_src(
+            self, layout.offset, Layout.contiguous(layout.shape))
+
     # ---- matmul, conv, pooling ------------------------------------------------------
     @abstractmethod
     def matmul(self, rhs: "BackendStorage", bmnk: Tuple[int, int, int, int],

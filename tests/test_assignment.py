@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorlite as tl
-from conftest import assert_close, random_array
+from conftest import ALL_DTYPES, assert_close, random_array
 
 torch = pytest.importorskip("torch")
 
@@ -284,6 +284,27 @@ def test_index_copy_and_fill_values(device, rng, dtype):
     assert_close(x.index_fill(1, i, 1), _back(ta.index_fill(1, ti, 1), dtype), dtype)
     assert x.index_fill_(0, tl.tensor([2], device=device), 0) is x
     assert_close(x, _back(ta.index_fill_(0, torch.tensor([2]), 0), dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
+def test_index_copy_in_place_writes_only_the_indexed_positions(device, rng, dtype):
+    """index_copy_ without autograd writes through the storage's scatter_set (a KV cache's
+    per-token write): every dtype, ids of another integer dtype, a view at an offset."""
+    a, src = random_array(rng, (2, 7, 3), dtype), random_array(rng, (2, 2, 3), dtype)
+    base = tl.tensor(np.concatenate([a, a]), device=device)
+    x = base[2:]                                   # contiguous, at an offset in its storage
+    ids = tl.tensor(np.array([5, 1], np.uint8), device=device)
+    assert x.index_copy_(1, ids, tl.tensor(src, device=device)) is x
+    want = a.copy()
+    want[:, [5, 1]] = src
+    assert_close(x, want, dtype)
+    assert_close(base[:2], a, dtype)               # the rest of the storage is untouched
+    t = tl.tensor(a, device=device).transpose(0, 2)   # (3, 7, 2), not contiguous: the general in-place path
+    s2 = random_array(rng, (3, 1, 2), dtype)
+    t.index_copy_(1, tl.tensor([6], device=device), tl.tensor(s2, device=device))
+    want = a.transpose(2, 1, 0).copy()
+    want[:, [6]] = s2
+    assert_close(t, want, dtype)
 
 
 def test_index_copy_fill_masked_scatter_gradients(device, rng):

@@ -215,3 +215,17 @@ def test_capturing_again_updates_the_executable_when_only_arguments_change(null_
     with tl.graphs.graph(g, device=null_backend):
         (x * 2).exp()
     assert g._graph.exec is not first        # other work: instantiated anew
+
+
+def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
+    """examples/llama.py's generate(): the decode step captured once and replayed (greedy,
+    and sampling on the device) gives the cpu's eager tokens."""
+    from test_examples import load_example
+    llama = load_example("llama")
+    llama.write_random_checkpoint(tmp_path, hidden_size=32, layers=1, heads=2, kv_heads=1, vocab_size=64)
+    prompt = [[1, 5, 9], [3, 4, 2]]
+    want = llama.generate(llama.load(tmp_path), prompt, 6)
+    model = llama.load(tmp_path, device=gpu_device)
+    np.testing.assert_array_equal(llama.generate(model, prompt, 6, graph=True), want)
+    sampled = [llama.generate(model, prompt, 6, temperature=1.0, top_k=5, seed=3, graph=True) for _ in range(2)]
+    np.testing.assert_array_equal(*sampled)   # the device generator, seeded: the same tokens again

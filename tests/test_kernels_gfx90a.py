@@ -28,7 +28,7 @@ from tensorlite.backends.rocm import compiler, get_platform
 from tensorlite.backends.rocm import kernel_table, storage as gpu_storage
 from tensorlite.backends.rocm.ops.random import random_fill
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject
-from tensorlite.backends.rocm.device import Kernel
+from tensorlite.backends.rocm.device import GpuDevice, Kernel
 from tensorlite.backends.rocm.hip import AmdArchitectures
 
 ARCH = "gfx90a"
@@ -119,6 +119,8 @@ class RecordingDevice:
     name, ordinal, arch, warp_size = "rocm", 0, ARCH, 64
     props = {"multiprocessor_count": 104}
     has_blas = True  # False (the emulated platform): float GEMMs launch the portable gemm_<t>
+    capture, _error_flag = None, None
+    run_checked = GpuDevice.run_checked  # the real one: its flag launches are checked like any other
 
     def __init__(self):
         self.platform = AmdArchitectures()  # what gfx90a offers the kernels; no libraries (no DNN)
@@ -257,6 +259,8 @@ def test_reduce_index_copy_launches_match_gfx90a_signatures(dev, dt):
                 x.scatter_add(lay, gids, gids_lay, src, Layout.contiguous(lay.shape), dim)
                 for reduce in (None, "prod", "amax", "amin"):
                     x.scatter(lay, gids, gids_lay, src, Layout.contiguous(lay.shape), dim, reduce)
+                if lay.is_contiguous():
+                    x.scatter_set(lay, gids, gids_lay, src, Layout.contiguous(lay.shape), dim)
                 src_shape = lay.shape[:dim] + (3,) + lay.shape[dim + 1:]
                 src2 = _storage(dev, int(np.prod(src_shape)), dt)
                 x.index_add(lay, ids, ids_lay, src2, Layout(src_shape[::-1]).permute((2, 1, 0)), dim)

@@ -21,7 +21,8 @@ from ..launch import BLOCK, grid_for, pack_strided
 
 # the entry points of this family's kernel source (kernel_table.py assembles every family's)
 KERNELS = {"index.hip": tuple(f"{op}_{i}_{t}" for op in ("index_select", "gather", "scatter_add", "index_add")
-                              for i in IDS for t in ALL) + tuple(f"scatter_{t}" for t in ALL)}
+                              for i in IDS for t in ALL) + tuple(f"{op}_{t}" for op in ("scatter", "scatter_set")
+                                                                 for t in ALL)}
 _REDUCE = {None: 0, "prod": 1, "amax": 2, "amin": 3}  # scatter_<t>'s `reduce` argument
 
 
@@ -152,6 +153,33 @@ class IndexOps:
         src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
         return self._accumulate("scatter", layout, ids, ids_layout, src, src_layout, dim, src_iter, ids_layout,
                                 by_row=False, reduce=reduce)
+
+    def scatter_set(self, layout, ids, ids_layout, src, src_layout, dim):
+        op = "scatter_set"
+        self._check_ids(op, ids, ids_layout, layout)
+        if src.dtype is not self.dtype:
+            raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout),
+                                src=(src, src_layout))
+        n = ids_layout.numel()
+        size = layout.shape[dim]
+        if n == 0:
+            self._check_ids_on_host(op, ids, ids_layout, size, layout)
+            return
+        ids64, ids64_layout = ids, ids_layout  # the kernel reads int64 ids
+        if ids.dtype is not dtypes.int64:
+            ids64, ids64_layout = ids.to_dtype(ids_layout, dtypes.int64), Layout.contiguous(ids_layout.shape)
+        strides = list(layout.strides)
+        dim_stride, strides[dim] = strides[dim], 0
+        li, ls, lo = pack_strided(ids64_layout, Layout(ids_layout.shape, src_layout.strides, src_layout.offset),
+                                  Layout(ids_layout.shape, strides, layout.offset))
+        dev = self.device
+        kernel = kernel_for(dev, f"scatter_set_{self.dtype.short}", op, self=(self, layout))
+        from ..storage import _range_union  # (storage.py imports this module)
+        self.value_range = _range_union(self.value_range, src.value_range)
+        self._run_checked(op, ids, ids_layout, size, layout, lambda err: dev.launch(
+            kernel, grid_for(dev, n), BLOCK,
+            [("int64", n), ("bytes", li), ("bytes", ls), ("bytes", lo), ("int64", size), ("int64", dim_stride),
+             ("ptr", ids64.buffer.ptr), ("ptr", src.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", err)]))
 
     def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
         n_ids = ids_layout.numel()

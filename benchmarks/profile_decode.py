@@ -1,0 +1,129 @@
+"""Where a Llama decode step spends its time: the captured graph's replay against its
+kernels (a diagnostic, not a test).
+
+    python benchmarks/profile_decode.py [--device cuda] [--shape 1.1b] [--batch 1] [--top 25]
+
+Builds examples/llama.py's model at a shape of bench_decode.py (random bf16 weights, nothing
+downloaded), prefills a 32-token prompt and captures the decode step as generate() does
+(forward of one token, greedy sampling). Then:
+- replay: GPU milliseconds per replayed step (device events around many back-to-back
+  replays), the host's milliseconds per replay call, and the weight-bandwidth floor (every
+  weight read once at the measured copy bandwidth);
+- eager: the same step run op by op with every kernel, BLAS call and copy bracketed by
+  device events (profile_step.py's KernelTimer): GPU time by kernel name and the counts.
+  The replay's time minus that kernel sum is what the graph's nodes cost beyond their
+  kernels (launch gaps between tiny kernels).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "examples"))
+
+import tensorlite as tl  # noqa: E402
+from tensorlite.backend import get_device  # noqa: E402
+
+from bench_decode import SHAPES  # noqa: E402
+from profile_step import KernelTimer  # noqa: E402
+
+
+def copy_bandwidth(dev, nbytes=1 << 30) -> float:
+    """Bytes per second (read + write) of a device-to-device copy, median of 5."""
+    src, dst = tl.empty(nbytes, dtype=tl.uint8, device=str(dev)), tl.empty(nbytes, dtype=tl.uint8, device=str(dev))
+    times = []
+    for _ in range(6):
+        e0 = dev.event().record()
+        dst.copy_(src)
+        e1 = dev.event().record()
+        e1.synchronize()
+        times.append(e0.elapsed_ms(e1) / 1e3)
+    return 2 * nbytes / max(float(np.median(times[1:])), 1e-12)  # (platforms without timers: 0 s)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--shape", default="1.1b", choices=sorted(SHAPES))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--replays", type=int, default=200)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args(argv)
+    import llama
+
+    dev = get_device(args.device)
+    c = llama.LlamaConfig(dict(SHAPES[args.shape], rms_norm_eps=1e-5, max_position_embeddings=4096))
+    tl.manual_seed(0)
+    with tl.no_grad():
+        model = llama.Llama(c).to(args.device, dtype=tl.bfloat16).requires_grad_(False)
+    weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
+    prompt = 32
+    cache = llama.KVCache(c, args.batch, prompt + args.replays + 16, args.device, tl.bfloat16)
+    last = tl.zeros(args.batch, 1, dtype=tl.int64, device=args.device)
+
+    @tl.no_grad()
+    def step(inputs):
+        last.copy_(llama.sample(model(inputs, cache)[:, -1])[:, None])
+
+    step(tl.tensor(np.random.default_rng(0).integers(0, c.vocab_size, (args.batch, prompt)), device=args.device))
+    step(last)  # compiles the single-token kernels
+    graph = tl.graphs.Graph()
+    with tl.graphs.graph(graph, device=args.device):
+        step(last)
+    nodes = args.replays - 4
+    for _ in range(3):
+        graph.replay()
+    dev.synchronize()
+    e0 = dev.event().record()
+    t0 = time.perf_counter()
+    for _ in range(nodes):
+        graph.replay()
+    host_ms = (time.perf_counter() - t0) * 1e3 / nodes
+    e1 = dev.event().record()
+    e1.synchronize()
+    replay_ms = e0.elapsed_ms(e1) / nodes
+    cache.length += 1 + 3 + nodes  # the capture's own step counted once, the replays each
+
+    bandwidth = copy_bandwidth(dev, 1 << 30 if dev.name in ("cuda", "rocm") else 1 << 12)
+    floor_ms = weight_bytes / bandwidth * 1e3
+    timer = KernelTimer(dev)
+    copies = collections.Counter()
+    dtod, memset = dev.dtod, dev.memset
+
+    def timed_copy(kind, fn):
+        def run(*a):
+            e_start = dev.event().record()
+            fn(*a)
+            timer.pending.append((kind, e_start, dev.event().record()))
+            copies[kind] += 1
+        return run
+    dev.dtod, dev.memset = timed_copy("memcpy device-to-device", dtod), timed_copy("memset", memset)
+    try:
+        step(last)
+        table = timer.collect()
+    finally:
+        timer.remove()
+        del dev.dtod, dev.memset
+    kernel_ms = sum(ms for ms, _ in table.values())
+    calls = sum(n for _, n in table.values())
+    print(f"decode step, Llama {args.shape} bf16, batch {args.batch}, on {dev} ({dev.props.get('name')}):")
+    print(f"  replayed graph: {replay_ms:.3f} ms GPU per step ({args.batch / max(replay_ms, 1e-9) * 1e3:.0f} tokens/s), "
+          f"host {host_ms:.3f} ms per replay call")
+    print(f"  weights {weight_bytes / 1e9:.2f} GB at {bandwidth / 1e9:.0f} GB/s copy bandwidth: floor {floor_ms:.3f} ms "
+          f"({100 * floor_ms / max(replay_ms, 1e-9):.0f}% of the replay)")
+    print(f"  eager step's {calls} kernels, BLAS calls and copies: {kernel_ms:.3f} ms GPU summed; the replay's "
+          f"{replay_ms - kernel_ms:+.3f} ms beyond that sum is node overhead")
+    print("| kernel | ms/step | % of kernel sum | calls/step | us/call |\n|---|---|---|---|---|")
+    for name, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:args.top]:
+        print(f"| {name} | {ms:.3f} | {100 * ms / max(kernel_ms, 1e-9):.1f}% | {n} | {1e3 * ms / n:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
