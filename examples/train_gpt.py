@@ -3,6 +3,7 @@
     python examples/train_gpt.py                  # ~1-3 min on 2 CPU cores, ends with the accuracy
     python examples/train_gpt.py --device cuda --dtype bf16 --out adder.safetensors
     python examples/train_gpt.py --load adder.safetensors --ask 123+456 999+1   # use a checkpoint
+    mpiexec -n 2 python examples/train_gpt.py     # data parallel: 2 processes, same global batch
 
 The task: `a + b` for two n-digit numbers (n = --digits, default 3), written as one
 sequence of tokens '0'..'9', '+', '=':
@@ -43,6 +44,12 @@ Evaluation decodes greedily, one batch for all held-out problems, and counts a p
 right only if every answer digit is. Neither the held-out nor the validation problems
 ever appear in training.
 The script exits with status 1 when the accuracy is below --target.
+
+Data parallel: started by `mpiexec -n N` (see tensorlite.distributed), each rank trains a
+replica on its 1/N of every batch (--batch-size is the global batch, so a run computes what
+one process computes, up to rounding), with gradients averaged across ranks
+(DistributedDataParallel); each rank evaluates its share of the problems and the counts are
+summed. GPU ranks take the GPU of their local rank. Rank 0 alone prints and writes the checkpoint.
 """
 from __future__ import annotations
 
@@ -57,6 +64,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
 import tensorlite as tl  # noqa: E402
+import tensorlite.distributed as dist  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
 from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
@@ -238,16 +246,37 @@ def greedy_answers(model: GPT, prompts: np.ndarray, answer_len: int, device) -> 
 
 
 def exact_match(model: GPT, problems: np.ndarray, prompt_len: int, device, batch: int = 1000) -> float:
-    """Greedy decoding of every problem's answer; fraction with all answer digits right."""
+    """Greedy decoding of every problem's answer; fraction with all answer digits right.
+    Under several ranks each decodes its share and the counts are summed (all_reduce)."""
     was_training = model.training
     model.eval()
+    world, rank = _world()
+    mine = np.array_split(problems, world)[rank]
     correct = 0
-    for start in range(0, len(problems), batch):
-        chunk = problems[start:start + batch]
+    for start in range(0, len(mine), batch):
+        chunk = mine[start:start + batch]
         predicted = greedy_answers(model, chunk[:, :prompt_len], chunk.shape[1] - prompt_len, device)
         correct += int((predicted == chunk[:, prompt_len:]).all(1).sum())
+    if world > 1:
+        total = tl.tensor([correct])
+        dist.all_reduce(total)
+        correct = int(total.item())
     model.train(was_training)
     return correct / len(problems)
+
+
+def _world():
+    """(world size, rank) of the process group, (1, 0) where none is initialized."""
+    return (dist.get_world_size(), dist.get_rank()) if dist.is_initialized() else (1, 0)
+
+
+def rank_device(name: str) -> str:
+    """Under several ranks a GPU named without an ordinal becomes this rank's ('cuda' ->
+    'cuda:<local rank>'); otherwise the name as given."""
+    world, _ = _world()
+    if world > 1 and name.split(":")[0] != "cpu" and ":" not in name:
+        return dist.device(name)
+    return name
 
 
 def answer(model: GPT, sums, device) -> list:
@@ -334,7 +363,11 @@ def train(args: argparse.Namespace):
     Training stops early once the greedy exact-match accuracy on the validation problems
     reaches --stop-at: most runs get there in a fraction of --steps, and the rest use the
     remaining steps to get past the plateau where the model adds digits but not yet carries."""
-    device = resolve_device(args.device)
+    dist.init()  # a world of one without mpiexec
+    world, rank = _world()
+    if args.batch_size % world:
+        raise ValueError(f"--batch-size {args.batch_size} does not split over {world} ranks")
+    device = rank_device(resolve_device(args.device))
     tl.manual_seed(args.seed)
     data = problems(args, args.digits)
     early_stop = len(data.validation_keys) > 0
@@ -343,18 +376,25 @@ def train(args: argparse.Namespace):
     model = GPT(VOCAB, block_size, args.d_model, args.layers, args.heads, args.tied, places).to(device)
     model.compute_dtype = tl.bfloat16 if args.dtype == "bf16" else tl.float32
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"device={device} dtype={args.dtype} params={n_params} "
-          f"task={args.digits}-digit addition, {args.steps} steps x {args.batch_size}", flush=True)
+    if rank == 0:
+        ranks = f" ranks={world} (batch {args.batch_size // world} per rank)" if world > 1 else ""
+        print(f"device={device} dtype={args.dtype} params={n_params} "
+              f"task={args.digits}-digit addition, {args.steps} steps x {args.batch_size}{ranks}", flush=True)
+    # several ranks: every rank starts from rank 0's weights; backward averages the gradients
+    replica = dist.DistributedDataParallel(model) if world > 1 else model
+    shard = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
 
     opt = tl.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     losses = []
     start = time.perf_counter()
-    bar = progress(total=args.steps, desc="train", unit="step")
+    bar = progress(total=args.steps, desc="train", unit="step", disable=True if rank else None)
+    say = bar.write if rank == 0 else (lambda line: None)
     for step in range(args.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
-        seq = tl.tensor(data.batch(args.batch_size), device=device)
-        loss = answer_loss(model, seq, data.prompt_len)
+        # every rank draws the same global batch (one generator, one seed) and trains on its slice
+        seq = tl.tensor(data.batch(args.batch_size)[shard], device=device)
+        loss = answer_loss(replica, seq, data.prompt_len)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -362,25 +402,34 @@ def train(args: argparse.Namespace):
         bar.update()
         last = step == args.steps - 1
         if step % 10 == 0 or last:  # reading the loss waits for the device: not every step
-            losses.append((step, loss.item()))
+            losses.append((step, _global_mean(loss)))
             bar.set_postfix(loss=f"{losses[-1][1]:.4f}")
         if (step + 1) % args.log_every == 0 or last:
-            bar.write(f"step {step + 1:5d}  loss {loss.item():.4f}  {time.perf_counter() - start:6.1f}s")
+            say(f"step {step + 1:5d}  loss {_global_mean(loss):.4f}  {time.perf_counter() - start:6.1f}s")
         if early_stop and (step + 1) % args.eval_every == 0:
             accuracy = exact_match(model, data.validation(), data.prompt_len, device)
             bar.set_postfix(loss=f"{losses[-1][1]:.4f}", val=f"{accuracy:.3f}")
             if accuracy >= args.stop_at:
-                bar.write(f"step {step + 1:5d}  validation exact match {accuracy:.4f} >= {args.stop_at}: "
-                          "stopping")
+                say(f"step {step + 1:5d}  validation exact match {accuracy:.4f} >= {args.stop_at}: stopping")
                 bar.stop_early()
                 break
     bar.close()
     return model, data, losses
 
 
+def _global_mean(loss: tl.Tensor) -> float:
+    """The loss of the whole batch: the ranks' shard losses averaged (equal shards), or the loss."""
+    if _world()[0] > 1:
+        loss = loss.detach().clone()
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.item()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    args.device = resolve_device(args.device)
+    dist.init()  # several ranks under mpiexec, else one
+    _, rank = _world()
+    args.device = rank_device(resolve_device(args.device))
     warm_up_kernels(args.device)  # before the clock: train time is training
     start = time.perf_counter()
     if args.load:  # the held-out set is the one training with the same --seed and --heldout kept out
@@ -391,15 +440,17 @@ def main(argv=None) -> int:
     train_seconds = time.perf_counter() - start
     accuracy = exact_match(model, data.heldout(), data.prompt_len, args.device)
     trained = "loaded" if args.load else f"train {train_seconds:.1f}s"
-    print(f"held-out exact match: {accuracy:.4f} on {len(data.heldout_keys)} problems "
-          f"({trained}, total {time.perf_counter() - start:.1f}s)", flush=True)
-    for question, value in zip(args.ask or (), answer(model, args.ask, args.device) if args.ask else ()):
-        print(f"{question} = {value}")
-    if args.out and not args.load:
-        save_checkpoint(model, args.out, {"digits": args.digits, "heldout_accuracy": accuracy})
-        print(f"checkpoint: {args.out}")
+    if rank == 0:
+        print(f"held-out exact match: {accuracy:.4f} on {len(data.heldout_keys)} problems "
+              f"({trained}, total {time.perf_counter() - start:.1f}s)", flush=True)
+        for question, value in zip(args.ask or (), answer(model, args.ask, args.device) if args.ask else ()):
+            print(f"{question} = {value}")
+        if args.out and not args.load:
+            save_checkpoint(model, args.out, {"digits": args.digits, "heldout_accuracy": accuracy})
+            print(f"checkpoint: {args.out}")
     if accuracy < args.target:
-        print(f"accuracy {accuracy:.4f} is below the target {args.target}", file=sys.stderr)
+        if rank == 0:
+            print(f"accuracy {accuracy:.4f} is below the target {args.target}", file=sys.stderr)
         return 1
     return 0
 

@@ -90,3 +90,10 @@ for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):  # tl.distributed, as torch.distributed after `import torch`, imported at first use
+    if name == "distributed":
+        import importlib
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ from .op_table import FUSED, UNARY
 _state = threading.local()
 _WRITES = [0]  # in-place writes of any storage so far (stamps): a backward checks saved tensors only after one
 _HOOKS = {}  # id(vertex) -> {key: hook} of the few vertices with tensor hooks (empty: no cost)
+_POST_HOOKS = {}  # id(leaf) -> {key: hook(leaf)}: post-accumulate-grad hooks (distributed data parallel's buckets)
 _RETAINED = weakref.WeakValueDictionary()  # id(t) -> t, the non-leaf tensors retain_grad() was called on
 _HOOK_KEYS = itertools.count()
 
@@ -243,11 +244,33 @@ def register_hook(t, hook) -> RemovableHandle:
     replacement (a leaf: before it is added to .grad). Kept by t's vertex (its Node, or t for
     a leaf), as PyTorch's: a later in-place op on t leaves it on the gradient of the old value."""
     _needs_grad(t, "register_hook")
-    v = t._node or t
-    fns = _HOOKS.get(id(v))
+    return _add_hook(_HOOKS, t._node or t, hook)
+
+
+def register_post_accumulate_grad_hook(t, hook) -> RemovableHandle:
+    """PyTorch's Tensor.register_post_accumulate_grad_hook for a leaf t: hook(t) runs after a
+    backward has added its gradient to t.grad (once per backward that reaches t; its return
+    value is ignored). Distributed data parallel starts a bucket's all-reduce from here.
+
+    >>> import tensorlite as tl
+    >>> w = tl.tensor([1.0, 2.0], requires_grad=True)
+    >>> h = tl.autograd.register_post_accumulate_grad_hook(w, lambda p: print(p.grad.tolist()))
+    >>> (w * 3).sum().backward()
+    [3.0, 3.0]
+    """
+    _needs_grad(t, "register_post_accumulate_grad_hook")
+    if t._node is not None:
+        raise TensorliteError(f"{describe('register_post_accumulate_grad_hook', self=t)}: post-accumulate-grad "
+                              "hooks can only be registered on leaf tensors")
+    return _add_hook(_POST_HOOKS, t, hook)
+
+
+def _add_hook(registry, v, hook) -> RemovableHandle:
+    """Keep hook in registry under vertex v (dropped with v)."""
+    fns = registry.get(id(v))
     if fns is None:
-        fns = _HOOKS[id(v)] = {}
-        weakref.finalize(v, _HOOKS.pop, id(v), None)
+        fns = registry[id(v)] = {}
+        weakref.finalize(v, registry.pop, id(v), None)
     key = next(_HOOK_KEYS)
     fns[key] = hook
     return RemovableHandle(fns, key)
@@ -274,6 +297,11 @@ def _run_hooks(fns, g):
                                  f"{tuple(r.shape)} for a tensor of shape {tuple(g.shape)}")
             g = r
     return g
+
+
+def _run_post_hooks(fns, leaf):
+    for fn in tuple(fns.values()):
+        fn(leaf)
 
 
 # ---- double backward ------------------------------------------------------------------------
@@ -411,10 +439,14 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
                             got[i] = g
                     else:
                         _accumulate(inputs[idx[0]], g, taken)
+                        if k in _POST_HOOKS:
+                            _run_post_hooks(_POST_HOOKS[k], inputs[idx[0]])
                 if k not in run:
                     continue
             elif type(v) is not Node:
                 _accumulate(v, g, taken)
+                if k in _POST_HOOKS:
+                    _run_post_hooks(_POST_HOOKS[k], v)
                 continue
             if v.backward_fn is None:
                 raise TensorliteError(
