@@ -29,7 +29,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes, op_table
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
-                                adam_state_dtype, check_cross_entropy, sdpa_layout, sdpa_mode)
+                                adam_state_dtype, batch_of_one, check_cross_entropy, sdpa_layout, sdpa_mode)
 from tensorlite.dtype import cast_array
 from tensorlite.errors import (ArgumentError, DeviceError, DTypeError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                                storage_error, unsupported_dtype)
@@ -124,22 +124,19 @@ def _horner(coefs, t, out):
 
 
 def erf_f32(x: np.ndarray) -> np.ndarray:
-    """erf of a C-contiguous float32 array, computed in float32 (NaN stays NaN, erf(-0) = -0), in
-    four buffers (fewer fresh pages to touch)."""
+    """erf of a C-contiguous float32 array, computed in float32 (NaN stays NaN, erf(-0) = -0). The
+    polynomial of |x| < 1 runs over every element, the exp of 1 <= |x| only over those (a gather and
+    a scatter): GELU's inputs mostly lie below 1, so this is half the passes of both over all."""
     flat = x.reshape(-1)
     a = np.abs(flat)
-    s = np.minimum(a, np.float32(1))  # NaN propagates
-    t = s * s
-    y = _horner(_ERF_P, t, np.empty_like(t))
-    y *= s
-    np.clip(a, np.float32(1), np.float32(4), out=t)
-    z = np.exp(_horner(_ERF_Q, t, s), out=s)
-    np.subtract(np.float32(1), z, out=z)
-    np.copyto(t, a < 1)  # 1/0: picks one of two finite values exactly (np.where is 10x slower)
-    y *= t
-    np.subtract(np.float32(1), t, out=t)
-    z *= t
-    y += z
+    t = a * a
+    with np.errstate(over="ignore", invalid="ignore"):  # |x| >= 1 overflows here; replaced below
+        y = _horner(_ERF_P, t, np.empty_like(t))
+        y *= a  # NaN propagates
+    big = np.flatnonzero(a >= 1)
+    if big.size:
+        u = np.minimum(a[big], np.float32(4))
+        y[big] = np.subtract(np.float32(1), np.exp(_horner(_ERF_Q, u, np.empty_like(u))))
     bits = y.view(np.int32)
     bits |= np.bitwise_and(flat.view(np.int32), np.int32(-2 ** 31), out=a.view(np.int32))  # erf's sign: x's
     return y.reshape(x.shape)
@@ -164,25 +161,99 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
 # the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
 # float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
+def _cpu_threads() -> int:
+    """The cores this process may run on (numpy's ufuncs use one; its BLAS already uses them all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_THREADS = min(_cpu_threads(), 8)
+_pool = None
+
+
+def _drop_pool():  # a forked child has the parent's pool object but none of its threads
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_pool)
+
+
+def _in_parallel(tasks) -> None:
+    """Run the callables `tasks` on the cpu's cores: numpy releases the GIL inside a ufunc's loop,
+    so formulas over separate blocks run side by side. Each worker keeps the caller's numpy error
+    settings (they are per thread); an exception in a task is raised here."""
+    global _pool
+    if len(tasks) < 2 or _THREADS < 2:
+        for task in tasks:
+            task()
+        return
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="tensorlite-cpu")
+    err = np.geterr()
+
+    def run(task):
+        with np.errstate(**err):
+            task()
+    for f in [_pool.submit(run, t) for t in tasks]:
+        f.result()
+
+
 def _blockwise(fn, block=1 << 16):
     """fn (an elementwise formula of many numpy passes) over blocks of `block` elements that stay
-    in cache: 15-25% faster than whole arrays of a few MB."""
+    in cache (15-25% faster than whole arrays of a few MB). On several cores each takes a share of
+    the blocks, 4x larger: the threads hand the GIL to each other between numpy calls, and longer
+    calls make that rarer (a formula at 1M elements: 25-30% faster on 2 cores, 64k blocks: none)."""
     def run(x):
-        if x.size <= block:
-            return fn(x)
+        step = block if _THREADS < 2 else 4 * block
+        if x.size <= step:  # 1-d: a ufunc of a 0-d array returns a scalar, which `out=` refuses
+            return fn(x.reshape(-1)).reshape(x.shape)
         flat = np.ascontiguousarray(x).reshape(-1)
         out = np.empty_like(flat)
-        for i in range(0, flat.size, block):
-            out[i:i + block] = fn(flat[i:i + block])
+
+        def blocks(lo, hi):  # one core's blocks: [lo, hi), a multiple of `step` apart
+            def task():
+                for i in range(lo, hi, step):
+                    out[i:i + step] = fn(flat[i:i + step])
+            return task
+        n_blocks = -(-flat.size // step)
+        bounds = [0] + [min(flat.size, -(-n_blocks * k // _THREADS) * step) for k in range(1, _THREADS + 1)]
+        _in_parallel([blocks(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
         return out.reshape(x.shape)
     return run
+
+
+# The GELU formulas run in place on one buffer (a block of _blockwise): each step rounds as the
+# written-out formula in its comment does, without a fresh array per operator.
+def _gelu_tanh(x):  # 0.5 * x * (1 + tanh(k * (x + 0.044715 * x * x * x)))
+    t = np.multiply(x, 0.044715)
+    t *= x
+    t *= x
+    t += x
+    t *= _SQRT_2_OVER_PI
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= 0.5  # exact: the same as (0.5 * x) * (...)
+    return t
+
+
+def _gelu_erf(x):  # 0.5 * x * (1 + erf(x / sqrt(2)))
+    t = _erf(x / math.sqrt(2.0))
+    t += 1.0
+    t *= x
+    t *= 0.5
+    return t
 
 
 _UNARY_NUMPY_LACKS = {
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
     "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _blockwise(_erf),
-    "gelu": _blockwise(lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))),
-    "gelu_erf": _blockwise(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))),
+    "gelu": _blockwise(_gelu_tanh), "gelu_erf": _blockwise(_gelu_erf),
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
 _UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY, "trunc": _IDENTITY,
@@ -203,16 +274,45 @@ UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(Fal
 
 
 def _gelu_tanh_derivative(x):
+    """0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3c * x * x), t = tanh(k * (x + c * x^3)), in
+    two buffers."""
     k, c = _SQRT_2_OVER_PI, 0.044715
-    t = np.tanh(k * (x + c * x * x * x))
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x)
+    x2 = x * x
+    t = np.multiply(x2, c)
+    t *= x
+    t += x
+    t *= k
+    np.tanh(t, out=t)
+    d = np.multiply(t, t)
+    np.subtract(1.0, d, out=d)  # 1 - t^2
+    d *= x
+    d *= 0.5 * k
+    x2 *= 3.0 * c
+    x2 += 1.0
+    d *= x2
+    t += 1.0
+    t *= 0.5
+    t += d
+    return t
+
+
+def _gelu_erf_derivative(x):  # 0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) / sqrt(2 pi)
+    d = x * x
+    d *= -0.5
+    np.exp(d, out=d)
+    d *= x
+    d *= 1.0 / math.sqrt(2 * math.pi)
+    t = _erf(x / math.sqrt(2.0))
+    t += 1.0
+    t *= 0.5
+    t += d
+    return t
 
 
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
 UNARY_DERIVATIVE = {
     "gelu": _blockwise(_gelu_tanh_derivative),
-    "gelu_erf": _blockwise(lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
-                           + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),
+    "gelu_erf": _blockwise(_gelu_erf_derivative),
     "silu": _blockwise(lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x)))),
 }
 CMP = {op.name: op.numpy for op in op_table.COMPARE}
@@ -249,6 +349,100 @@ def _window_reduce(ufunc, x: np.ndarray, k, stride, dilation) -> np.ndarray:
             if i or j:
                 ufunc(out, win[..., i, j], out=out)
     return out
+
+
+def _window_max_by_rows(x: np.ndarray, k, stride, dilation, out_hw) -> np.ndarray:
+    """The window max of a padded (b, c, H, W) array of a total order without ties in value
+    (integer keys, where the order of the comparisons cannot matter): over each row's kw
+    offsets first (whole rows: long strided loops), then over the kh rows of each window."""
+    (sh, sw), (dh, dw), (oh, ow) = stride, dilation, out_hw
+    rows = None
+    for j in range(k[1]):
+        v = x[:, :, :, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+        rows = np.array(v) if rows is None else np.maximum(rows, v, out=rows)
+    out = None
+    for i in range(k[0]):
+        v = rows[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh]
+        out = np.array(v) if out is None else np.maximum(out, v, out=out)
+    return out
+
+
+def _max_pool_winner_keys(x: np.ndarray, p: PoolParams, out_hw) -> np.ndarray:
+    """Each max-pool window's winner (the element PyTorch's rule picks, see max_pool2d_backward's
+    contract) as its position iy * w + ix in its (h, w) plane, for a float32 (b, c, h, w) x with
+    h * w < 2**31.
+
+    One int64 key per element makes the rule a plain window max: the high 32 bits order the
+    values (float32 bits as two's complement integers, -0 = +0; NaN above +inf), the low 32 bits
+    break ties by the element's row-major position in its plane, which within any window is the
+    scan order: reversed (the first maximum wins) for numbers, as is for NaN (the last NaN wins).
+    Padding is the lowest key, below a real -inf. Contiguous integer passes and a window max:
+    ~10x faster than tracking the running max and its offset through the strided windows."""
+    h, w = x.shape[2:]
+    bits = np.ascontiguousarray(x).view(np.int32)
+    if bits.size and bits.min() < 0:  # sign bits (skipped after a relu): sign-magnitude -> two's complement
+        sign = bits >> 31
+        bits = bits & np.int32(0x7FFFFFFF)
+        bits ^= sign
+        bits -= sign  # -0 and +0 both become 0
+    pos = np.arange(h * w, dtype=np.int64).reshape(h, w)
+    has_nan = bool(np.isnan(x.max())) if x.size else False  # one fast reduction; NaN is rare
+    if has_nan:
+        nan = np.isnan(x)
+        bits = np.where(nan, np.iinfo(np.int32).max, bits)
+    keys = bits.astype(np.int64)
+    keys <<= 32
+    tie = 0xFFFFFFFF - pos  # a larger key for an earlier position
+    if has_nan:
+        keys |= np.where(nan, pos, tie)
+    else:
+        keys |= tie
+    best = _window_max_by_rows(_pad_hw(keys, p.padding, np.iinfo(np.int64).min), p.kernel, p.stride, p.dilation,
+                               out_hw)
+    nan_won = (best >> 32) == np.iinfo(np.int32).max if has_nan else None
+    low = np.bitwise_and(best, 0xFFFFFFFF, out=best)
+    return np.subtract(0xFFFFFFFF, low, out=low) if nan_won is None else np.where(nan_won, low, 0xFFFFFFFF - low)
+
+
+def _max_pool_winner_scan(x: np.ndarray, p: PoolParams, out_hw) -> np.ndarray:
+    """_max_pool_winner_keys for any float dtype (float64 values do not fit a key beside their
+    position): PyTorch's scan itself, one kernel offset at a time over the strided windows. A
+    value replaces the running max (-inf at the first unpadded element) when greater or NaN."""
+    b, c, h, w = x.shape
+    k, stride, pad, dil = p.kernel, p.stride, p.padding, p.dilation
+    win = _windows(_pad_hw(x, pad, -np.inf), k, stride, dil)  # (b, c, oh, ow, kh, kw); padding never wins
+    starts = [np.arange(n) * s - pp for n, s, pp in zip(out_hw, stride, pad)]  # windows' first rows / cols
+    # each window's first unpadded element: ceil(-start / d) kernel steps past a start in the padding
+    firsts = [np.maximum(0, -(st // d)) for st, d in zip(starts, dil)]
+    best = np.full((b, c) + tuple(out_hw), -np.inf, x.dtype)
+    arg = np.empty(best.shape, np.int64)
+    arg[...] = firsts[0][:, None] * k[1] + firsts[1][None, :]
+    take, nan = np.empty(best.shape, bool), np.empty(best.shape, bool)
+    for off in range(k[0] * k[1]):
+        v = win[..., off // k[1], off % k[1]]
+        np.greater(v, best, out=take)
+        take |= np.not_equal(v, v, out=nan)  # NaN: the only value unequal to itself
+        np.copyto(best, v, where=take)
+        np.copyto(arg, off, where=take)
+    rows = starts[0][:, None] + (arg // k[1]) * dil[0]
+    cols = starts[1][None, :] + (arg % k[1]) * dil[1]
+    return rows * w + cols
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum(a * b) over the last dim, kept as a dim of 1: einsum's dot, without the product array
+    (2x faster than (a * b).sum(-1) on rows of a few hundred)."""
+    return np.einsum("...i,...i->...", a, b)[..., None]
+
+
+def _normalized(x: np.ndarray, eps: float, center: bool):
+    """(x_hat, rstd) of layer_norm (center) or rms_norm over the last dim: x_hat = (x - mean) *
+    rstd a fresh array, rstd = 1 / sqrt(mean((x - mean)^2) + eps) of shape (..., 1)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xc = x - x.mean(axis=-1, keepdims=True) if center else np.array(x)
+        rstd = 1.0 / np.sqrt(_row_dot(xc, xc) / x.shape[-1] + eps)
+        xc *= rstd
+    return xc, rstd
 
 
 def _pad_hw(x: np.ndarray, padding, value=0) -> np.ndarray:
@@ -290,14 +484,30 @@ def _conv_transpose2d(x: np.ndarray, w: np.ndarray, p: ConvParams) -> np.ndarray
     oh, ow = p.out_size((h, wd), (kh, kw), transposed=True)
     (sh, sw), (dh, dw), (ph, pw) = p.stride, p.dilation, p.padding
     wt = w.reshape(g, c_in // g, -1).transpose(0, 2, 1)  # (g, c_out/g * kh * kw, c_in/g)
-    xt = x.reshape(b, g, c_in // g, h * wd).transpose(1, 2, 0, 3).reshape(g, c_in // g, b * h * wd)
-    cols = np.matmul(wt, xt).reshape(c_out, kh, kw, b, h, wd)
-    # uncropped canvas (c_out, b, ...); output_padding may reach past it, so leave room for that too
-    full = np.zeros((c_out, b, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh),
-                     max((wd - 1) * sw + dw * (kw - 1) + 1, pw + ow)), cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            full[:, :, i * dh:i * dh + (h - 1) * sh + 1:sh, j * dw:j * dw + (wd - 1) * sw + 1:sw] += cols[:, i, j]
+    # uncropped canvas; output_padding may reach past it, so leave room for that too
+    full_h, full_w = max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh), max((wd - 1) * sw + dw * (kw - 1) + 1, pw + ow)
+    if sh == sw == 1 and np.isfinite(w).all():
+        # The input placed on the canvas's own (b, full_h, full_w) grid (zeros around it): kernel offset
+        # (i, j) then moves every column by one flat shift, so col2im is kh * kw adds of whole
+        # contiguous rows instead of strided 4-d windows (the GEMM's extra zero columns cost less).
+        # Not with an inf/NaN weight: the grid's zeros times it would be NaN where no pixel lands.
+        n = b * full_h * full_w
+        grid = np.zeros((c_in, b, full_h, full_w), x.dtype)
+        grid[:, :, :h, :wd] = x.transpose(1, 0, 2, 3)
+        cols = np.matmul(wt, grid.reshape(g, c_in // g, n)).reshape(c_out, kh, kw, n)
+        canvas = np.zeros((c_out, n + dh * (kh - 1) * full_w + dw * (kw - 1)), cols.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                shift = i * dh * full_w + j * dw  # no wrap: a real pixel's target stays in its row and image
+                canvas[:, shift:shift + n] += cols[:, i, j]
+        full = canvas[:, :n].reshape(c_out, b, full_h, full_w)
+    else:
+        xt = x.reshape(b, g, c_in // g, h * wd).transpose(1, 2, 0, 3).reshape(g, c_in // g, b * h * wd)
+        cols = np.matmul(wt, xt).reshape(c_out, kh, kw, b, h, wd)
+        full = np.zeros((c_out, b, full_h, full_w), cols.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                full[:, :, i * dh:i * dh + (h - 1) * sh + 1:sh, j * dw:j * dw + (wd - 1) * sw + 1:sw] += cols[:, i, j]
     return full[:, :, ph:ph + oh, pw:pw + ow].transpose(1, 0, 2, 3)
 
 
@@ -523,6 +733,24 @@ class CpuStorage(BackendStorage):
         return self._new(np.matmul(self._read(lhs_layout).astype(acc, copy=False),
                                    rhs._read(rhs_layout).astype(acc, copy=False)))
 
+    def matmul_add_bias(self, rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout):
+        if self.dtype not in (dtypes.float32, dtypes.float64) or bias.dtype is not self.dtype:
+            # 16-bit: the contract's product rounded to the dtype, then the add (as the GPU's unfused path)
+            return super().matmul_add_bias(rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout)
+        m, n, k = mnk
+        out = self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout))
+        out.data.reshape(m, n)[...] += _strided(bias.data, bias_layout)  # in place on the fresh product
+        return out
+
+    def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
+        if self.dtype not in (dtypes.float32, dtypes.float64):
+            return super().matmul_row_sums(rhs, mnk, lhs_layout, rhs_layout)
+        m, n, k = mnk
+        # lhs is F.linear's transposed output gradient: its row sums as a product with ones (BLAS),
+        # not numpy's sum along the strided axis (3x slower)
+        sums = np.matmul(self._read(lhs_layout), np.ones(k, self.dtype.np))
+        return self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout)), self._new(sums)
+
     def _conv(self, fn, layout, kernel, kernel_layout, params, one_d):
         acc = _accumulate_dtype(self.dtype)
         x, w = self._read(layout).astype(acc, copy=False), kernel._read(kernel_layout).astype(acc, copy=False)
@@ -559,6 +787,32 @@ class CpuStorage(BackendStorage):
         lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype.kind == "b" else np.iinfo(x.dtype).min)
         return self._new(_window_reduce(np.maximum, _pad_hw(x, params.padding, lowest), params.kernel, params.stride,
                                         params.dilation))
+
+    def max_pool2d_backward(self, layout, params: PoolParams, grad, grad_layout):
+        x = self._float_read("max_pool2d_backward", layout)
+        out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else None
+        if grad.dtype is not self.dtype or out_hw is None or tuple(grad_layout.shape) != layout.shape[:2] + out_hw:
+            raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, "max_pool2d_backward",
+                                "expected a 4-d (b, c, h, w) input and a grad of max_pool2d's output shape "
+                                "(b, c, oh, ow) and the input's dtype",
+                                self=(self, layout), grad=(grad, grad_layout))
+        g = grad._read(grad_layout, compute=True).reshape(-1)
+        b, c, h, w = x.shape
+        winner = _max_pool_winner_keys if x.dtype == _F32 and h * w < 2 ** 31 else _max_pool_winner_scan
+        planes = x.reshape(b * c, 1, h, w)
+        won = np.empty((b * c, 1) + out_hw, np.int64)
+        step = max(1, (1 << 16) // max(1, h * w))  # planes of ~64k elements at a time: the int64 passes stay in cache
+        for i in range(0, b * c, step):
+            won[i:i + step] = winner(planes[i:i + step], params, out_hw)
+        won += (np.arange(b * c, dtype=np.int64) * (h * w)).reshape(-1, 1, 1, 1)  # position in x.reshape(-1)
+        won = won.reshape(-1)
+        span = [d * (kk - 1) + 1 for kk, d in zip(params.kernel, params.dilation)]
+        if all(s >= sp for s, sp in zip(params.stride, span)):  # disjoint windows: each input wins at most once
+            out = np.zeros(x.size, g.dtype)
+            out[won] = g
+        else:  # an element may win several windows: their gradients add up (in float64)
+            out = np.bincount(won, weights=g, minlength=x.size)
+        return self._new(out.reshape(x.shape))
 
     def upsample_nearest2d(self, layout, out_h, out_w):
         x = self._read(layout)
@@ -601,19 +855,18 @@ class CpuStorage(BackendStorage):
         return self._new(x)
 
     def layer_norm(self, layout, weight, w_layout, bias, b_layout, eps):
-        x = self._float_read("layer_norm", layout)
-        centred = x - x.mean(axis=-1, keepdims=True)
-        y = centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + eps)
+        y, _ = _normalized(self._float_read("layer_norm", layout), eps, True)
         if weight is not None:
-            y = y * weight._read(w_layout, compute=True)
+            y *= weight._read(w_layout, compute=True)
         if bias is not None:
-            y = y + bias._read(b_layout, compute=True)
+            y += bias._read(b_layout, compute=True)
         return self._new(y)
 
     def rms_norm(self, layout, weight, w_layout, eps):
-        x = self._float_read("rms_norm", layout)
-        y = x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)
-        return self._new(y if weight is None else y * weight._read(w_layout, compute=True))
+        y, _ = _normalized(self._float_read("rms_norm", layout), eps, False)
+        if weight is not None:
+            y *= weight._read(w_layout, compute=True)
+        return self._new(y)
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant):
         x = self._float_read(variant, layout)
@@ -652,18 +905,19 @@ class CpuStorage(BackendStorage):
     def _norm_backward(self, op, layout, grad, grad_layout, weight, w_layout, eps, center, weight_grad, bias_grad):
         x, g = self._grad_read(op, layout, grad, grad_layout)
         n = x.shape[-1]
+        xhat, rstd = _normalized(x, eps, center)
         with np.errstate(invalid="ignore", divide="ignore"):
-            xc = x - x.mean(axis=-1, keepdims=True) if center else x
-            rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
-            xhat = xc * rstd
             gw = g if weight is None else g * weight._read(w_layout, compute=True)
-            inner = gw - xhat * (gw * xhat).mean(axis=-1, keepdims=True)
+            # dx = rstd * (gw - xhat * mean(gw * xhat) - mean(gw)), the last term for layer_norm only
+            dx = np.multiply(xhat, _row_dot(gw, xhat) / n)
+            np.subtract(gw, dx, out=dx)
             if center:
-                inner = inner - gw.mean(axis=-1, keepdims=True)
+                dx -= gw.mean(axis=-1, keepdims=True)
+            dx *= rstd
         rows = math.prod(x.shape[:-1])  # not -1: a last dim of 0 leaves numpy nothing to infer
-        dw = self._new((g * xhat).reshape(rows, n).sum(0)) if weight_grad else None
+        dw = self._new(np.einsum("ij,ij->j", g.reshape(rows, n), xhat.reshape(rows, n))) if weight_grad else None
         db = self._new(g.reshape(rows, n).sum(0)) if bias_grad else None
-        return self._new(rstd * inner), dw, db
+        return self._new(dx), dw, db
 
     def layer_norm_backward(self, layout, grad, grad_layout, weight, w_layout, eps, weight_grad, bias_grad):
         return self._norm_backward("layer_norm_backward", layout, grad, grad_layout, weight, w_layout, eps, True,
@@ -739,67 +993,73 @@ class CpuStorage(BackendStorage):
             raise storage_error(DTypeError, "adamw_step", f"state buffers must be {sdt.name} with {n} elements",
                                 self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.data.size,))))
         a = sdt.np.type  # scalars round to the state dtype, as the kernel does
-        p, g = p.astype(sdt.np), g.astype(sdt.np).reshape(-1)
-        p = p.reshape(-1)
+        # In place, one scratch buffer: each line rounds as the out-of-place formula beside it did
+        # (a step over many small parameters is otherwise mostly fresh temporaries).
+        in_place = self.dtype is sdt and layout.is_contiguous()
+        p = _strided(self.data, layout, writeable=True).reshape(-1) if in_place else p.astype(sdt.np).reshape(-1)
+        g = g.reshape(-1)
         b1, b2 = betas
         step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
         w1 = a(1.0 - b1)
+        m, v = exp_avg.data, exp_avg_sq.data
+        tmp = np.empty(n, sdt.np)
         with np.errstate(all="ignore"):
-            if maximize:
-                g = -g
+            if maximize or (weight_decay and not decoupled):
+                g = g.astype(sdt.np)  # a copy: the gradient itself stays as it is
+                if maximize:
+                    np.negative(g, out=g)
+                if weight_decay and not decoupled:
+                    g += np.multiply(p, a(weight_decay), out=tmp)  # g + wd * p
             if decoupled:
-                p = p * a(1.0 - lr * weight_decay)
-            elif weight_decay:
-                g = g + a(weight_decay) * p
-            m = exp_avg.data
-            m = m + w1 * (g - m) if w1 < 0.5 else g - (g - m) * (a(1) - w1)  # torch's lerp
-            v = exp_avg_sq.data * a(b2) + a(1.0 - b2) * g * g
-            exp_avg.data[:], exp_avg_sq.data[:] = m, v
+                p *= a(1.0 - lr * weight_decay)
+            np.subtract(g, m, out=tmp)
+            if w1 < 0.5:  # torch's lerp: m + w1 * (g - m), else g - (g - m) * (1 - w1)
+                tmp *= w1
+                m += tmp
+            else:
+                tmp *= a(1) - w1
+                np.subtract(g, tmp, out=m)
+            v *= a(b2)  # v * b2 + (1 - b2) * g * g
+            np.multiply(g, a(1.0 - b2), out=tmp)
+            tmp *= g
+            v += tmp
             if max_exp_avg_sq is not None:
-                v = np.maximum(max_exp_avg_sq.data, v)
-                max_exp_avg_sq.data[:] = v
-            p = p - a(step_size) * (m / (np.sqrt(v) / a(bc2_sqrt) + a(eps)))
-        _strided(self.data, layout, writeable=True)[...] = cast_array(p.reshape(layout.shape), self.dtype)
+                v = np.maximum(max_exp_avg_sq.data, v, out=max_exp_avg_sq.data)
+            np.sqrt(v, out=tmp)  # p - step_size * (m / (sqrt(v) / bc2 + eps))
+            tmp /= a(bc2_sqrt)
+            tmp += a(eps)
+            np.divide(m, tmp, out=tmp)
+            tmp *= a(step_size)
+            p -= tmp
+        if not in_place:
+            _strided(self.data, layout, writeable=True)[...] = cast_array(p.reshape(layout.shape), self.dtype)
 
-    def _sdpa_scores(self, q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
-        """(scaled, masked scores (b, hq, L, S) with -inf where dropped, GQA group size)."""
+    def _sdpa_operands(self, op, layout, k, k_layout, v, v_layout, mask, mask_layout, scale):
+        """(q, k, v, the mask as an array or None, scale, GQA group size) in the compute dtype."""
+        q = self._float_read(op, layout)
+        kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
         hq, hk = q.shape[1], kk.shape[1]
         if hk == 0 or hq % hk:
             raise storage_error(ShapeError, "sdpa", "query heads must be a multiple of key/value heads",
                                 q=(self, layout), k=(k, k_layout), v=(v, v_layout))
-        if hq != hk:
-            kk = np.repeat(kk, hq // hk, axis=1)  # GQA
-        if scale is None:
-            scale = 1.0 / math.sqrt(q.shape[-1])
-        scores = q @ kk.swapaxes(-1, -2)
-        scores *= scale
-        keep = np.tri(*scores.shape[-2:], dtype=bool) if is_causal else None  # top-left aligned: i sees j <= i
-        if mask is not None:
-            m = mask._read(mask_layout, compute=True)
-            if mask.dtype is dtypes.bool_:
-                keep = m if keep is None else keep & m
-            else:
-                scores = scores + m
-        if keep is not None:
-            np.copyto(scores, -np.inf, where=~keep)  # in place (np.where's copy is slower)
-        return scores, hq // hk
+        m = None if mask is None else mask._read(mask_layout, compute=True)
+        return q, kk, vv, m, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, hq // hk
 
     def sdpa(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, return_lse=False):
         mode = sdpa_mode()  # read (and validated) on every device, though the cpu has no kernels
-        q = self._float_read("sdpa", layout)
-        kk, vv = k._read(k_layout, compute=True), v._read(v_layout, compute=True)
-        scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
-                                           is_causal)
-        vv = np.repeat(vv, groups, axis=1) if groups > 1 else vv
-        row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # initial: S may be 0
-        dead = np.isneginf(row_max)  # every key masked: torch returns zeros for that row
-        with np.errstate(invalid="ignore", divide="ignore"):
-            scores -= np.where(dead, 0, row_max)
-            p = np.exp(scores, out=scores)
-            total = p.sum(axis=-1, keepdims=True)
-            p /= np.where(dead, 1, total)
-            lse = np.where(dead, -np.inf, row_max + np.log(np.where(dead, 1, total)))[..., 0]
-        out = self._new_in(p @ vv, sdpa_layout(layout, vv.shape[-1]))
+        q, kk, vv, m, scale, groups = self._sdpa_operands("sdpa", layout, k, k_layout, v, v_layout, mask,
+                                                          mask_layout, scale)
+        out = np.empty(q.shape[:-1] + vv.shape[-1:], q.dtype)
+        lse = np.empty(q.shape[:-1], q.dtype)
+
+        def rows(lo, hi):
+            def task():
+                out[lo:hi], lse[lo:hi] = _sdpa_forward(q[lo:hi], kk[lo:hi], vv[lo:hi], _batch_rows(m, lo, hi, len(q)),
+                                                       scale, is_causal, groups)
+            return task
+        scores = q.size * kk.shape[2] // max(1, q.shape[-1])
+        _in_parallel([rows(lo, hi) for lo, hi in _batch_shares(q.shape[0], scores)])
+        out = self._new_in(out, sdpa_layout(layout, vv.shape[-1]))
         if not return_lse:
             return out
         if mode == "gemm":  # the switch forces the composite backward everywhere
@@ -809,35 +1069,92 @@ class CpuStorage(BackendStorage):
     def sdpa_backward(self, layout, k, k_layout, v, v_layout, out, out_layout, grad, grad_layout, lse, mask,
                       mask_layout, scale, is_causal):
         # in the compute dtype (f32 for f32/f16/bf16, as lse), the reference the fused GPU backward is held to
-        q = self._float_read("sdpa_backward", layout)
-        kk, vv = (st._read(lay, compute=True) for st, lay in ((k, k_layout), (v, v_layout)))
+        q, kk, vv, m, scale, groups = self._sdpa_operands("sdpa_backward", layout, k, k_layout, v, v_layout, mask,
+                                                          mask_layout, scale)
         b, hq, L, d = q.shape
         if grad.dtype is not self.dtype or out.dtype is not self.dtype or lse.data.size != b * hq * L \
                 or tuple(out_layout.shape) != (b, hq, L, vv.shape[-1]) or grad_layout.shape != out_layout.shape:
             raise storage_error(ShapeError, "sdpa_backward", "out and grad must be (b, hq, L, dv) of q's dtype, "
                                 "lse (b, hq, L) as sdpa(return_lse=True) returned it",
                                 q=(self, layout), out=(out, out_layout), grad=(grad, grad_layout))
-        scores, groups = self._sdpa_scores(q, kk, layout, k, k_layout, v, v_layout, mask, mask_layout, scale,
-                                           is_causal)
-        if scale is None:
-            scale = 1.0 / math.sqrt(d)
         o, g = (st._read(lay, compute=True) for st, lay in ((out, out_layout), (grad, grad_layout)))
         row_lse = lse.data.astype(q.dtype, copy=False).reshape(b, hq, L, 1)
-        with np.errstate(invalid="ignore"):
-            scores -= np.where(np.isneginf(row_lse), np.inf, row_lse)  # dead rows (lse -inf): p = 0, no gradient
-            p = np.exp(scores, out=scores)
-        kx, vx = (np.repeat(t, groups, axis=1) if groups > 1 else t for t in (kk, vv))
-        ds = g @ vx.swapaxes(-1, -2)
-        ds -= (g * o).sum(-1, keepdims=True)
-        ds *= p  # through the softmax
-        ds *= scale
-        dq = ds @ kx
-        dkx, dvx = ds.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ g
+        dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(kk.shape, q.dtype), np.empty(vv.shape, q.dtype)
 
-        def per_kv_head(t):  # the query heads that share a kv head add their gradients
-            return t.reshape(b, hq // groups, groups, *t.shape[2:]).sum(2)
-        return (self._new_in(dq, sdpa_layout(layout)), self._new_in(per_kv_head(dkx), sdpa_layout(k_layout)),
-                self._new_in(per_kv_head(dvx), sdpa_layout(v_layout)))
+        def rows(lo, hi):
+            def task():
+                dq[lo:hi], dk[lo:hi], dv[lo:hi] = _sdpa_backward(
+                    q[lo:hi], kk[lo:hi], vv[lo:hi], o[lo:hi], g[lo:hi], row_lse[lo:hi],
+                    _batch_rows(m, lo, hi, b), scale, is_causal, groups)
+            return task
+        _in_parallel([rows(lo, hi) for lo, hi in _batch_shares(b, q.size * kk.shape[2] // max(1, d))])
+        return (self._new_in(dq, sdpa_layout(layout)), self._new_in(dk, sdpa_layout(k_layout)),
+                self._new_in(dv, sdpa_layout(v_layout)))
+
+
+def _batch_shares(b: int, work: int):
+    """[lo, hi) batch ranges, one per core where the work (elements of the scores) pays for a thread:
+    attention's many small GEMMs and row passes release the GIL, so halves of a batch run side by side."""
+    n = min(b, _THREADS) if work >= 1 << 18 else 1
+    bounds = [b * i // n for i in range(n + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, b)]
+
+
+def _batch_rows(m, lo, hi, b):
+    """The mask's rows for batch entries [lo, hi) (a mask broadcast over the batch: all of it)."""
+    return m if m is None or m.ndim < 4 or m.shape[0] != b else m[lo:hi]
+
+
+def _sdpa_scores(q, kk, m, scale, is_causal, groups):
+    """Scaled, masked scores (b, hq, L, S) with -inf where dropped (m: the mask array or None)."""
+    if groups > 1:
+        kk = np.repeat(kk, groups, axis=1)  # GQA
+    scores = q @ kk.swapaxes(-1, -2)
+    scores *= scale
+    keep = np.tri(*scores.shape[-2:], dtype=bool) if is_causal else None  # top-left aligned: i sees j <= i
+    if m is not None:
+        if m.dtype == np.bool_:
+            keep = m if keep is None else keep & m
+        else:
+            scores = scores + m
+    if keep is not None:
+        np.copyto(scores, -np.inf, where=~keep)  # in place (np.where's copy is slower)
+    return scores
+
+
+def _sdpa_forward(q, kk, vv, m, scale, is_causal, groups):
+    """(softmax(scores) @ v, logsumexp of each row) over a batch share; 0 and -inf for a row
+    whose keys are all masked (torch returns zeros there)."""
+    scores = _sdpa_scores(q, kk, m, scale, is_causal, groups)
+    vv = np.repeat(vv, groups, axis=1) if groups > 1 else vv
+    row_max = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # initial: S may be 0
+    dead = np.isneginf(row_max)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores -= np.where(dead, 0, row_max)
+        p = np.exp(scores, out=scores)
+        total = p.sum(axis=-1, keepdims=True)
+        p /= np.where(dead, 1, total)
+        lse = np.where(dead, -np.inf, row_max + np.log(np.where(dead, 1, total)))[..., 0]
+    return p @ vv, lse
+
+
+def _sdpa_backward(q, kk, vv, o, g, row_lse, m, scale, is_causal, groups):
+    """(dq, dk, dv) over a batch share, p recomputed from the scores and the forward's logsumexp."""
+    scores = _sdpa_scores(q, kk, m, scale, is_causal, groups)
+    with np.errstate(invalid="ignore"):
+        scores -= np.where(np.isneginf(row_lse), np.inf, row_lse)  # dead rows (lse -inf): p = 0, no gradient
+        p = np.exp(scores, out=scores)
+    kx, vx = (np.repeat(t, groups, axis=1) if groups > 1 else t for t in (kk, vv))
+    ds = g @ vx.swapaxes(-1, -2)
+    ds -= _row_dot(g, o)
+    ds *= p  # through the softmax
+    ds *= scale
+    dq = ds @ kx
+    dkx, dvx = ds.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ g
+
+    def per_kv_head(t):  # the query heads that share a kv head add their gradients
+        return t.reshape(t.shape[0], t.shape[1] // groups, groups, *t.shape[2:]).sum(2)
+    return dq, per_kv_head(dkx), per_kv_head(dvx)
 
 
 # =====================================================================================

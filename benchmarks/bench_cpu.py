@@ -62,7 +62,10 @@ def models(nn, F):
 
 
 def step_times(model, opt, batch, loss_fn, steps, warmup=3):
-    """Seconds per training step (forward, backward, AdamW), each measured on its own."""
+    """Seconds per training step (forward, backward, AdamW), each measured on its own. One
+    framework's steps run together, not alternating with the other's: each one's idle worker
+    threads spin for a while after its parallel sections (OpenMP, OpenBLAS) and would take the
+    cores from the other's next step (alternating steps measured both 1.3-2.7x slower)."""
     times = []
     for i in range(warmup + steps):
         x, y = batch()
@@ -84,6 +87,11 @@ def main(argv=None) -> int:
     import torch
     import tensorlite as tl
     torch.set_num_threads(args.threads)
+    try:  # numpy's BLAS (the cpu backend's matmuls) gets the same number of threads as torch
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(args.threads, user_api="blas")
+    except ImportError:
+        print("threadpoolctl is not installed: numpy's BLAS uses its default threads", file=sys.stderr)
     rng = np.random.default_rng(0)
     rows = []
     for name, make_batch, loss in (

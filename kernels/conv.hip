@@ -1,7 +1,7 @@
 // Spatial family: im2col_<t> / col2im_<t> (convolutions become GEMMs on the host),
-// max_pool2d_<t>, avg_pool2d_<t>, upsample_nearest2d_<t>, and gemm_<t> for the integer
-// dtypes that vendor BLAS libraries do not cover. Inputs are read through 4-d views
-// (strides by value); outputs are contiguous NCHW.
+// max_pool2d_<t>, max_pool2d_backward_<t> (floats), avg_pool2d_<t>, upsample_nearest2d_<t>,
+// and gemm_<t> for the integer dtypes that vendor BLAS libraries do not cover. Inputs are
+// read through 4-d views (strides by value); outputs are contiguous NCHW.
 #include "compat.h"
 
 // Geometry of a 2-d window op. For im2col/pooling: h, w are the input size and oh, ow
@@ -74,6 +74,60 @@ TL_DEV void max_pool2d_map(i64 n, const Geom2d& g, const View4& x, const T* in, 
             }
         }
         out[e] = Tr<T>::store(best);
+    }
+}
+
+// The flat (iy * w + ix) position of the element that PyTorch's max pooling picks in window
+// (oy, ox): its unpadded elements in row-major order, a value replacing the running max when it
+// is greater or NaN, so a tie keeps the first maximum, NaNs the last NaN, and a window of -inf
+// its first element (the forward's max: MaxOp, which agrees on the value).
+template <typename T>
+TL_DEV i64 max_pool2d_winner(const Geom2d& g, const View4& x, const T* base, i64 oy, i64 ox) {
+    typedef typename Tr<T>::acc A;
+    i64 win = -1;
+    A best = A(0);
+    for (i64 ky = 0; ky < g.kh; ++ky) {
+        const i64 iy = oy * g.sh - g.ph + ky * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (i64 kx = 0; kx < g.kw; ++kx) {
+            const i64 ix = ox * g.sw - g.pw + kx * g.dw;
+            if (ix < 0 || ix >= g.w) continue;
+            const A v = Tr<T>::load(base[iy * x.s2 + ix * x.s3]);
+            if (win < 0 || v > best || tl_isnan(v)) { best = v; win = iy * g.w + ix; }
+        }
+    }
+    return win;
+}
+
+// max_pool2d's input gradient in the gather form (deterministic, no atomics; out is the
+// contiguous NCHW input gradient): one input element per thread sums the output gradients
+// of the windows that cover it and pick it. A window covers (iy, ix) at most at one kernel
+// offset, so each window is visited once.
+template <typename T>
+TL_DEV void max_pool2d_backward_map(i64 n, const Geom2d& g, const View4& x, const View4& gv, const T* in,
+                                    const T* grad, T* out) {
+    typedef typename Tr<T>::acc A;
+    TL_GRID_LOOP(e, n) {
+        i64 t = e;
+        const i64 ix = t % g.w; t /= g.w;
+        const i64 iy = t % g.h; t /= g.h;
+        const i64 c = t % g.c, b = t / g.c;
+        const T* base = in + x.offset + b * x.s0 + c * x.s1;
+        const T* gbase = grad + gv.offset + b * gv.s0 + c * gv.s1;
+        A acc = A(0);
+        for (i64 ky = 0; ky < g.kh; ++ky) {
+            const i64 ty = iy + g.ph - ky * g.dh;  // oy * sh where output row oy's window holds iy at ky
+            if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+            const i64 oy = ty / g.sh;
+            for (i64 kx = 0; kx < g.kw; ++kx) {
+                const i64 tx = ix + g.pw - kx * g.dw;
+                if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+                const i64 ox = tx / g.sw;
+                if (max_pool2d_winner(g, x, base, oy, ox) == iy * g.w + ix)
+                    acc += Tr<T>::load(gbase[oy * gv.s2 + ox * gv.s3]);
+            }
+        }
+        out[e] = Tr<T>::store(acc);
     }
 }
 
@@ -162,6 +216,12 @@ TL_DEV void gemm_map(i64 batch, i64 m, i64 n, i64 k, const View3& a, const View3
                                                         T* out) {                         \
         upsample_nearest2d_map(n, g, x, in, out);                                         \
     }
+// the input gradient of max pooling: float dtypes only (a gradient is a float)
+#define POOL_GRAD_ENTRY(T, sfx)                                                            \
+    extern "C" __global__ void max_pool2d_backward_##sfx(i64 n, Geom2d g, View4 x, View4 gv, const T* in, \
+                                                         const T* grad, T* out) {         \
+        max_pool2d_backward_map(n, g, x, gv, in, grad, out);                              \
+    }
 #define GEMM_ENTRY(T, sfx)                                                                 \
     extern "C" __global__ void gemm_##sfx(i64 batch, i64 m, i64 n, i64 k, View3 a, View3 b, \
                                           i64 c_sb, i64 ldc, double alpha, const T* A_, const T* B_, \
@@ -169,4 +229,5 @@ TL_DEV void gemm_map(i64 batch, i64 m, i64 n, i64 k, const View3& a, const View3
         gemm_map(batch, m, n, k, a, b, c_sb, ldc, alpha, A_, B_, C);                      \
     }
 TL_FOR_ALL(SPATIAL_ENTRIES)
+TL_FOR_FLOATS(POOL_GRAD_ENTRY)
 TL_FOR_ALL(GEMM_ENTRY)

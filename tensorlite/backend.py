@@ -361,6 +361,16 @@ class BackendStorage(ABC):
         """2-D max pooling of the (N, C, H, W) input."""
 
     @abstractmethod
+    def max_pool2d_backward(self, layout: Layout, params: PoolParams, grad: "BackendStorage",
+                            grad_layout: Layout) -> "BackendStorage":
+        """self is max_pool2d's (N, C, H, W) float input x, grad the gradient of its output (N, C,
+        oh, ow; x's dtype). Returns the input's gradient (x's shape and dtype, contiguous): each
+        window's gradient goes to the element PyTorch's max pooling picks, scanning the window's
+        unpadded elements in row-major order from a running max of -inf at the first of them and
+        taking a value that is greater or NaN (a tie: the first maximum; NaNs: the last NaN; only
+        -inf: the first unpadded element); overlapping windows add their gradients."""
+
+    @abstractmethod
     def upsample_nearest2d(self, layout: Layout, out_h: int, out_w: int) -> "BackendStorage":
         """PyTorch 'nearest': src index = floor(dst * in / out)."""
 

@@ -1729,14 +1729,20 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
         # work in 2-D: a 1-D conv is a 2-D conv over a height of 1 (stride 1, padding 0, dilation 1)
         x2, w2, g2 = (t.unsqueeze(2) for t in (x, w, g)) if nd == 1 else (x, w, g)
         q = p.as_2d() if nd == 1 else p
+        # only the gradients some input needs (a network's first conv: not its input's, the costlier one)
+        gx = gw = None
         if transposed:
-            gx = conv2d(g2, w2, None, q.stride, q.padding, q.dilation, groups)
-            gw = _conv_weight_grad(g2, x2, w2.shape, q.stride, q.padding, q.dilation, groups)
+            if x.requires_grad:
+                gx = conv2d(g2, w2, None, q.stride, q.padding, q.dilation, groups)
+            if w.requires_grad:
+                gw = _conv_weight_grad(g2, x2, w2.shape, q.stride, q.padding, q.dilation, groups)
         else:  # the input's gradient: the transposed conv, output-padded back to the input's size
-            op2 = tuple(a - b for a, b in zip(x2.shape[2:], q.out_size(g2.shape[2:], w2.shape[2:], True)))
-            gx = conv_transpose2d(g2, w2, None, q.stride, q.padding, op2, groups, q.dilation)
-            gw = _conv_weight_grad(x2, g2, w2.shape, q.stride, q.padding, q.dilation, groups)
-        return (gx.squeeze(2), gw.squeeze(2)) if nd == 1 else (gx, gw)
+            if x.requires_grad:
+                op2 = tuple(a - b for a, b in zip(x2.shape[2:], q.out_size(g2.shape[2:], w2.shape[2:], True)))
+                gx = conv_transpose2d(g2, w2, None, q.stride, q.padding, op2, groups, q.dilation)
+            if w.requires_grad:
+                gw = _conv_weight_grad(x2, g2, w2.shape, q.stride, q.padding, q.dilation, groups)
+        return tuple(t.squeeze(2) if nd == 1 and t is not None else t for t in (gx, gw))
     out = _attach(out, (x, w), grad, op, (x, w))
     return out if bias is None else out + bias.reshape((1, -1) + (1,) * nd)
 
@@ -1807,8 +1813,14 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
                 x.shape[:2] + (oh, ow), x.dtype)
 
     def grad(g):
-        # visit the kernel offsets in scan order; each is a strided window of the padded input
         is_max = op == "max_pool2d"
+        if is_max and not is_grad_enabled():  # one backend pass; create_graph takes the composite below
+            if not x.numel():
+                return (zeros(x.shape, dtype=x.dtype, device=x._device),)
+            g = g._cast(x.dtype)
+            return (_wrap(x._storage.max_pool2d_backward(x._layout, p, g._storage, g._layout), x.shape, x.dtype),)
+        # the composite, differentiable again (create_graph) where it is Tensor ops: visit the
+        # kernel offsets in scan order; each is a strided window of the padded input
         xp = _pad2d(x, p.padding, float("-inf")) if is_max else None
         padded = (x.shape[0], x.shape[1], x.shape[2] + 2 * p.padding[0], x.shape[3] + 2 * p.padding[1])
         taken = zeros(g.shape, dtype=_dt.bool_, device=g._device) if is_max else None

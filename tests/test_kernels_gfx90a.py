@@ -333,6 +333,9 @@ def test_matmul_conv_pool_launches_match_gfx90a_signatures(dev, dt, has_blas):
         x.conv1d(x1, w, Layout((6, 4 // groups, 3)), ConvParams((1,), (1,), (1,), groups))
         x.conv_transpose1d(x1, wt, Layout((4, 3, 3)), ConvParams((2,), (0,), (1,), groups, (1,)))
     x.max_pool2d(xl, PoolParams((2, 2), (2, 2), (1, 1), (1, 1)))
+    if dt.is_floating_point:  # its input gradient (floats only), through a broadcast gradient
+        x.max_pool2d_backward(xl, PoolParams((3, 2), (2, 1), (1, 1), (1, 2)), _storage(dev, 8, dt),
+                              Layout((8,)).broadcast_as((2, 4, 5, 8)))
     x.avg_pool2d(xl.permute((0, 1, 3, 2)), PoolParams((3, 3), (2, 2), (1, 1), count_include_pad=False))
     assert x.upsample_nearest2d(xl, 17, 5).numel == 2 * 4 * 17 * 5
 

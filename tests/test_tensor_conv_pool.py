@@ -83,6 +83,36 @@ def pool_ref(x, kind, kernel_size, stride=None, padding=0, dilation=1, count_inc
     return total / count
 
 
+def max_pool_winners(x, kernel_size, stride=None, padding=0, dilation=1):
+    """(b, c, oh, ow) flat (iy * w + ix) positions of the element PyTorch's max pooling picks in
+    each window: its unpadded elements in row-major order, a value replacing the running max when
+    it is greater or NaN (a tie keeps the first maximum, NaNs the last NaN; all -inf: the first)."""
+    k, s = _tup(kernel_size, 2), _tup(stride if stride is not None else kernel_size, 2)
+    p, d = _tup(padding, 2), _tup(dilation, 2)
+    h, w = x.shape[2:]
+    out_hw = [(x.shape[2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    won = np.zeros(x.shape[:2] + tuple(out_hw), np.int64)
+    for b, c, oy, ox in np.ndindex(won.shape):
+        best, win = -np.inf, None
+        for ky, kx in itertools.product(range(k[0]), range(k[1])):
+            iy, ix = oy * s[0] - p[0] + ky * d[0], ox * s[1] - p[1] + kx * d[1]
+            if 0 <= iy < h and 0 <= ix < w:
+                v = x[b, c, iy, ix]
+                if win is None or v > best or np.isnan(v):
+                    best, win = v, iy * w + ix
+        won[b, c, oy, ox] = win
+    return won
+
+
+def max_pool_grad_ref(x, g, *pool_args):
+    """max_pool2d's input gradient: each window's gradient added at its winner (float64)."""
+    gx = np.zeros(x.shape)
+    won = max_pool_winners(x, *pool_args)
+    for b, c in np.ndindex(x.shape[:2]):
+        np.add.at(gx[b, c].reshape(-1), won[b, c].reshape(-1), g[b, c].reshape(-1))
+    return gx
+
+
 def upsample_ref(x, out_h, out_w):
     h, w = x.shape[2:]
     rows = np.arange(out_h) * h // out_h
@@ -219,6 +249,13 @@ def test_loop_references_agree_with_torch(rng):
     np.testing.assert_allclose(pool_ref(x, "avg", (3, 2), (2, 1), (1, 1), count_include_pad=False),
                                F.avg_pool2d(tx, (3, 2), (2, 1), (1, 1), count_include_pad=False).numpy())
     np.testing.assert_allclose(upsample_ref(x, 9, 4), F.interpolate(tx, size=(9, 4), mode="nearest").numpy())
+    xm = _pool_edge_values(rng, (2, 3, 7, 8), tl.float64)  # ties, NaN, -inf, -0
+    for args in ((2,), (3, 1, 1), (3, 2, 1, 2)):
+        txm = torch.tensor(xm, requires_grad=True)
+        y = F.max_pool2d(txm, *args)
+        g = rng.standard_normal(tuple(y.shape))
+        y.backward(torch.tensor(g))
+        np.testing.assert_allclose(max_pool_grad_ref(xm, g, *args), txm.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------- pooling
@@ -234,6 +271,59 @@ def test_max_pool2d(device, rng, dtype, case):
     x = random_array(rng, (2, 3, 7, 8), dtype)
     got = tl.max_pool2d(tl.tensor(x, device=device), kernel, stride, padding, dilation)
     assert_close(got, pool_ref(as_f64(x), "max", kernel, stride, padding, dilation), dtype)
+
+
+def _pool_edge_values(rng, shape, dtype):
+    """Random values of dtype with what decides a max-pool gradient: ties (halves of integers,
+    +0 beside -0), NaNs, and -inf (a whole plane's top rows: windows of -inf and padding)."""
+    x = np.round(random_array(rng, shape, dtype, -3.0, 3.0).astype(np.float64) * 2) / 2
+    x[x == 0] = np.where(rng.random(int((x == 0).sum())) < 0.5, -0.0, 0.0)
+    x.reshape(-1)[rng.choice(x.size, max(1, x.size // 40), replace=False)] = np.nan
+    x[-1, -1, :3] = -np.inf
+    return x.astype(dtype.np)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", POOL_CASES + [((2, 3), (1, 2), (1, 1), (2, 1))], ids=str)
+def test_max_pool2d_backward(device, rng, dtype, case):
+    """The input gradient goes to each window's winner as PyTorch picks it (ties, NaN, -inf,
+    padding, overlapping windows that add up), through a permuted input and a broadcast gradient."""
+    x = _pool_edge_values(rng, (2, 3, 8, 7), dtype)
+    X = tl.tensor(x.transpose(0, 1, 3, 2), device=device).transpose(2, 3).requires_grad_()  # strided (h, w)
+    y = tl.max_pool2d(X, *case)
+    g = random_array(rng, y.shape, dtype)
+    y.backward(tl.tensor(g, device=device))
+    terms = int(np.prod(_tup(case[0], 2)))  # overlapping windows sum up to kh * kw gradients
+    assert_close(X.grad, max_pool_grad_ref(as_f64(x), as_f64(g), *case), dtype, terms=terms)
+    X.grad = None
+    y = tl.max_pool2d(X, *case)
+    y.sum().backward()  # a broadcast (stride 0) gradient of ones
+    assert_close(X.grad, max_pool_grad_ref(as_f64(x), np.ones(y.shape), *case), dtype, terms=terms)
+
+
+def test_max_pool2d_backward_contract_checks_grad(device):
+    from tensorlite.backend import PoolParams
+    x = tl.ones(1, 2, 4, 4, device=device)
+    p = PoolParams((2, 2), (2, 2))
+    for bad, err in ((tl.ones(1, 2, 3, 2, device=device), tl.ShapeError),
+                     (tl.ones(1, 2, 2, 2, dtype=tl.float64, device=device), tl.DTypeError)):
+        with pytest.raises(err, match="max_pool2d_backward"):
+            x._storage.max_pool2d_backward(x._layout, p, bad._storage, bad._layout)
+
+
+def test_max_pool2d_second_derivative(device, rng):
+    """create_graph differentiates the gradient again (as PyTorch): d/dx of sum(w * dL/dx) for
+    L = sum(max_pool2d(x) ** 2) is each window's 2 * w[winner] at its winner."""
+    x = rng.standard_normal((2, 3, 6, 7))  # distinct values: one winner per window
+    wt = rng.standard_normal(x.shape)
+    X = tl.tensor(x, device=device, requires_grad=True)
+    (gx,) = tl.autograd.grad((tl.max_pool2d(X, 3, 2, 1) ** 2).sum(), X, create_graph=True)
+    won = max_pool_winners(x, 3, 2, 1)
+    out = np.take_along_axis(x.reshape(2, 3, -1), won.reshape(2, 3, -1), 2).reshape(won.shape)
+    assert_close(gx, max_pool_grad_ref(x, 2 * out, 3, 2, 1), tl.float64)
+    (gx * tl.tensor(wt, device=device)).sum().backward()
+    w_at = np.take_along_axis(wt.reshape(2, 3, -1), won.reshape(2, 3, -1), 2).reshape(won.shape)
+    assert_close(X.grad, max_pool_grad_ref(x, 2 * w_at, 3, 2, 1), tl.float64)
 
 
 @pytest.mark.parametrize("count_include_pad", [True, False])
@@ -285,3 +375,25 @@ def test_upsample_scale_factor(device, rng):
     x = random_array(rng, (1, 2, 3, 4), tl.float32)
     got = tl.upsample_nearest2d(tl.tensor(x, device=device), scale_factor=2)
     assert_close(got, upsample_ref(x, 6, 8), tl.float32)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv1d", "conv_transpose2d"])
+def test_conv_backward_computes_only_the_gradients_needed(device, rng, op):
+    """A frozen weight or an input without grad gets no gradient computed; the other one is the
+    same as when both need theirs."""
+    shapes = {"conv2d": ((2, 3, 6, 5), (4, 3, 3, 3)), "conv1d": ((2, 3, 7), (4, 3, 3)),
+              "conv_transpose2d": ((2, 3, 4, 5), (3, 2, 3, 3))}[op]
+    x, w = (random_array(rng, s, tl.float64) for s in shapes)
+    fn = getattr(tl, op)
+
+    def grads(x_grad, w_grad):
+        X = tl.tensor(x, device=device, requires_grad=x_grad)
+        W = tl.tensor(w, device=device, requires_grad=w_grad)
+        fn(X, W, padding=1).square().sum().backward()
+        return X.grad, W.grad
+    gx, gw = grads(True, True)
+    only_x, none_w = grads(True, False)
+    none_x, only_w = grads(False, True)
+    assert none_w is None and none_x is None
+    assert_close(only_x, gx.numpy(), tl.float64)
+    assert_close(only_w, gw.numpy(), tl.float64)

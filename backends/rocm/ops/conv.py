@@ -13,7 +13,7 @@ from tensorlite.errors import DTypeError, ShapeError, storage_error
 from tensorlite.layout import Layout
 
 from ..dnn import bn_param_dtype, dnn_for, run as dnn_run
-from ..kernel_table import ALL, kernel_for
+from ..kernel_table import ALL, FLOATS, kernel_for
 from ..launch import BLOCK, grid_for, view4
 from .matmul import gemm, matrix_view
 
@@ -21,7 +21,7 @@ from .matmul import gemm, matrix_view
 # gemm_<t> is the portable GEMM that ops/matmul.py's `gemm` falls back to
 KERNELS = {"conv.hip": tuple(f"{op}_{t}" for op in ("im2col", "col2im", "max_pool2d", "avg_pool2d",
                                                     "upsample_nearest2d") for t in ALL)
-           + tuple(f"gemm_{t}" for t in ALL)}
+           + tuple(f"max_pool2d_backward_{t}" for t in FLOATS) + tuple(f"gemm_{t}" for t in ALL)}
 
 _GEOM2D = struct.Struct("<14q")                  # struct Geom2d of conv.hip
 
@@ -187,6 +187,27 @@ class ConvOps:
         out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else (0, 0)
         return self._window_op("max_pool2d", "max_pool2d", layout, out_hw,
                                (*params.kernel, *params.stride, *params.padding, *params.dilation))
+
+    def max_pool2d_backward(self, layout, params: PoolParams, grad, grad_layout):
+        op = "max_pool2d_backward"
+        out_hw = params.out_size(*layout.shape[2:]) if layout.ndim == 4 else None
+        if grad.dtype is not self.dtype or out_hw is None or tuple(grad_layout.shape) != layout.shape[:2] + out_hw:
+            raise storage_error(DTypeError if grad.dtype is not self.dtype else ShapeError, op,
+                                "expected a 4-d (b, c, h, w) input and a grad of max_pool2d's output shape "
+                                "(b, c, oh, ow) and the input's dtype",
+                                self=(self, layout), grad=(grad, grad_layout))
+        dev = self.device
+        kernel = kernel_for(dev, f"{op}_{self.dtype.short}", op, self=(self, layout), grad=(grad, grad_layout))
+        b, c, h, w = layout.shape
+        n = b * c * h * w
+        out = self._new(n)
+        if n:  # one thread per input element: the gather form (no atomics)
+            geom = _GEOM2D.pack(b, c, h, w, *params.kernel, *out_hw, *params.stride, *params.padding,
+                                *params.dilation)
+            dev.launch(kernel, grid_for(dev, n), BLOCK,
+                       [("int64", n), ("bytes", geom), ("bytes", view4(layout)), ("bytes", view4(grad_layout)),
+                        ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr), ("ptr", out.buffer.ptr)])
+        return out
 
     def upsample_nearest2d(self, layout, out_h, out_w):
         return self._window_op("upsample_nearest2d", "upsample_nearest2d", layout, (out_h, out_w),
