@@ -19,7 +19,8 @@ import numpy as np
 
 from . import amp as _amp, dlpack as _dlpack, dtype as _dt
 from .autograd import (attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad,
-                       note_write as _note_write, register_hook as _register_hook, retain_grad as _retain_grad,
+                       note_write as _note_write, register_hook as _register_hook,
+                       register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook, retain_grad as _retain_grad,
                        retains_grad as _retains_grad)
 from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
@@ -2398,6 +2399,12 @@ class Tensor:
         [10.0, 10.0]
         """
         return _register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(self) runs after a backward has added its gradient to this leaf's .grad (as
+        torch's; distributed data parallel starts its all-reduces here); returns a handle.
+        See tensorlite.autograd.register_post_accumulate_grad_hook."""
+        return _register_post_accumulate_grad_hook(self, hook)
 
     def retain_grad(self):
         """Keep .grad for this non-leaf tensor in later backward passes (leaves have it anyway).
