@@ -113,6 +113,39 @@ class LlamaConfig:
 
 # ---- the model --------------------------------------------------------------------------
 
+class FusedLinears:
+    """Linear layers that read one input, run as one GEMM: their parameters become views of
+    one weight (and bias), so the checkpoint's names and state dict stay as they are. One
+    launch instead of several, and a batch-1 product over the whole weight streams it at
+    full bandwidth. Stale once a parameter is replaced (Module.to(), load_state_dict
+    without assign): `current()` says so and the layers then run one by one."""
+
+    def __init__(self, linears):
+        self.linears = list(linears)
+        with tl.no_grad():
+            self.weight = tl.cat([m.weight for m in self.linears], 0)
+            self.bias = tl.cat([m.bias for m in self.linears], 0) if self.linears[0].bias is not None else None
+            self.sizes, start = [m.weight.shape[0] for m in self.linears], 0
+            for m, n in zip(self.linears, self.sizes):
+                m.weight.data = self.weight[start:start + n]
+                if self.bias is not None:
+                    m.bias.data = self.bias[start:start + n]
+                start += n
+
+    def current(self) -> bool:
+        return all(m.weight._storage is self.weight._storage for m in self.linears)
+
+    def __call__(self, x):
+        """Each layer's output, as views of one product."""
+        if not self.current():
+            return [m(x) for m in self.linears]
+        return self.product(x).split(self.sizes, -1)
+
+    def product(self, x):
+        """The layers' outputs side by side (..., sum of their sizes)."""
+        return F.linear(x, self.weight, self.bias)
+
+
 class KVCache:
     """Per-layer key/value buffers (b, kv_heads, capacity, head_dim), filled left to right,
     and the rotary tables of every position up to the capacity.
@@ -164,16 +197,23 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
         self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.attention_bias)
+        self.qkv = None  # FusedLinears of q/k/v_proj (Llama.fuse_projections)
 
     def forward(self, x, cos, sin, cache: KVCache = None, positions=None, mask=None):
         b, t, _ = x.shape
         c = self.c
 
-        def heads(proj, n):  # (b, t, n*hd) -> (b, n, t, hd)
-            return proj(x).reshape(b, t, n, c.head_dim).transpose(1, 2)
-        q = F.rope(heads(self.q_proj, c.num_heads), cos, sin)
-        k = F.rope(heads(self.k_proj, c.num_kv_heads), cos, sin)
-        v = heads(self.v_proj, c.num_kv_heads)
+        def heads(y, n):  # (b, t, n*hd) -> (b, n, t, hd)
+            return y.reshape(b, t, n, c.head_dim).transpose(1, 2)
+        if self.qkv is not None and self.qkv.current():  # q and k side by side: one rotary launch
+            y = self.qkv.product(x)
+            qk_width = (c.num_heads + c.num_kv_heads) * c.head_dim
+            qk = F.rope(heads(y[..., :qk_width], c.num_heads + c.num_kv_heads), cos, sin)
+            q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
+        else:
+            q = F.rope(heads(self.q_proj(x), c.num_heads), cos, sin)
+            k = F.rope(heads(self.k_proj(x), c.num_kv_heads), cos, sin)
+            v = heads(self.v_proj(x), c.num_kv_heads)
         if cache is not None:
             k, v = cache.write(self.layer, positions, k, v)
         # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
@@ -187,9 +227,11 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+        self.gate_up = None  # FusedLinears of gate/up_proj (Llama.fuse_projections)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -222,6 +264,14 @@ class Llama(nn.Module):
         self.model = LlamaModel(c)
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         self._inv_freq = inverse_frequencies(c.raw, c.head_dim)
+
+    def fuse_projections(self) -> "Llama":
+        """Run q/k/v_proj and gate/up_proj as one GEMM each (FusedLinears), for inference."""
+        for layer in self.model.layers:
+            a, m = layer.self_attn, layer.mlp
+            a.qkv = FusedLinears([a.q_proj, a.k_proj, a.v_proj])
+            m.gate_up = FusedLinears([m.gate_proj, m.up_proj])
+        return self
 
     def rope_tables(self, start: int, length: int, device, dtype):
         """cos/sin (length, head_dim/2) for positions start..start+length-1."""
@@ -269,7 +319,7 @@ def load(path, device="cpu", dtype=None) -> Llama:
     # HF keeps non-persistent buffers out of checkpoints, but older ones carry rotary tables
     state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
     model.load_state_dict(state, assign=True)  # assign: keep the checkpoint's (or requested) dtype
-    return model.requires_grad_(False).eval().to(device)
+    return model.requires_grad_(False).eval().to(device).fuse_projections()
 
 
 def write_random_checkpoint(path, hidden_size=64, layers=2, heads=4, kv_heads=2, vocab_size=256, seed=0) -> None:
