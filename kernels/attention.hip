@@ -17,6 +17,8 @@
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) in T through their views dkv, dvv; dq accumulated
 //                       atomically into a zeroed f32 (b, hq, L, d) buffer through its view dqv
+//   attn_decode_part_<t>, attn_decode_combine_<t>   few query rows over many keys, split over
+//                       the keys (see "decode" below): the forward without lse
 // Operands are (b, h, t, d) views passed by strides (View4), so transposed (b, t, h, d)
 // inputs need no copy; results are written through views too (the host lays them out in
 // the operands' memory order, tensorlite.backend.sdpa_layout), whose rows must be
@@ -1582,8 +1584,101 @@ ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
         flash_bwd<T, DP>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
 
+// ---- decode: a few query rows over many keys, split over the keys ("flash-decoding") ----
+// The flash kernels give a block 64 query rows: a single-query decode step would use one
+// of them, and read each kv head's keys once per query head. Here a block owns (batch, kv
+// head, chunk of DEC_CHUNK keys) and all ROWS = (hq / hk) * L query rows that read that kv
+// head (ROWS <= DEC_ROWS, d and dv <= DEC_D: the host checks): it scores the chunk's keys,
+// and writes per row the chunk's max m, l = sum exp(s - m) and o = sum exp(s - m) v (f32) to
+// a workspace of (b * hq * L, n_chunks) rows; attn_decode_combine_<t> merges the chunks
+// (out = sum e^(m_i - M) o_i / sum e^(m_i - M) l_i; a row with every key dropped: zeros).
+// Rows are in (b, hq, L) order: the ROWS of a kv head are consecutive, row0 + r with
+// r = (query head - kv head * hq / hk) * L + l. Any block size (loops over its threads).
+#define DEC_ROWS 32
+#define DEC_D 128
+#define DEC_CHUNK 64
+
+template <typename T>
+TL_DEV void attn_decode_part(AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,
+                             const T* k, const T* v, i64 n_chunks, float* part_o, float* part_ml) {
+    __shared__ float qs[DEC_ROWS * DEC_D];
+    __shared__ float sc[DEC_ROWS * DEC_CHUNK];
+    __shared__ float ml[DEC_ROWS * 2];
+    const i64 g = p.hq / p.hk, rows = g * p.L;
+    const i64 chunk = blockIdx.x % n_chunks, bh = blockIdx.x / n_chunks;
+    const i64 bi = bh / p.hk, kh = bh % p.hk;
+    const i64 j0 = chunk * DEC_CHUNK, nj = p.S - j0 < DEC_CHUNK ? p.S - j0 : DEC_CHUNK;
+    const i64 row0 = (bi * p.hq + kh * g) * p.L;
+    const int tid = threadIdx.x + threadIdx.y * blockDim.x, nt = blockDim.x * blockDim.y;
+    for (i64 i = tid; i < rows * p.d; i += nt) {
+        const i64 r = i / p.d, c = i % p.d, h = kh * g + r / p.L, l = r % p.L;
+        qs[r * DEC_D + c] = Tr<T>::load(q[qv.offset + bi * qv.s0 + h * qv.s1 + l * qv.s2 + c * qv.s3]);
+    }
+    __syncthreads();
+    for (i64 i = tid; i < rows * nj; i += nt) {  // consecutive threads: one row, consecutive keys
+        const i64 r = i / nj, jj = i % nj, j = j0 + jj, h = kh * g + r / p.L, l = r % p.L;
+        const T* kr = k + kv.offset + bi * kv.s0 + kh * kv.s1 + j * kv.s2;
+        float dot = 0.0f;
+        for (i64 c = 0; c < p.d; ++c) dot = fmaf(qs[r * DEC_D + c], Tr<T>::load(kr[c * kv.s3]), dot);
+        sc[r * DEC_CHUNK + jj] = att_score<T>(dot, p, bi, h, l, j, mv, mask);
+    }
+    __syncthreads();
+    for (i64 r = tid; r < rows; r += nt) {  // the chunk's softmax statistics of each row
+        float m = att_neg_inf(), sum = 0.0f;
+        for (i64 jj = 0; jj < nj; ++jj) m = fmaxf(m, sc[r * DEC_CHUNK + jj]);
+        for (i64 jj = 0; jj < nj; ++jj) {
+            const float e = m == att_neg_inf() ? 0.0f : expf(sc[r * DEC_CHUNK + jj] - m);
+            sc[r * DEC_CHUNK + jj] = e;
+            sum += e;
+        }
+        ml[2 * r] = m;
+        ml[2 * r + 1] = sum;
+    }
+    __syncthreads();
+    for (i64 i = tid; i < rows * p.dv; i += nt) {  // consecutive threads: consecutive columns of V
+        const i64 r = i / p.dv, c = i % p.dv;
+        const T* vc = v + vv.offset + bi * vv.s0 + kh * vv.s1 + c * vv.s3;
+        float acc = 0.0f;
+        for (i64 jj = 0; jj < nj; ++jj) acc = fmaf(sc[r * DEC_CHUNK + jj], Tr<T>::load(vc[(j0 + jj) * vv.s2]), acc);
+        part_o[((row0 + r) * n_chunks + chunk) * p.dv + c] = acc;
+    }
+    for (i64 r = tid; r < rows; r += nt) {
+        part_ml[((row0 + r) * n_chunks + chunk) * 2] = ml[2 * r];
+        part_ml[((row0 + r) * n_chunks + chunk) * 2 + 1] = ml[2 * r + 1];
+    }
+}
+
+template <typename T>
+TL_DEV void attn_decode_combine(i64 n_rows, i64 hq, i64 L, i64 dv, i64 n_chunks, View4 ov, const float* part_o,
+                                const float* part_ml, T* out) {
+    TL_GRID_LOOP(e, n_rows * dv) {
+        const i64 row = e / dv, c = e % dv;
+        const float* st = part_ml + row * n_chunks * 2;
+        float top = att_neg_inf(), num = 0.0f, den = 0.0f;
+        for (i64 s = 0; s < n_chunks; ++s) top = fmaxf(top, st[2 * s]);
+        if (top != att_neg_inf()) {
+            for (i64 s = 0; s < n_chunks; ++s) {
+                const float w = st[2 * s] == att_neg_inf() ? 0.0f : expf(st[2 * s] - top);
+                den = fmaf(w, st[2 * s + 1], den);
+                num = fmaf(w, part_o[(row * n_chunks + s) * dv + c], num);
+            }
+        }
+        const i64 bi = row / (hq * L), h = (row / L) % hq, l = row % L;
+        out[ov.offset + bi * ov.s0 + h * ov.s1 + l * ov.s2 + c] = Tr<T>::store(den > 0.0f ? num / den : 0.0f);
+    }
+}
+
 #define ATT_ENTRIES(T, sfx)                                                                         \
     ATT_DIM_ENTRIES(T, sfx, 32) ATT_DIM_ENTRIES(T, sfx, 64) ATT_DIM_ENTRIES(T, sfx, 128)           \
+    extern "C" __global__ void attn_decode_part_##sfx(AttnShape p, View4 qv, View4 kv, View4 vv,    \
+        View4 mv, const void* mask, const T* q, const T* k, const T* v, i64 n_chunks, float* part_o, \
+        float* part_ml) {                                                                          \
+        attn_decode_part<T>(p, qv, kv, vv, mv, mask, q, k, v, n_chunks, part_o, part_ml);          \
+    }                                                                                              \
+    extern "C" __global__ void attn_decode_combine_##sfx(i64 n_rows, i64 hq, i64 L, i64 dv,       \
+        i64 n_chunks, View4 ov, const float* part_o, const float* part_ml, T* out) {               \
+        attn_decode_combine<T>(n_rows, hq, L, dv, n_chunks, ov, part_o, part_ml, out);             \
+    }                                                                                              \
     extern "C" __global__ void flash_bwd_pre_##sfx(i64 n_rows, i64 hq, i64 L, i64 dv, View4 ov,    \
         View4 gv, const T* o, const T* g, float* Dr) {                                             \
         flash_bwd_pre<T>(n_rows, hq, L, dv, ov, gv, o, g, Dr);                                     \

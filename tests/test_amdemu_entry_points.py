@@ -280,6 +280,19 @@ def test_attention_forward_backward(emu, rng, d, dtype, monkeypatch):
                           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=masks[_name(q)]), terms=d)
 
 
+@pytest.mark.parametrize("dtype", [D.float32, D.float16, D.bfloat16], ids=lambda d: d.name)
+def test_attention_decode(emu, rng, dtype):
+    # a forward of few query rows without gradients: the split-key decode kernels (attn_decode_*),
+    # GQA, keys ending mid-chunk, and a bool mask that drops one query row's every key
+    q, k, v = (random_array(rng, s, dtype, -1.5, 1.5) for s in ((1, 4, 2, 32), (1, 2, 70, 32), (1, 2, 70, 16)))
+    keep = rng.random((1, 1, 2, 70)) < 0.7
+    keep[:, :, 1] = False
+    with tl.no_grad():
+        got, ref = (F.scaled_dot_product_attention(*(tl.tensor(a, dtype=dtype, device=dev) for a in (q, k, v)),
+                                                   attn_mask=tl.tensor(keep, device=dev)) for dev in (emu, "cpu"))
+    _same(got, ref, dtype, terms=70)
+
+
 @pytest.mark.parametrize("dtype", [D.float16, D.bfloat16], ids=lambda d: d.name)
 def test_attention_rescale_of_a_row_in_the_upper_lanes(emu, rng, dtype):
     # Only query row 11 of a 16-row tile meets a larger score in the second key tile: its

@@ -5,6 +5,8 @@ matrix-core kernels (flash_*_mma*), and portable ones for f32 or other GPUs; whi
 device has is its platform's knowledge (`platform.matrix_cores`: "wgmma", "mma" or None;
 hip.py and cuda.py say for which architectures). Where no flash kernel covers the case (f64, head dims over 128)
 or TENSORLITE_SDPA=gemm asks for it, scores go through `gemm`, a masked softmax and `gemm`.
+A forward of a few query rows (a decode step) without lse takes the split-key decode
+kernels (attn_decode_*) instead of the flash ones, which tile 64 query rows per block.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from tensorlite.errors import DTypeError, ShapeError, storage_error, unsupported
 from tensorlite.layout import Layout
 
 from ..kernel_table import kernel_for
-from ..launch import VIEW4, launch_rows, ptr_or_null, view4
+from ..launch import BLOCK, VIEW4, grid_for, launch_rows, ptr_or_null, view4
 from .matmul import gemm, matrix_view
 
 if TYPE_CHECKING:
@@ -31,7 +33,10 @@ KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd")
                                   for t in _FLASH_DTYPES)
            + tuple(f"flash_bwd_pre_{t}" for t in _FLASH_DTYPES)
            + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
-           + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))}
+           + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
+           + tuple(f"attn_decode_{op}_{t}" for op in ("part", "combine") for t in _FLASH_DTYPES)}
+_DEC_ROWS, _DEC_D, _DEC_CHUNK = 32, 128, 64     # DEC_ROWS, DEC_D, DEC_CHUNK in attention.hip
+_DEC_MAX_L = 16                                  # query rows up to which a forward takes the decode kernels
 
 
 class AttentionOps:
@@ -44,6 +49,8 @@ class AttentionOps:
         dp = _flash_dim(self, layout, v_layout)
         if mode == "flash" and dp is None:
             _flash_unsupported(self, layout, k, k_layout, v, v_layout)
+        if mode == "auto" and not return_lse and _decode_fits(self, layout, k_layout, v_layout):
+            return self.sdpa_decode(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
         if mode != "gemm" and dp is not None:
             out, lse = self.sdpa_flash(dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal,
                                        return_lse)
@@ -51,6 +58,36 @@ class AttentionOps:
         out = self.sdpa_gemm(layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal)
         out = _in_sdpa_layout(out, sdpa_layout(layout, v_layout.shape[3]))
         return (out, None) if return_lse else out  # no lse: the caller differentiates the composite
+
+    def sdpa_decode(self, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal):
+        """sdpa's forward for a few query rows (_decode_fits): per (batch, kv head, chunk of keys) a
+        block scores every query row that reads the kv head, then one pass merges the chunks."""
+        b, hq, L, d = layout.shape
+        hk, S, dv = k_layout.shape[1], k_layout.shape[2], v_layout.shape[3]
+        _check_sdpa(self, layout, k, k_layout, v, v_layout)
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        dev = self.device
+        out_layout = sdpa_layout(layout, dv)
+        out = self._new(b * hq * L * dv)
+        if out.numel == 0:
+            return out
+        if S == 0:  # no keys: zeros (as the cpu reference)
+            dev.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
+            return out
+        shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
+        n_chunks, n_rows = -(-S // _DEC_CHUNK), b * hq * L
+        part_o, part_ml = self._new(n_rows * n_chunks * dv, dtypes.float32), self._new(n_rows * n_chunks * 2,
+                                                                                        dtypes.float32)
+        t = self.dtype.short
+        dev.launch(kernel_for(dev, f"attn_decode_part_{t}", "sdpa", q=(self, layout)), b * hk * n_chunks, 128,
+                   [("bytes", shape), ("bytes", view4(layout)), ("bytes", view4(k_layout)), ("bytes", view4(v_layout)),
+                    *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
+                    ("int64", n_chunks), ("ptr", part_o.buffer.ptr), ("ptr", part_ml.buffer.ptr)])
+        dev.launch(kernel_for(dev, f"attn_decode_combine_{t}", "sdpa", q=(self, layout)), grid_for(dev, n_rows * dv),
+                   BLOCK, [("int64", n_rows), ("int64", hq), ("int64", L), ("int64", dv), ("int64", n_chunks),
+                           ("bytes", view4(out_layout)), ("ptr", part_o.buffer.ptr), ("ptr", part_ml.buffer.ptr),
+                           ("ptr", out.buffer.ptr)])
+        return out
 
     def sdpa_flash(self, dp, layout, k, k_layout, v, v_layout, mask, mask_layout, scale, is_causal, want_lse):
         """sdpa's flash path (one of the three kernel tiers) at padded head dim `dp`: (out, lse or None)."""
@@ -204,6 +241,17 @@ class AttentionOps:
 
 
 _ATTN_SHAPE = struct.Struct("<8qiif4x")          # struct AttnShape of attention.hip
+
+
+def _decode_fits(q: GpuStorage, layout: Layout, k_layout: Layout, v_layout: Layout) -> bool:
+    """Whether the decode kernels take the case: f32/f16/bf16, a few query rows per kv head
+    (at most _DEC_ROWS with the query heads that share it), head dims up to _DEC_D."""
+    if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) or layout.ndim != 4:
+        return False
+    b, hq, L, d = layout.shape
+    hk = k_layout.shape[1]
+    return (0 < L <= _DEC_MAX_L and hk > 0 and hq % hk == 0 and hq // hk * L <= _DEC_ROWS and d <= _DEC_D
+            and v_layout.shape[3] <= _DEC_D)
 
 
 def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]:
