@@ -1596,12 +1596,13 @@ ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
 // r = (query head - kv head * hq / hk) * L + l. Any block size (loops over its threads).
 #define DEC_ROWS 32
 #define DEC_D 128
-#define DEC_CHUNK 64
+#define DEC_CHUNK 32
 
 template <typename T>
 TL_DEV void attn_decode_part(AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q,
                              const T* k, const T* v, i64 n_chunks, float* part_o, float* part_ml) {
     __shared__ float qs[DEC_ROWS * DEC_D];
+    __shared__ float kvs[DEC_CHUNK * (DEC_D + 1)];  // the chunk's keys, then its values (+1: rows on other banks)
     __shared__ float sc[DEC_ROWS * DEC_CHUNK];
     __shared__ float ml[DEC_ROWS * 2];
     const i64 g = p.hq / p.hk, rows = g * p.L;
@@ -1610,19 +1611,27 @@ TL_DEV void attn_decode_part(AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv
     const i64 j0 = chunk * DEC_CHUNK, nj = p.S - j0 < DEC_CHUNK ? p.S - j0 : DEC_CHUNK;
     const i64 row0 = (bi * p.hq + kh * g) * p.L;
     const int tid = threadIdx.x + threadIdx.y * blockDim.x, nt = blockDim.x * blockDim.y;
+    // staged in shared memory, consecutive threads reading consecutive elements of a row
     for (i64 i = tid; i < rows * p.d; i += nt) {
         const i64 r = i / p.d, c = i % p.d, h = kh * g + r / p.L, l = r % p.L;
         qs[r * DEC_D + c] = Tr<T>::load(q[qv.offset + bi * qv.s0 + h * qv.s1 + l * qv.s2 + c * qv.s3]);
     }
-    __syncthreads();
-    for (i64 i = tid; i < rows * nj; i += nt) {  // consecutive threads: one row, consecutive keys
-        const i64 r = i / nj, jj = i % nj, j = j0 + jj, h = kh * g + r / p.L, l = r % p.L;
-        const T* kr = k + kv.offset + bi * kv.s0 + kh * kv.s1 + j * kv.s2;
-        float dot = 0.0f;
-        for (i64 c = 0; c < p.d; ++c) dot = fmaf(qs[r * DEC_D + c], Tr<T>::load(kr[c * kv.s3]), dot);
-        sc[r * DEC_CHUNK + jj] = att_score<T>(dot, p, bi, h, l, j, mv, mask);
+    for (i64 i = tid; i < nj * p.d; i += nt) {
+        const i64 jj = i / p.d, c = i % p.d;
+        kvs[jj * (DEC_D + 1) + c] = Tr<T>::load(k[kv.offset + bi * kv.s0 + kh * kv.s1 + (j0 + jj) * kv.s2 + c * kv.s3]);
     }
     __syncthreads();
+    for (i64 i = tid; i < rows * nj; i += nt) {  // consecutive threads: one row, consecutive keys
+        const i64 r = i / nj, jj = i % nj, h = kh * g + r / p.L, l = r % p.L;
+        float dot = 0.0f;
+        for (i64 c = 0; c < p.d; ++c) dot = fmaf(qs[r * DEC_D + c], kvs[jj * (DEC_D + 1) + c], dot);
+        sc[r * DEC_CHUNK + jj] = att_score<T>(dot, p, bi, h, l, j0 + jj, mv, mask);
+    }
+    __syncthreads();
+    for (i64 i = tid; i < nj * p.dv; i += nt) {  // the values over the keys (all scores are in sc)
+        const i64 jj = i / p.dv, c = i % p.dv;
+        kvs[jj * (DEC_D + 1) + c] = Tr<T>::load(v[vv.offset + bi * vv.s0 + kh * vv.s1 + (j0 + jj) * vv.s2 + c * vv.s3]);
+    }
     for (i64 r = tid; r < rows; r += nt) {  // the chunk's softmax statistics of each row
         float m = att_neg_inf(), sum = 0.0f;
         for (i64 jj = 0; jj < nj; ++jj) m = fmaxf(m, sc[r * DEC_CHUNK + jj]);
@@ -1635,11 +1644,10 @@ TL_DEV void attn_decode_part(AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv
         ml[2 * r + 1] = sum;
     }
     __syncthreads();
-    for (i64 i = tid; i < rows * p.dv; i += nt) {  // consecutive threads: consecutive columns of V
+    for (i64 i = tid; i < rows * p.dv; i += nt) {  // consecutive threads: consecutive columns
         const i64 r = i / p.dv, c = i % p.dv;
-        const T* vc = v + vv.offset + bi * vv.s0 + kh * vv.s1 + c * vv.s3;
         float acc = 0.0f;
-        for (i64 jj = 0; jj < nj; ++jj) acc = fmaf(sc[r * DEC_CHUNK + jj], Tr<T>::load(vc[(j0 + jj) * vv.s2]), acc);
+        for (i64 jj = 0; jj < nj; ++jj) acc = fmaf(sc[r * DEC_CHUNK + jj], kvs[jj * (DEC_D + 1) + c], acc);
         part_o[((row0 + r) * n_chunks + chunk) * p.dv + c] = acc;
     }
     for (i64 r = tid; r < rows; r += nt) {

@@ -119,7 +119,7 @@ def test_sdpa_sm80_kernels_on_hopper(device, rng, monkeypatch, dtype, name):
 
 
 # few query rows, no gradient: the split-key decode kernels on GPUs (attn_decode_*), the
-# flash or score-matrix paths elsewhere; keys span several 64-key chunks and end mid-chunk
+# flash or score-matrix paths elsewhere; keys span several 32-key chunks and end mid-chunk
 DECODE_CASES = {
     "one_query_gqa": (2, 8, 2, 1, 200, False, None, False, None),
     "32_rows_bool_mask": (1, 32, 4, 4, 130, False, "bool", False, None),

@@ -35,7 +35,7 @@ KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd")
            + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"attn_decode_{op}_{t}" for op in ("part", "combine") for t in _FLASH_DTYPES)}
-_DEC_ROWS, _DEC_D, _DEC_CHUNK = 32, 128, 64     # DEC_ROWS, DEC_D, DEC_CHUNK in attention.hip
+_DEC_ROWS, _DEC_D, _DEC_CHUNK = 32, 128, 32     # DEC_ROWS, DEC_D, DEC_CHUNK in attention.hip
 _DEC_MAX_L = 16                                  # query rows up to which a forward takes the decode kernels
 
 
