@@ -231,16 +231,20 @@ def test_a_launcher_of_another_mpi_is_refused(size_var, rank_var):
     _mpiexec()  # skips where mpi4py is absent
     code = "import tensorlite.distributed as dist; dist.init(); print('ranks', dist.get_world_size())"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MV2_", "PMIX_"))}
+    library = subprocess.run(  # not imported here: importing mpi4py.MPI initializes MPI in this process
+        [sys.executable, "-c", "from mpi4py import MPI; print(MPI.Get_library_version().strip().splitlines()[0])"],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60).stdout.strip()
+    if not library.startswith("MPICH"):
+        # Open MPI's MPI_Init, given a launcher's variables without its daemon, aborts inside MPI
+        # before tensorlite can look (seen on the lent GPU machine's Debian Open MPI 4.1)
+        pytest.skip(f"simulating a foreign launcher needs MPICH's singleton init; mpi4py loads {library or 'no MPI'!r}")
     wrong = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, size_var: "2", rank_var: "1"},
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert wrong.returncode != 0 and "ranks" not in wrong.stdout, wrong.stdout + wrong.stderr
     error = wrong.stderr.strip().splitlines()[-1]
     assert error.startswith("tensorlite.distributed._world.DistributedError: "), wrong.stderr
     assert "rank 1 of 2 (" in error and f"{size_var}=2 {rank_var}=1" in error and "MPI reports rank 0 of 1" in error
-    library = subprocess.run(  # not imported here: importing mpi4py.MPI initializes MPI in this process
-        [sys.executable, "-c", "from mpi4py import MPI; print(MPI.Get_library_version().strip().splitlines()[0])"],
-        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60).stdout.strip()
-    assert library and f"mpi4py loaded {library!r}" in error
+    assert f"mpi4py loaded {library!r}" in error
     assert "MPI4PY_LIBMPI=" in error and "mpi4py.bench helloworld" in error
     # a launcher that agrees with MPI (a world of one) passes
     right = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, size_var: "1", rank_var: "0"},
@@ -447,7 +451,7 @@ def test_nccl_enum_values_and_sizes_are_the_headers(vendor):
         {"ncclSum": 0, "ncclProd": 1, "ncclMax": 2, "ncclMin": 3, "ncclAvg": 4}
     results = ffi.typeof("ncclResult_t").relements
     assert results["ncclInvalidUsage"] == 5 and results["ncclInProgress"] == 7
-    assert results["ncclNumResults"] == (9 if vendor == "nccl" else 8)
+    assert "ncclNumResults" not in results  # 8 in NCCL 2.28 and RCCL, 9 in NCCL 2.32: not declared
     assert ffi.sizeof("ncclUniqueId") == nccl.UNIQUE_ID_BYTES == 128
     assert ffi.sizeof("ncclDataType_t") == ffi.sizeof("ncclRedOp_t") == 4
     # the frontend's tables name real enumerators, one per tensorlite dtype / reduce op

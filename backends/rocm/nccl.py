@@ -4,10 +4,11 @@ loads, and a `Communicator` per device that enqueues collectives on the device's
 
 The cdefs follow the upstream headers exactly: NVIDIA's `src/nccl.h.in` (repository
 NVIDIA/nccl) and ROCm's `src/nccl.h.in` (repository ROCm/rccl, installed as `rccl/rccl.h`).
-The two differ in three places, which are the only per-vendor parts below: the stream type
-of the collectives (`cudaStream_t` / `hipStream_t`), and `ncclResult_t` (NCCL has
-`ncclTimeout = 8` and `ncclNumResults = 9`; RCCL stops at `ncclInProgress = 7`,
-`ncclNumResults = 8`). `ncclRedOp_t` spells the header's `ncclMaxRedOp` as the value its
+The stream type of the collectives (`cudaStream_t` / `hipStream_t`) is the only per-vendor
+part below. `ncclResult_t` lists the codes up to `ncclInProgress = 7`, which every NCCL from
+2.14 and RCCL share; the codes after it differ between releases (NCCL 2.28 ends there,
+`ncclNumResults = 8`, as RCCL does; 2.32 adds `ncclTimeout = 8`), so they are left out: error
+names come from `ncclGetErrorString`. `ncclRedOp_t` spells the header's `ncclMaxRedOp` as the value its
 expression `0x7fffffff >> (32 - 8 * sizeof(ncclRedOp_dummy_t))` has (the dummy enum is an
 int: 0x7fffffff); cffi cannot evaluate sizeof in a cdef.
 
@@ -33,6 +34,8 @@ UNIQUE_ID_BYTES = 128  # NCCL_UNIQUE_ID_BYTES in both headers
 
 # The shared part, as both headers declare it ({stream}: the vendor's stream type)
 COMMON_CDEFS = """
+typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclSystemError = 2, ncclInternalError = 3,
+               ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclRemoteError = 6, ncclInProgress = 7 } ncclResult_t;
 typedef struct ncclComm* ncclComm_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -64,18 +67,12 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 """
 
-# The per-vendor parts: (typedefs before COMMON_CDEFS, the stream type name)
+# The per-vendor part (before COMMON_CDEFS): the stream type
 NCCL_TYPES = """
 typedef struct CUstream_st* cudaStream_t;
-typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclSystemError = 2, ncclInternalError = 3,
-               ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclRemoteError = 6, ncclInProgress = 7,
-               ncclTimeout = 8, ncclNumResults = 9 } ncclResult_t;
 """
 RCCL_TYPES = """
 typedef struct ihipStream_t* hipStream_t;
-typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclSystemError = 2, ncclInternalError = 3,
-               ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclRemoteError = 6, ncclInProgress = 7,
-               ncclNumResults = 8 } ncclResult_t;
 """
 
 
