@@ -229,3 +229,26 @@ def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
     np.testing.assert_array_equal(llama.generate(model, prompt, 6, graph=True), want)
     sampled = [llama.generate(model, prompt, 6, temperature=1.0, top_k=5, seed=3, graph=True) for _ in range(2)]
     np.testing.assert_array_equal(*sampled)   # the device generator, seeded: the same tokens again
+
+
+def test_out_of_memory_while_capturing_keeps_the_graphs_blocks(null_backend, monkeypatch):
+    """Out of memory in a capture raises at once: the usual retry (give the cache back, which
+    waits for the stream) would wait inside the capture and free blocks the graph reads."""
+    dev = backend.get_device(null_backend)
+    x = tl.ones(1000, device=null_backend)
+    (x * 2).sum()
+    cached = {size: list(ptrs) for size, ptrs in dev.allocator._free.items()}
+    assert cached
+    waits = []
+    monkeypatch.setattr(dev.platform, "stream_synchronize", lambda s: waits.append(s))
+
+    def no_memory(nbytes):
+        raise tl.OutOfMemoryError("null: out of memory (simulated)")
+
+    def body():  # the device runs out once the capture has begun
+        monkeypatch.setattr(dev.platform, "malloc", no_memory)
+        return tl.empty(1 << 24, device=null_backend) + 1
+    with pytest.raises(tl.OutOfMemoryError, match="out of memory allocating"):
+        _capture(null_backend, body)
+    assert not waits and dev.capture is None
+    assert all(set(ptrs) <= set(dev.allocator._free.get(size, ())) for size, ptrs in cached.items())

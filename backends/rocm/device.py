@@ -106,7 +106,10 @@ class CachingAllocator:
         try:
             ptr = self.platform.malloc(size)
         except OutOfMemoryError:
-            self.empty_cache()  # give cached blocks of other sizes back, then try once more
+            # give cached blocks of other sizes back, then try once more; not while capturing: that
+            # waits for the stream, and the cache then holds blocks the graph being captured reads
+            if dev.capture is None:
+                self.empty_cache()
             try:
                 ptr = self.platform.malloc(size)
             except OutOfMemoryError as e:
