@@ -365,7 +365,8 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
 
     Every step stays on the device: the cache is static (KVCache), sampling runs there
     (sample(); `seed` seeds the device generator, tl.manual_seed), and the host reads the
-    new tokens only every EOS_CHECK steps, to see whether every row has ended. On GPUs
+    new tokens only every EOS_CHECK steps, to see whether every row has ended (never, when no
+    end token is given, until the last step). On GPUs
     (`graph=None`; True/False to choose) the decode step is captured once as a graph and
     replayed, so a token costs one launch instead of one per op."""
     device = model.model.embed_tokens.weight.device
@@ -392,9 +393,8 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
         if uniform is not None:
             uniform.copy_(tl.rand(*uniform.shape, device=device))
 
-    def ended(n):  # whether every row's first n new tokens hold an end token (a host read)
-        new = history[:, prompt_len:prompt_len + n].numpy()
-        return bool(end_ids.size) and np.isin(new, end_ids).any(axis=1).all()
+    def ended(n):  # whether every row's first n new tokens hold an end token (a host read, if any end id)
+        return bool(end_ids.size) and np.isin(history[:, prompt_len:prompt_len + n].numpy(), end_ids).any(axis=1).all()
 
     bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
     draw()
