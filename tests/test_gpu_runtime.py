@@ -323,6 +323,8 @@ class _FakeRuntime:
 
 
 class _FakeDevice:
+    capture = None  # GpuDevice's: no graph capture in progress
+
     def __init__(self, capacity):
         self.platform, self.stream = _FakeRuntime(capacity), object()
 
