@@ -139,19 +139,22 @@ def main(argv=None):
     kernel_ms = sum(ms for ms, _ in table.values())
     calls = sum(n for _, n in table.values())
     print(f"decode step, Llama {args.shape} bf16, batch {args.batch}, on {dev} ({dev.props.get('name')}):")
-    print(f"  replayed graph: {replay_ms:.3f} ms GPU per step ({args.batch / max(replay_ms, 1e-9) * 1e3:.0f} tokens/s), "
+    tokens = args.batch / max(replay_ms, 1e-9) * 1e3
+    print(f"  replayed graph: {replay_ms:.3f} ms GPU per step ({tokens:.0f} tokens/s), "
           f"host {host_ms:.3f} ms per replay call")
-    print(f"  weights {weight_bytes / 1e9:.2f} GB at {bandwidth / 1e9:.0f} GB/s copy bandwidth: floor {floor_ms:.3f} ms "
-          f"({100 * floor_ms / max(replay_ms, 1e-9):.0f}% of the replay)")
-    print(f"  eager step's {calls} kernels, BLAS calls and copies: {kernel_ms:.3f} ms GPU summed; the replay's "
-          f"{replay_ms - kernel_ms:+.3f} ms beyond that sum is node overhead")
+    print(f"  weights {weight_bytes / 1e9:.2f} GB at {bandwidth / 1e9:.0f} GB/s copy bandwidth: "
+          f"floor {floor_ms:.3f} ms ({100 * floor_ms / max(replay_ms, 1e-9):.0f}% of the replay)")
+    print(f"  eager step: {calls} kernels, BLAS calls and copies, {kernel_ms:.3f} ms summed between device "
+          "events (each time includes the events' own cost: the table below ranks, it does not time)")
     if replay_kernels:
         total = sum(ms for _, ms, _ in replay_kernels)
-        print(f"  inside the replays (CUPTI, through PyTorch's profiler): {total:.3f} ms of kernels and copies per step")
+        print(f"  inside the replays (CUPTI, through PyTorch's profiler): {total:.3f} ms of kernels and copies "
+              f"per step; the replay's {replay_ms - total:+.3f} ms beyond them are gaps between nodes")
         print("| kernel in the replayed graph | ms/step | calls/step | us/call |\n|---|---|---|---|")
         for name, ms, n in replay_kernels[:args.top]:
             print(f"| {name[:90]} | {ms:.3f} | {n:.0f} | {1e3 * ms / max(n, 1e-9):.1f} |")
-    print("| eager kernel (event-bracketed) | ms/step | % of kernel sum | calls/step | us/call |\n|---|---|---|---|---|")
+    print("| eager kernel (event-bracketed) | ms/step | % of kernel sum | calls/step | us/call |\n"
+          "|---|---|---|---|---|")
     for name, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:args.top]:
         print(f"| {name} | {ms:.3f} | {100 * ms / max(kernel_ms, 1e-9):.1f}% | {n} | {1e3 * ms / n:.1f} |")
 

@@ -17,7 +17,8 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
                     int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
-                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError, TensorliteError)
+                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
+                     TensorliteError)
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,

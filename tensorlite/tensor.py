@@ -20,8 +20,8 @@ import numpy as np
 from . import amp as _amp, dlpack as _dlpack, dtype as _dt
 from .autograd import (attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad,
                        note_write as _note_write, register_hook as _register_hook,
-                       register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook, retain_grad as _retain_grad,
-                       retains_grad as _retains_grad)
+                       register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
+                       retain_grad as _retain_grad, retains_grad as _retains_grad)
 from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                      TensorliteError, describe)
