@@ -88,6 +88,13 @@ def inverse_frequencies(config: dict, head_dim: int) -> np.ndarray:
     raise ValueError(f"llama: rope scaling {kind!r} is not supported (default, linear and llama3 are)")
 
 
+def rope_tables(config: "LlamaConfig", start: int, length: int, device, dtype):
+    """cos/sin (length, head_dim/2) for positions start..start+length-1 (angles in float64)."""
+    angles = np.arange(start, start + length, dtype=np.float64)[:, None] * inverse_frequencies(config.raw,
+                                                                                                config.head_dim)
+    return tuple(tl.tensor(f(angles), device=device, dtype=dtype) for f in (np.cos, np.sin))
+
+
 class LlamaConfig:
     def __init__(self, config: dict):
         if config.get("hidden_act", "silu") != "silu":
@@ -165,8 +172,7 @@ class KVCache:
         self.length = 0                                       # positions filled, as the host counts them
         self.pos = tl.zeros(1, dtype=tl.int64, device=device)  # the same count on the device
         self._arange = tl.arange(capacity, device=device)
-        angles = np.arange(capacity, dtype=np.float64)[:, None] * inverse_frequencies(config.raw, config.head_dim)
-        self.cos, self.sin = (tl.tensor(f(angles), device=device, dtype=dtype) for f in (np.cos, np.sin))
+        self.cos, self.sin = rope_tables(config, 0, capacity, device, dtype)
 
     def positions(self, t: int) -> tl.Tensor:
         """The positions (t,) of the next t tokens: from the device count while a graph is
@@ -205,15 +211,12 @@ class Attention(nn.Module):
 
         def heads(y, n):  # (b, t, n*hd) -> (b, n, t, hd)
             return y.reshape(b, t, n, c.head_dim).transpose(1, 2)
-        if self.qkv is not None and self.qkv.current():  # q and k side by side: one rotary launch
-            y = self.qkv.product(x)
-            qk_width = (c.num_heads + c.num_kv_heads) * c.head_dim
-            qk = F.rope(heads(y[..., :qk_width], c.num_heads + c.num_kv_heads), cos, sin)
-            q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
-        else:
-            q = F.rope(heads(self.q_proj(x), c.num_heads), cos, sin)
-            k = F.rope(heads(self.k_proj(x), c.num_kv_heads), cos, sin)
-            v = heads(self.v_proj(x), c.num_kv_heads)
+        # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch
+        y = self.qkv.product(x) if self.qkv is not None and self.qkv.current() else \
+            tl.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
+        qk_width = (c.num_heads + c.num_kv_heads) * c.head_dim
+        qk = F.rope(heads(y[..., :qk_width], c.num_heads + c.num_kv_heads), cos, sin)
+        q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
         if cache is not None:
             k, v = cache.write(self.layer, positions, k, v)
         # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
@@ -263,7 +266,6 @@ class Llama(nn.Module):
         self.config = c
         self.model = LlamaModel(c)
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
-        self._inv_freq = inverse_frequencies(c.raw, c.head_dim)
 
     def fuse_projections(self) -> "Llama":
         """Run q/k/v_proj and gate/up_proj as one GEMM each (FusedLinears), for inference."""
@@ -272,12 +274,6 @@ class Llama(nn.Module):
             a.qkv = FusedLinears([a.q_proj, a.k_proj, a.v_proj])
             m.gate_up = FusedLinears([m.gate_proj, m.up_proj])
         return self
-
-    def rope_tables(self, start: int, length: int, device, dtype):
-        """cos/sin (length, head_dim/2) for positions start..start+length-1."""
-        angles = np.arange(start, start + length, dtype=np.float64)[:, None] * self._inv_freq[None, :]
-        return (tl.tensor(np.cos(angles), device=device, dtype=dtype),
-                tl.tensor(np.sin(angles), device=device, dtype=dtype))
 
     def forward(self, tokens, cache: KVCache = None):
         """Logits (b, t, vocab), or (t, vocab) for 1-D ids, as float32. With a cache, the
@@ -292,7 +288,7 @@ class Llama(nn.Module):
         t = ids.shape[1]
         positions = mask = None
         if cache is None:
-            cos, sin = self.rope_tables(0, t, emb.device, emb.dtype)
+            cos, sin = rope_tables(self.config, 0, t, emb.device, emb.dtype)
         else:  # query i at positions[i] sees the keys at positions up to its own
             positions = cache.positions(t)
             cos, sin = cache.cos.index_select(0, positions), cache.sin.index_select(0, positions)

@@ -14,7 +14,7 @@ import numpy as np
 
 from tensorlite import dtype as dtypes
 from tensorlite.errors import DTypeError, IndexOutOfRange, storage_error
-from tensorlite.layout import Layout, contiguous_strides
+from tensorlite.layout import Layout
 
 from ..kernel_table import ALL, IDS, kernel_for
 from ..launch import BLOCK, grid_for, pack_strided
@@ -103,10 +103,11 @@ class IndexOps:
         return out
 
     def _accumulate(self, op, layout, ids, ids_layout, src, src_layout, dim, src_iter: Layout, ids_iter: Layout,
-                    by_row: bool, reduce=False):
-        """Shared body of scatter_add / index_add / scatter: a contiguous copy of self (in f32
-        for the half types), src added at the ids with atomics (or scatter_<t>'s `reduce`, the
-        ids as int64), cast back."""
+                    by_row: bool, reduce=False, in_place: bool = False):
+        """Shared body of scatter_add / index_add / scatter / scatter_set: a contiguous copy of
+        self (in f32 for the half types), src added at the ids with atomics (or scatter_<t>'s
+        `reduce`, the ids as int64), cast back; in_place (scatter_set): src written into self
+        itself at `layout` (scatter_set_<t>, no reduction, no copy)."""
         self._check_ids(op, ids, ids_layout, layout)
         if src.dtype is not self.dtype:
             raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout),
@@ -114,20 +115,22 @@ class IndexOps:
         extra, ids_dev = [], ids
         if reduce is False:
             kernel = self._index_kernel(op, ids, layout, ids_layout)
-        else:  # scatter_<t>: the reduction an argument, the ids int64
-            kernel = kernel_for(self.device, f"scatter_{self.dtype.short}", op, self=(self, layout))
-            extra = [("int64", _REDUCE[reduce])]
+        else:  # scatter_<t> (the reduction an argument) or scatter_set_<t>; the ids int64
+            kernel = kernel_for(self.device, f"{'scatter_set' if in_place else 'scatter'}_{self.dtype.short}", op,
+                                self=(self, layout))
+            extra = [] if in_place else [("int64", _REDUCE[reduce])]
             if ids.dtype is not dtypes.int64:
                 ids_dev, ids_iter = ids.to_dtype(ids_layout, dtypes.int64), Layout.contiguous(ids_layout.shape)
-        half = self.dtype in (dtypes.float16, dtypes.bfloat16)
-        acc = self.to_dtype(layout, dtypes.float32 if half else self.dtype)
+        half = not in_place and self.dtype in (dtypes.float16, dtypes.bfloat16)
+        acc = self if in_place else self.to_dtype(layout, dtypes.float32 if half else self.dtype)
+        out_base = layout if in_place else Layout.contiguous(layout.shape)
         size, n = layout.shape[dim], src_iter.numel()
         if n == 0:
             self._check_ids_on_host(op, ids, ids_layout, size, layout)
         else:
-            out_strides = list(contiguous_strides(layout.shape))
+            out_strides = list(out_base.strides)
             dim_stride, out_strides[dim] = out_strides[dim], 0
-            out_mod = Layout(src_iter.shape, out_strides, 0)
+            out_mod = Layout(src_iter.shape, out_strides, out_base.offset)
             dev = self.device
             if by_row:   # index_add: ids index dim `dim` of src
                 right = math.prod(src_iter.shape[dim + 1:])
@@ -155,31 +158,12 @@ class IndexOps:
                                 by_row=False, reduce=reduce)
 
     def scatter_set(self, layout, ids, ids_layout, src, src_layout, dim):
-        op = "scatter_set"
-        self._check_ids(op, ids, ids_layout, layout)
-        if src.dtype is not self.dtype:
-            raise storage_error(DTypeError, op, "src must have self's dtype", self=(self, layout),
-                                src=(src, src_layout))
-        n = ids_layout.numel()
-        size = layout.shape[dim]
-        if n == 0:
-            self._check_ids_on_host(op, ids, ids_layout, size, layout)
-            return
-        ids64, ids64_layout = ids, ids_layout  # the kernel reads int64 ids
-        if ids.dtype is not dtypes.int64:
-            ids64, ids64_layout = ids.to_dtype(ids_layout, dtypes.int64), Layout.contiguous(ids_layout.shape)
-        strides = list(layout.strides)
-        dim_stride, strides[dim] = strides[dim], 0
-        li, ls, lo = pack_strided(ids64_layout, Layout(ids_layout.shape, src_layout.strides, src_layout.offset),
-                                  Layout(ids_layout.shape, strides, layout.offset))
-        dev = self.device
-        kernel = kernel_for(dev, f"scatter_set_{self.dtype.short}", op, self=(self, layout))
         from ..storage import _range_union  # (storage.py imports this module)
-        self.value_range = _range_union(self.value_range, src.value_range)
-        self._run_checked(op, ids, ids_layout, size, layout, lambda err: dev.launch(
-            kernel, grid_for(dev, n), BLOCK,
-            [("int64", n), ("bytes", li), ("bytes", ls), ("bytes", lo), ("int64", size), ("int64", dim_stride),
-             ("ptr", ids64.buffer.ptr), ("ptr", src.buffer.ptr), ("ptr", self.buffer.ptr), ("ptr", err)]))
+        if src.dtype is self.dtype:
+            self.value_range = _range_union(self.value_range, src.value_range)
+        src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
+        self._accumulate("scatter_set", layout, ids, ids_layout, src, src_layout, dim, src_iter, ids_layout,
+                         by_row=False, reduce=None, in_place=True)
 
     def index_add(self, layout, ids, ids_layout, src, src_layout, dim):
         n_ids = ids_layout.numel()
