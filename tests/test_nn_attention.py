@@ -119,21 +119,24 @@ def test_sdpa_sm80_kernels_on_hopper(device, rng, monkeypatch, dtype, name):
 
 
 # few query rows, no gradient: the split-key decode kernels on GPUs (attn_decode_*), the
-# flash or score-matrix paths elsewhere; keys span several 32-key chunks and end mid-chunk
+# flash or score-matrix paths elsewhere; keys span several 16/32-key chunks and end
+# mid-chunk; head dims (d, dv) padded to each kernel width (32, 64, 128), whole or not
 DECODE_CASES = {
-    "one_query_gqa": (2, 8, 2, 1, 200, False, None, False, None),
-    "32_rows_bool_mask": (1, 32, 4, 4, 130, False, "bool", False, None),
-    "bottom_right_views": (1, 4, 4, 3, 70, "bottom_right", None, True, 0.3),
-    "additive_dead_row": (1, 4, 2, 3, 65, True, "additive", False, None),
+    "one_query_gqa": (2, 8, 2, 1, 200, False, None, False, None, (64, 40)),
+    "32_rows_bool_mask": (1, 32, 4, 4, 130, False, "bool", False, None, (64, 40)),
+    "bottom_right_views": (1, 4, 4, 3, 70, "bottom_right", None, True, 0.3, (64, 40)),
+    "additive_dead_row": (1, 4, 2, 3, 65, True, "additive", False, None, (64, 40)),
+    "head_dim_128": (1, 4, 2, 2, 75, False, "bool", False, None, (128, 128)),
+    "head_dims_24_32": (1, 6, 3, 2, 40, True, None, False, None, (24, 32)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(DECODE_CASES))
 @pytest.mark.parametrize("dtype", HALF_AND_F32, ids=lambda t: t.name)
 def test_sdpa_decode_forward_matches_float64_composite(device, rng, dtype, name):
-    b, hq, hk, L, S, causal, mask_kind, transposed, scale = DECODE_CASES[name]
+    b, hq, hk, L, S, causal, mask_kind, transposed, scale, (d, dv) = DECODE_CASES[name]
     (_, q, q64), (_, k, k64), (_, v, v64) = (_leaf(rng, b, h, t, e, dtype, device, transposed)
-                                             for h, t, e in ((hq, L, 64), (hk, S, 64), (hk, S, 40)))
+                                             for h, t, e in ((hq, L, d), (hk, S, d), (hk, S, dv)))
     mask, mask64 = _mask(rng, mask_kind, b, hq, L, S, dtype, device)
     with tl.no_grad():
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)

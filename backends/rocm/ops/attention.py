@@ -34,8 +34,9 @@ KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd")
            + tuple(f"flash_bwd_pre_{t}" for t in _FLASH_DTYPES)
            + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
-           + tuple(f"attn_decode_{op}_{t}" for op in ("part", "combine") for t in _FLASH_DTYPES)}
-_DEC_ROWS, _DEC_D, _DEC_CHUNK = 32, 128, 32     # DEC_ROWS, DEC_D, DEC_CHUNK in attention.hip
+           + tuple(f"attn_decode_part{dp}_{t}" for dp in (32, 64, 128) for t in _FLASH_DTYPES)
+           + tuple(f"attn_decode_combine_{t}" for t in _FLASH_DTYPES)}
+_DEC_ROWS, _DEC_THREADS = 32, 128                # DEC_ROWS, DEC_THREADS in attention.hip
 _DEC_MAX_L = 16                                  # query rows up to which a forward takes the decode kernels
 
 
@@ -75,11 +76,13 @@ class AttentionOps:
             dev.memset(out.buffer.ptr, 0, out.numel * self.dtype.itemsize)
             return out
         shape, mask_args = _flash_shape(self, b, hq, hk, L, S, d, dv, scale, is_causal, mask, mask_layout)
-        n_chunks, n_rows = -(-S // _DEC_CHUNK), b * hq * L
+        dp = _flash_dim(self, layout, v_layout)
+        n_chunks, n_rows = -(-S // _dec_chunk(self.dtype, dp)), b * hq * L
         part_o, part_ml = self._new(n_rows * n_chunks * dv, dtypes.float32), self._new(n_rows * n_chunks * 2,
                                                                                         dtypes.float32)
         t = self.dtype.short
-        dev.launch(kernel_for(dev, f"attn_decode_part_{t}", "sdpa", q=(self, layout)), b * hk * n_chunks, 128,
+        dev.launch(kernel_for(dev, f"attn_decode_part{dp}_{t}", "sdpa", q=(self, layout)), b * hk * n_chunks,
+                   _DEC_THREADS,
                    [("bytes", shape), ("bytes", view4(layout)), ("bytes", view4(k_layout)), ("bytes", view4(v_layout)),
                     *mask_args, ("ptr", self.buffer.ptr), ("ptr", k.buffer.ptr), ("ptr", v.buffer.ptr),
                     ("int64", n_chunks), ("ptr", part_o.buffer.ptr), ("ptr", part_ml.buffer.ptr)])
@@ -243,15 +246,21 @@ class AttentionOps:
 _ATTN_SHAPE = struct.Struct("<8qiif4x")          # struct AttnShape of attention.hip
 
 
+def _dec_chunk(dtype, dp: int) -> int:
+    """Keys per block of attn_decode_part<dp> (DecChunk in attention.hip): 32, or 16 for f32 at
+    head dim 128 (shared memory)."""
+    return 16 if dtype.itemsize == 4 and dp > 64 else 32
+
+
 def _decode_fits(q: GpuStorage, layout: Layout, k_layout: Layout, v_layout: Layout) -> bool:
     """Whether the decode kernels take the case: f32/f16/bf16, a few query rows per kv head
-    (at most _DEC_ROWS with the query heads that share it), head dims up to _DEC_D."""
+    (at most _DEC_ROWS with the query heads that share it), head dims up to 128 (_flash_dim)."""
     if q.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16) or layout.ndim != 4:
         return False
     b, hq, L, d = layout.shape
     hk = k_layout.shape[1]
-    return (0 < L <= _DEC_MAX_L and hk > 0 and hq % hk == 0 and hq // hk * L <= _DEC_ROWS and d <= _DEC_D
-            and v_layout.shape[3] <= _DEC_D)
+    return (0 < L <= _DEC_MAX_L and hk > 0 and hq % hk == 0 and hq // hk * L <= _DEC_ROWS
+            and _flash_dim(q, layout, v_layout) is not None)
 
 
 def _flash_dim(q: GpuStorage, layout: Layout, v_layout: Layout) -> Optional[int]:
