@@ -231,15 +231,17 @@ def test_cross_entropy_forward_backward(emu, rng, dtype):
                       lambda x: F.cross_entropy(x, targets[_name(x)]).reshape(1), terms=11)
 
 
+@pytest.mark.parametrize("capturable", [False, True], ids=["host", "capturable"])  # adamw[_many]_cap: device t, lr
 @pytest.mark.parametrize("amsgrad", [False, True])  # batched (adamw_many) / one by one (adamw)
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
-def test_adamw(emu, rng, dtype, amsgrad):
+def test_adamw(emu, rng, dtype, amsgrad, capturable):
     arrays = [random_array(rng, s, dtype) for s in ((5,), (2, 3))]
     grads = [random_array(rng, a.shape, dtype) for a in arrays]
     final = {}
     for dev in ("cpu", emu):
         params = [tl.tensor(a, device=dev, requires_grad=True) for a in arrays]
-        opt = tl.optim.AdamW(params, lr=0.1, weight_decay=0.01, amsgrad=amsgrad)
+        lr = tl.tensor(0.1, device=dev) if capturable else 0.1
+        opt = tl.optim.AdamW(params, lr=lr, weight_decay=0.01, amsgrad=amsgrad, capturable=capturable)
         for _ in range(2):
             for p, g in zip(params, grads):
                 p.grad = tl.tensor(g, device=dev)
@@ -280,11 +282,12 @@ def test_attention_forward_backward(emu, rng, d, dtype, monkeypatch):
                           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=masks[_name(q)]), terms=d)
 
 
+@pytest.mark.parametrize("d, dv", [(32, 16), (64, 64), (100, 128)])  # attn_decode_part32/64/128
 @pytest.mark.parametrize("dtype", [D.float32, D.float16, D.bfloat16], ids=lambda d: d.name)
-def test_attention_decode(emu, rng, dtype):
+def test_attention_decode(emu, rng, dtype, d, dv):
     # a forward of few query rows without gradients: the split-key decode kernels (attn_decode_*),
     # GQA, keys ending mid-chunk, and a bool mask that drops one query row's every key
-    q, k, v = (random_array(rng, s, dtype, -1.5, 1.5) for s in ((1, 4, 2, 32), (1, 2, 70, 32), (1, 2, 70, 16)))
+    q, k, v = (random_array(rng, s, dtype, -1.5, 1.5) for s in ((1, 4, 2, d), (1, 2, 70, d), (1, 2, 70, dv)))
     keep = rng.random((1, 1, 2, 70)) < 0.7
     keep[:, :, 1] = False
     with tl.no_grad():
