@@ -1,5 +1,5 @@
 // Fused nn ops (candle's CustomOps), floating dtypes, f32 arithmetic for the half types:
-// softmax_<t>, log_softmax_<t>, layer_norm_<t>, rms_norm_<t> over the last dim;
+// softmax_<t>, log_softmax_<t>, layer_norm_<t>, rms_norm_<t>, add_rms_norm_<t> over the last dim;
 // rope_<t>, rope_i_<t>, rope_thd_<t>; attn_softmax_<t> (the masked softmax inside sdpa).
 //
 // Row ops see the input as n_rows rows of row_len elements: `outer` addresses each row's
@@ -336,6 +336,70 @@ TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
 struct View4 { i64 offset, s0, s1, s2, s3; };
 struct View3 { i64 offset, s0, s1, s2; };
 
+// add_rms_norm: sum = x + res rounded to T, out = sum / sqrt(mean(sum^2) + eps) * w, over
+// contiguous rows (the host checks): a transformer block's residual add and the next
+// RMSNorm as one launch (a decode step has 2 per layer). Each thread rereads only the sum
+// elements it wrote itself, so the second pass needs no barrier for them. Rounded as the
+// unfused pair: the norm reads the sum in T.
+template <typename T>
+TL_DEV void add_rms_norm_rows(i64 n_rows, i64 row_len, const T* __restrict__ x, const T* __restrict__ res,
+                              const T* __restrict__ w, i64 w_stride, double eps, T* __restrict__ sum,
+                              T* __restrict__ out) {
+    typedef typename Tr<T>::acc A;
+    enum { N = 16 / sizeof(T) };
+    __shared__ A smem[TL_MAX_WARPS];
+    // 16-byte runs where every row start is aligned (sum and out are fresh allocations)
+    const bool vec = row_len % N == 0 && tl_aligned16(x) && tl_aligned16(res) && (!w || (w_stride == 1 && tl_aligned16(w)));
+    for (i64 base = (i64)blockIdx.x * blockDim.y; base < n_rows; base += (i64)gridDim.x * blockDim.y) {
+        const i64 row = base + threadIdx.y, o = row * row_len;
+        const bool valid = row < n_rows;
+        A sq = A(0);
+        if (valid && vec) {
+            for (i64 j = (i64)threadIdx.x * N; j < row_len; j += (i64)blockDim.x * N) {
+                A a[N], b[N];
+                load_run<T, N>(x + o + j, 1, a);
+                load_run<T, N>(res + o + j, 1, b);
+                Run<T, N> q;
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                    q.v[e] = Tr<T>::store(a[e] + b[e]);
+                    const A v = Tr<T>::load(q.v[e]);
+                    sq += v * v;
+                }
+                *(Run<T, N>*)(sum + o + j) = q;
+            }
+        } else if (valid) {
+            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) {
+                const T q = Tr<T>::store(Tr<T>::load(x[o + j]) + Tr<T>::load(res[o + j]));
+                const A v = Tr<T>::load(q);
+                sum[o + j] = q;
+                sq += v * v;
+            }
+        }
+        const A inv = A(1) / tl_sqrt(tl_row_allreduce<SumOp<A> >(sq, smem) / (A)row_len + (A)eps);
+        if (!valid) continue;
+        if (vec) {
+            for (i64 j = (i64)threadIdx.x * N; j < row_len; j += (i64)blockDim.x * N) {
+                A v[N], wv[N];
+                load_run<T, N>(sum + o + j, 1, v);
+                if (w) {
+                    load_run<T, N>(w + j, 1, wv);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < N; ++e) wv[e] = A(1);
+                }
+                Run<T, N> y;
+#pragma unroll
+                for (int e = 0; e < N; ++e) y.v[e] = Tr<T>::store(v[e] * inv * wv[e]);
+                *(Run<T, N>*)(out + o + j) = y;
+            }
+        } else {
+            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x)
+                out[o + j] = Tr<T>::store(Tr<T>::load(sum[o + j]) * inv * (w ? Tr<T>::load(w[j * w_stride]) : A(1)));
+        }
+    }
+}
+
 // Rotary embedding. x has dims (n0, n1, n2, d): (b, h, t, d) for rope/rope_i, (b, t, h, d)
 // for rope_thd. cos/sin are (b, t, d/2) views. Variant 0: pairs (i, i + d/2); 1: pairs
 // (2i, 2i + 1); 2: like 0 with t as dim 1. inverse: rotate by -theta (sin negated), the
@@ -490,6 +554,10 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     extern "C" __global__ void rms_norm_##sfx(i64 n_rows, i64 row_len, Strided outer,     \
         i64 inner_stride, const T* in, const T* w, i64 w_stride, double eps, T* out) {    \
         norm_rows<T, true>(n_rows, row_len, outer, inner_stride, in, w, w_stride, (const T*)0, 0, eps, out); \
+    }                                                                                     \
+    extern "C" __global__ void add_rms_norm_##sfx(i64 n_rows, i64 row_len, const T* x, const T* res, \
+        const T* w, i64 w_stride, double eps, T* sum, T* out) {                            \
+        add_rms_norm_rows<T>(n_rows, row_len, x, res, w, w_stride, eps, sum, out);        \
     }                                                                                     \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
         View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \

@@ -413,6 +413,14 @@ class BackendStorage(ABC):
                  eps: float) -> "BackendStorage":
         """x / sqrt(mean(x^2, -1) + eps) * weight."""
 
+    def add_rms_norm(self, layout: Layout, res: "BackendStorage", res_layout: Layout,
+                     weight: Optional["BackendStorage"], w_layout: Optional[Layout], eps: float):
+        """(sum, normed): sum = self + res (one shape and dtype; contiguous, rounded to the
+        dtype), normed = rms_norm(sum). A transformer block's residual add and the next
+        RMSNorm; this default runs the two ops, a backend may fuse them (the GPU's one kernel)."""
+        total = self.binary_impl("add", res, layout, res_layout)
+        return total, total.rms_norm(Layout.contiguous(tuple(layout.shape)), weight, w_layout, eps)
+
     @abstractmethod
     def rope(self, layout: Layout, cos: "BackendStorage", cos_layout: Layout, sin: "BackendStorage",
              sin_layout: Layout, variant: str) -> "BackendStorage":

@@ -214,6 +214,21 @@ def test_fused_forward_backward(emu, rng, name, dtype):
 
 
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("cols, start", [(64, 0), (37, 0), (64, 1)], ids=["vectors", "odd", "misaligned"])
+def test_add_rms_norm(emu, rng, dtype, cols, start):
+    # add_rms_norm_<t> (no gradient: the fused kernel): 16-byte runs, and the element path
+    # for rows that are not whole vectors or start off alignment
+    a, r = (random_array(rng, (3, cols + start), dtype) for _ in range(2))
+    w = random_array(rng, (cols,), dtype)
+    with tl.no_grad():
+        (n_e, s_e), (n_c, s_c) = (F.add_rms_norm(*(tl.tensor(v, dtype=dtype, device=dev)[..., start:] if v.ndim == 2
+                                                   else tl.tensor(v, dtype=dtype, device=dev) for v in (a, r)),
+                                                 cols, tl.tensor(w, dtype=dtype, device=dev)) for dev in (emu, "cpu"))
+    _same(s_e, s_c, dtype)
+    _same(n_e, n_c, dtype, terms=cols)
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 def test_rope_forward_backward(emu, rng, variant, dtype):
     theta = rng.uniform(0, 2 * np.pi, (5, 4))

@@ -107,6 +107,39 @@ def test_rms_norm(device, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("view", ["contiguous", "misaligned", "transposed"])
+def test_add_rms_norm_is_the_add_then_the_norm(device, rng, dtype, view):
+    """F.add_rms_norm: (rms_norm(x + r), x + r), the sum rounded to the dtype first; one kernel
+    on GPUs for contiguous operands (aligned or not), the two ops for others and with autograd."""
+    x, a = make_tensor(rng, (6, 48 + 1), dtype, device)
+    r, b = make_tensor(rng, (6, 48 + 1), dtype, device)
+    w, wa = make_tensor(rng, (48,), dtype, device)
+    pick = {"contiguous": lambda t: t[:, :48].reshape(-1)[:5 * 48].reshape(5, 48),
+            "misaligned": lambda t: t.reshape(-1)[1:1 + 5 * 48].reshape(5, 48),  # one element in
+            "transposed": lambda t: t[:, :6].transpose(1, 0)}[view]
+    x, r, a, b = pick(x), pick(r), pick(as_f64(a)), pick(as_f64(b))
+    with tl.no_grad():
+        normed, total = F.add_rms_norm(x, r, x.shape[-1], w if view != "transposed" else None, eps=1e-6)
+    summed = (x + r).numpy().astype(np.float64)  # the sum in the dtype, as the unfused add
+    assert np.array_equal(total.numpy().astype(np.float64), summed) and total.dtype is dtype
+    assert_close(normed, np_rms_norm(summed, 1, as_f64(wa) if view != "transposed" else None), dtype,
+                 terms=x.shape[-1])
+    # with autograd: the add and the norm, gradients as theirs
+    xg, rg = x.detach().requires_grad_(), r.detach().requires_grad_()
+    normed, total = F.add_rms_norm(xg, rg, x.shape[-1])
+    (normed.sum() + 2 * total.sum()).backward()
+    xr, rr = x.detach().requires_grad_(), r.detach().requires_grad_()
+    s = xr + rr
+    (F.rms_norm(s, x.shape[-1]).sum() + 2 * s.sum()).backward()
+    assert_close(xg.grad, xr.grad.numpy().astype(np.float64), dtype, terms=x.shape[-1])
+    assert_close(rg.grad, rr.grad.numpy().astype(np.float64), dtype, terms=x.shape[-1])
+    with pytest.raises(tl.ShapeError, match="add_rms_norm"):
+        F.add_rms_norm(x, r[:, :4], 4)
+    with pytest.raises(tl.DTypeError, match="add_rms_norm"):
+        F.add_rms_norm(x, r.double(), x.shape[-1])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("rows, cols, start", [(5, 1000, 0), (5, 1000, 1), (2, 40000, 0), (3, 4096, 0)],
                          ids=["vectors", "misaligned", "longer-than-registers", "hidden-4096"])
 def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, start):

@@ -250,6 +250,36 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
                                "rms_norm", (x2, w)), x.shape)
 
 
+def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
+    """(rms_norm(input + residual), input + residual): a pre-norm transformer block's residual
+    add and the next RMSNorm, one kernel on GPUs where no gradient is needed (a decode step
+    has two per layer); with autograd, the two ops. The sum is rounded to the dtype before
+    the norm reads it, as the unfused ops. input and residual: one shape and dtype.
+
+    >>> import tensorlite as tl
+    >>> x, r = tl.tensor([[1.0, 2.0]]), tl.tensor([[2.0, 2.0]])
+    >>> normed, total = tl.nn.functional.add_rms_norm(x, r, 2)
+    >>> total.tolist(), [round(v, 4) for v in normed[0].tolist()]
+    ([[3.0, 4.0]], [0.8485, 1.1314])
+    """
+    if tuple(input.shape) != tuple(residual.shape) or input.dtype is not residual.dtype:
+        error = ShapeError if tuple(input.shape) != tuple(residual.shape) else DTypeError
+        raise error(f"{describe('add_rms_norm', input=input, residual=residual)}: input and residual must have "
+                    "one shape and dtype")
+    if is_grad_enabled() and any(t is not None and t.requires_grad for t in (input, residual, weight)) \
+            or _amp.is_autocast_enabled():
+        total = input + residual
+        return rms_norm(total, normalized_shape, weight, eps), total
+    x2, (w,), n = _flatten_normalized("add_rms_norm", input, normalized_shape, weight=weight)
+    r2 = _reshaped(_floating(residual), x2.shape)
+    _check_like("add_rms_norm", x2, residual=r2)
+    eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
+    xs, xl = storage_and_layout(x2)
+    total, normed = xs.add_rms_norm(xl, *storage_and_layout(r2), *storage_and_layout(w), eps)
+    return (_reshaped(result(normed, x2.shape, x2.dtype), input.shape),
+            _reshaped(result(total, x2.shape, x2.dtype), input.shape))
+
+
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x2, (w, b), _ = _flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     y = _normalize_rows(x2, eps, center=True)

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 # attn_softmax is the GEMM path's masked softmax (ops/attention.py), gelu/silu_bwd the fused
 # unary backward (ops/elementwise.py)
 KERNELS = {
-    "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "rope",
-                                              "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+    "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm",
+                                              "rope", "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
     "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
                                                    "layer_norm_bwd_fit", "rms_norm_bwd_fit",
                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
@@ -120,6 +120,27 @@ class FusedOps:
                 return out
         args = self._affine_operand("rms_norm", "weight", weight, w_layout, layout)
         return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
+
+    def add_rms_norm(self, layout, res, res_layout, weight, w_layout, eps):
+        # one kernel (fused.hip add_rms_norm) over contiguous operands of one shape and dtype;
+        # anything else takes the contract's add + rms_norm
+        if (res.dtype is not self.dtype or tuple(res_layout.shape) != tuple(layout.shape) or layout.ndim == 0
+                or not (layout.is_contiguous() and res_layout.is_contiguous())):
+            return super().add_rms_norm(layout, res, res_layout, weight, w_layout, eps)
+        wargs = self._affine_operand("add_rms_norm", "weight", weight, w_layout, layout)
+        dev = self.device
+        kernel = kernel_for(dev, f"add_rms_norm_{self.dtype.short}", "add_rms_norm", self=(self, layout),
+                            residual=(res, res_layout))
+        row_len = layout.shape[-1]
+        n_rows = layout.numel() // row_len if row_len else 0
+        total, out = self._new(layout.numel()), self._new(layout.numel())
+        if out.numel:
+            launch_rows(dev, kernel, n_rows, row_len,
+                        [("int64", n_rows), ("int64", row_len), ("ptr", self.addr(layout.offset)),
+                         ("ptr", res.addr(res_layout.offset)), *wargs, ("double", float(eps)),
+                         ("ptr", total.buffer.ptr), ("ptr", out.buffer.ptr)],
+                        vector=16 // self.dtype.itemsize)
+        return total, out
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
         dnn = None if _inverse else dnn_for(self.device, "rope_i")  # the DNN library's rope: rope_i only
