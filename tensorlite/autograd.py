@@ -207,7 +207,11 @@ def _topo_order(starts):
             emit(v)
             continue
         push((v, True))
-        for e in v.edges:
+        # edges in reverse, so the first input's subgraph is walked first and ends up last in
+        # the order: an op's weights and bias (its later inputs) get their gradients right
+        # after the op's backward, not after the whole graph below it. DDP's buckets start
+        # from those gradients while the rest of backward runs.
+        for e in reversed(v.edges):
             if e is not None and id(e) not in seen:
                 push((e, False))
     order.reverse()

@@ -492,3 +492,27 @@ def test_set_grad_enabled_and_inference_mode(device):
     with tl.no_grad(), tl.inference_mode(False):
         assert not tl.is_grad_enabled()
     assert tl.autograd.grad is ag.grad and tl.autograd.Function is ag.Function and tl.autograd.no_grad is tl.no_grad
+
+
+def test_a_layers_weight_gradients_come_right_after_its_backward():
+    """Backward visits an op's later inputs (weights, bias) before the graph below its first
+    input, so a layer's parameter gradients are final (their post-accumulate-grad hooks fire)
+    before the layers under it run their backward: what lets DDP start reducing them early."""
+    events = []
+
+    class Mark(ag.Function):  # an identity whose backward says when it ran
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            events.append("below")
+            return g
+
+    lin1, lin2 = tl.nn.Linear(3, 4), tl.nn.Linear(4, 2)
+    for name, p in [("lin1.weight", lin1.weight), ("lin2.weight", lin2.weight), ("lin2.bias", lin2.bias)]:
+        p.register_post_accumulate_grad_hook(lambda p, name=name: events.append(name))
+    lin2(Mark.apply(lin1(tl.ones(5, 3)))).sum().backward()
+    assert events.index("lin2.weight") < events.index("below") and events.index("lin2.bias") < events.index("below")
+    assert events.index("below") < events.index("lin1.weight")
