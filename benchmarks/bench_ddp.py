@@ -11,7 +11,10 @@ cross_entropy, backward, AdamW. Weak scaling, as DDP benchmarks usually report: 
 32 sequences *per rank* (--batch), so N ranks train N x 32 sequences per step, and the ideal
 is N times the one-GPU tokens/s. One rank trains the plain model (what one GPU runs, no DDP);
 N ranks wrap it in tensorlite.distributed.DistributedDataParallel, whose bucketed gradient
-all-reduces (NCCL on cuda) start while backward still runs.
+all-reduces (NCCL on cuda) start while backward still runs, on the device's communication
+stream: the compute stream waits for them only when backward has started the last one.
+How much of backward they overlap depends on when the gradients arrive: `--dtype f32` shows
+it without mixed precision's weight casts.
 
 The PyTorch reference runs in the same job after tensorlite's: the same architecture
 (benchmarks/bench_nn.py's torch twin of train_gpt's GPT: pre-LN blocks, separate q/k/v,

@@ -614,11 +614,12 @@ def test_device_collectives_enqueue_nccl_calls_without_waiting(null_backend, mon
                      "ncclAllGather", "ncclReduceScatter", "ncclAllReduce"]
     init_args = fake.calls[0][1]
     assert init_args[1:] == (1, init_args[2], 0) and bytes(fake.ffi.buffer(init_args[2].internal)) == bytes(range(128))
-    stream = fake.ffi.cast("cudaStream_t", dev.stream_handle())
+    stream = fake.ffi.cast("cudaStream_t", dev.stream_handle(dev.communication_stream()))
+    assert dev.communication_stream() != dev.stream
     addr = lambda p: int(fake.ffi.cast("uintptr_t", p))  # noqa: E731
     calls = [args for _, args in fake.calls[1:]]
     for args in calls:
-        assert args[-1] == stream  # enqueued on the device's stream
+        assert args[-1] == stream  # enqueued on the device's communication stream
     # (send, recv, count, datatype, op): f32 AVG in place; int16 as int32 in a widened copy;
     # bool as uint8 with min = logical and; broadcast and gather move bytes
     assert addr(calls[0][0]) == addr(calls[0][1]) == f32.data_ptr() and calls[0][2:5] == (6, 7, 4)
@@ -630,3 +631,211 @@ def test_device_collectives_enqueue_nccl_calls_without_waiting(null_backend, mon
     assert calls[6][2:5] == (6, 7, 0)
     dist.destroy_process_group()  # frees the communicator
     assert fake.calls[-1][0] == "ncclCommDestroy"
+
+
+# ---- the communication stream (null platform: calls in the order the host issued them) ---------
+
+def _null_nccl(null_backend, monkeypatch):
+    """(the recording NCCL, the null GpuDevice): NCCL's calls and the device's stream-ordered
+    calls (launches, copies, event records and waits) in one list, fake.calls, in host order."""
+    fake = _RecordingNccl()
+    monkeypatch.setitem(nccl._LIBRARIES, "null", nccl._LIBRARIES["cuda"])
+    monkeypatch.setattr(nccl, "_LOADED", {"null": fake})
+    dev = tl.backend.get_device(null_backend)
+    dist.all_reduce(tl.zeros(1, device=null_backend))  # makes the communicator and the communication stream
+    dev.platform.log = fake.calls
+    del fake.calls[:]
+    return fake, dev
+
+
+def _streams(fake, dev):
+    """(compute, communication) stream ids as the log names them, and NCCL's stream argument -> id."""
+    def stream_of(args):
+        return int(fake.ffi.cast("uintptr_t", args[-1]))
+    compute, comm = dev.stream_handle(), dev.stream_handle(dev.communication_stream())
+    assert compute != comm
+    return compute, comm, stream_of
+
+
+def _no_host_wait(log):
+    return not [k for k, _ in log if k in ("dtoh", "stream_synchronize", "event_synchronize")]
+
+
+def _check_bucket_streams(log, compute, comm, stream_of, nbuckets):
+    """Each bucket: an event recorded on the compute stream after its flatten (a copy there), the
+    communication stream waiting for it, the all-reduce there, an event after it; the compute
+    stream waits for each such event once, after the last bucket's all-reduce; the host never
+    waits. Returns the all-reduces' positions in the log."""
+    assert _no_host_wait(log)
+    reduces = [i for i, (k, _) in enumerate(log) if k == "ncclAllReduce"]
+    assert len(reduces) == nbuckets
+    for i in reduces:
+        (k0, (s0, ready)), (k1, (s1, waited)), (_, args), (k3, (s3, done)) = log[i - 2:i + 2]
+        assert (k0, s0) == ("event_record", compute) and (k1, s1, waited) == ("stream_wait_event", comm, ready)
+        assert stream_of(args) == comm and (k3, s3) == ("event_record", comm)
+        assert log[i - 3][0] in ("launch", "dtod") and log[i - 3][1][0] == compute
+        waits = [j for j, (k, a) in enumerate(log) if k == "stream_wait_event" and a == (compute, done) and j > i]
+        assert len(waits) == 1 and waits[0] > reduces[-1]
+    return reduces
+
+
+def test_ddp_backward_runs_its_all_reduces_on_the_communication_stream(null_backend, monkeypatch, rng):
+    fake, dev = _null_nccl(null_backend, monkeypatch)
+    compute, comm, stream_of = _streams(fake, dev)
+    tl.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3), nn.Tanh(), nn.Linear(3, 2)).to(null_backend)
+    ddp = dist.DistributedDataParallel(net, bucket_cap_mb=1e-4)  # 104 bytes: several buckets
+    nbuckets = len(ddp._buckets)
+    assert nbuckets >= 3
+    log = fake.calls
+    for step in range(2):  # the second step: events come from the pool, parameters' grads are bucket views
+        del log[:]
+        x = tl.tensor(rng.standard_normal((4, 5)).astype(np.float32), device=null_backend)
+        ddp(x).square().mean().backward()
+        reduces = _check_bucket_streams(log, compute, comm, stream_of, nbuckets)
+        # each .grad is its slice of the buffer the all-reduce wrote in place
+        flats = {int(fake.ffi.cast("uintptr_t", log[i][1][0])) for i in reduces}
+        assert {p.grad._storage.buffer.ptr for p in net.parameters()} == flats
+        for p in net.parameters():
+            assert p.grad.shape == p.shape and p.grad.dtype is p.dtype and p.grad.is_contiguous()
+        net.zero_grad()
+    assert len(dev._sync_events) >= 2 * nbuckets  # both events of every bucket went back to the pool
+
+
+def test_ddp_buckets_in_flight_do_not_hold_up_backward(null_backend, monkeypatch, rng):
+    """Gradients arriving bucket by bucket (a backward per bucket, `inputs=` its parameters: what
+    the walk's order does for a model whose layers' gradients come as backward reaches them):
+    each bucket's all-reduce is in flight while the next backward's kernels are enqueued on the
+    compute stream, which waits for the all-reduces only once the last has started."""
+    fake, dev = _null_nccl(null_backend, monkeypatch)
+    compute, comm, stream_of = _streams(fake, dev)
+    tl.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3), nn.Tanh(), nn.Linear(3, 2)).to(null_backend)
+    ddp = dist.DistributedDataParallel(net, bucket_cap_mb=1e-4)
+    log = fake.calls
+    x = tl.tensor(rng.standard_normal((4, 5)).astype(np.float32), device=null_backend)
+    loss = ddp(x).square().mean()
+    del log[:]
+    for b in ddp._buckets:
+        tl.autograd.backward([loss], inputs=list(b.params), retain_graph=True)
+    reduces = _check_bucket_streams(log, compute, comm, stream_of, len(ddp._buckets))
+    between = [sum(k == "launch" and a[0] == compute for k, a in log[i:j]) for i, j in zip(reduces, reduces[1:])]
+    assert min(between) > 0, between
+    assert all(p.grad._storage.buffer.ptr != 0 for p in net.parameters())
+
+
+def test_a_collective_waited_for_orders_the_compute_stream_not_the_host(null_backend, monkeypatch):
+    fake, dev = _null_nccl(null_backend, monkeypatch)
+    compute, comm, stream_of = _streams(fake, dev)
+    log = fake.calls
+    x = tl.zeros(300, device=null_backend)
+    buffer = x._storage.buffer
+    del log[:]
+    work = dist.all_reduce(x, async_op=True)
+    kinds = [k for k, _ in log]
+    assert kinds == ["event_record", "stream_wait_event", "ncclAllReduce", "event_record"]
+    done = log[-1][1][1]
+    assert stream_of(log[2][1]) == comm
+    # the Work holds the tensor: freed now, its block would go to the next compute-stream allocation
+    del x
+    assert buffer.ptr not in dev.allocator.cached_blocks(buffer.size)
+    with monkeypatch.context() as m:  # is_completed asks the device about the collective's event
+        m.setattr(dev.platform, "event_query", lambda event: event != done)
+        assert not work.is_completed()
+    assert work.is_completed()
+    assert work.wait() is True and work.wait() is True  # a second wait adds nothing
+    assert log[4:] == [("stream_wait_event", (compute, done))]
+    del work
+    ptr, size, buffer = buffer.ptr, buffer.size, None
+    assert ptr in dev.allocator.cached_blocks(size)
+    # without async_op: the compute stream's wait is enqueued before all_reduce returns
+    del log[:]
+    dist.all_reduce(tl.zeros(3, device=null_backend))
+    assert [k for k, _ in log][-3:] == ["ncclAllReduce", "event_record", "stream_wait_event"]
+    assert log[-1][1] == (compute, log[-2][1][1])
+    # a Work dropped unwaited orders the compute stream before its buffers are freed
+    del log[:]
+    y = tl.zeros(5, 4, device=null_backend)
+    ptr, size = y._storage.buffer.ptr, y._storage.buffer.size
+    dist.all_reduce(y, async_op=True)
+    del y
+    assert log[-1] == ("stream_wait_event", (compute, log[-2][1][1])) and ptr in dev.allocator.cached_blocks(size)
+    # int16 is reduced in an int32 copy: the copy outlives the collective, the result is copied back after the wait
+    del log[:]
+    z = tl.zeros(7, dtype=tl.int16, device=null_backend)
+    work = dist.all_reduce(z, async_op=True)
+    reduce_at = [k for k, _ in log].index("ncclAllReduce")
+    wide = int(fake.ffi.cast("uintptr_t", log[reduce_at][1][0]))
+    assert wide != z.data_ptr() and wide not in dev.allocator.cached_blocks(512)
+    n = len(log)
+    work.wait()
+    assert log[n][0] == "stream_wait_event" and any(k == "launch" for k, _ in log[n + 1:])  # the copy back, after
+    assert _no_host_wait(log) and dev.platform.counts["stream_synchronize"] == 0
+    assert dev.platform.counts["stream_wait_event"] >= 4
+    dev.synchronize()  # as torch.cuda.synchronize: both streams
+    assert [a for k, a in log if k == "stream_synchronize"] == [(compute,), (comm,)]
+
+
+def test_collectives_inside_a_graph_capture_run_on_the_captured_stream(null_backend, monkeypatch):
+    fake, dev = _null_nccl(null_backend, monkeypatch)
+    compute, comm, stream_of = _streams(fake, dev)
+    log = fake.calls
+    x = tl.ones(4, device=null_backend)
+    g = tl.graphs.Graph()
+    with tl.graphs.graph(g, device=null_backend):
+        y = x * 2
+        dist.all_reduce(y)
+        work = dist.all_reduce(y, async_op=True)
+        assert work.wait() and work.is_completed()
+    reduces = [a for k, a in log if k == "ncclAllReduce"]
+    assert len(reduces) == 2 and {stream_of(a) for a in reduces} == {compute}  # into the graph
+    assert not [k for k, _ in log if k in ("event_record", "stream_wait_event")]
+    g.replay()
+    # a collective started before the capture and still pending: neither waited for nor joined inside one
+    pending = dist.all_reduce(x, async_op=True)
+    for body in (lambda: pending.wait(), lambda: dist.all_reduce(x * 2)):
+        with pytest.raises(tl.CaptureError, match="before the capture"):
+            with tl.graphs.graph(tl.graphs.Graph(), device=null_backend):
+                body()
+    assert dev.capture is None
+    pending.wait()
+    with tl.graphs.graph(tl.graphs.Graph(), device=null_backend):
+        dist.all_reduce(x * 2)
+
+
+@pytest.mark.parametrize("platform_name", ["cuda", "rocm"])
+def test_stream_ordering_calls_are_the_vendor_functions(platform_name):
+    """sync_event_create / stream_wait_event / event_query through a recording runtime: the
+    vendor function, its arguments (timing off, wait flags 0) and the not-ready code; each one
+    is declared in the platform's cdefs (HIP's are checked against the headers by
+    tests/test_gpu_runtime.py::test_hip_cdefs_match_the_hip_headers)."""
+    from tensorlite.backends.rocm.cuda import CudaPlatform
+    from tensorlite.backends.rocm.hip import HipPlatform
+    plat = CudaPlatform() if platform_name == "cuda" else HipPlatform()
+    calls, codes = [], {}
+
+    class Runtime:
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append((name, args))
+                return codes.get(name, 0)
+            return call
+    plat._rt = Runtime()
+    declared = plat.ffi._parser._declarations
+    for op in ("sync_event_create", "stream_wait_event", "event_query"):
+        assert f"function {plat.CALLS[op]}" in declared, op
+    plat.sync_event_create()
+    name, (out, flags) = calls[-1]
+    assert name == {"cuda": "cuEventCreate", "rocm": "hipEventCreateWithFlags"}[platform_name] and flags == 0x2
+    assert plat.ffi.typeof(out) is plat.ffi.typeof(plat.HANDLES["event"] + "*")
+    stream, event = plat.ffi.cast(plat.HANDLES["stream"], 8), plat.ffi.cast(plat.HANDLES["event"], 16)
+    plat.stream_wait_event(stream, event)
+    assert calls[-1] == ({"cuda": "cuStreamWaitEvent", "rocm": "hipStreamWaitEvent"}[platform_name],
+                         (stream, event, 0))
+    query = plat.CALLS["event_query"]
+    assert plat.event_query(event) is True
+    codes[query] = 600  # CUDA_ERROR_NOT_READY, hipErrorNotReady
+    assert plat.event_query(event) is False
+    codes[query] = 700
+    with pytest.raises(tl.TensorliteError, match=f"{query} failed"):
+        plat.event_query(event)

@@ -17,6 +17,8 @@ the storage's ops use without knowing the vendor:
     htod_async / dtoh_async / dtod_async / memset_d8_async (ints for pointers and sizes, a stream)
     stream_create() / stream_synchronize(s)
     event_create() / event_record(e, s) / event_synchronize(e) / event_elapsed_ms(a, b) / event_destroy(e)
+    sync_event_create() / stream_wait_event(s, e) / event_query(e) -> bool   ordering one stream after
+                                           another without the host (events without timing)
     module_load(image) / module_get_function(module, name)
     launch(func, grid3, block3, shared_mem, stream, params)   params: a `void*[]` cdata
     rtc_version() -> str; rtc_options(arch) -> list; rtc_compile(source, name, headers, options[, log]) -> bytes
@@ -151,6 +153,8 @@ class PlatformBase:
     HANDLES: dict = {}       # 'devptr', 'stream', 'event', 'module', 'function' -> C type
     STREAM_FLAGS = ()        # trailing arguments of the stream-create call
     EVENT_FLAGS = ()         # ... and of the event-create call
+    SYNC_EVENT_FLAGS = ()    # ... and of sync_event_create's call (timing off)
+    NOT_READY_CODE = 600     # CUDA_ERROR_NOT_READY / hipErrorNotReady: event_query's "not yet"
     BLAS_WORKSPACE = 0       # bytes of BLAS workspace to hand to the library (0: its own default)
     HAS_BLAS = True          # False: float GEMMs run the portable gemm_<t> kernel (ops/matmul.gemm)
     OOM_CODE = 2             # the runtime's out-of-memory error code
@@ -246,6 +250,25 @@ class PlatformBase:
 
     def event_destroy(self, event):
         self.call("event_destroy", event)
+
+    def sync_event_create(self):
+        """An event for ordering streams only: timing off, which the vendors document as the
+        cheapest to record and wait on (elapsed_ms refuses it)."""
+        return self.out("sync_event_create", "event", *self.SYNC_EVENT_FLAGS)
+
+    def stream_wait_event(self, stream, event):
+        """Work enqueued on `stream` after this call waits for the work before the event's latest
+        record (at the time of this call; a later record does not move it). The host does not wait."""
+        self.call("stream_wait_event", stream, event, 0)
+
+    def event_query(self, event) -> bool:
+        """Whether the work before the event's latest record has finished (the host does not wait)."""
+        fn = self.CALLS["event_query"]
+        code = getattr(self.rt, fn)(event)
+        if code == self.NOT_READY_CODE:
+            return False
+        self.check(fn, code)
+        return True
 
     def module_load(self, image: bytes):
         return self.out("module_load", "module", self.ffi.from_buffer(image))

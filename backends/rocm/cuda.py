@@ -58,6 +58,8 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult cuEventSynchronize(CUevent hEvent);
 CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuEventDestroy_v2(CUevent hEvent);
+CUresult cuEventQuery(CUevent hEvent);
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult cuModuleLoadData(CUmodule* module, const void* image);
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name);
 CUresult cuFuncGetAttribute(int* pi, int attrib, CUfunction hfunc);
@@ -179,6 +181,7 @@ class CudaPlatform(PlatformBase):
         stream_synchronize="cuStreamSynchronize", event_create="cuEventCreate",
         event_record="cuEventRecord", event_synchronize="cuEventSynchronize",
         event_elapsed="cuEventElapsedTime", event_destroy="cuEventDestroy_v2",
+        sync_event_create="cuEventCreate", stream_wait_event="cuStreamWaitEvent", event_query="cuEventQuery",
         module_load="cuModuleLoadData", module_get_function="cuModuleGetFunction",
         func_get_attribute="cuFuncGetAttribute", func_set_attribute="cuFuncSetAttribute",
         launch="cuLaunchKernel", capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
@@ -190,6 +193,7 @@ class CudaPlatform(PlatformBase):
     # wait for the legacy NULL stream (torch's default stream in the same process)
     STREAM_FLAGS = (0x1,)
     EVENT_FLAGS = (0,)   # CU_EVENT_DEFAULT (timing enabled)
+    SYNC_EVENT_FLAGS = (0x2,)  # CU_EVENT_DISABLE_TIMING: events that only order streams
     BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"

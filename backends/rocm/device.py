@@ -1,9 +1,12 @@
 """GpuDevice: one GPU of a platform (rocm or cuda), its stream, caching allocator and kernels.
 
-Every operation is enqueued on the device's single stream; the host waits only in
-`dtoh` (reading data back) and `synchronize()`. Because there is one stream, a block
-freed to the cache can be handed out again at once: any later use is ordered after
-every earlier use on that stream.
+Every operation is enqueued on the device's compute stream (`stream`); the host waits only
+in `dtoh` (reading data back) and `synchronize()`. Because the allocator knows only that
+stream, a block freed to the cache can be handed out again at once: any later use is
+ordered after every earlier use on that stream. The one other stream that runs tensor
+memory, `communication_stream()` (collectives, tensorlite.distributed), is ordered against
+it by events, and its users keep the buffers it touches alive until the compute stream
+has been made to wait for it (see tensorlite/distributed/collectives.py).
 """
 from __future__ import annotations
 
@@ -237,17 +240,28 @@ def _dim3(d, what: str) -> Tuple[int, int, int]:
 # ---- the device -----------------------------------------------------------------------
 
 class Event:
-    """A device event on the device's stream, for timing: e0.record(); ...; e1.record();
-    e1.synchronize(); e0.elapsed_ms(e1)."""
+    """A device event, as torch.cuda.Event. For timing: e0.record(); ...; e1.record();
+    e1.synchronize(); e0.elapsed_ms(e1). For ordering streams (enable_timing=False, cheaper):
+    e.record(s1); e.wait(s2) makes work enqueued on s2 afterwards wait for the work enqueued on
+    s1 before the record, on the device (the host does not wait). `stream` None: the device's
+    compute stream. Unlike torch's, timing is on by default (dev.event() is the benchmarks' timer)."""
 
-    def __init__(self, device: "GpuDevice"):
+    def __init__(self, device: "GpuDevice", enable_timing: bool = True):
         self.device = device
         device.activate()
-        self.handle = device.platform.event_create()
+        plat = device.platform
+        self.handle = plat.event_create() if enable_timing else plat.sync_event_create()
 
-    def record(self):
-        self.device.platform.event_record(self.handle, self.device.stream)
+    def record(self, stream=None):
+        self.device.platform.event_record(self.handle, self.device.stream if stream is None else stream)
         return self
+
+    def wait(self, stream=None) -> None:
+        self.device.platform.stream_wait_event(self.device.stream if stream is None else stream, self.handle)
+
+    def query(self) -> bool:
+        """Whether the work recorded before has finished (the host does not wait)."""
+        return self.device.platform.event_query(self.handle)
 
     def synchronize(self):
         self.device.platform.event_synchronize(self.handle)
@@ -276,6 +290,8 @@ class GpuDevice(BackendDevice):
         self.arch: str = self.props["arch"]
         self.warp_size: int = self.props["warp_size"]
         self.stream = platform.stream_create()
+        self._comm_stream = None   # communication_stream(), made on first use
+        self._sync_events = []     # sync_event()'s pool
         self.allocator = CachingAllocator(self)
         self.alloc = self.allocator.alloc  # GpuDevice.alloc without the extra call, for every op's output
         self._modules: Dict[str, object] = {}
@@ -354,8 +370,32 @@ class GpuDevice(BackendDevice):
         self._storage((0,), dtype)  # binds _GpuStorage
         return _GpuStorage(self, owner, dtype, numel)  # `owner` serves as the buffer: its ptr is the memory
 
-    def stream_handle(self):
-        return int(self.platform.ffi.cast("uintptr_t", self.stream))
+    def stream_handle(self, stream=None) -> int:
+        """A stream of this device (the compute stream by default) as an integer, for libraries
+        with their own cdefs (NCCL, cuDNN)."""
+        return int(self.platform.ffi.cast("uintptr_t", self.stream if stream is None else stream))
+
+    def communication_stream(self):
+        """The device's stream for collectives (tensorlite.distributed), made on first use: NCCL /
+        RCCL kernels there wait for the peer ranks without holding up the compute stream. Nothing
+        orders it with the compute stream but events (sync_event), and the caching allocator
+        knows only the compute stream: a buffer used here must stay alive until the compute
+        stream has waited for this one."""
+        stream = self._comm_stream
+        if stream is None:
+            self.activate()
+            stream = self._comm_stream = self.platform.stream_create()
+        return stream
+
+    def sync_event(self) -> Event:
+        """An event without timing, from the device's pool (torch's event cache); give it back
+        with recycle_event once every wait on it is enqueued: a wait holds on to the record it
+        was enqueued after, so the event may be recorded again then."""
+        pool = self._sync_events
+        return pool.pop() if pool else Event(self, enable_timing=False)
+
+    def recycle_event(self, event: Event) -> None:
+        self._sync_events.append(event)
 
     def mem_get_info(self) -> Tuple[int, int]:
         self.activate()
@@ -366,6 +406,8 @@ class GpuDevice(BackendDevice):
             self._refuse_in_capture("waiting for the device (synchronize)")
         self.activate()
         self.platform.stream_synchronize(self.stream)
+        if self._comm_stream is not None:  # as torch.cuda.synchronize: collectives not waited for too
+            self.platform.stream_synchronize(self._comm_stream)
         if self.pending_checks:
             self._check_replays()
 
@@ -404,8 +446,8 @@ class GpuDevice(BackendDevice):
         if host[0]:
             report()
 
-    def event(self) -> Event:
-        return Event(self)
+    def event(self, enable_timing: bool = True) -> Event:
+        return Event(self, enable_timing)
 
     # ---- kernels ------------------------------------------------------------------
     def function(self, source: str, name: str) -> Kernel:

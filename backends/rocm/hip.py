@@ -134,6 +134,9 @@ hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
 hipError_t hipEventCreate(hipEvent_t* event);
+hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags);
+hipError_t hipEventQuery(hipEvent_t event);
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags);
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
 hipError_t hipEventSynchronize(hipEvent_t event);
 hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop);
@@ -267,6 +270,8 @@ class HipPlatform(AmdArchitectures, PlatformBase):
         stream_synchronize="hipStreamSynchronize", event_create="hipEventCreate",
         event_record="hipEventRecord", event_synchronize="hipEventSynchronize",
         event_elapsed="hipEventElapsedTime", event_destroy="hipEventDestroy",
+        sync_event_create="hipEventCreateWithFlags", stream_wait_event="hipStreamWaitEvent",
+        event_query="hipEventQuery",
         module_load="hipModuleLoadData", module_get_function="hipModuleGetFunction",
         func_get_attribute="hipFuncGetAttribute",
         launch="hipModuleLaunchKernel", capture_begin="hipStreamBeginCapture", capture_end="hipStreamEndCapture",
@@ -277,6 +282,7 @@ class HipPlatform(AmdArchitectures, PlatformBase):
     # hipStreamNonBlocking: our stream orders all of tensorlite's work by itself and need not
     # wait for the legacy NULL stream (which other libraries in the process may use)
     STREAM_FLAGS = (0x01,)
+    SYNC_EVENT_FLAGS = (0x2,)  # hipEventDisableTiming: events that only order streams
     OOM_CODE = 2  # hipErrorOutOfMemory
     RTC_PREFIX, RTC_CODE = "hiprtc", "Code"
     RTC_THREAD_SAFE = False  # HIP 5.2's hiprtc crashes when two programs compile at once

@@ -1,6 +1,7 @@
 """NCCL (NVIDIA, `cuda` platform) and RCCL (AMD, `rocm` platform) through cffi's ABI mode:
 one cdef set (RCCL implements NCCL's API under the same names), the library each platform
-loads, and a `Communicator` per device that enqueues collectives on the device's stream.
+loads, and a `Communicator` per device that enqueues collectives on a stream of the device
+(the compute stream by default; tensorlite.distributed passes its communication stream).
 
 The cdefs follow the upstream headers exactly: NVIDIA's `src/nccl.h.in` (repository
 NVIDIA/nccl) and ROCm's `src/nccl.h.in` (repository ROCm/rccl, installed as `rccl/rccl.h`).
@@ -168,7 +169,9 @@ def collective_library(platform_name: str):
 
 class Communicator:
     """One rank's NCCL/RCCL communicator on one GpuDevice: collectives on device addresses,
-    enqueued on the device's stream (the host does not wait for them).
+    enqueued on `stream` (a stream of the device; None: its compute stream); the host does not
+    wait for them. One communicator's collectives must reach the GPU in one order on every
+    rank: its user enqueues them all on one stream at a time.
 
     `unique_id`: the 128 bytes of rank 0's `CollectiveLibrary.unique_id()`, the same on every
     rank (tensorlite.distributed broadcasts it over MPI). ncclCommInitRank blocks until every
@@ -186,36 +189,44 @@ class Communicator:
         library.check(f"ncclCommInitRank(nranks={nranks}, rank={rank}) on {device}",
                       lib.ncclCommInitRank(comm, nranks, uid[0], rank))
         self.comm = comm[0]
-        self._stream = ffi.cast(library.stream_type, device.stream_handle())
+        self._streams = {}  # device stream -> the library's cdata of it
+        self.unjoined = 0   # collectives on a side stream whose Work was not waited for (tensorlite.distributed)
 
     def __repr__(self):
         return f"Communicator({self.library.vendor}, rank {self.rank} of {self.nranks}, {self.device})"
 
-    def _call(self, name: str, *args):
-        self.device.activate()
-        self.library.check(f"{name} on {self.device}", getattr(self.library.lib, name)(*args, self.comm, self._stream),
+    def _call(self, name: str, stream, *args):
+        dev = self.device
+        key = dev.stream if stream is None else stream
+        lib_stream = self._streams.get(key)
+        if lib_stream is None:
+            lib_stream = self._streams[key] = self.library.ffi.cast(self.library.stream_type, dev.stream_handle(key))
+        dev.activate()
+        self.library.check(f"{name} on {dev}", getattr(self.library.lib, name)(*args, self.comm, lib_stream),
                            self.comm)
 
-    def all_reduce(self, send: int, recv: int, count: int, dtype, reduce_op: str) -> None:
+    def all_reduce(self, send: int, recv: int, count: int, dtype, reduce_op: str, stream=None) -> None:
         """recv[:count] = reduce_op over the ranks of send[:count] (send == recv: in place)."""
         lib = self.library
-        self._call("ncclAllReduce", _ptr(lib, send), _ptr(lib, recv), count, lib.datatype("all_reduce", dtype),
-                   lib.redop("all_reduce", reduce_op))
+        self._call("ncclAllReduce", stream, _ptr(lib, send), _ptr(lib, recv), count,
+                   lib.datatype("all_reduce", dtype), lib.redop("all_reduce", reduce_op))
 
-    def broadcast(self, send: int, recv: int, count: int, dtype, root: int) -> None:
+    def broadcast(self, send: int, recv: int, count: int, dtype, root: int, stream=None) -> None:
         """recv[:count] = root's send[:count] on every rank."""
         lib = self.library
-        self._call("ncclBroadcast", _ptr(lib, send), _ptr(lib, recv), count, lib.datatype("broadcast", dtype), root)
+        self._call("ncclBroadcast", stream, _ptr(lib, send), _ptr(lib, recv), count, lib.datatype("broadcast", dtype),
+                   root)
 
-    def all_gather(self, send: int, recv: int, count: int, dtype) -> None:
+    def all_gather(self, send: int, recv: int, count: int, dtype, stream=None) -> None:
         """recv[i * count:(i + 1) * count] = rank i's send[:count]."""
         lib = self.library
-        self._call("ncclAllGather", _ptr(lib, send), _ptr(lib, recv), count, lib.datatype("all_gather", dtype))
+        self._call("ncclAllGather", stream, _ptr(lib, send), _ptr(lib, recv), count,
+                   lib.datatype("all_gather", dtype))
 
-    def reduce_scatter(self, send: int, recv: int, count: int, dtype, reduce_op: str) -> None:
+    def reduce_scatter(self, send: int, recv: int, count: int, dtype, reduce_op: str, stream=None) -> None:
         """recv[:count] = reduce_op over the ranks of send[rank * count:(rank + 1) * count]."""
         lib = self.library
-        self._call("ncclReduceScatter", _ptr(lib, send), _ptr(lib, recv), count,
+        self._call("ncclReduceScatter", stream, _ptr(lib, send), _ptr(lib, recv), count,
                    lib.datatype("reduce_scatter", dtype), lib.redop("reduce_scatter", reduce_op))
 
     def async_error(self) -> int:

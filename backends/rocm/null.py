@@ -6,7 +6,11 @@ signature, so that cffi's share of a real launch is measured too). GpuDevice and
 GpuStorage run over it unchanged, so the host side of any op sequence can be timed
 (benchmarks/profile_step.py, benchmarks/profile_dispatch.py) and the storage's host-side
 bookkeeping tested in CI (tests/test_null_device.py). `counts` tallies the device calls
-by kind ("launch", "htod", "dtoh", "dtod", "memset").
+by kind ("launch", "htod", "dtoh", "dtod", "memset", and the stream and event calls
+"event_record", "stream_wait_event", "event_synchronize", "stream_synchronize"). Set `log` to a
+list and every stream-ordered call is appended to it as (kind, args), streams as integers, in
+the order the host issued them: what a test needs to check how work is ordered across streams
+(events are integers too; a wait is satisfied at once, as nothing runs).
 """
 from __future__ import annotations
 
@@ -41,6 +45,19 @@ class NullPlatform(RecordedGraphs, PlatformBase):
         self._stub = self.ffi.dlopen(stub_lib) if stub_lib else None
         self.counts = collections.Counter()
         self._streams = itertools.count(1)
+        self._events = itertools.count(1)
+        self.log = None  # a list: the stream-ordered calls, in order (see the module's docstring)
+
+    def _note(self, kind, stream, *args):
+        """Count a call of `kind`; with a log, append it (the stream first where it has one)."""
+        self.counts[kind] += 1
+        if self.log is not None:
+            self.log.append((kind, args if stream is False else (self.stream_id(stream),) + args))
+
+    def stream_id(self, stream) -> int:
+        """A stream as the integer `log` names it by (GpuDevice.stream_handle's); 0: the stream
+        a graph replays on (its recorded calls carry no stream)."""
+        return 0 if stream is None else int(self.ffi.cast("uintptr_t", stream))
 
     def init(self):
         return 1
@@ -62,25 +79,45 @@ class NullPlatform(RecordedGraphs, PlatformBase):
         return 1 << 40, 1 << 40
 
     def htod_async(self, dst, src_host, nbytes, stream):
-        self.counts["htod"] += 1
+        self._note("htod", stream, dst, nbytes)
 
     def dtod_async(self, dst, src, nbytes, stream):
         if not self._recorded(stream, self.dtod_async, dst, src, nbytes, None):
-            self.counts["dtod"] += 1
+            self._note("dtod", stream, dst, src, nbytes)
 
     def memset_d8_async(self, dst, byte, nbytes, stream):
         if not self._recorded(stream, self.memset_d8_async, dst, byte, nbytes, None):
-            self.counts["memset"] += 1
+            self._note("memset", stream, dst, nbytes)
 
     def dtoh_async(self, dst_host, src, nbytes, stream):
-        self.counts["dtoh"] += 1
+        self._note("dtoh", stream, src, nbytes)
         self.ffi.memmove(self.ffi.cast("void*", dst_host), bytes(nbytes), nbytes)
+
+    # ---- streams and events: nothing runs, so every wait is satisfied at once; noted in order
+    def event_create(self):
+        return next(self._events)
+
+    sync_event_create = event_create
+
+    def event_record(self, event, stream):
+        self._note("event_record", stream, event)
+
+    def stream_wait_event(self, stream, event):
+        self._note("stream_wait_event", stream, event)
+
+    def event_synchronize(self, event):
+        self._note("event_synchronize", False, event)
+
+    def stream_synchronize(self, stream):
+        self._note("stream_synchronize", stream)
+
+    def event_query(self, event):
+        return True
 
     def _nothing(self, *args):
         return None
 
-    free = stream_synchronize = event_record = event_synchronize = event_destroy = _nothing
-    function_allow_shared = module_load = event_create = _nothing
+    free = event_destroy = function_allow_shared = module_load = _nothing
 
     def event_elapsed_ms(self, start, stop):
         return 0.0
@@ -101,6 +138,8 @@ class NullPlatform(RecordedGraphs, PlatformBase):
         def launch(f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
             if not self._recorded(stream, launch, f, gx, gy, gz, bx, by, bz, shared_mem, None, params, extra):
                 self.counts["launch"] += 1
+                if self.log is not None:
+                    self.log.append(("launch", (self.stream_id(stream),)))
             return 0
         return launch
 

@@ -5,8 +5,14 @@ reduce_scatter*), on every rank.
 Where the data goes:
 - `cpu` tensors: MPI on numpy views of the storage (no copy for contiguous tensors).
 - `cuda` / `rocm` tensors: NCCL / RCCL (`backends/rocm/nccl.py`), enqueued on the device's
-  stream; the host does not wait for the device. One communicator per device, made at its
-  first collective (rank 0's unique id travels over MPI).
+  communication stream, as torch's ProcessGroupNCCL does: an event recorded on the compute
+  stream after the inputs were written makes the communication stream wait for them, the
+  collective runs there, and an event recorded after it makes the compute stream wait for it
+  when the Work is waited (at once without async_op). Both waits are on the device: the host
+  never waits, and until wait() the compute stream runs on while the collective waits for
+  the other ranks (DDP's bucket all-reduces overlap backward). Inside a graph capture the
+  collective is enqueued on the compute stream, into the graph. One communicator per
+  device, made at its first collective (rank 0's unique id travels over MPI).
 - any other device (a plugin backend, the emulated AMD platform): a host copy, MPI, and a copy back.
 
 Before each collective the ranks exchange a short description of the call (op, shape, dtype,
@@ -29,7 +35,7 @@ import numpy as np
 
 from .. import dtype as dtypes
 from ..autograd import no_grad, note_write
-from ..errors import ArgumentError, DTypeError, DeviceError, ShapeError, describe
+from ..errors import ArgumentError, CaptureError, DTypeError, DeviceError, ShapeError, describe
 from ._world import world
 
 
@@ -51,8 +57,8 @@ _HALF = (dtypes.float16, dtypes.bfloat16)
 
 class Work:
     """What a collective called with async_op=True returns, as torch's Work: wait() blocks until
-    the result is in the tensor (a `cpu` collective); a device collective is already enqueued
-    on the device's stream, where every later op sees its result, so its wait() returns at once."""
+    the result is in the tensor (a `cpu` collective). A device collective's Work (_StreamWork)
+    never blocks the host: its wait() orders the compute stream after the collective."""
 
     def __init__(self, world_, request=None, finish=None, what=""):
         self._world, self._request, self._finish, self._what = world_, request, finish, what
@@ -72,6 +78,67 @@ class Work:
     def is_completed(self) -> bool:
         """Whether wait() would return at once."""
         return self._done or bool(self._request.Test())
+
+
+class _StreamWork(Work):
+    """A device collective enqueued on the communication stream after it waited for `ready`
+    (recorded on the compute stream), with `event` recorded there after it. wait() makes the
+    compute stream wait for `event` (on the device) and then runs `finish` (copies of the
+    result, on the compute stream). Both events go back to the device's pool when the Work
+    dies, after the compute stream's wait: in stream order, any later record of them comes
+    after the waits they served.
+
+    Memory: the caching allocator hands a freed block to the next compute-stream allocation at
+    once (it knows no other stream), so nothing the collective reads or writes may be freed
+    before the compute stream is ordered after it. This Work holds those tensors (`keep`) until
+    it has enqueued that wait (in wait(), or in its finalizer when dropped unwaited): every
+    later compute-stream use of their blocks then comes after the collective. As torch's, a
+    result is the tensor's only after wait(): one that is copied back (a non-contiguous tensor,
+    int16) is not copied when the Work is dropped unwaited."""
+
+    def __init__(self, world_, comm, ready, event, keep, finish, what):
+        self._world, self._comm, self._ready, self._event, self._keep, self._finish, self._what = \
+            world_, comm, ready, event, keep, finish, what
+        self._request, self._done = None, False
+        comm.unjoined += 1
+
+    def wait(self, timeout=None) -> bool:
+        """Order the compute stream after the collective (the host does not wait); True."""
+        if not self._done:
+            dev = self._comm.device
+            if dev.capture is not None:
+                raise CaptureError(f"{self._what}: wait() inside a graph capture on {dev}: the collective was started "
+                                   "before the capture, on the communication stream, and a graph cannot wait for "
+                                   "work outside it; wait() for it before capturing")
+            self._event.wait(dev.stream)
+            finish = self._finish
+            self._joined()
+            if finish is not None:
+                finish()
+        return True
+
+    def _joined(self):
+        self._done, self._keep, self._finish = True, None, None
+        self._comm.unjoined -= 1
+
+    def is_completed(self) -> bool:
+        """Whether the device has finished the collective (torch's NCCL Work); wait() is still what
+        orders later compute-stream work after it."""
+        return self._event.query()
+
+    def __del__(self):
+        try:
+            dev = self._comm.device
+            if not self._done:  # dropped unwaited: its buffers are freed now, so order the compute stream first
+                if dev.capture is not None:
+                    self._event.synchronize()  # a captured wait cannot name work outside the graph: the host waits
+                else:
+                    self._event.wait(dev.stream)
+                self._joined()
+            dev.recycle_event(self._ready)
+            dev.recycle_event(self._event)
+        except Exception:  # interpreter shutdown: nothing runs after
+            pass
 
 
 class _Then(Work):
@@ -133,6 +200,32 @@ def _call(t, **extra) -> str:
 
 
 # ---- where the data goes -------------------------------------------------------------------
+
+def _enqueue(w, comm, keep, call, finish, what: str) -> Work:
+    """A device collective: `call(stream)` enqueues the NCCL/RCCL call on `stream`; `finish()`
+    (copies of the result on the compute stream) runs once the compute stream is ordered
+    after it; `keep`: the tensors whose memory the call reads or writes.
+
+    Every collective of a communicator goes to the one communication stream (NCCL needs one
+    order of a communicator's collectives on every rank), after an event recorded on the
+    compute stream, where their inputs were written. Inside a graph capture the call is
+    captured on the compute stream instead (a side stream's work would not be part of the
+    graph); a collective still pending on the communication stream then could run beside the
+    replay's on the same communicator, so it is refused."""
+    dev = comm.device
+    if dev.capture is not None:
+        if comm.unjoined:
+            raise CaptureError(f"{what} inside a graph capture on {dev}: {comm.unjoined} collective(s) started "
+                               "before the capture were not waited for; wait() for them before capturing")
+        call(dev.stream)
+        return Work(w, finish=finish)
+    dev.activate()
+    ready = dev.sync_event().record()
+    side = dev.communication_stream()
+    ready.wait(side)
+    call(side)
+    return _StreamWork(w, comm, ready, dev.sync_event().record(side), keep, finish, what)
+
 
 def _communicator(w, t):
     """The NCCL/RCCL communicator of t's device, None where t is host data (cpu or a device
@@ -231,17 +324,22 @@ def _all_reduce(w, t, op: str) -> Work:
     work = _contiguous(t)
     comm = _communicator(w, work)
     if comm is not None:
+        what = f"all_reduce({_call(t, op=op)})"
         if work.dtype is dtypes.int16:  # no 16-bit integers in NCCL: reduce as int32
             wide = work.to(dtypes.int32)
-            comm.all_reduce(_addr(wide), _addr(wide), wide.numel(), dtypes.int32, op)
-            _finish_into(work, wide)
-        elif work.dtype is dtypes.bool_:
-            comm.all_reduce(_addr(work), _addr(work), work.numel(), dtypes.uint8, _LOGICAL[op])
+
+            def finish():
+                _finish_into(work, wide)
+                _finish_into(t, work)
+            done = _enqueue(w, comm, (wide,), lambda s: comm.all_reduce(
+                _addr(wide), _addr(wide), wide.numel(), dtypes.int32, op, s), finish, what)
         else:
-            comm.all_reduce(_addr(work), _addr(work), work.numel(), work.dtype, op)
+            dtype, red = (dtypes.uint8, _LOGICAL[op]) if work.dtype is dtypes.bool_ else (work.dtype, op)
+            done = _enqueue(w, comm, (work,), lambda s: comm.all_reduce(
+                _addr(work), _addr(work), work.numel(), dtype, red, s), lambda: _finish_into(t, work), what)
         if work is t:
             note_write(t._storage)
-        return Work(w, finish=lambda: _finish_into(t, work))
+        return done
     host = _Host(work)
     buf, wire_op = _wire(work.dtype, host.array, op)
     request = w.host.Iallreduce(buf, wire_op)
@@ -281,10 +379,12 @@ def _broadcast(w, t, src: int) -> Work:
     comm = _communicator(w, work)
     nbytes = work.numel() * work.dtype.itemsize
     if comm is not None:  # bytes: every dtype, NCCL type or not
-        comm.broadcast(_addr(work), _addr(work), nbytes, dtypes.uint8, int(src))
+        done = _enqueue(w, comm, (work,), lambda s: comm.broadcast(_addr(work), _addr(work), nbytes, dtypes.uint8,
+                                                                   int(src), s),
+                        lambda: _finish_into(t, work), f"broadcast({_call(t, src=src)})")
         if work is t:
             note_write(t._storage)
-        return Work(w, finish=lambda: _finish_into(t, work))
+        return done
     host = _Host(work)
     request = w.host.Ibcast(host.array.view(np.uint8), int(src))
 
@@ -329,10 +429,12 @@ def _all_gather(w, out, inp) -> Work:
     comm = _communicator(w, work)
     nbytes = src.numel() * src.dtype.itemsize
     if comm is not None:
-        comm.all_gather(_addr(src), _addr(work), nbytes, dtypes.uint8)
+        done = _enqueue(w, comm, (src, work), lambda s: comm.all_gather(_addr(src), _addr(work), nbytes, dtypes.uint8,
+                                                                        s),
+                        lambda: _finish_into(out, work), f"all_gather({_call(inp)})")
         if work is out:
             note_write(out._storage)
-        return Work(w, finish=lambda: _finish_into(out, work))
+        return done
     host_out, host_in = _Host(work), _Host(src)
     request = w.host.Iallgather(host_in.array.view(np.uint8), host_out.array.view(np.uint8).reshape(w.size, nbytes))
 
@@ -410,17 +512,22 @@ def _reduce_scatter(w, out, inp, op: str) -> Work:
     comm = _communicator(w, work)
     n = work.numel()
     if comm is not None:
+        what = f"reduce_scatter({_call(out, op=op)})"
         if src.dtype is dtypes.int16:  # no 16-bit integers in NCCL: reduce as int32
             wide_in, wide_out = src.to(dtypes.int32), work.to(dtypes.int32)
-            comm.reduce_scatter(_addr(wide_in), _addr(wide_out), n, dtypes.int32, op)
-            _finish_into(work, wide_out)
-        elif src.dtype is dtypes.bool_:
-            comm.reduce_scatter(_addr(src), _addr(work), n, dtypes.uint8, _LOGICAL[op])
+
+            def finish():
+                _finish_into(work, wide_out)
+                _finish_into(out, work)
+            done = _enqueue(w, comm, (wide_in, wide_out), lambda s: comm.reduce_scatter(
+                _addr(wide_in), _addr(wide_out), n, dtypes.int32, op, s), finish, what)
         else:
-            comm.reduce_scatter(_addr(src), _addr(work), n, src.dtype, op)
+            dtype, red = (dtypes.uint8, _LOGICAL[op]) if src.dtype is dtypes.bool_ else (src.dtype, op)
+            done = _enqueue(w, comm, (src, work), lambda s: comm.reduce_scatter(
+                _addr(src), _addr(work), n, dtype, red, s), lambda: _finish_into(out, work), what)
         if work is out:
             note_write(out._storage)
-        return Work(w, finish=lambda: _finish_into(out, work))
+        return done
     host_out, host_in = _Host(work), _Host(src)
     send, wire_op = _wire(src.dtype, host_in.array, op)
     # the receive buffer in the wire's dtype: the output itself, its uint8 view (bool), a float32 one (f16/bf16)

@@ -11,11 +11,13 @@ How it works:
   first one 1 MiB, so communication starts early).
 - backward: a post-accumulate-grad hook on each parameter (tensorlite.autograd) counts the
   bucket's ready gradients; a full bucket is flattened into one buffer and its all-reduce
-  (AVG) starts at once: enqueued on the device's stream (NCCL/RCCL), or a non-blocking MPI
-  request (cpu). Buckets start in index order on every rank, so every rank issues the same
-  collectives in the same order. When the last one has started, each parameter's .grad
-  becomes its slice of the reduced buffer (a view: no copy back); on cpu the host waits for
-  the MPI requests there, on a GPU nothing waits.
+  (AVG) starts at once: on a GPU on the device's communication stream (NCCL/RCCL), after an
+  event that follows the flatten on the compute stream, so backward's kernels run on while
+  the collective waits for the other ranks; on cpu a non-blocking MPI request. Buckets start
+  in index order on every rank, so every rank issues the same collectives in the same order.
+  When the last one has started, each parameter's .grad becomes its slice of the reduced
+  buffer (a view: no copy back); on cpu the host waits for the MPI requests there, on a GPU
+  the compute stream waits for the communication stream (the host does not).
 - no_sync(): forwards inside skip the reduction, so gradients accumulate locally; the first
   backward after it reduces the accumulated .grad.
 - broadcast_buffers: each training forward broadcasts rank 0's buffers (BatchNorm's running
@@ -23,11 +25,13 @@ How it works:
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 
 from ..autograd import _topo_order, is_grad_enabled, no_grad, register_post_accumulate_grad_hook
 from ..errors import ArgumentError, DTypeError
+from ..layout import Layout
 from ..nn.modules import Module
 from ._world import CollectiveMismatchError, DistributedError, world
 from .collectives import _all_reduce, _broadcast
@@ -36,13 +40,15 @@ _FIRST_BUCKET_BYTES = 1 << 20  # as torch's: a small first bucket gets communica
 
 
 class _Bucket:
-    __slots__ = ("params", "offsets", "numel", "dtype", "device", "ready", "flat", "work")
+    __slots__ = ("params", "offsets", "numels", "layouts", "numel", "dtype", "device", "ready", "flat", "work")
 
     def __init__(self, params):
-        self.params, self.offsets, n = params, [], 0
-        for p in params:
+        self.params, self.offsets, self.layouts, n = params, [], [], 0
+        self.numels = [p.numel() for p in params]
+        for p, size in zip(params, self.numels):
             self.offsets.append(n)
-            n += p.numel()
+            self.layouts.append(Layout.contiguous(tuple(p.shape), n))  # p.grad's view of the flat buffer
+            n += size
         self.numel, self.dtype, self.device = n, params[0].dtype, params[0].device
         self.ready, self.flat, self.work = 0, None, None
 
@@ -104,6 +110,7 @@ class DistributedDataParallel(Module):
         self._marked = set()      # id(param): its gradient of this backward is in
         self._fired = False       # a hook ran in this backward
         self._next = 0            # the next bucket to start (buckets start in index order)
+        self._host_pending = collections.deque()  # started cpu buckets' MPI Works, oldest first
 
     # ---- construction ----------------------------------------------------------------------------
     def _check_devices(self, device_ids, output_device):
@@ -172,6 +179,7 @@ class DistributedDataParallel(Module):
         out = self.module(*args, **kwargs)
         if sync:
             self._expecting, self._marked, self._fired, self._next = True, set(), False, 0
+            self._host_pending.clear()
             for b in self._buckets:
                 b.ready, b.flat, b.work = 0, None, None
             if self.find_unused_parameters:
@@ -222,9 +230,10 @@ class DistributedDataParallel(Module):
             return
         self._fired = True
         self._mark(p)
-        for b in self._buckets[:self._next]:  # let MPI progress the buckets already started
-            if b.work is not None and not b.work._done and b.work._request is not None:
-                b.work._request.Test()
+        pending = self._host_pending
+        # MPI advances non-blocking requests only inside MPI calls: one Test() per hook drives them all
+        while pending and pending[0].is_completed():
+            pending.popleft()
 
     def _mark(self, p):
         if id(p) in self._marked:
@@ -243,20 +252,39 @@ class DistributedDataParallel(Module):
             self._finish()
 
     def _start(self, bucket: _Bucket):
-        from ..tensor import cat, zeros
+        """Copy the bucket's gradients into a fresh flat buffer (a copy: the reduction writes it in
+        place, and a gradient may be shared) and start its all-reduce. The copies go straight to
+        the storages (what cat does, without its checks per tensor: the bucket's layout is known)."""
+        from ..tensor import empty, zeros
+        dtype, total = bucket.dtype, bucket.numel
         with no_grad():
-            grads = [(p.grad if p.grad is not None else zeros(p.shape, dtype=p.dtype, device=p.device)).reshape(-1)
-                     for p in bucket.params]
-            bucket.flat = cat(grads) if len(grads) > 1 else grads[0].to(bucket.dtype).contiguous().clone()
-        bucket.work = _all_reduce(world(), bucket.flat, "avg")
+            grads = [p.grad for p in bucket.params]
+            if any(g is None for g in grads):  # unused parameters: zeros, in one fill of the whole buffer
+                flat = zeros(total, dtype=dtype, device=bucket.device)
+            else:
+                flat = empty(total, dtype=dtype, device=bucket.device)
+            dst = flat._storage
+            for g, off, size in zip(grads, bucket.offsets, bucket.numels):
+                if g is None or not size:
+                    continue
+                if g.dtype is not dtype or not g._layout.is_contiguous():
+                    g = g.to(dtype).contiguous()
+                g._storage.copy2d(dst, 1, size, size, size, g._layout.offset, off)  # one row: a plain copy
+        bucket.flat = flat
+        bucket.work = work = _all_reduce(world(), flat, "avg")
+        if work._request is not None:
+            self._host_pending.append(work)
 
     def _finish(self):
+        from ..tensor import _view
         self._expecting = False
         for b in self._buckets:
-            b.work.wait()
-            for p, off in zip(b.params, b.offsets):
-                p.grad = b.flat[off:off + p.numel()].view(p.shape)
+            b.work.wait()  # cpu: the host waits for MPI; GPU: the compute stream for the communication stream
+            flat = b.flat
+            for p, layout in zip(b.params, b.layouts):
+                p.grad = _view(flat, layout)
             b.flat = b.work = None
+        self._host_pending.clear()
 
     def _name_of(self, p):
         return next((n for n, q in self._named if q is p), "?")

@@ -165,13 +165,20 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
     def _nothing(self, *args):
         return None
 
-    stream_synchronize = event_record = event_synchronize = event_destroy = _nothing
+    # Work runs when enqueued, in the order enqueued: whatever a stream waits for has finished,
+    # so a stream waiting on an event is satisfied at once and every event has completed
+    stream_synchronize = event_record = event_synchronize = event_destroy = stream_wait_event = _nothing
 
     def stream_create(self):
         return next(self._streams)
 
     def event_create(self):
         return object()
+
+    sync_event_create = event_create
+
+    def event_query(self, event):
+        return True
 
     def event_elapsed_ms(self, start, stop):
         return 0.0
