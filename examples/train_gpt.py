@@ -215,14 +215,20 @@ class GPT(nn.Module):
 
     def compute_weights(self):
         """For one forward: a function from a matmul weight (or None) to its copy in
-        compute_dtype. Under bf16 the f32 master weights are cast all at once, one
-        multi-tensor op whose backward casts their gradients back at once too (two casts per
-        weight per step otherwise: host time that bounds a small model's step)."""
-        layers = [m for block in self.blocks for m in (block.q, block.k, block.v, block.proj, block.fc, block.out)]
-        weights = [p for m in layers + [self.head] if m is not None for p in (m.weight, m.bias) if p is not None]
-        if self.head is None:
-            weights.append(self.tok.weight)
-        copies = dict(zip(map(id, weights), tl.foreach_to(weights, self.compute_dtype)))
+        compute_dtype. Under bf16 the f32 master weights are cast a block at a time, one
+        multi-tensor op per block whose backward casts the block's gradients back at once too
+        (two casts per weight per step otherwise: host time that bounds a small model's step).
+        Per block, not all at once: the f32 gradients of a block are then ready when its
+        backward is done, so DDP's all-reduce of them overlaps the backward of the blocks below."""
+        groups = [[m for m in (block.q, block.k, block.v, block.proj, block.fc, block.out)] for block in self.blocks]
+        groups.append([self.head])
+        copies = {}
+        for group in groups:
+            weights = [p for m in group if m is not None for p in (m.weight, m.bias) if p is not None]
+            if group[0] is self.head and self.head is None:
+                weights.append(self.tok.weight)
+            if weights:
+                copies.update(zip(map(id, weights), tl.foreach_to(weights, self.compute_dtype)))
         return lambda p: None if p is None else copies[id(p)]
 
 
