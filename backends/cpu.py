@@ -29,7 +29,8 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tensorlite import dtype as dtypes, op_table
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
-                                adam_state_dtype, batch_of_one, check_cross_entropy, sdpa_layout, sdpa_mode)
+                                adam_state_dtype, batch_of_one, check_adam_scalar, check_cross_entropy, sdpa_layout,
+                                sdpa_mode)
 from tensorlite.dtype import cast_array
 from tensorlite.errors import (ArgumentError, DeviceError, DTypeError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                                storage_error, unsupported_dtype)
@@ -986,6 +987,9 @@ class CpuStorage(BackendStorage):
     def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
                    weight_decay, step, decoupled=True, maximize=False):
         p, g = self._grad_read("adamw_step", layout, grad, grad_layout)
+        # capturable: the step count and lr are read from their memory at the update, as the kernel's
+        lr, step = (check_adam_scalar("adamw_step", k, v, self, layout) for k, v in (("lr", lr), ("step", step)))
+        lr, step = (float(v[0]._read(v[1]).reshape(-1)[0]) if isinstance(v, tuple) else v for v in (lr, step))
         sdt = adam_state_dtype(self.dtype)
         n = layout.numel()
         states = [exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])

@@ -392,7 +392,7 @@ def main(argv=None, default_cases="all"):
         with open(args.json, "w") as f:
             json.dump({"device": repr(dev), "torch": torch.__version__, "rows": b.rows}, f, indent=1)
     print_table(b.rows)
-    return 1 if any("error" in r for r in b.rows) else 0
+    return 1 if any(r.get("status") in ("error", "stopped") for r in b.rows) else 0  # not "unavailable"
 
 
 if __name__ == "__main__":

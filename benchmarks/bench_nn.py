@@ -31,6 +31,13 @@ groups too, after its own). Groups:
          norms / residual / loss in f32) against torch.autocast(bfloat16), which makes the same
          split (its weight casts are one per weight). tokens/s from host
          timers (the host is part of a training step). Target: >= 1.0x torch eager.
+         Then the captured step (issue 23): tensorlite's whole step (forward, backward,
+         AdamW(capturable=True)) captured as one graph and replayed, each batch copied into a
+         static input, against torch eager, torch.compile (default mode) and
+         torch.compile(mode="reduce-overhead") (CUDA graphs), both torch compiled steps compiling
+         forward + loss + backward, with torch.optim.AdamW stepping eagerly (foreach) outside
+         the compiled function. A torch.compile that is unavailable or fails here gives a row
+         that says why (the benchmark goes on).
 """
 from __future__ import annotations
 
@@ -362,11 +369,85 @@ def gpt_cases(b):
         how = "autocast bf16" if dt == "bfloat16" else "f32, no TF32"
         b.row(name, "tokens/s", tokens / ms_tl * 1e3, tokens / ms_t * 1e3, target={"ratio": 1.0},
               note=f"first loss {loss_tl:.4f} / {loss_t:.4f}; torch eager {how}")
+        if b.gpu:
+            with b.guard(f"{name} graphed"):
+                graphed(dt, name, how, ms_t, iters, warmup, reps)
+
+    def graphed(dt, name, how, ms_t, iters, warmup, reps):
+        """The captured tensorlite step against torch eager (ms_t) and torch.compile's two modes."""
+        tl.manual_seed(0)
+        model = GPT(vocab, seq, d_model, n_layer, n_head).to(b.device)
+        model.compute_dtype = getattr(tl, dt)
+        opt = tl.optim.AdamW(model.parameters(), **{**opt_args, "lr": tl.tensor(opt_args["lr"], device=b.device)},
+                             capturable=True)
+        static_x = x_tl.clone()
+
+        def eager():
+            loss = tl.nn.functional.cross_entropy(model(static_x).reshape(-1, vocab), y_tl)
+            loss.backward()
+            opt.step()
+            return loss
+        for _ in range(2):  # eager warm-up: the optimizer state, the kernels
+            opt.zero_grad()
+            eager()
+        opt.zero_grad(set_to_none=True)  # the gradients are made in the graph's memory
+        g = tl.graphs.Graph()
+        with tl.graphs.graph(g, device=b.device):
+            static_loss = eager()
+
+        def step_tl():  # a training loop's step: the next batch into the static input, then the replay
+            static_x.copy_(x_tl)
+            g.replay()
+            return static_loss
+        loss_tl = float(step_tl().item())
+        ms_tl = b.host_ms_tl(step_tl, iters, warmup, reps)
+        note = f"tensorlite: one captured graph; loss after 3 steps {loss_tl:.4f}"
+        b.row(f"{name} graphed", "tokens/s", tokens / ms_tl * 1e3, tokens / ms_t * 1e3, target={"ratio": 1.0},
+              note=f"{note}; torch eager {how}")
+        for mode in ("default", "reduce-overhead"):
+            label = f"{name} graphed vs torch.compile({mode})"
+            try:
+                ms_c, loss_c = _torch_compiled_ms(b, torch, dt, mode, vocab, seq, d_model, n_layer, n_head, x_t, y_t,
+                                                  opt_args, iters, warmup, reps)
+            except Exception as e:  # no compiler (triton, a C compiler) or a compile failure on this machine
+                b.rows.append({"case": label, "unit": "", "status": "unavailable",
+                               "error": f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+                print(f"  {label}: torch.compile failed: {type(e).__name__}: {e}", flush=True)
+                continue
+            b.row(label, "tokens/s", tokens / ms_tl * 1e3, tokens / ms_c * 1e3, target={"ratio": 1.0},
+                  note=f"{note}; torch.compile(mode={mode!r}) {how}, loss after 3 steps {loss_c:.4f}")
 
     for dt in ("float32", "bfloat16"):
         with b.guard(f"gpt {_short(dt)}"):
             one(dt)
         b.free()  # one's models and optimizer state are gone with its frame
+
+
+def _torch_compiled_ms(b, torch, dt, mode, vocab, seq, d_model, n_layer, n_head, x_t, y_t, opt_args, iters, warmup,
+                       reps):
+    """ms per training step of the torch GPT with forward + loss + backward under torch.compile(mode)
+    and an eager AdamW step; (ms, the loss of the third step). Raises where torch.compile fails."""
+    torch.manual_seed(0)
+    tmodel = _torch_gpt(torch, vocab, seq, d_model, n_layer, n_head).to(b.tdev)
+    topt = torch.optim.AdamW(tmodel.parameters(), **opt_args)  # eager, as in the torch eager row
+    autocast = (lambda: torch.autocast(b.tdev, torch.bfloat16)) if dt == "bfloat16" else contextlib.nullcontext
+
+    def fwd_bwd(x, y):
+        with autocast():
+            loss = torch.nn.functional.cross_entropy(tmodel(x).reshape(-1, vocab), y)
+        loss.backward()
+        return loss.detach()
+    compiled = torch.compile(fwd_bwd, mode=None if mode == "default" else mode)
+
+    def step_t():
+        topt.zero_grad(set_to_none=True)
+        loss = compiled(x_t, y_t)
+        topt.step()
+        return loss
+    for _ in range(3):  # compiles (and, reduce-overhead, records its CUDA graphs) before the clock
+        loss = step_t()
+    loss = float(loss.item())
+    return b.host_ms_torch(step_t, iters, warmup, reps), loss
 
 
 CASES = {"norms": norm_cases, "sdpa": sdpa_cases, "conv": conv_cases, "gpt": gpt_cases}

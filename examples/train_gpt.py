@@ -40,6 +40,14 @@ step, gradient norm clipped at 1. Every --eval-every steps the model answers 500
 validation problems; once it gets --stop-at (99%) of them right, training stops. Most
 runs stop after 300-500 steps; --steps bounds the slow ones.
 
+`--graph` (the default on a GPU with one rank; `--no-graph` to turn it off) captures the
+whole training step, forward + backward + clipping + AdamW, as one graph after two eager
+steps and replays it (tl.graphs: one launch call per step instead of a few hundred): each
+batch is copied into a static input, AdamW runs with capturable=True (step counts on the
+device) and its lr is a device tensor that the schedule fills before each replay; the loss
+is read from the graph's output outside it. The gradients are cleared to None once before
+the capture, so backward makes them in the graph's memory and every replay writes them anew.
+
 Evaluation decodes greedily, one batch for all held-out problems, and counts a problem
 right only if every answer digit is. Neither the held-out nor the validation problems
 ever appear in training.
@@ -351,6 +359,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--out", default="gpt_adder.safetensors", help="checkpoint path ('' to skip saving)")
     p.add_argument("--target", type=float, default=0.95, help="exit 1 if held-out accuracy is below this")
+    p.add_argument("--graph", action=argparse.BooleanOptionalAction, default=None,
+                   help="capture the training step as a graph and replay it (default: on for a GPU with one rank)")
     p.add_argument("--load", metavar="PATH", help="skip training: load a checkpoint this script wrote")
     p.add_argument("--ask", nargs="+", metavar="A+B", help="print the model's answers to these sums")
     return p.parse_args(argv)
@@ -390,21 +400,45 @@ def train(args: argparse.Namespace):
     replica = dist.DistributedDataParallel(model) if world > 1 else model
     shard = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
 
-    opt = tl.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    graph = use_graph(args.graph, device, world)
+    # captured: the step counts and the lr on the device (the schedule fills the lr tensor in place)
+    lr = tl.tensor(lr_at(0, args.steps, args.lr, args.warmup), device=device) if graph else args.lr
+    opt = tl.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01, capturable=graph)
+
+    def train_step(seq):
+        loss = answer_loss(replica, seq, data.prompt_len)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+    captured = static_seq = static_loss = None
     losses = []
     start = time.perf_counter()
     bar = progress(total=args.steps, desc="train", unit="step", disable=True if rank else None)
     say = bar.write if rank == 0 else (lambda line: None)
     for step in range(args.steps):
+        rate = lr_at(step, args.steps, args.lr, args.warmup)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            if graph:
+                group["lr"].fill_(rate)
+            else:
+                group["lr"] = rate
         # every rank draws the same global batch (one generator, one seed) and trains on its slice
         seq = tl.tensor(data.batch(args.batch_size)[shard], device=device)
-        loss = answer_loss(replica, seq, data.prompt_len)
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if not graph or step < GRAPH_WARMUP:  # eager (graph: also makes the optimizer state, compiles)
+            opt.zero_grad()
+            loss = train_step(seq)
+        else:
+            if captured is None:
+                static_seq = seq.clone()
+                opt.zero_grad(set_to_none=True)  # backward makes the gradients in the graph's memory
+                captured = tl.graphs.Graph()
+                with tl.graphs.graph(captured, device=device):
+                    static_loss = train_step(static_seq)
+            else:
+                static_seq.copy_(seq)
+            captured.replay()  # a capture runs nothing: its first batch is trained here too
+            loss = static_loss
         bar.update()
         last = step == args.steps - 1
         if step % 10 == 0 or last:  # reading the loss waits for the device: not every step
@@ -421,6 +455,18 @@ def train(args: argparse.Namespace):
                 break
     bar.close()
     return model, data, losses
+
+
+GRAPH_WARMUP = 2  # eager steps before the capture
+
+
+def use_graph(asked, device: str, world: int) -> bool:
+    """Whether to capture the training step: as asked, else on a GPU with one rank (no graph
+    on cpu, nor with several ranks, whose gradient all-reduce runs outside the device's stream)."""
+    gpu = tl.backend.get_device(device).name != "cpu"
+    if asked and (not gpu or world > 1):
+        raise ValueError(f"--graph needs a GPU device and one rank (device {device}, {world} ranks)")
+    return gpu and world == 1 if asked is None else asked
 
 
 def _global_mean(loss: tl.Tensor) -> float:

@@ -15,6 +15,8 @@
 // gelu_bwd_<t>, gelu_erf_bwd_<t>, silu_bwd_<t>   dy * f'(x)
 // adamw_<t>                                one in-place AdamW/Adam step per parameter
 // adamw_many_<t>                           the same for up to 24 contiguous parameters at once
+// adamw_cap_<t>, adamw_many_cap_<t>        the same with the step count (and lr) read from device
+//                                          memory (capturable: a replayed graph sees their values)
 //
 // Row kernels use fused.hip's conventions: `outer` addresses each row's first element,
 // `inner` steps along the row, blocks are (tpr, rows_per_block) (tl_row_allreduce).
@@ -460,7 +462,8 @@ TL_DEV void act_bwd_map(i64 n, const Strided& Lx, const Strided& Lg, const T* x,
 //   decoupled: p *= 1 - lr * wd          else: g += wd * p
 //   m = lerp(m, g, 1 - b1);  v = v * b2 + (1 - b2) * g * g;  vmax = max(vmax, v) (amsgrad)
 //   p -= step_size * m / (sqrt(v or vmax) / bc2_sqrt + eps)
-// with step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) from the host. The
+// with step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) from the host, or (the _cap
+// entries, torch's capturable=True) from a float32 step count t and lr in device memory. The
 // parameter is read and written through its layout; the states (m, v, vmax: A-typed,
 // contiguous) by element index. flags: 1 decoupled, 2 maximize, 4 amsgrad.
 template <typename A> struct AdamStep {
@@ -487,11 +490,22 @@ template <typename A> struct AdamStep {
     }
 };
 
+TL_MATH1(expm1, expm1f, expm1)
+
+// capturable: this step's count *t (already incremented) and lr (*lr_dev, or lr where lr_dev is
+// null) read when the kernel runs; 1 - b^t = -expm1(t * log b) with log b from the host keeps
+// A's precision for b near 1 (1 - powf(b, t) would lose it), and b = 0 (log -inf) gives 1.
+template <typename A>
+TL_DEV AdamStep<A> adam_counted_step(const float* lr_dev, double lr, double b1, double b2, double eps, double wd,
+                                     double log_b1, double log_b2, const float* t, int flags) {
+    const A n = (A)*t, l = lr_dev ? (A)*lr_dev : (A)lr;
+    const A bc1 = -tl_expm1(n * (A)log_b1), bc2 = -tl_expm1(n * (A)log_b2);
+    return AdamStep<A>(l, b1, b2, eps, wd, l / bc1, tl_sqrt(bc2), flags);
+}
+
 template <typename T>
 TL_DEV void adamw_map(i64 n, const Strided& Lp, const Strided& Lg, T* p, const T* g, typename Tr<T>::acc* m,
-                      typename Tr<T>::acc* v, typename Tr<T>::acc* vmax, double lr, double b1, double b2,
-                      double eps, double wd, double step_size, double bc2_sqrt, int flags) {
-    const AdamStep<typename Tr<T>::acc> step(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);
+                      typename Tr<T>::acc* v, typename Tr<T>::acc* vmax, const AdamStep<typename Tr<T>::acc>& step) {
     TL_GRID_LOOP(i, n) {
         const i64 pi = tl_index(Lp, i);
         p[pi] = Tr<T>::store(step(Tr<T>::load(p[pi]), Tr<T>::load(g[tl_index(Lg, i)]), m, v, vmax, i));
@@ -513,14 +527,32 @@ template <typename T> struct AdamTable {
     typename Tr<T>::acc* v[TL_ADAM_TENSORS];
     int count;
 };
+template <typename T> struct AdamTableCap {  // capturable: each tensor's float32 step count too
+    AdamTable<T> tb;
+    const float* step[TL_ADAM_TENSORS];
+};
 
-template <typename T>
-TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double b2, double eps, double wd,
-                           double step_size, double bc2_sqrt, int flags) {
-    const AdamStep<typename Tr<T>::acc> step(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);
+// Steps(t): tensor t's AdamStep: the host's one for all (AdamSame), or from t's count (AdamCounted)
+template <typename A> struct AdamSame {
+    AdamStep<A> s;
+    TL_DEV const AdamStep<A>& operator()(int) const { return s; }
+};
+template <typename A> struct AdamCounted {
+    const float* lr_dev;
+    const float* const* step;
+    double lr, b1, b2, eps, wd, log_b1, log_b2;
+    int flags;
+    TL_DEV AdamStep<A> operator()(int t) const {
+        return adam_counted_step<A>(lr_dev, lr, b1, b2, eps, wd, log_b1, log_b2, step[t], flags);
+    }
+};
+
+template <typename T, typename Steps>
+TL_DEV void adamw_many_map(const AdamTable<T>& tb, const Steps& steps) {
     const i64 n_blocks = tb.first_block[tb.count];
     for (i64 b = blockIdx.x; b < n_blocks; b += gridDim.x) {
         const int t = tl_table_tensor(tb.first_block, b);
+        const AdamStep<typename Tr<T>::acc>& step = steps(t);
         const i64 i0 = (b - tb.first_block[t]) * TL_ADAM_CHUNK;
         const i64 i1 = i0 + TL_ADAM_CHUNK < tb.n[t] ? i0 + TL_ADAM_CHUNK : tb.n[t];
         T* p = tb.p[t];
@@ -598,10 +630,23 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, double lr, double b1, double 
     extern "C" __global__ void adamw_##sfx(i64 n, Strided Lp, Strided Lg, T* p, const T* g,   \
         Tr<T>::acc* m, Tr<T>::acc* v, Tr<T>::acc* vmax, double lr, double b1, double b2,      \
         double eps, double wd, double step_size, double bc2_sqrt, int flags) {                \
-        adamw_map<T>(n, Lp, Lg, p, g, m, v, vmax, lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags); \
+        adamw_map<T>(n, Lp, Lg, p, g, m, v, vmax,                                             \
+                     AdamStep<Tr<T>::acc>(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags));   \
     }                                                                                         \
     extern "C" __global__ void adamw_many_##sfx(AdamTable<T> tb, double lr, double b1, double b2, \
         double eps, double wd, double step_size, double bc2_sqrt, int flags) {                \
-        adamw_many_map<T>(tb, lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags);               \
+        const AdamSame<Tr<T>::acc> same = {AdamStep<Tr<T>::acc>(lr, b1, b2, eps, wd, step_size, bc2_sqrt, flags)}; \
+        adamw_many_map<T>(tb, same);                                                          \
+    }                                                                                         \
+    extern "C" __global__ void adamw_cap_##sfx(i64 n, Strided Lp, Strided Lg, T* p, const T* g, \
+        Tr<T>::acc* m, Tr<T>::acc* v, Tr<T>::acc* vmax, const float* lr_dev, double lr, double b1, \
+        double b2, double eps, double wd, double log_b1, double log_b2, const float* step, int flags) { \
+        adamw_map<T>(n, Lp, Lg, p, g, m, v, vmax, adam_counted_step<Tr<T>::acc>(              \
+            lr_dev, lr, b1, b2, eps, wd, log_b1, log_b2, step, flags));                       \
+    }                                                                                         \
+    extern "C" __global__ void adamw_many_cap_##sfx(AdamTableCap<T> tc, const float* lr_dev, double lr, \
+        double b1, double b2, double eps, double wd, double log_b1, double log_b2, int flags) { \
+        const AdamCounted<Tr<T>::acc> counted = {lr_dev, tc.step, lr, b1, b2, eps, wd, log_b1, log_b2, flags}; \
+        adamw_many_map<T>(tc.tb, counted);                                                    \
     }
 TL_FOR_FLOATS(FUSED_GRAD_ENTRIES)

@@ -492,14 +492,21 @@ class BackendStorage(ABC):
         twice) with `grad` (self's dtype and shape). exp_avg, exp_avg_sq and (amsgrad only)
         max_exp_avg_sq are contiguous state storages of layout.numel() elements in
         adam_state_dtype(self.dtype), updated in place; `step` counts this step (1 first).
-        f16/bf16 parameters compute in f32 and round once."""
+        f16/bf16 parameters compute in f32 and round once.
+
+        Capturable (torch's capturable=True): `step` is a (storage, layout) pair addressing one
+        float32 element on self's device that holds this step's count (already incremented),
+        and `lr` a float or such a pair; their values are read when the update runs (a
+        replayed graph sees the current ones), the bias corrections computed from them
+        (check_adam_scalar checks the pairs)."""
 
     @classmethod
     def adamw_steps(cls, steps, lr: float, betas: Tuple[float, float], eps: float, weight_decay: float,
                     decoupled: bool = True, maximize: bool = False) -> None:
         """Several adamw_step calls that share their hyper-parameters, one optimizer step's
         worth: steps = [(param, layout, grad, grad_layout, exp_avg, exp_avg_sq,
-        max_exp_avg_sq or None, step), ...], every param a storage of this class. Runs them
+        max_exp_avg_sq or None, step), ...], every param a storage of this class (`step` and
+        `lr` as adamw_step takes them: numbers, or device pairs when capturable). Runs them
         one by one; a backend may batch them (the GPU backend: one launch per few dozen)."""
         for p, layout, grad, grad_layout, m, v, vmax, step in steps:
             p.adamw_step(layout, grad, grad_layout, m, v, vmax, lr, betas, eps, weight_decay, step, decoupled,
@@ -549,6 +556,21 @@ def check_cross_entropy(op: str, logits, layout: Layout, target, target_layout: 
 def adam_state_dtype(dtype):
     """Adam's moment buffers: float64 for float64 parameters, else float32."""
     return _dtypes.float64 if dtype is _dtypes.float64 else _dtypes.float32
+
+
+def check_adam_scalar(op: str, name: str, value, param, layout: Layout):
+    """adamw_step's `lr` or `step`: a number passes as it is; a (storage, layout) pair
+    (capturable) must address one float32 element on the parameter's device."""
+    if not isinstance(value, tuple):
+        return value
+    st, lay = value
+    if st.device is not param.device:
+        raise storage_error(DeviceError, op, f"{name} must be on the parameter's device",
+                            self=(param, layout), **{name: value})
+    if st.dtype is not _dtypes.float32 or lay.numel() != 1:
+        raise storage_error(DTypeError, op, f"{name} must be one float32 element", self=(param, layout),
+                            **{name: value})
+    return value
 
 
 def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> Tuple[float, float]:

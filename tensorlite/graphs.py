@@ -15,8 +15,9 @@ Two ways in, with PyTorch's and tinygrad's shapes:
 
 What a capture may not do, and says so (CaptureError): read data back to the host
 (.item(), .tolist(), printing, boolean masks, nonzero, ...), wait for the device, draw
-random numbers (they would repeat on every replay), or step an optimizer (its step count
-and learning rate are host values that a replay would repeat). Host data uploaded inside
+random numbers (they would repeat on every replay), or step an optimizer whose step count
+and learning rate are host values that a replay would repeat (Adam/AdamW with
+capturable=True keep them on the device and may be captured). Host data uploaded inside
 the capture (`tl.tensor([...])`) becomes a constant of the graph. Index ops check their
 ids on the device: a bad id in a replay raises IndexOutOfRange at the next host read.
 Tensors a graph reads but did not create (weights, static inputs) must stay alive and be

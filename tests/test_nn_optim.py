@@ -402,3 +402,124 @@ def test_sgd_momentum_buffer_is_not_the_gradient():
     with tl.no_grad():
         p.grad.mul_(0.0)  # clip_grad_norm_ and friends write the gradient in place
     assert opt.state[p]["momentum_buffer"].tolist() == [1.0, 1.0]
+
+
+# ---- capturable Adam / AdamW: step counts and lr on the device ----------------------------
+
+CAPTURABLE_CASES = [("AdamW", dict(betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)),
+                    ("AdamW", dict(amsgrad=True, maximize=True)),
+                    ("Adam", dict(weight_decay=0.05)), ("Adam", dict(decoupled_weight_decay=True, amsgrad=True))]
+
+
+@pytest.mark.parametrize("name,kwargs", CAPTURABLE_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CAPTURABLE_CASES)])
+def test_capturable_adam_equals_host_counted_and_torch_under_a_schedule(device, rng, name, kwargs):
+    """capturable=True with a Tensor lr that a schedule updates in place gives the trajectory of the
+    host-counted optimizer with a float lr, and torch's; one parameter misses its gradient at one
+    step (its count must not advance: the per-parameter increment), one is a transposed view."""
+    torch = pytest.importorskip("torch")
+    p0s = [rng.standard_normal((3, 4)), rng.standard_normal(5), rng.standard_normal((4, 2))]
+    grads = [[rng.standard_normal(p.shape) for p in p0s] for _ in range(5)]
+    grads[2][1] = None
+    make_sched = lambda m, o: m.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0.01)  # noqa: E731
+
+    def run(mod, ps, lr, wrap, **extra):
+        opt = getattr(mod, name)(ps, lr=lr, **kwargs, **extra)
+        sched, out = make_sched(mod, opt), []
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = None if g is None else wrap(g)
+            opt.step()
+            sched.step()
+            out.append([p.detach().numpy().astype(np.float64) for p in ps])
+        return opt, out
+
+    t_ps = [torch.nn.Parameter(torch.tensor(p, dtype=torch.float32)) for p in p0s]
+    _, want = run(torch.optim, t_ps, 0.05, lambda g: torch.tensor(g, dtype=torch.float32))
+
+    def tl_params():
+        ps = [nn.Parameter(tl.tensor(p, dtype=tl.float32, device=device)) for p in p0s[:2]]
+        return ps + [nn.Parameter(tl.tensor(p0s[2].T.copy(), dtype=tl.float32, device=device).mT)]
+    wrap = lambda g: tl.tensor(g, dtype=tl.float32, device=device)  # noqa: E731
+    _, host = run(optim, tl_params(), 0.05, wrap)
+    lr = tl.tensor(0.05, device=device)
+    opt, got = run(optim, tl_params(), lr, wrap, capturable=True)
+    assert opt.param_groups[0]["lr"] is lr    # scheduled in place: 0.01 + 0.04 * (1 + cos(5 pi / 4)) / 2
+    assert lr.item() == pytest.approx(0.01 + 0.02 * (1 + np.cos(np.pi * 5 / 4)), rel=1e-6)
+    for step_got, step_host, step_want in zip(got, host, want):
+        for g, h, w in zip(step_got, step_host, step_want):
+            np.testing.assert_allclose(g, h, rtol=2e-6, atol=2e-7)
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
+    counts = [opt.state[p]["step"] for p in opt.param_groups[0]["params"]]
+    assert [(c.shape, c.dtype, str(c.device)) for c in counts] == [((), tl.float32, str(lr.device))] * 3
+    assert [c.item() for c in counts] == [5.0, 4.0, 5.0]
+
+
+def test_capturable_state_dict_is_torchs_and_resumes(device, rng):
+    """state['step'] is a 0-d float32 tensor on the parameter's device (torch's layout); a state saved
+    mid-run and loaded into a fresh capturable optimizer continues exactly; a host-counted state loaded
+    into a capturable optimizer keeps its own setting (torch: the saved param_groups win)."""
+    torch = pytest.importorskip("torch")
+    import io
+    p0s = [rng.standard_normal((2, 3)), rng.standard_normal(4)]
+    grads = [[rng.standard_normal(p.shape) for p in p0s] for _ in range(4)]
+    make = lambda ps: optim.AdamW(ps, lr=tl.tensor(0.05, device=device), capturable=True)  # noqa: E731
+    ps = [nn.Parameter(tl.tensor(p, device=device)) for p in p0s]
+    _, ref = tl_run("AdamW", {}, ps, grads, device, make(ps))
+    ps = [nn.Parameter(tl.tensor(p, device=device)) for p in p0s]
+    opt, _ = tl_run("AdamW", {}, ps, grads[:2], device, make(ps))
+    sd = opt.state_dict()
+    tps = [torch.nn.Parameter(torch.tensor(p)) for p in p0s]
+    tsd = torch.optim.AdamW(tps, lr=torch.tensor(0.05), capturable=True).state_dict()
+    assert set(tsd["param_groups"][0]) - {"foreach", "differentiable", "fused"} == set(sd["param_groups"][0])
+    assert sd["param_groups"][0]["capturable"] is True
+    for i in (0, 1):
+        step = sd["state"][i]["step"]
+        assert isinstance(step, tl.Tensor) and step.shape == () and step.dtype is tl.float32 and step.item() == 2.0
+        assert str(step.device) == str(ps[i].device)
+    buf = io.BytesIO()
+    tl.save({"params": [p.detach() for p in ps], "opt": sd}, buf)
+    buf.seek(0)
+    saved = tl.load(buf)
+    qs = [nn.Parameter(t.to(device)) for t in saved["params"]]
+    opt2 = optim.AdamW(qs, lr=tl.tensor(9.0, device=device), capturable=True)
+    opt2.load_state_dict(saved["opt"])
+    assert opt2.param_groups[0]["lr"].item() == pytest.approx(0.05) and str(opt2.param_groups[0]["lr"].device) == \
+        str(qs[0].device)
+    assert str(opt2.state[qs[0]]["step"].device) == str(qs[0].device)
+    _, got = tl_run("AdamW", {}, qs, grads[2:], device, opt2)
+    for g, r in zip(got[-1], ref[-1]):
+        np.testing.assert_array_equal(g, r)
+    assert [opt2.state[q]["step"].item() for q in qs] == [4.0, 4.0]
+    host = optim.AdamW([nn.Parameter(tl.tensor(p, device=device)) for p in p0s])
+    host.load_state_dict(sd)  # the saved groups say capturable: the counts stay on the device
+    assert host.param_groups[0]["capturable"] and isinstance(host.state[host.param_groups[0]["params"][0]]["step"],
+                                                              tl.Tensor)
+    old, _ = tl_run("AdamW", {}, [nn.Parameter(tl.tensor(p, device=device)) for p in p0s], grads[:1], device)
+    old_sd = old.state_dict()
+    del old_sd["param_groups"][0]["capturable"]   # saved before the setting existed: host counts
+    back = optim.AdamW(qs, capturable=True)
+    back.load_state_dict(old_sd)
+    assert back.param_groups[0]["capturable"] is False and back.state[qs[0]]["step"] == 1
+
+
+def test_capturable_adamw_rejects_an_lr_it_cannot_read(device):
+    p = nn.Parameter(tl.ones(3, device=device))
+    p.grad = tl.ones(3, device=device)
+    with pytest.raises(tl.DTypeError, match="adamw_step.*lr must be one float32 element"):
+        optim.AdamW([p], lr=tl.tensor(0.1, dtype=tl.float64, device=device), capturable=True).step()
+    with pytest.raises(ValueError, match="Tensor lr must be 1-element"):
+        optim.AdamW([p], lr=tl.ones(2), capturable=True)
+    if device != "cpu":
+        with pytest.raises(tl.DeviceError, match="adamw_step.*lr must be on the parameter's device"):
+            optim.AdamW([p], lr=tl.tensor(0.1), capturable=True).step()
+    host = optim.AdamW([p], lr=tl.tensor(0.25, device=device))   # without capturable: read on the host, as torch
+    host.step()
+    assert host.state[p]["step"] == 1 and p.tolist() == pytest.approx([1 - 0.25 * (1 + 0.01)] * 3, rel=1e-5)
+
+
+def test_zero_grad_without_set_to_none_writes_in_place():
+    p = nn.Parameter(tl.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = g = tl.tensor([3.0, 4.0])
+    opt.zero_grad(set_to_none=False)
+    assert p.grad is g and g.tolist() == [0.0, 0.0]   # torch's: the same tensor, zeroed

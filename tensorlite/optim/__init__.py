@@ -5,21 +5,25 @@ and swap the result into the parameter (`p.data = ...`); Adam/AdamW update each 
 moment buffers in place with one fused step (`adamw_step`; `adamw_steps` hands a group's
 parameters to the backend at once, a few kernel launches on a GPU), as torch does. Either way modules
 and optimizers keep the same objects. Step counts and bias corrections are Python numbers: a step
-never waits for the device. `lr_scheduler` holds the learning-rate schedules.
+never waits for the device; with capturable=True (Adam/AdamW) they live on the device instead, so
+a step can be captured in a graph (tl.graphs). `lr_scheduler` holds the learning-rate schedules.
 """
 from __future__ import annotations
 
 from ..autograd import enable_grad, no_grad, note_write
 from ..backend import adam_state_dtype
+from ..dtype import float32
 from ..errors import ArgumentError, CaptureError, StateDictError, TensorliteError
-from ..tensor import Tensor, full_like, zeros, zeros_like
+from ..tensor import Tensor, full_like, tensor, zeros, zeros_like
 
 
 class Optimizer:
     """Base class of the optimizers (torch.optim.Optimizer): `param_groups`, `defaults`, `state`,
     `zero_grad`, `add_param_group`, `state_dict` / `load_state_dict`. `params`: tensors, (name, tensor) pairs
     or dicts of settings with their own 'params'. torch's implementation switches
-    (foreach, fused, capturable) are accepted and change nothing: each optimizer has one implementation.
+    (foreach, fused) are accepted and change nothing: each optimizer has one implementation;
+    capturable=True of Adam/AdamW keeps the step count and lr on the device (see AdamW).
+    A Tensor lr is read on the host at each step (torch's _get_value), except by a capturable AdamW.
 
     >>> import tensorlite as tl
     >>> w, b = tl.nn.Parameter(tl.ones(2)), tl.nn.Parameter(tl.ones(1))
@@ -36,6 +40,7 @@ class Optimizer:
             raise ArgumentError(f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, "
                                 "got a Tensor (wrap it in a list)")
         self.defaults, self.state, self.param_groups = dict(defaults), {}, []  # state: parameter -> its buffers
+        self._graph_grads = {}  # parameter -> the gradient a captured step read (AdamW.step)
         groups = list(params)
         if not groups:
             raise ArgumentError(f"{type(self).__name__}: got an empty parameter list")
@@ -62,21 +67,41 @@ class Optimizer:
         self.param_groups.append({**self.defaults, **param_group, "params": params})
 
     def zero_grad(self, set_to_none: bool = True):
-        """Clear every parameter's gradient (None, or zeros with set_to_none=False)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.grad = None if set_to_none else zeros_like(p.grad)
+        """Clear every parameter's gradient: None, or (set_to_none=False) zeros written in place,
+        as torch. A gradient that a captured step reads (AdamW(capturable=True).step in a
+        graph) is zeroed in place, never dropped: every replay writes that memory, so it must
+        stay the parameter's (and alive). Before capturing a training step, clear the
+        gradients to None: backward then makes them inside the capture, and each replay writes
+        them anew (gradients kept from eager steps would be added to in every replay)."""
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    if set_to_none and not (self._graph_grads.get(p) is g and p._device.capture is None):
+                        p.grad = None
+                    else:
+                        if g.requires_grad:  # a create_graph=True gradient: torch detaches it first
+                            p.grad = g = g.detach()
+                        g.zero_()
 
     def _params_with_grad(self):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    if p._device.capture is not None:
+                    if p._device.capture is not None and not group.get("capturable"):
+                        fix = ("pass capturable=True to keep them on the device" if isinstance(self, AdamW) else
+                               "step the optimizer outside the captured code")
                         raise CaptureError(f"{type(self).__name__}.step inside a graph capture on {p._device}: its "
                                            "step count and learning rate are host values that every replay would "
-                                           "repeat; step the optimizer outside the captured code")
+                                           f"repeat; {fix}")
                     yield group, p, p.grad, self.state.setdefault(p, {})
+
+    @staticmethod
+    def _lr(group):  # a Tensor lr is read on the host (torch's _get_value)
+        lr = group["lr"]
+        return lr.item() if isinstance(lr, Tensor) else lr
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure()'s loss."""
@@ -135,8 +160,8 @@ class Optimizer:
                 raise StateDictError(f"{name}: the state has buffers for parameter {i!r}, which no group lists")
             p = index[i]
             state[p] = {k: self._copy_buffer(v, p) if isinstance(v, Tensor) else v for k, v in buffers.items()}
-        for group, saved in zip(self.param_groups, saved_groups):
-            group.update({k: v for k, v in saved.items() if k != "params"})
+        for group, saved in zip(self.param_groups, saved_groups):  # Tensor settings copied (torch: deepcopy)
+            group.update({k: v.clone() if isinstance(v, Tensor) else v for k, v in saved.items() if k != "params"})
         self.state = state
 
     def _copy_buffer(self, v, p):  # a copy (buffers change in place), on p's device, floats in the state dtype
@@ -177,7 +202,7 @@ class SGD(Optimizer):
                     buf = d.clone() if buf is None else buf.affine(mu, 0.0) + d.affine(1.0 - group["dampening"], 0.0)
                     state["momentum_buffer"] = buf
                     d = d + buf.affine(mu, 0.0) if group["nesterov"] else buf
-                self._update(p, p - d.affine(group["lr"], 0.0))
+                self._update(p, p - d.affine(self._lr(group), 0.0))
         return loss
 
 
@@ -218,7 +243,7 @@ class RMSprop(Optimizer):
                 d = g / v.sqrt().affine(1.0, group["eps"])
                 if mu:
                     d = state["momentum_buffer"] = state["momentum_buffer"].affine(mu, 0.0) + d
-                self._update(p, p - d.affine(group["lr"], 0.0))
+                self._update(p, p - d.affine(self._lr(group), 0.0))
         return loss
 
 
@@ -257,7 +282,7 @@ class Adagrad(Optimizer):
                 g = self._direction(group, p, grad)
                 state["step"] += 1
                 s = state["sum"] = state["sum"] + g * g
-                lr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+                lr = self._lr(group) / (1 + (state["step"] - 1) * group["lr_decay"])
                 self._update(p, p - (g / s.sqrt().affine(1.0, group["eps"])).affine(lr, 0.0))
         return loss
 
@@ -267,6 +292,15 @@ class AdamW(Optimizer):
     p *= 1 - lr * wd;  m, v = EMAs of g and g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     One fused step per parameter, in place (batched per group, `adamw_steps`); the moment buffers are float32 (float64
     for float64 parameters), so f16/bf16 parameters keep full-precision state.
+
+    capturable=True (torch's): each parameter's step count t is a 0-d float32 tensor on its device
+    (state['step'], as torch keeps it), incremented on the device, and the update kernel computes the
+    bias corrections from it; lr may be a one-element float32 Tensor on the parameters' device, which
+    the kernel reads and lr_scheduler updates in place. A step captured in a graph (tl.graphs) then
+    counts and follows the schedule on every replay (a float lr is a constant of the graph). A
+    parameter's state is made at its first step, which a capture cannot record: step once before
+    capturing. The step counts of a group's parameters on one device are the elements of one buffer,
+    so counting a step is one op.
 
     >>> import tensorlite as tl
     >>> p = tl.nn.Parameter(tl.tensor([1.0]))
@@ -281,16 +315,20 @@ class AdamW(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
                  amsgrad: bool = False, *, maximize: bool = False, foreach=None, capturable: bool = False,
                  differentiable: bool = False, fused=None):
-        self._init(params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, True)
+        self._init(params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, True, capturable)
 
-    def _init(self, params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, decoupled_weight_decay):
-        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
-            raise ArgumentError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
-                             f"weight_decay={weight_decay}")
+    def _init(self, params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, decoupled_weight_decay,
+              capturable):
+        name = type(self).__name__
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ArgumentError(f"{name}: Tensor lr must be 1-element, got shape {tuple(lr.shape)}")
+        if float(lr) < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
+            raise ArgumentError(f"{name}: invalid lr={lr}, betas={betas}, eps={eps} or weight_decay={weight_decay}")
+        self._step_buffers = {}  # (id(group), device) -> _StepBuffer (capturable groups)
         Optimizer.__init__(self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                              amsgrad=amsgrad, maximize=maximize,
+                                              amsgrad=amsgrad, maximize=maximize, capturable=bool(capturable),
                                               decoupled_weight_decay=decoupled_weight_decay),
-                         differentiable)
+                           differentiable)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient: one adamw_steps call per (group, storage
@@ -300,44 +338,143 @@ class AdamW(Optimizer):
             batches = {}
             for group, p, grad, state in self._params_with_grad():
                 item = self._prepare(group, p, grad, state)
-                batch = batches.setdefault((id(group), type(p._storage)), (group, [], []))
+                batch = batches.setdefault((id(group), type(p._storage)), (group, [], [], []))
                 batch[1].append(item)
                 batch[2].append(state)
-            for (_, storage_class), (group, items, states) in batches.items():
-                storage_class.adamw_steps(items, group["lr"], tuple(group["betas"]), group["eps"],
-                                          group["weight_decay"], group["decoupled_weight_decay"], group["maximize"])
-                for state, item in zip(states, items):  # counted once its update ran (an error above: not)
-                    state["step"] = item[-1]
+                batch[3].append(p)
+            for (_, storage_class), (group, items, states, ps) in batches.items():
+                undo = None
+                if group["capturable"]:  # this step's device counts (torch: step_t += 1 first)
+                    steps, undo = self._count_steps(group, ps)
+                    items = [item[:-1] + ((t._storage, t._layout),) for item, t in zip(items, steps)]
+                try:
+                    storage_class.adamw_steps(items, self._lr_arg(group), tuple(group["betas"]), group["eps"],
+                                              group["weight_decay"], group["decoupled_weight_decay"],
+                                              group["maximize"])
+                except BaseException:
+                    if undo is not None:  # as without capturable: a step that raised counts nothing
+                        for t in undo:
+                            t.sub_(1.0)
+                    raise
+                for state, item, p in zip(states, items, ps):  # counted once its update ran (an error above: not)
+                    if not group["capturable"]:
+                        state["step"] = item[-1]
+                    elif p._device.capture is not None:
+                        self._graph_grads[p] = p.grad  # replays write it: zero_grad keeps it (see there)
                     note_write(item[0])  # the parameter, written in place (its moment buffers are ours)
         return loss
 
+    @staticmethod
+    def _lr_arg(group):
+        """The lr adamw_steps takes: a number, or (capturable, a Tensor lr) the tensor's memory."""
+        lr = group["lr"]
+        if not isinstance(lr, Tensor):
+            return lr
+        return (lr._storage, lr._layout) if group["capturable"] else lr.item()
+
     def _prepare(self, group, p, grad, state):
         """Checks p and makes its state buffers: the adamw_steps item, whose last field is
-        the step number this update counts (step() records it in the state once it ran)."""
+        the step number this update counts (step() records it in the state once it ran;
+        capturable: None, step() puts the device count there)."""
+        name = type(self).__name__
         if not p.dtype.is_floating_point:
-            raise TensorliteError(f"{type(self).__name__}: parameters must be floating point, got {p.dtype.name}")
+            raise TensorliteError(f"{name}: parameters must be floating point, got {p.dtype.name}")
         if grad.dtype is not p.dtype:
             grad = grad._cast(p.dtype)
-        if not p._layout.is_contiguous():  # the in-place kernel writes each element once
-            p.data = p.contiguous()
         # moment buffers: f32 (f64 for f64 parameters), also for f16/bf16 parameters
         sdt = adam_state_dtype(p.dtype)
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
-        for name in names:
-            buf = state.get(name)
-            if buf is None:
-                state[name] = zeros(p.shape, dtype=sdt, device=p._device)
-            elif buf.dtype is not sdt or buf._device is not p._device or not buf._layout.is_contiguous() \
-                    or buf._layout.offset:
-                state[name] = buf.to(p._device)._cast(sdt).clone()
-        t = state.get("step", 0) + 1
+        stale = [k for k in names if (buf := state.get(k)) is None or buf.dtype is not sdt or buf._device is not p._device
+                 or not buf._layout.is_contiguous() or buf._layout.offset]
+        if (stale or not p._layout.is_contiguous()) and p._device.capture is not None:
+            raise CaptureError(f"{name}.step inside a graph capture on {p._device}: the state of a parameter of shape "
+                               f"{tuple(p.shape)} would be made in the capture, and every replay would reset it; step "
+                               "once before capturing")
+        if not p._layout.is_contiguous():  # the in-place kernel writes each element once
+            p.data = p.contiguous()
+        for k in stale:
+            buf = state.get(k)
+            state[k] = zeros(p.shape, dtype=sdt, device=p._device) if buf is None else buf.to(p._device)._cast(sdt).clone()
+        t = None if group["capturable"] else state.get("step", 0) + 1
         return (p._storage, p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
                 state["exp_avg_sq"]._storage, state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, t)
+
+    def _count_steps(self, group, ps):
+        """Capturable: increments the device step count of each of `ps` (parameters of `group`
+        with a gradient); returns their 0-d count tensors and what to decrement if the update fails.
+        One op per device where every parameter of the group there has a gradient, else one each."""
+        by_device, steps = {}, {}
+        for p in ps:
+            by_device.setdefault(p._device, []).append(p)
+        bumped = []
+        for dev, dps in by_device.items():
+            sb = self._step_buffer(group, dev)
+            for p in dps:
+                steps[p] = self.state[p].setdefault("step", sb.views[sb.index[id(p)]])
+            bumped += [sb.buffer] if len(dps) == len(sb.members) else [steps[p] for p in dps]
+        for t in bumped:
+            t.add_(1.0)
+        return [steps[p] for p in ps], bumped
+
+    def _step_buffer(self, group, dev) -> "_StepBuffer":
+        """The float32 buffer of `group`'s step counts on `dev`, one element per parameter there,
+        each parameter's state['step'] a 0-d view of its element; made again (keeping the counts)
+        when the group or a state's 'step' changed (load_state_dict, add_param_group)."""
+        members = [q for q in group["params"] if q._device is dev]
+        sb = self._step_buffers.get((id(group), dev))
+        if sb is not None and len(sb.members) == len(members) and all(
+                a is b and self.state.get(a, {}).get("step", v) is v for a, b, v in zip(sb.members, members, sb.views)):
+            return sb
+        if dev.capture is not None:
+            raise CaptureError(f"{type(self).__name__}.step inside a graph capture on {dev}: the step counts would "
+                               "be made in the capture, and every replay would reset them; step once before capturing")
+        sb = _StepBuffer(zeros(len(members), dtype=float32, device=dev), members)
+        for q, v in zip(members, sb.views):
+            st = self.state.get(q)
+            if st and "step" in st:  # the count so far, from a view of an older buffer, a loaded tensor or a number
+                v.copy_(st["step"]) if isinstance(st["step"], Tensor) else v.fill_(float(st["step"]))
+                st["step"] = v
+        self._step_buffers[(id(group), dev)] = sb
+        return sb
+
+    def load_state_dict(self, state_dict: dict):
+        """Optimizer.load_state_dict, then each step count as the group keeps it (torch): a 0-d float32
+        tensor on the parameter's device where capturable (a Tensor lr moved there too), else a number."""
+        unset = [isinstance(g, dict) and "capturable" not in g for g in state_dict.get("param_groups", ())] \
+            if isinstance(state_dict, dict) else []
+        super().load_state_dict(state_dict)
+        self._step_buffers = {}
+        for group, saved_without in zip(self.param_groups, unset):
+            if saved_without:  # a state saved before the setting existed: torch's __setstate__ default
+                group["capturable"] = False
+            for p in group["params"]:
+                st = self.state.get(p)
+                if not st or "step" not in st:
+                    continue
+                t = st["step"]
+                if group["capturable"]:
+                    t = t if isinstance(t, Tensor) else tensor(float(t))
+                    st["step"] = t.to(p.device)._cast(float32).reshape(()).clone()
+                else:
+                    st["step"] = int(t.item()) if isinstance(t, Tensor) else t
+            if group["capturable"] and isinstance(group["lr"], Tensor) and group["params"]:
+                group["lr"] = group["lr"].to(group["params"][0].device)
+
+
+class _StepBuffer:
+    """A capturable group's step counts on one device: `buffer` (float32, one element per
+    parameter of `members`), `views` its 0-d elements, `index` id(parameter) -> element."""
+    __slots__ = ("buffer", "members", "views", "index")
+
+    def __init__(self, buffer, members):
+        self.buffer, self.members = buffer, members
+        self.views = [buffer[i] for i in range(len(members))]
+        self.index = {id(q): i for i, q in enumerate(members)}
 
 
 class Adam(AdamW):
     """Adam with L2 weight decay added to the gradient (torch.optim.Adam; default 0), or AdamW's decoupled
-    decay with decoupled_weight_decay=True.
+    decay with decoupled_weight_decay=True; capturable as AdamW.
 
     >>> import tensorlite as tl
     >>> p = tl.nn.Parameter(tl.tensor([1.0]))
@@ -349,7 +486,8 @@ class Adam(AdamW):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False):
-        self._init(params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, decoupled_weight_decay)
+        self._init(params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, decoupled_weight_decay,
+                   capturable)
 
 
 from . import lr_scheduler  # noqa: E402,F401  (tl.optim.lr_scheduler, which reads Optimizer)

@@ -2,6 +2,9 @@
 
 Like torch's, most schedules are chainable: step() derives each group's new lr from its current one
 (so two schedules on one optimizer compose), with a closed form for SequentialLR's restarts.
+A Tensor lr (AdamW(capturable=True) reads it on the device) is written in place, as torch's
+fill_, so a captured step sees every new value; the schedule then computes on tensors and
+get_last_lr() returns copies, as torch's (nothing is read back to the host).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from ..errors import ArgumentError, StateDictError
+from ..tensor import Tensor
 from . import Optimizer
 
 
@@ -22,6 +26,20 @@ def _per_group(optimizer, value, name):  # one value per parameter group
                                 f"group), got {len(value)}")
         return list(value)
     return [value] * len(optimizer.param_groups)
+
+
+def _copy(value):  # a Tensor lr copied (torch: no aliasing of the groups' tensors)
+    return value.clone() if isinstance(value, Tensor) else value
+
+
+def _set_lr(group, value):
+    """group['lr'] = value; a Tensor lr is written in place (torch's fill_): whatever reads it
+    on the device (a captured optimizer step) sees the new value."""
+    if isinstance(group["lr"], Tensor):
+        if value is not group["lr"]:  # get_lr() may hand back the live tensor (an unchanged lr)
+            group["lr"].fill_(value)
+    else:
+        group["lr"] = value
 
 
 def _check_optimizer(optimizer):
@@ -57,11 +75,12 @@ class LRScheduler:
         self.optimizer = optimizer
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
-                group.setdefault("initial_lr", group["lr"])
+                if "initial_lr" not in group:
+                    group["initial_lr"] = _copy(group["lr"])
             elif "initial_lr" not in group:
                 raise StateDictError(f"{type(self).__name__}: param_groups[{i}] has no 'initial_lr': resuming with "
                                      f"last_epoch={last_epoch} needs the optimizer's saved state loaded first")
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.base_lrs = [_copy(group["initial_lr"]) for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._initial_step()
 
@@ -74,6 +93,9 @@ class LRScheduler:
 
     def _lrs(self):
         return [group["lr"] for group in self.optimizer.param_groups]
+
+    def _last_lrs(self):  # get_last_lr()'s values: copies of Tensor lrs
+        return [_copy(group["lr"]) for group in self.optimizer.param_groups]
 
     def get_lr(self) -> list:
         """The learning rates of the step being taken (use get_last_lr() to read the current ones)."""
@@ -99,8 +121,8 @@ class LRScheduler:
             self.last_epoch = epoch
             values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = self._lrs()
+            _set_lr(group, lr)
+        self._last_lr = self._last_lrs()
 
     def state_dict(self) -> dict:
         """The schedule's state (its attributes except the optimizer; functions as None, as torch)."""
@@ -461,7 +483,7 @@ class SequentialLR(LRScheduler):
         self._schedulers, self._milestones = list(schedulers), list(milestones)
         self.last_epoch, self.optimizer = last_epoch + 1, optimizer
         for group in optimizer.param_groups:  # undo the schedulers' construction steps
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         self._undo(self)
         first = self._schedulers[bisect_right(self._milestones, 0)]
         first._initial_step()
@@ -500,13 +522,13 @@ class ChainedScheduler(LRScheduler):
     def __init__(self, schedulers, optimizer=None):
         self.optimizer = optimizer or (schedulers[0].optimizer if schedulers else None)
         _check_members("ChainedScheduler", self.optimizer, schedulers)
-        self._schedulers, self._last_lr = list(schedulers), self._lrs()
+        self._schedulers, self._last_lr = list(schedulers), self._last_lrs()
 
     def step(self):
         """Step each schedule in turn."""
         for s in self._schedulers:
             s.step()
-        self._last_lr = self._lrs()
+        self._last_lr = self._last_lrs()
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -532,7 +554,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.min_lrs = _per_group(optimizer, min_lr, "min_lr")
         self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
         self.mode_worse = math.inf if mode == "min" else -math.inf
-        self.last_epoch, self._last_lr = 0, self._lrs()
+        self.last_epoch, self._last_lr = 0, self._last_lrs()
         self.best, self.cooldown_counter, self.num_bad_epochs = self.mode_worse, 0, 0
 
     def _is_better(self, a, best):
@@ -561,6 +583,6 @@ class ReduceLROnPlateau(LRScheduler):
             for group, lo in zip(self.optimizer.param_groups, self.min_lrs):
                 new = max(float(group["lr"]) * self.factor, lo)
                 if float(group["lr"]) - new > self.eps:
-                    group["lr"] = new
+                    _set_lr(group, new)
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
-        self._last_lr = self._lrs()
+        self._last_lr = self._last_lrs()

@@ -8,10 +8,11 @@ where the row allows; the long-row ones stream it (rows.h RowTile).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+import math
 import struct
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_cross_entropy
+from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_adam_scalar, check_cross_entropy
 from tensorlite.errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
 from tensorlite.layout import Layout
 
@@ -35,12 +36,14 @@ KERNELS = {
                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
                                                    "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
                                                    "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
-                                                   "adamw", "adamw_many") for t in FLOATS),
+                                                   "adamw", "adamw_many", "adamw_cap", "adamw_many_cap")
+                           for t in FLOATS),
 }
 
 _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
 # struct AdamTable: n[24], first_block[25], p, g, m, v [24] each, int count (+4 bytes padding)
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
+_ADAM_TABLE_CAP = struct.Struct(_ADAM_TABLE.format + f"{_ADAM_TENSORS}Q")  # AdamTableCap: + step[24]
 _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
 
 
@@ -383,6 +386,15 @@ class FusedOps:
                                     self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
         return n
 
+    def _adam_counted(self, layout, lr, betas, eps, weight_decay):
+        """The hyper-parameters of the _cap kernels (capturable): lr by address (or value),
+        betas with their logs (the kernel's bias corrections are -expm1(t * log b))."""
+        lr = check_adam_scalar("adamw_step", "lr", lr, self, layout)
+        lr_ptr, lr_value = (lr[0].addr(lr[1].offset), 0.0) if isinstance(lr, tuple) else (0, float(lr))
+        logs = [math.log(b) if b > 0 else -math.inf for b in map(float, betas)]
+        return [("ptr", lr_ptr), ("double", lr_value), ("double", float(betas[0])), ("double", float(betas[1])),
+                ("double", float(eps)), ("double", float(weight_decay)), ("double", logs[0]), ("double", logs[1])]
+
     def adamw_step(self, layout, grad, grad_layout, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, betas, eps,
                    weight_decay, step, decoupled=True, maximize=False):
         op = "adamw_step"
@@ -390,45 +402,64 @@ class FusedOps:
         if n == 0:
             return
         dev = self.device
-        step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
         flags = int(bool(decoupled)) | 2 * int(bool(maximize)) | 4 * int(max_exp_avg_sq is not None)
         lp, lg = pack_strided(layout, grad_layout)
-        dev.launch(kernel_for(dev, f"adamw_{self.dtype.short}", op, self=(self, layout)), grid_for(dev, n), BLOCK,
-                   [("int64", n), ("bytes", lp), ("bytes", lg), ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr),
-                    ("ptr", exp_avg.buffer.ptr), ("ptr", exp_avg_sq.buffer.ptr),
-                    ("ptr", ptr_or_null(max_exp_avg_sq)), ("double", float(lr)),
-                    ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
-                    ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt), ("int32", flags)])
+        args = [("int64", n), ("bytes", lp), ("bytes", lg), ("ptr", self.buffer.ptr), ("ptr", grad.buffer.ptr),
+                ("ptr", exp_avg.buffer.ptr), ("ptr", exp_avg_sq.buffer.ptr), ("ptr", ptr_or_null(max_exp_avg_sq))]
+        if isinstance(step, tuple):  # capturable: the count and lr in device memory
+            st, st_layout = check_adam_scalar(op, "step", step, self, layout)
+            name = f"adamw_cap_{self.dtype.short}"
+            args += self._adam_counted(layout, lr, betas, eps, weight_decay) + [
+                ("ptr", st.addr(st_layout.offset)), ("int32", flags)]
+        else:
+            step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+            name = f"adamw_{self.dtype.short}"
+            args += [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
+                     ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
+                     ("double", bc2_sqrt), ("int32", flags)]
+        dev.launch(kernel_for(dev, name, op, self=(self, layout)), grid_for(dev, n), BLOCK, args)
 
     @classmethod
     def adamw_steps(cls, steps, lr, betas, eps, weight_decay, decoupled=True, maximize=False):
         # contiguous, non-empty parameters without amsgrad go by adamw_many (TL_ADAM_TENSORS
-        # per launch), grouped by device, dtype and step count; the rest one by one
+        # per launch), grouped by device, dtype and step count (capturable: by device and dtype,
+        # each tensor's count read from its address by adamw_many_cap); the rest one by one
         batches, single = {}, []
         for item in steps:
             p, layout, grad, grad_layout, m, v, vmax, step = item
             if vmax is None and layout.is_contiguous() and grad_layout.is_contiguous():
                 n = p._check_adamw(layout, grad, grad_layout, m, v, vmax)
                 if n:
-                    batches.setdefault((p.device, p.dtype, step), []).append((p, layout, grad, grad_layout, m, v, n))
+                    counted = isinstance(step, tuple)
+                    if counted:
+                        st, st_layout = check_adam_scalar("adamw_step", "step", step, p, layout)
+                        step = st.addr(st_layout.offset)
+                    batches.setdefault((p.device, p.dtype, None if counted else step), []).append(
+                        (p, layout, grad, grad_layout, m, v, n, step))
             else:
                 single.append(item)
         super().adamw_steps(single, lr, betas, eps, weight_decay, decoupled, maximize)
         flags = int(bool(decoupled)) | 2 * int(bool(maximize))
         for (dev, dtype, step), items in batches.items():
-            kernel = kernel_for(dev, f"adamw_many_{dtype.short}", "adamw_step", self=(items[0][0], items[0][1]))
-            step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
-            hyper = [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
-                     ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
-                     ("double", bc2_sqrt), ("int32", flags)]
+            counted = step is None
+            kernel = kernel_for(dev, f"adamw_many_{'cap_' if counted else ''}{dtype.short}", "adamw_step",
+                                self=(items[0][0], items[0][1]))
+            if counted:
+                hyper = items[0][0]._adam_counted(items[0][1], lr, betas, eps, weight_decay) + [("int32", flags)]
+            else:
+                step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+                hyper = [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
+                         ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
+                         ("double", bc2_sqrt), ("int32", flags)]
             for i in range(0, len(items), _ADAM_TENSORS):
                 chunk = items[i:i + _ADAM_TENSORS]
                 pad = [0] * (_ADAM_TENSORS - len(chunk))
-                first = table_blocks([n for *_, n in chunk], _ADAM_CHUNK)
-                table = _ADAM_TABLE.pack(
-                    *[n for *_, n in chunk], *pad, *first, *pad,
-                    *[p.addr(lay.offset) for p, lay, *_ in chunk], *pad,
-                    *[g.addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
-                    *[m.buffer.ptr for *_, m, _, _ in chunk], *pad,
-                    *[v.buffer.ptr for *_, v, _ in chunk], *pad, len(chunk))
+                first = table_blocks([c[6] for c in chunk], _ADAM_CHUNK)
+                fields = [*[c[6] for c in chunk], *pad, *first, *pad,
+                          *[p.addr(lay.offset) for p, lay, *_ in chunk], *pad,
+                          *[g.addr(glay.offset) for _, _, g, glay, *_ in chunk], *pad,
+                          *[c[4].buffer.ptr for c in chunk], *pad,
+                          *[c[5].buffer.ptr for c in chunk], *pad, len(chunk)]
+                table = (_ADAM_TABLE_CAP.pack(*fields, *[c[7] for c in chunk], *pad) if counted
+                         else _ADAM_TABLE.pack(*fields))
                 dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table), *hyper])
