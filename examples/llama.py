@@ -29,6 +29,7 @@ The architecture, as in transformers' LlamaForCausalLM: token embedding; per lay
 RMSNorm -> attention with half-split rotary position embedding (`F.rope`) and grouped-query
 attention (fewer key/value heads than query heads) -> residual, RMSNorm -> SwiGLU MLP
 (down(silu(gate(x)) * up(x))) -> residual; final RMSNorm; LM head (or the tied embedding).
+Each residual add runs inside the RMSNorm after it (`F.add_rms_norm`: one kernel on GPUs).
 Parameter names are those of the checkpoint, so its state dict loads as is.
 
 Generation prefills the prompt once and then feeds one token per step, keeping every
@@ -245,9 +246,22 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
         self.mlp = MLP(c)
 
-    def forward(self, x, cos, sin, cache=None, positions=None, mask=None):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, positions, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, residual, cos, sin, cache=None, positions=None, mask=None):
+        """(this layer's MLP output, the residual stream before it is added): each residual add
+        runs inside the next RMSNorm (F.add_rms_norm), so a layer takes the previous layer's
+        two (residual None for the first layer, whose x is the embedding)."""
+        if residual is None:
+            residual, h = x, self.input_layernorm(x)
+        else:
+            h, residual = self._add_norm(self.input_layernorm, x, residual)
+        a = self.self_attn(h, cos, sin, cache, positions, mask)
+        h, residual = self._add_norm(self.post_attention_layernorm, a, residual)
+        return self.mlp(h), residual
+
+    @staticmethod
+    def _add_norm(norm: nn.RMSNorm, x, residual):
+        """(norm(x + residual), x + residual)."""
+        return F.add_rms_norm(x, residual, norm.normalized_shape, norm.weight, norm.eps)
 
 
 class LlamaModel(nn.Module):
@@ -293,12 +307,12 @@ class Llama(nn.Module):
             positions = cache.positions(t)
             cos, sin = cache.cos.index_select(0, positions), cache.sin.index_select(0, positions)
             mask = cache._arange[None, :] <= positions[:, None]
-        x = self.model.embed_tokens(ids)
+        x, residual = self.model.embed_tokens(ids), None
         for layer in self.model.layers:
-            x = layer(x, cos, sin, cache, positions, mask)
+            x, residual = layer(x, residual, cos, sin, cache, positions, mask)
         if cache is not None:
             cache.advance(t)
-        x = self.model.norm(x)
+        x = self.model.norm(x) if residual is None else DecoderLayer._add_norm(self.model.norm, x, residual)[0]
         logits = F.linear(x, emb) if self.lm_head is None else self.lm_head(x)
         logits = logits.float()
         return logits.squeeze(0) if squeeze else logits

@@ -116,6 +116,19 @@ struct RowRegs {
                 if (c < live) ((Run<T, N>*)y)[vector(c)] = raw[c];
         }
     }
+    // The row becomes itself + res (a row laid out as it, 16-byte aligned on this path), each
+    // value rounded to T, and is written to `sum` (add_rms_norm's residual add).
+    TL_DEV void add(const T* res, T* sum) {
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+            if (c < live) {
+                const Run<T, N> q = ((const Run<T, N>*)res)[vector(c)];
+#pragma unroll
+                for (int e = 0; e < N; ++e) raw[c].v[e] = Tr<T>::store(Tr<T>::load(raw[c].v[e]) + Tr<T>::load(q.v[e]));
+                ((Run<T, N>*)sum)[vector(c)] = raw[c];
+            }
+        }
+    }
     // An operand row p of n elements (weight, bias: contiguous and 16-byte aligned on this
     // path), its vectors in this thread's slots read once for every row the thread writes,
     // and held in the storage type (a thread's columns are the same in every row); `fill`
@@ -201,6 +214,25 @@ struct RowCache {
             }
         }
     }
+    // The row becomes itself + res (a row laid out as it), each value rounded to T: written to
+    // the contiguous `sum`, which later passes read instead. Each thread writes the elements
+    // (or vectors) that it reads in every pass, so it rereads only its own writes.
+    TL_DEV void add(const T* res, T* sum) {
+        if (vec) {
+            for (i64 k = threadIdx.x; k < n / N; k += blockDim.x) {
+                const Run<T, N> a = ((const Run<T, N>*)x)[k], b = ((const Run<T, N>*)res)[k];
+                Run<T, N> q;
+#pragma unroll
+                for (int e = 0; e < N; ++e) q.v[e] = Tr<T>::store(Tr<T>::load(a.v[e]) + Tr<T>::load(b.v[e]));
+                ((Run<T, N>*)sum)[k] = q;
+            }
+        } else {
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x)
+                sum[j] = Tr<T>::store(Tr<T>::load(x[j * stride]) + Tr<T>::load(res[j * stride]));
+        }
+        x = sum;
+        stride = 1;
+    }
     // An operand row p with stride s (weight, bias), read where used; `fill` where p is null.
     struct Operand {
         const T* p;
@@ -274,10 +306,14 @@ TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
 // __restrict__: out is a fresh buffer (ops/fused.py _rows_op) and the inputs are only read, so
 // the compiler may move loads across the output's stores (H100, rows of 4096: bf16
 // layer_norm without w and b 90.4 -> 92.2% of the copy bandwidth, the other cases unchanged).
-template <typename T, bool Rms, typename Row>
+// Add: the rows res + tl_index(outer, row) are added to the input's first, each sum rounded to
+// T and written to the contiguous `sum` (add_rms_norm: a residual add and the norm after it in
+// one pass), and normalised as the input would be (a template flag: the plain norms' code
+// stays as it was tuned).
+template <typename T, bool Rms, typename Row, bool Add>
 TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* __restrict__ in,
-                      const T* __restrict__ w, i64 w_stride, const T* __restrict__ b, i64 b_stride, double eps,
-                      T* __restrict__ out, bool ops_vec) {
+                      const T* __restrict__ res, const T* __restrict__ w, i64 w_stride, const T* __restrict__ b,
+                      i64 b_stride, double eps, T* __restrict__ sum, T* __restrict__ out, bool ops_vec) {
     typedef typename Tr<T>::acc A;
     enum { N = Row::N };
     __shared__ A smem_sq[TL_MAX_WARPS];
@@ -289,6 +325,9 @@ TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
         const i64 row = base + threadIdx.y;
         const bool valid = row < n_rows;
         Row r(in + (valid ? tl_index(outer, row) : 0), valid ? row_len : 0, inner_stride, ops_vec);
+        if constexpr (Add) {
+            if (valid) r.add(res + tl_index(outer, row), sum + row * row_len);
+        }
         A mean = A(0), var;
         if constexpr (Rms) {
             const A sq = r.template fold<SumOp<A> >(A(0), [](A v) { return v * v; });
@@ -321,84 +360,22 @@ TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
     }
 }
 
-template <typename T, bool Rms>
-TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
-                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* out) {
-    // weight and bias (where given) readable by vectors
-    const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b)));
+template <typename T, bool Rms, bool Add = false>
+TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, const T* res,
+                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* sum, T* out) {
+    // weight, bias and residual rows (where given) readable by vectors
+    const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b))) &&
+                         (!Add || tl_rows_aligned16(outer, n_rows, res));
     if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out))
-        norm_pass<T, Rms, RowRegs<T> >(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out, true);
+        norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride, eps,
+                                       sum, out, true);
     else
-        norm_pass<T, Rms, RowCache<T> >(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out,
-                                        ops_vec);
+        norm_pass<T, Rms, RowCache<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride, eps,
+                                        sum, out, ops_vec);
 }
 
 struct View4 { i64 offset, s0, s1, s2, s3; };
 struct View3 { i64 offset, s0, s1, s2; };
-
-// add_rms_norm: sum = x + res rounded to T, out = sum / sqrt(mean(sum^2) + eps) * w, over
-// contiguous rows (the host checks): a transformer block's residual add and the next
-// RMSNorm as one launch (a decode step has 2 per layer). Each thread rereads only the sum
-// elements it wrote itself, so the second pass needs no barrier for them. Rounded as the
-// unfused pair: the norm reads the sum in T.
-template <typename T>
-TL_DEV void add_rms_norm_rows(i64 n_rows, i64 row_len, const T* __restrict__ x, const T* __restrict__ res,
-                              const T* __restrict__ w, i64 w_stride, double eps, T* __restrict__ sum,
-                              T* __restrict__ out) {
-    typedef typename Tr<T>::acc A;
-    enum { N = 16 / sizeof(T) };
-    __shared__ A smem[TL_MAX_WARPS];
-    // 16-byte runs where every row start is aligned (sum and out are fresh allocations)
-    const bool vec = row_len % N == 0 && tl_aligned16(x) && tl_aligned16(res) && (!w || (w_stride == 1 && tl_aligned16(w)));
-    for (i64 base = (i64)blockIdx.x * blockDim.y; base < n_rows; base += (i64)gridDim.x * blockDim.y) {
-        const i64 row = base + threadIdx.y, o = row * row_len;
-        const bool valid = row < n_rows;
-        A sq = A(0);
-        if (valid && vec) {
-            for (i64 j = (i64)threadIdx.x * N; j < row_len; j += (i64)blockDim.x * N) {
-                A a[N], b[N];
-                load_run<T, N>(x + o + j, 1, a);
-                load_run<T, N>(res + o + j, 1, b);
-                Run<T, N> q;
-#pragma unroll
-                for (int e = 0; e < N; ++e) {
-                    q.v[e] = Tr<T>::store(a[e] + b[e]);
-                    const A v = Tr<T>::load(q.v[e]);
-                    sq += v * v;
-                }
-                *(Run<T, N>*)(sum + o + j) = q;
-            }
-        } else if (valid) {
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x) {
-                const T q = Tr<T>::store(Tr<T>::load(x[o + j]) + Tr<T>::load(res[o + j]));
-                const A v = Tr<T>::load(q);
-                sum[o + j] = q;
-                sq += v * v;
-            }
-        }
-        const A inv = A(1) / tl_sqrt(tl_row_allreduce<SumOp<A> >(sq, smem) / (A)row_len + (A)eps);
-        if (!valid) continue;
-        if (vec) {
-            for (i64 j = (i64)threadIdx.x * N; j < row_len; j += (i64)blockDim.x * N) {
-                A v[N], wv[N];
-                load_run<T, N>(sum + o + j, 1, v);
-                if (w) {
-                    load_run<T, N>(w + j, 1, wv);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < N; ++e) wv[e] = A(1);
-                }
-                Run<T, N> y;
-#pragma unroll
-                for (int e = 0; e < N; ++e) y.v[e] = Tr<T>::store(v[e] * inv * wv[e]);
-                *(Run<T, N>*)(out + o + j) = y;
-            }
-        } else {
-            for (i64 j = threadIdx.x; j < row_len; j += blockDim.x)
-                out[o + j] = Tr<T>::store(Tr<T>::load(sum[o + j]) * inv * (w ? Tr<T>::load(w[j * w_stride]) : A(1)));
-        }
-    }
-}
 
 // Rotary embedding. x has dims (n0, n1, n2, d): (b, h, t, d) for rope/rope_i, (b, t, h, d)
 // for rope_thd. cos/sin are (b, t, d/2) views. Variant 0: pairs (i, i + d/2); 1: pairs
@@ -549,15 +526,15 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     extern "C" __global__ void TL_MAX_REGS(TL_ROW_REGS_CAP) layer_norm_##sfx(i64 n_rows,     \
         i64 row_len, Strided outer, i64 inner_stride, const T* in, const T* w, i64 w_stride, \
         const T* b, i64 b_stride, double eps, T* out) {                                   \
-        norm_rows<T, false>(n_rows, row_len, outer, inner_stride, in, w, w_stride, b, b_stride, eps, out); \
+        norm_rows<T, false>(n_rows, row_len, outer, inner_stride, in, 0, w, w_stride, b, b_stride, eps, 0, out); \
     }                                                                                     \
     extern "C" __global__ void rms_norm_##sfx(i64 n_rows, i64 row_len, Strided outer,     \
         i64 inner_stride, const T* in, const T* w, i64 w_stride, double eps, T* out) {    \
-        norm_rows<T, true>(n_rows, row_len, outer, inner_stride, in, w, w_stride, (const T*)0, 0, eps, out); \
+        norm_rows<T, true>(n_rows, row_len, outer, inner_stride, in, 0, w, w_stride, 0, 0, eps, 0, out); \
     }                                                                                     \
-    extern "C" __global__ void add_rms_norm_##sfx(i64 n_rows, i64 row_len, const T* x, const T* res, \
-        const T* w, i64 w_stride, double eps, T* sum, T* out) {                            \
-        add_rms_norm_rows<T>(n_rows, row_len, x, res, w, w_stride, eps, sum, out);        \
+    extern "C" __global__ void add_rms_norm_##sfx(i64 n_rows, i64 row_len, Strided outer, \
+        i64 inner_stride, const T* in, const T* res, const T* w, i64 w_stride, double eps, T* sum, T* out) { \
+        norm_rows<T, true, true>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, 0, 0, eps, sum, out); \
     }                                                                                     \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
         View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \

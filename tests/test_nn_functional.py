@@ -140,6 +140,19 @@ def test_add_rms_norm_is_the_add_then_the_norm(device, rng, dtype, view):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_add_rms_norm_of_rows_longer_than_registers(device, rng, dtype):
+    # on GPUs, rows past what a block holds in registers (65536 elements of a 16-bit type) are
+    # re-read by 16-byte vectors from the sum the kernel wrote
+    x, a = make_tensor(rng, (2, 66048), dtype, device)
+    r, b = make_tensor(rng, (2, 66048), dtype, device)
+    with tl.no_grad():
+        normed, total = F.add_rms_norm(x, r, 66048, eps=1e-6)
+    summed = (x + r).numpy().astype(np.float64)
+    assert np.array_equal(total.numpy().astype(np.float64), summed)
+    assert_close(normed, np_rms_norm(summed, 1), dtype, terms=66048)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("rows, cols, start", [(5, 1000, 0), (5, 1000, 1), (2, 40000, 0), (3, 4096, 0)],
                          ids=["vectors", "misaligned", "longer-than-registers", "hidden-4096"])
 def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, start):

@@ -125,8 +125,8 @@ class FusedOps:
         return self._rows_op("rms_norm", "rms_norm", layout, args, (("double", float(eps)),))
 
     def add_rms_norm(self, layout, res, res_layout, weight, w_layout, eps):
-        # one kernel (fused.hip add_rms_norm) over contiguous operands of one shape and dtype;
-        # anything else takes the contract's add + rms_norm
+        # rms_norm's kernel with the residual rows added first (fused.hip norm_pass's Add) over
+        # contiguous operands of one shape and dtype; anything else: the contract's add + rms_norm
         if (res.dtype is not self.dtype or tuple(res_layout.shape) != tuple(layout.shape) or layout.ndim == 0
                 or not (layout.is_contiguous() and res_layout.is_contiguous())):
             return super().add_rms_norm(layout, res, res_layout, weight, w_layout, eps)
@@ -134,15 +134,16 @@ class FusedOps:
         dev = self.device
         kernel = kernel_for(dev, f"add_rms_norm_{self.dtype.short}", "add_rms_norm", self=(self, layout),
                             residual=(res, res_layout))
-        row_len = layout.shape[-1]
-        n_rows = layout.numel() // row_len if row_len else 0
+        # both row sets from their own first element (the rows' offsets in the launch are 0)
+        n_rows, row_len, outer, inner_stride = rows_of(Layout.contiguous(tuple(layout.shape)))
         total, out = self._new(layout.numel()), self._new(layout.numel())
         if out.numel:
             launch_rows(dev, kernel, n_rows, row_len,
-                        [("int64", n_rows), ("int64", row_len), ("ptr", self.addr(layout.offset)),
+                        [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(outer)[0]),
+                         ("int64", inner_stride), ("ptr", self.addr(layout.offset)),
                          ("ptr", res.addr(res_layout.offset)), *wargs, ("double", float(eps)),
                          ("ptr", total.buffer.ptr), ("ptr", out.buffer.ptr)],
-                        vector=16 // self.dtype.itemsize)
+                        vector=row_vector(self.dtype, row_len, inner_stride), held=True)
         return total, out
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
