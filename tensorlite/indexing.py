@@ -10,9 +10,8 @@ from .autograd import attach as _attach, is_grad_enabled, no_grad, note_write
 from .errors import ArgumentError, DTypeError, ShapeError, describe
 from .layout import broadcast_shapes
 from .tensor import (Tensor, _basic_index, _check_ids, _check_index_source, _check_scatter, _corner, _inplace,
-                     _inplace_method,
-                     _is_scalar, _norm_dim, _put, _same_device, _scalar_self, _scalar_tensor, _wrap, broadcast_to,
-                     floor_divide, gather, ones_like, tensor, where, zeros_like)
+                     _inplace_method, _is_scalar, _norm_dim, _put, _same_device, _scalar_self, _scalar_tensor, _wrap,
+                     broadcast_to, floor_divide, gather, ones_like, tensor, where, zeros_like)
 
 METHODS = ("scatter", "scatter_", "scatter_reduce", "scatter_reduce_", "index_copy", "index_copy_", "index_fill",
            "index_fill_", "index_put", "index_put_", "masked_scatter", "masked_scatter_", "take_along_dim")
