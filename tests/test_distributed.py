@@ -299,7 +299,9 @@ def test_collectives_of_one_rank_are_identities(device, dtype, rng):
     same(out)
     x = t()
     work = dist.all_reduce(x, async_op=True)
-    assert work.wait() is True and work.is_completed()
+    assert work.wait() is True
+    tl.synchronize(device)  # a device Work's wait() orders the stream; the host waits here (torch's semantics)
+    assert work.is_completed()
     same(x)
     dist.barrier()
 
