@@ -1657,7 +1657,8 @@ TL_DEV void attn_decode_part(AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv
         const int r = i / DP, c = i % DP, h = (int)kh * g + r / L, l = r % L;
         qs[i] = c < d ? Tr<T>::load(q[qv.offset + bi * qv.s0 + h * qv.s1 + l * qv.s2 + c * qv.s3]) : 0.0f;
     }
-    const i64 kb = kv.offset + bi * kv.s0 + kh * kv.s1 + j0 * kv.s2, vb = vv.offset + bi * vv.s0 + kh * vv.s1 + j0 * vv.s2;
+    const i64 kb = kv.offset + bi * kv.s0 + kh * kv.s1 + j0 * kv.s2;
+    const i64 vb = vv.offset + bi * vv.s0 + kh * vv.s1 + j0 * vv.s2;
     // 16-byte loads: unit column stride, whole rows of DP, every row start aligned (the
     // allocations are; the offsets and row strides must be multiples of a vector)
     dec_stage_rows<T, DP>(ks, k, kv, kb, nj, d, kv.s3 == 1 && d == DP && (kb | kv.s2) % VN == 0);

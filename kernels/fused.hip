@@ -367,11 +367,11 @@ TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
     const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b))) &&
                          (!Add || tl_rows_aligned16(outer, n_rows, res));
     if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out))
-        norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride, eps,
-                                       sum, out, true);
+        norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride,
+                                           eps, sum, out, true);
     else
-        norm_pass<T, Rms, RowCache<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride, eps,
-                                        sum, out, ops_vec);
+        norm_pass<T, Rms, RowCache<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride,
+                                            eps, sum, out, ops_vec);
 }
 
 struct View4 { i64 offset, s0, s1, s2, s3; };

@@ -384,8 +384,8 @@ class AdamW(Optimizer):
         # moment buffers: f32 (f64 for f64 parameters), also for f16/bf16 parameters
         sdt = adam_state_dtype(p.dtype)
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
-        stale = [k for k in names if (buf := state.get(k)) is None or buf.dtype is not sdt or buf._device is not p._device
-                 or not buf._layout.is_contiguous() or buf._layout.offset]
+        stale = [k for k in names if (buf := state.get(k)) is None or buf.dtype is not sdt
+                 or buf._device is not p._device or not buf._layout.is_contiguous() or buf._layout.offset]
         if (stale or not p._layout.is_contiguous()) and p._device.capture is not None:
             raise CaptureError(f"{name}.step inside a graph capture on {p._device}: the state of a parameter of shape "
                                f"{tuple(p.shape)} would be made in the capture, and every replay would reset it; step "
@@ -394,7 +394,8 @@ class AdamW(Optimizer):
             p.data = p.contiguous()
         for k in stale:
             buf = state.get(k)
-            state[k] = zeros(p.shape, dtype=sdt, device=p._device) if buf is None else buf.to(p._device)._cast(sdt).clone()
+            state[k] = (zeros(p.shape, dtype=sdt, device=p._device) if buf is None
+                        else buf.to(p._device)._cast(sdt).clone())
         t = None if group["capturable"] else state.get("step", 0) + 1
         return (p._storage, p._layout, grad._storage, grad._layout, state["exp_avg"]._storage,
                 state["exp_avg_sq"]._storage, state["max_exp_avg_sq"]._storage if group["amsgrad"] else None, t)
