@@ -184,7 +184,7 @@ def test_a_failing_rank_ends_the_job(mode, what):
     assert "finished the all_reduce" not in out
     assert seconds < 30, f"the job took {seconds:.1f} s to end"
     if what is not None:
-        assert what in out, out
+        assert what in out, f"mpiexec exited {proc.returncode} after {seconds:.1f} s; its output:\n{out}"
         rank = 1 if mode == "raise" else 0
         assert f"tensorlite.distributed: uncaught exception on rank {rank} of 2; aborting the job" in out
 

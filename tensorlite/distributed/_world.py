@@ -36,6 +36,7 @@ class DistributedTimeoutError(DistributedError, TimeoutError):
     another rank never arrived (it hangs, or it died without the launcher ending the job)."""
 
 
+_ABORT_GRACE_S = 1.0  # seconds between printing a rank's traceback and aborting the job
 DEFAULT_TIMEOUT = 300.0  # seconds; TENSORLITE_DIST_TIMEOUT or init(timeout=...) override it
 # the environment an MPI launcher gives each process: MPICH/Intel (hydra), Open MPI, PMIx, MVAPICH, Slurm
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
@@ -322,6 +323,10 @@ def _install_abort_hook() -> None:
         sys.stderr.flush()
         sys.stdout.flush()
         if world is not None and world.size > 1:
+            # The launcher forwards a rank's output by polling its pipes, and MPI_Abort kills
+            # the job wherever that polling is: without a pause the traceback can be lost (an
+            # empty output was seen on a loaded CI machine, as MPICH and Chapel users report).
+            time.sleep(_ABORT_GRACE_S)
             world.host.abort(1)
 
     sys.excepthook = abort_job
