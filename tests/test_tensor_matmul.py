@@ -54,6 +54,29 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
         assert_close(got, expected, dtype, terms=7)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("m", [1, 2, 4, 5])
+def test_few_rows_times_a_row_major_weight(device, rng, dtype, m):
+    """Decoding's linear layers: x (m, k) . W^T for W (n, k) row-major, which the GPU backend
+    gives its GEMV kernel up to 4 rows (16-byte runs where k, the row strides and the
+    offsets allow, one element at a time otherwise; a warp per row of W), the BLAS past that."""
+    for k, n in [(64, 37), (67, 300), (1, 5), (256, 1)]:
+        a, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n + 2, k + 1), dtype)
+        x, wt = tl.tensor(a, device=device), tl.tensor(w, device=device)
+        fa, fw = as_f64(a), as_f64(w)
+        cases = [
+            (x[:, :k], wt[:n, :k], fa[:, :k], fw[:n, :k]),            # rows strided by k + 1
+            (x[:, 1:], wt[1:n + 1, 1:], fa[:, 1:], fw[1:n + 1, 1:]),  # offset by one element: no runs
+        ]
+        if k % 2 == 0:  # contiguous operands
+            xc, wc = x[:, :k].contiguous(), wt[:n, :k].contiguous()
+            cases.append((xc, wc, fa[:, :k], fw[:n, :k]))
+            cases.append((xc.reshape(1, m, k), wc, fa[:, :k][None], fw[:n, :k]))  # (b, t, k) input
+        for lhs, weight, ref_x, ref_w in cases:
+            assert_close(tl.nn.functional.linear(lhs, weight), ref_x @ ref_w.T, dtype, terms=k)
+            assert_close(lhs @ weight.mT, ref_x @ ref_w.T, dtype, terms=k)
+
+
 def test_matmul_larger_accuracy(device, rng):
     a = random_array(rng, (2, 96, 160), tl.float32)
     b = random_array(rng, (160, 72), tl.float32)

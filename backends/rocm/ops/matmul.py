@@ -1,7 +1,8 @@
 """Matrix products: matmul and its BLAS epilogues, and `gemm`, the one routing every GEMM of
-the backend takes (conv and attention included): floats to the platform's BLAS (through
-device.blas), transposed views as op=T without a copy; integers, and floats where the
-platform has no BLAS (the emulated platform), to conv.hip's portable gemm_<t> kernel.
+the backend takes (conv and attention included): products of a few rows by a row-major
+weight (decoding's linear layers) to gemv.hip's gemv_<t>; other floats to the platform's
+BLAS (through device.blas), transposed views as op=T without a copy; integers, and floats
+where the platform has no BLAS (the emulated platform), to conv.hip's portable gemm_<t>.
 """
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ from tensorlite.backend import batch_of_one
 from tensorlite.errors import ShapeError, storage_error
 from tensorlite.layout import Layout
 
-from ..kernel_table import kernel_for
-from ..launch import BLOCK, VIEW3, grid_for
+from ..kernel_table import FLOATS, kernel_for
+from ..launch import BLOCK, VIEW3, grid_for, sm_count
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
+
+
+KERNELS = {"gemv.hip": tuple(f"gemv_{t}" for t in FLOATS)}
+
+# Products of at most this many rows whose operands are both read along k with unit stride
+# go to gemv_<t>; 0 sends every product to the BLAS, as before the kernel. It cannot exceed
+# _GEMV_KERNEL_ROWS, the rows the kernel's registers hold (gemv.hip's GEMV_MAX_M).
+GEMV_MAX_ROWS = 4
+_GEMV_KERNEL_ROWS = 4
 
 
 class MatmulOps:
@@ -92,6 +102,9 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
         c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
         return
     dtype = a.dtype
+    if dtype.is_floating_point and batch == 1 and m <= min(GEMV_MAX_ROWS, _GEMV_KERNEL_ROWS) and \
+            _gemv(a, a_layout, b, b_layout, c, c_offset, ldc, m, n, k, alpha):
+        return
     if not dtype.is_floating_point or not dev.has_blas:
         kernel = kernel_for(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
         total = batch * m * n
@@ -110,6 +123,27 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
     dev.blas.gemm_strided_batched(dtype, tb, ta, n, m, k, sb.addr(lb.offset), ldb, stride_b,
                                   sa.addr(la.offset), lda, stride_a, c.addr(c_offset), ldc,
                                   c_batch_stride, batch, alpha, 0.0)
+
+
+def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int, ldc: int,
+          m: int, n: int, k: int, alpha: float) -> bool:
+    """C = alpha * A . B by gemv_<t> where B (k, n) is the transpose of a row-major (n, k)
+    matrix (nn.Linear's weight) and A's rows are contiguous too; False where the strides
+    do not fit, with nothing enqueued. Single-batch layouts (1, m, k) and (1, k, n)."""
+    _, sa_row, sa_k = a_layout.strides
+    _, sb_k, sb_col = b_layout.strides
+    if (sa_k != 1 and k > 1) or (sb_k != 1 and k > 1):
+        return False
+    lda = sa_row if m > 1 else k  # a stride of a size-1 dim is free: the kernel tests it for alignment
+    ldw = sb_col if n > 1 else k
+    dev = a.device
+    kernel = kernel_for(dev, f"gemv_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
+    warps_per_block = BLOCK // dev.warp_size
+    blocks = min(-(-n // warps_per_block), 16 * sm_count(dev))  # a warp per row of W, grid-stride past that
+    dev.launch(kernel, blocks, BLOCK, [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)),
+                                       ("int64", lda), ("ptr", b.addr(b_layout.offset)), ("int64", ldw),
+                                       ("ptr", c.addr(c_offset)), ("int64", ldc), ("double", alpha)])
+    return True
 
 
 def _blas_operands(a, a_layout, b, b_layout, m, n, k):
