@@ -153,12 +153,13 @@ def test_add_rms_norm_of_rows_longer_than_registers(device, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("rows, cols, start", [(5, 1000, 0), (5, 1000, 1), (2, 40000, 0), (3, 4096, 0)],
-                         ids=["vectors", "misaligned", "longer-than-registers", "hidden-4096"])
+@pytest.mark.parametrize("rows, cols, start", [(5, 1000, 0), (5, 1000, 1), (2, 40000, 0), (3, 4096, 0), (80, 512, 0)],
+                         ids=["vectors", "misaligned", "longer-than-registers", "hidden-4096", "many-rows"])
 def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, start):
     # The GPU row kernels read aligned contiguous rows by 16-byte vectors and keep rows that
     # fit in registers; a view starting one element in, and rows too long to keep, take
-    # the element-wise and the re-reading paths.
+    # the element-wise and the re-reading paths. A few rows are spread over a thread per
+    # vector, many rows hold several vectors per thread (launch.py SPREAD_ROWS_BELOW).
     x, a = make_tensor(rng, (rows, cols + start), dtype, device, -4, 4)
     x, a = x[:, start:], as_f64(a)[:, start:]
     w, wa = make_tensor(rng, (cols,), dtype, device)
@@ -168,6 +169,10 @@ def test_row_ops_on_long_and_misaligned_rows(device, rng, dtype, rows, cols, sta
     assert_close(F.log_softmax(x, -1), np.log(ref), dtype, terms=8)
     assert_close(F.layer_norm(x, cols, w, b), np_layer_norm(a, 1, as_f64(wa), as_f64(ba)), dtype, terms=8)
     assert_close(F.rms_norm(x, cols, w, eps=1e-6), np_rms_norm(a, 1, as_f64(wa)), dtype, terms=8)
+    normed, total = F.add_rms_norm(x, x, cols, w, eps=1e-6)
+    summed = as_f64((2 * x).numpy())  # the sum rounded to the dtype first, as the kernel does
+    assert_close(total, summed, dtype)
+    assert_close(normed, np_rms_norm(summed, 1, as_f64(wa)), dtype, terms=8)
 
 
 def _strided_rows(a, dtype, device, layout):

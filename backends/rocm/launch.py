@@ -141,15 +141,23 @@ def row_vectors(vector: int) -> int:
     return 8 if vector == 8 else 4
 
 
+# Fewer rows than this leave most of the GPU idle (a decode step's norms have one row per
+# sequence): a held row is then spread over a thread per vector, so each thread's chain of
+# dependent loads, arithmetic and stores is one vector long instead of row_vectors(vector).
+SPREAD_ROWS_BELOW = 64
+
+
 def launch_rows(dev, kernel, n_rows: int, row_len: int, args, vector: int = 1, held: bool = False):
     """`vector` > 1: the kernel reads the rows by vectors of that many elements. `held`: it
-    holds a row in registers, row_vectors(vector) vectors per thread (fused.hip RowRegs), so a row
-    gets the threads to hold it whole, past row_block's usual cap where needed (a row that
-    does not fit is read three times); else it streams TILE_UNITS vectors per thread
-    (rows.h RowTile). Fewer threads per row leave room for more rows in flight. Blocks stay
-    within the kernel's own limit (its registers can lower the device's)."""
+    holds a row in registers, up to row_vectors(vector) vectors per thread (fused.hip RowRegs),
+    so a row gets the threads to hold it whole, past row_block's usual cap where needed (a row
+    that does not fit is read three times); else it streams TILE_UNITS vectors per thread
+    (rows.h RowTile). Fewer threads per row leave room for more rows in flight, unless the rows
+    are too few to fill the GPU (SPREAD_ROWS_BELOW). Blocks stay within the kernel's own limit
+    (its registers can lower the device's)."""
     held = held and vector > 1
-    units = -(-row_len // (vector * (row_vectors(vector) if held else TILE_UNITS))) if vector > 1 else row_len
+    per_thread = 1 if n_rows < SPREAD_ROWS_BELOW else row_vectors(vector)
+    units = -(-row_len // (vector * (per_thread if held else TILE_UNITS))) if vector > 1 else row_len
     tpr, rpb = row_block(dev, n_rows, units, kernel.max_threads, fit=held)
     # small blocks: enough of them to fill each multiprocessor's 2048 threads
     grid = min(-(-n_rows // rpb), sm_count(dev) * max(16, 2048 // (tpr * rpb)))
