@@ -2,6 +2,7 @@
 kernels (a diagnostic, not a test).
 
     python benchmarks/profile_decode.py [--device cuda] [--shape 1.1b] [--batch 1] [--top 25]
+                                        [--set ops.matmul.GEMV_MAX_ROWS=0 ...]
 
 Builds examples/llama.py's model at a shape of bench_decode.py (random bf16 weights, nothing
 downloaded), prefills a 32-token prompt and captures the decode step as generate() does
@@ -71,6 +72,17 @@ def _replay_kernels(dev, graph, replays: int):
     return sorted(rows, key=lambda r: -r[1])
 
 
+def _override(item: str) -> None:
+    """--set MODULE.NAME=INT: an integer constant of tensorlite.backends.rocm.MODULE, which must exist."""
+    import importlib
+    target, _, value = item.partition("=")
+    module, _, name = target.rpartition(".")
+    mod = importlib.import_module(f"tensorlite.backends.rocm.{module}")
+    if not module or not hasattr(mod, name) or not isinstance(getattr(mod, name), int):
+        raise SystemExit(f"--set {item}: tensorlite.backends.rocm.{module} has no integer constant {name!r}")
+    setattr(mod, name, int(value))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
@@ -78,8 +90,14 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
+                    help="override a tuning constant of the GPU backend for this run, to time a choice against "
+                         "its alternative in one job: ops.matmul.GEMV_MAX_ROWS=0 (every product to the BLAS), "
+                         "launch.SPREAD_ROWS_BELOW=0 (row kernels keep their bandwidth layout for a few rows)")
     args = ap.parse_args(argv)
     import llama
+    for item in args.set:
+        _override(item)
 
     dev = get_device(args.device)
     c = llama.LlamaConfig(dict(SHAPES[args.shape], rms_norm_eps=1e-5, max_position_embeddings=4096))
