@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -151,14 +152,17 @@ def test_two_ranks_ddp_gradients_are_the_global_batch_average(tmp_path, kind):
     assert not np.allclose(results[0]["no_sync/local/b.weight"], results[1]["no_sync/local/b.weight"])
 
 
-def test_train_gpt_on_two_ranks_equals_one_process(tmp_path):
-    """examples/train_gpt.py under mpiexec -n 2 (each rank half of every batch) ends with the
-    parameters of one process training on the whole batch. AdamW divides each gradient
-    element by its running RMS, so where a gradient is near zero the reduction's rounding
-    (an average of two halves instead of one mean, ~1e-7 relative) moves a step by up to
-    ~1e-5: hence the tolerance, far below a step's size (lr 5e-3)."""
-    args = ["--device", "cpu", "--steps", "8", "--batch-size", "32", "--d-model", "32", "--layers", "1",
-            "--heads", "2", "--stop-at", "0", "--heldout", "64", "--target", "0", "--log-every", "4"]
+@pytest.mark.parametrize("kind", ["cpu", "cuda"])
+def test_train_gpt_on_two_ranks_equals_one_process(tmp_path, kind):
+    """examples/train_gpt.py under mpiexec -n 2 (each rank half of every batch; on cuda a GPU
+    each) logs the loss curve of one process training on the whole batch (on one GPU) and
+    ends with its parameters. AdamW divides each gradient element by its running RMS, so
+    where a gradient is near zero the reduction's rounding (an average of two halves instead
+    of one mean, ~1e-7 relative) moves a step by up to ~1e-5: hence the tolerance, far below
+    a step's size (lr 5e-3)."""
+    _ranks_of(kind, 2)
+    args = ["--device", kind, "--steps", "8", "--batch-size", "32", "--d-model", "32", "--layers", "1",
+            "--heads", "2", "--stop-at", "0", "--heldout", "64", "--target", "0", "--log-every", "1"]
     single = subprocess.run([sys.executable, "examples/train_gpt.py", *args, "--out", tmp_path / "one.safetensors"],
                             cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stdout + single.stderr
@@ -166,6 +170,10 @@ def test_train_gpt_on_two_ranks_equals_one_process(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("held-out exact match:") == 1  # rank 0 alone reports
     assert "ranks=2 (batch 16 per rank)" in proc.stdout
+    curve = re.compile(r"^step +(\d+) +loss ([0-9.]+)", re.MULTILINE)
+    curve_one, curve_two = curve.findall(single.stdout), curve.findall(proc.stdout)
+    assert [s for s, _ in curve_one] == [s for s, _ in curve_two] == [str(i) for i in range(1, 9)], proc.stdout
+    np.testing.assert_allclose([float(v) for _, v in curve_two], [float(v) for _, v in curve_one], rtol=1e-4)
     one, two = tl.load_safetensors(tmp_path / "one.safetensors"), tl.load_safetensors(tmp_path / "two.safetensors")
     assert sorted(one) == sorted(two)
     for name in one:
