@@ -374,6 +374,8 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
     """Views of split_size_or_sections elements along dim (the last may be shorter), as torch.split.
+    One autograd node for all of them, whose backward is one cat of their gradients (zeros for
+    a view that got none), as torch's: not a zero-filled copy of x per view, summed.
 
     >>> import tensorlite as tl
     >>> [t.tolist() for t in tl.arange(5).split(2)]
@@ -388,7 +390,12 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
         sizes = list(_shape_arg((split_size_or_sections,), "split", x))
         if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
-    return tuple(narrow(x, dim, start, s) for start, s in zip(itertools.accumulate(sizes, initial=0), sizes))
+    outs = [_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(itertools.accumulate(sizes, initial=0), sizes)]
+
+    def grad(gs):
+        return (cat([zeros(o.shape, dtype=x.dtype, device=x._device) if g is None else g for g, o in zip(gs, outs)],
+                    dim),)
+    return tuple(_attach_many(outs, (x,), grad, "split"))
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
