@@ -275,8 +275,8 @@ def conv_cases(b):
 # ---- GPT training step -------------------------------------------------------------------
 
 def _torch_gpt(torch, vocab, block_size, d_model, n_layer, n_head):
-    """train_gpt.GPT's structure (pre-norm blocks, separate q/k/v, GELU tanh MLP, untied head),
-    module names equal so the state dicts match."""
+    """train_gpt.GPT's structure (pre-norm blocks, separate q/k/v modules run as one GEMM as
+    train_gpt does, GELU tanh MLP, untied head), module names equal so the state dicts match."""
     nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
@@ -289,10 +289,10 @@ def _torch_gpt(torch, vocab, block_size, d_model, n_layer, n_head):
         def forward(self, x):
             b, t, d = x.shape
             h = self.ln1(x)
-
-            def heads(layer):
-                return layer(h).reshape(b, t, n_head, d // n_head).transpose(1, 2)
-            att = F.scaled_dot_product_attention(heads(self.q), heads(self.k), heads(self.v), is_causal=True)
+            qkv = (self.q, self.k, self.v)
+            y = F.linear(h, torch.cat([m.weight for m in qkv]), torch.cat([m.bias for m in qkv]))
+            q, k, v = (p.reshape(b, t, n_head, d // n_head).transpose(1, 2) for p in y.split(d, -1))
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
             return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
