@@ -1,6 +1,6 @@
 """Train a small GPT from scratch to add numbers, then measure it on held-out problems.
 
-    python examples/train_gpt.py                  # ~1-3 min on 2 CPU cores, ends with the accuracy
+    python examples/train_gpt.py                  # 40 s to 2 min on 2 CPU cores (by seed), ends with the accuracy
     python examples/train_gpt.py --device cuda --dtype bf16 --out adder.safetensors
     python examples/train_gpt.py --load adder.safetensors --ask 123+456 999+1   # use a checkpoint
     mpiexec -n 2 python examples/train_gpt.py     # data parallel: 2 processes, same global batch
@@ -38,7 +38,7 @@ bf16 (weights cast on the fly, gradients flow back through the casts into f32).
 Training: AdamW (lr 5e-3, 100 warm-up steps, cosine decay over --steps), 256 problems per
 step, gradient norm clipped at 1. Every --eval-every steps the model answers 500
 validation problems; once it gets --stop-at (99%) of them right, training stops. Most
-runs stop after 300-500 steps; --steps bounds the slow ones.
+runs stop after 400-600 steps; --steps bounds the slow ones.
 
 `--graph` (the default on a GPU with one rank; `--no-graph` to turn it off) captures the
 whole training step, forward + backward + clipping + AdamW, as one graph after two eager
