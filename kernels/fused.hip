@@ -31,13 +31,19 @@
 // 64 threads per NVIDIA SM.
 #define TL_ROW_REGS_CAP 128
 
-template <typename T>
+// V, the most vectors a thread holds (launch.py row_vectors mirrors it): 8 for 16-bit types,
+// else 4. On the H100 at rows of 4096, 8 took bf16 softmax from 84% to 90% of the copy
+// bandwidth and rms_norm from 88% to 90%, but f32 rms_norm from 94% to 89%; 2 was slower.
+template <typename T> struct RowSlots { enum { V = sizeof(T) == 2 ? 8 : 4 }; };
+
+// Slots: RowSlots<T>::V, or 1 where the launch gives each thread one vector (a few rows
+// spread over a block: launch.py SPREAD_ROWS_BELOW). A kernel of a decode step runs once per
+// token, its code cold in the instruction cache: its time grows with the instructions it
+// executes, and the single slot executes a fraction of the unrolled V.
+template <typename T, int Slots = RowSlots<T>::V>
 struct RowRegs {
     typedef typename Tr<T>::acc A;
-    // V, vectors held per thread (launch.py row_vectors mirrors it): 8 for 16-bit types,
-    // else 4. On the H100 at rows of 4096, 8 took bf16 softmax from 84% to 90% of the copy
-    // bandwidth and rms_norm from 88% to 90%, but f32 rms_norm from 94% to 89%; 2 was slower.
-    enum { N = 16 / sizeof(T), V = sizeof(T) == 2 ? 8 : 4 };
+    enum { N = 16 / sizeof(T), V = Slots };
     Run<T, N> raw[V];
     // A Keep fold's values where T is narrower than A (rounding them to T would lose
     // precision); where T is A they replace raw (kept here as well, f32 softmax took 62
@@ -98,7 +104,7 @@ struct RowRegs {
 #pragma unroll
         for (int c0 = 0; c0 < V; c0 += TL_ROW_GROUP) {
 #pragma unroll
-            for (int c = c0; c < c0 + TL_ROW_GROUP; ++c) {
+            for (int c = c0; c < c0 + TL_ROW_GROUP && c < V; ++c) {
                 if (c < live) {
                     A t[N];
                     if constexpr (Kept && sizeof(T) != sizeof(A)) {
@@ -112,7 +118,7 @@ struct RowRegs {
                 }
             }
 #pragma unroll
-            for (int c = c0; c < c0 + TL_ROW_GROUP; ++c)
+            for (int c = c0; c < c0 + TL_ROW_GROUP && c < V; ++c)
                 if (c < live) ((Run<T, N>*)y)[vector(c)] = raw[c];
         }
     }
@@ -256,9 +262,12 @@ template <typename T>
 TL_DEV bool rows_fit_regs(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
                           const T* out) {
     enum { N = 16 / sizeof(T) };
-    return inner_stride == 1 && row_len % N == 0 && row_len <= (i64)blockDim.x * RowRegs<T>::V * N &&
+    return inner_stride == 1 && row_len % N == 0 && row_len <= (i64)blockDim.x * RowSlots<T>::V * N &&
            tl_aligned16(out) && tl_rows_aligned16(outer, n_rows, in);
 }
+// Whether a row fits one vector per thread (RowRegs<T, 1>), given that it fits RowRegs.
+template <typename T>
+TL_DEV bool row_fits_one_slot(i64 row_len) { return row_len <= (i64)blockDim.x * (16 / (i64)sizeof(T)); }
 
 template <typename T, bool Log, typename Row>
 TL_DEV void softmax_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, T* out) {
@@ -366,10 +375,14 @@ TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
     // weight, bias and residual rows (where given) readable by vectors
     const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b))) &&
                          (!Add || tl_rows_aligned16(outer, n_rows, res));
-    if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out))
-        norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride,
-                                           eps, sum, out, true);
-    else
+    if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out)) {
+        if (row_fits_one_slot<T>(row_len))
+            norm_pass<T, Rms, RowRegs<T, 1>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
+                                                  b_stride, eps, sum, out, true);
+        else
+            norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
+                                               b_stride, eps, sum, out, true);
+    } else
         norm_pass<T, Rms, RowCache<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride,
                                             eps, sum, out, ops_vec);
 }
@@ -444,17 +457,16 @@ TL_DEV void rope_groups(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, con
 }
 
 // Pairs per thread: 16 bytes of x per run (variant 1 reads both halves of its pairs in one
-// run); heads per thread: 4, 2 or 1, the most that divides the head count. The host sizes
-// the grid with the same rules (ops/fused.py rope).
+// run); heads per thread: 4, 2 or 1 as the host chose them (a divisor of the head count;
+// ops/fused.py rope, which sizes the grid to match).
 template <typename T, int Variant> struct RopeGroup { enum { G = (Variant == 1 ? 8 : 16) / (int)sizeof(T) }; };
 
 template <typename T, int Variant, int G, typename I>
 TL_DEV void rope_heads(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const View3& cv, const View3& sv,
-                       const T* x, const T* cs, const T* sn, T* out, int inverse) {
-    const i64 heads = Variant == 2 ? n2 : n1;
-    if (heads % 4 == 0)
+                       const T* x, const T* cs, const T* sn, T* out, int inverse, int heads) {
+    if (heads == 4)
         rope_groups<T, Variant, G, 4, I>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
-    else if (heads % 2 == 0)
+    else if (heads == 2)
         rope_groups<T, Variant, G, 2, I>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
     else
         rope_groups<T, Variant, G, 1, I>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
@@ -462,17 +474,17 @@ TL_DEV void rope_heads(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, cons
 
 template <typename T, int Variant>
 TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const View3& cv, const View3& sv,
-                     const T* x, const T* cs, const T* sn, T* out, int inverse) {
+                     const T* x, const T* cs, const T* sn, T* out, int inverse, int heads) {
     const int G = RopeGroup<T, Variant>::G;
     const bool narrow = n_pairs < ((i64)1 << 31);
     // out is a fresh contiguous allocation (aligned far beyond a run), so rope_groups writes
     // its runs without an alignment test
     if ((d / 2) % G == 0) {
-        if (narrow) rope_heads<T, Variant, G, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
-        else rope_heads<T, Variant, G, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
+        if (narrow) rope_heads<T, Variant, G, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse, heads);
+        else rope_heads<T, Variant, G, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse, heads);
     } else {
-        if (narrow) rope_heads<T, Variant, 1, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
-        else rope_heads<T, Variant, 1, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse);
+        if (narrow) rope_heads<T, Variant, 1, u32>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse, heads);
+        else rope_heads<T, Variant, 1, i64>(n_pairs, n1, n2, d, xv, cv, sv, x, cs, sn, out, inverse, heads);
     }
 }
 
@@ -537,16 +549,16 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
         norm_rows<T, true, true>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, 0, 0, eps, sum, out); \
     }                                                                                     \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
-        rope_map<T, 0>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse, int heads) {   \
+        rope_map<T, 0>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse, heads);           \
     }                                                                                     \
     extern "C" __global__ void rope_i_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
-        rope_map<T, 1>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse, int heads) {   \
+        rope_map<T, 1>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse, heads);           \
     }                                                                                     \
     extern "C" __global__ void rope_thd_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
-        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse) {              \
-        rope_map<T, 2>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse);                  \
+        View3 sv, const T* x, const T* c, const T* s, T* out, int inverse, int heads) {   \
+        rope_map<T, 2>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse, heads);           \
     }                                                                                     \
     extern "C" __global__ void attn_softmax_##sfx(i64 n_rows, i64 S, i64 L, i64 hq,       \
         int mask_kind, View4 mv, const void* mask, int causal, T* scores) {               \

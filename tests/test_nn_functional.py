@@ -8,6 +8,7 @@ import pytest
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
+from tensorlite.backends.rocm.ops import fused as fused_ops
 from conftest import as_f64, assert_close, make_tensor, random_array, tolerance
 
 FLOATS = [tl.float32, tl.float16, tl.bfloat16]
@@ -265,10 +266,12 @@ def test_activations(device, rng, dtype):
 @pytest.mark.parametrize("d, transposed", [(8, False), (32, False), (32, True)],
                          ids=["d8", "d32", "d32-transposed-view"])
 @pytest.mark.parametrize("h", [3, 4, 6])
-def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed, h):
+def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed, h, monkeypatch):
     # d 32: the GPU kernel rotates runs of pairs with vector loads; a transposed view of x
     # (the other of (b, h, t, d) / (b, t, h, d)) takes the strided path. h 4 / 6 / 3: a
-    # GPU thread rotates 4 / 2 / 1 heads.
+    # GPU thread rotates 4 / 2 / 1 heads, which only launches of many pairs do unless told
+    # (ROPE_SPREAD_BELOW; test_rope_of_a_decode_step takes the one-head path).
+    monkeypatch.setattr(fused_ops, "ROPE_SPREAD_BELOW", 0)
     b, t = 2, 5
     shape = (b, t, h, d) if variant == "rope_thd" else (b, h, t, d)
     if transposed:
@@ -280,6 +283,19 @@ def test_rope_variants(device, rng, dtype, variant, per_batch, d, transposed, h)
     cos, sin = (tl.tensor(f(theta), dtype=dtype, device=device) for f in (np.cos, np.sin))
     c64, s64 = (np.broadcast_to(as_f64(t_.numpy()), (b, t, d // 2)) for t_ in (cos, sin))
     assert_close(getattr(F, variant)(x, cos, sin), np_rope(as_f64(a), c64, s64, variant), dtype, terms=2)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rope_of_a_decode_step(device, rng, dtype):
+    # one position of q and k side by side (Llama's decode: 32 + 8 heads): a GPU thread takes one head
+    b, h, d = 1, 40, 64
+    y, a = make_tensor(rng, (b, 1, h * d + 16), dtype, device)  # k and q of a fused product, v's columns after
+    x = y[..., :h * d].reshape(b, 1, h, d).transpose(1, 2)
+    theta = rng.uniform(0, 2 * np.pi, (1, d // 2))
+    cos, sin = (tl.tensor(f(theta), dtype=dtype, device=device) for f in (np.cos, np.sin))
+    c64, s64 = (np.broadcast_to(as_f64(t_.numpy()), (b, 1, d // 2)) for t_ in (cos, sin))
+    ref = np_rope(as_f64(a)[..., :h * d].reshape(b, 1, h, d).transpose(0, 2, 1, 3), c64, s64, "rope")
+    assert_close(F.rope(x, cos, sin), ref, dtype, terms=2)
 
 
 def test_rope_shape_errors(device):

@@ -14,6 +14,7 @@ import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import nn, optim
 from tensorlite.custom_op import storage_and_layout
+from tensorlite.backends.rocm.ops import fused as fused_ops
 from tensorlite.errors import IndexOutOfRange
 from tensorlite.layout import Layout
 from conftest import as_f64, numpy_adam, random_array, shares_storage, tolerance
@@ -183,7 +184,11 @@ def test_norm_grads_only_for_parameters_that_need_them(device, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 @pytest.mark.parametrize("h", [3, 4])
-def test_rope_backward_is_the_inverse_rotation(device, rng, dtype, variant, h):
+@pytest.mark.parametrize("heads_per_thread", ["by-size", "most"])
+def test_rope_backward_is_the_inverse_rotation(device, rng, dtype, variant, h, heads_per_thread, monkeypatch):
+    # "most": a GPU thread rotates 4 heads where h allows even in this small launch (ROPE_SPREAD_BELOW)
+    if heads_per_thread == "most":
+        monkeypatch.setattr(fused_ops, "ROPE_SPREAD_BELOW", 0)
     b, t, d = 2, 5, 8
     shape = (b, t, h, d) if variant == "rope_thd" else (b, h, t, d)
     theta = rng.uniform(0, 2 * np.pi, (t, d // 2))

@@ -45,6 +45,7 @@ _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHU
 _ADAM_TABLE = struct.Struct(f"<{_ADAM_TENSORS}q{_ADAM_TENSORS + 1}q{4 * _ADAM_TENSORS}Qi4x")
 _ADAM_TABLE_CAP = struct.Struct(_ADAM_TABLE.format + f"{_ADAM_TENSORS}Q")  # AdamTableCap: + step[24]
 _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_grad.hip: block size
+ROPE_SPREAD_BELOW = 1 << 16                       # pairs: below, a rope thread takes one head (see rope)
 
 
 def _norm_fit_cols(dtype) -> int:
@@ -164,16 +165,20 @@ class FusedOps:
         out = self._new(layout.numel())
         if n_pairs:
             # a thread rotates `group` pairs where d/2 allows (fused.hip RopeGroup), in 4, 2
-            # or 1 heads, the most that divides the head count (rope_heads)
+            # or 1 heads at one position (rope_heads): the most that divides the head count,
+            # which puts more loads in flight per thread where bandwidth bounds the launch;
+            # one below ROPE_SPREAD_BELOW pairs, where the instructions a thread runs do (a
+            # decode step's rope: code cold in the instruction cache, 4 heads 4x as long)
             group = (8 if variant == "rope_i" else 16) // self.dtype.itemsize
             group = group if (d // 2) % group == 0 else 1
-            heads = next(h for h in (4, 2, 1) if (n2 if variant == "rope_thd" else n1) % h == 0)
+            heads = 1 if n_pairs < ROPE_SPREAD_BELOW else \
+                next(h for h in (4, 2, 1) if (n2 if variant == "rope_thd" else n1) % h == 0)
             dev.launch(kernel, grid_for(dev, n_pairs // (group * heads)), BLOCK,
                        [("int64", n_pairs), ("int64", n1), ("int64", n2), ("int64", d), ("bytes", view4(layout)),
                         ("bytes", VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
                         ("bytes", VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
                         ("ptr", self.buffer.ptr), ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr),
-                        ("ptr", out.buffer.ptr), ("int32", int(bool(_inverse)))])
+                        ("ptr", out.buffer.ptr), ("int32", int(bool(_inverse))), ("int32", heads)])
         return out
 
     def rope_backward(self, layout, cos, cos_layout, sin, sin_layout, variant):
