@@ -93,7 +93,8 @@ def main(argv=None):
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
                     help="override a tuning constant of the GPU backend for this run, to time a choice against "
                          "its alternative in one job: ops.matmul.GEMV_MAX_ROWS=0 (every product to the BLAS), "
-                         "launch.SPREAD_ROWS_BELOW=0 (row kernels keep their bandwidth layout for a few rows)")
+                         "launch.SPREAD_ROWS_BELOW=0 (row kernels keep their bandwidth layout for a few rows), "
+                         "ops.fused.ROPE_SPREAD_BELOW=0 (rope threads take up to 4 heads whatever the size)")
     args = ap.parse_args(argv)
     import llama
     for item in args.set:
