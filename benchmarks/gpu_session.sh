@@ -1,33 +1,71 @@
 #!/usr/bin/env bash
-# One call on the lent NVIDIA machine: install (cffi from carried wheels), compile every kernel
-# family once, run the WHOLE test suite with the cuda device included, train the example GPT on
-# cuda, and benchmark against torch (bench_gpu.py: issue-4 and issue-5 cases). Logs go to $OUT;
-# the tables come last. TL_SKIP_TRAIN=1 skips the example training.
-#   device run: carry [".whl"], command: bash benchmarks/gpu_session.sh [pytest args...]
+# The work of a lent NVIDIA machine, by stage; each stage installs what it needs first (cffi from
+# the carried wheels, the project in editable mode) and ends with a short summary, the logs in
+# $OUT. A device call runs at most 10 minutes: give it the stages that fit.
+#   device run: carry [".whl"], command: bash benchmarks/gpu_session.sh STAGE [STAGE ...]
+# Stages:
+#   suite    every kernel family compiled, then the whole test suite with the cuda device
+#            (python3 -m pytest -n 16 tests; ~5 min on an H100/H200 with the compile)
+#   train    examples/train_gpt.py on cuda, f32 and bf16 (seconds each)
+#   decode   Llama decode against transformers (bench_decode.py, the 1.1B shape at batch 1, then
+#            12 layers at batch 1 and 8), and profile_decode.py's replayed step with the backend's
+#            decode choices and again with the previous ones (GEMV, spread rows, one-head rope off)
+#   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
+#            eager and torch.compile (both modes)
+#   multi    two GPUs (nvidia-h100-x2 / nvidia-h200-x2): tests/test_distributed.py, whose 2-rank
+#            cuda tests include train_gpt on two GPUs against one (loss curve and parameters),
+#            then bench_ddp.py on 1 and 2 ranks, bf16
 set -uo pipefail
 OUT=${OUT:-/tmp/tl_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TENSORLITE_CACHE_DIR=/tmp/tl_cache
+export PYTHONUNBUFFERED=1 TENSORLITE_CACHE_DIR=${TENSORLITE_CACHE_DIR:-/tmp/tl_cache}
+# Open MPI (the machines' mpi4py) refuses root without these; NVLink multicast stays off (KINDS.md)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit 1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "
-import time, tensorlite as tl
-from tensorlite.backend import get_device
-t = time.time(); get_device('cuda').warmup(); print(f'kernels compiled in {time.time() - t:.1f} s')
-print(tl.backends.available())"
-python3 -m pytest -p no:cacheprovider -n 8 -rfE "${@:-tests}" > "$OUT/pytest.log" 2>&1
-echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
-if [ "${TL_SKIP_TRAIN:-0}" != 1 ]; then
-    start=$(date +%s)
-    timeout 150 python3 examples/train_gpt.py --device cuda --out "$OUT/gpt.safetensors" > "$OUT/train.log" 2>&1
-    echo "train_gpt rc=$? wall $(( $(date +%s) - start )) s"; tail -3 "$OUT/train.log"
-fi
-# issue 4 + issue 5 cases (bench_nn.py's groups) in one process, one table. Worst case with the
-# time limits here stays under 9 min; on SIGTERM the bench still prints the rows it has.
-start=$(date +%s)
-timeout -k 20 240 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json" \
-    > "$OUT/bench.log" 2>&1
-echo "bench rc=$? wall $(( $(date +%s) - start )) s"; grep -E "WARNING|Error|error" "$OUT/bench.log" | head -20
-sed -n '/^| case |/,$p' "$OUT/bench.log"
-tail -1 "$OUT/pytest.log"
+SUMMARY="$OUT/summary.txt"; : > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+timed() {  # timed NAME LIMIT_S CMD...: run CMD under a time limit into $OUT/NAME.log, note rc and wall time
+    local name=$1 limit=$2; shift 2
+    local start; start=$(date +%s)
+    timeout -k 20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+    note "$name: rc=$? wall $(( $(date +%s) - start )) s"
+}
+
+for stage in "$@"; do
+    case $stage in
+    suite)
+        timed warmup 300 python3 -c "import tensorlite as tl; tl.backend.get_device('cuda').warmup()"
+        timed pytest 480 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 -rfE tests
+        grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 | tee -a "$SUMMARY"
+        tail -1 "$OUT/pytest.log" | tee -a "$SUMMARY" ;;
+    train)
+        for dt in f32 bf16; do
+            timed "train_$dt" 150 python3 examples/train_gpt.py --device cuda --dtype "$dt" --out ""
+            tail -2 "$OUT/train_$dt.log" | tee -a "$SUMMARY"
+        done ;;
+    decode)
+        timed decode_1b 300 python3 benchmarks/bench_decode.py --shapes 1.1b --batches 1 --reps 2
+        timed decode_12l 240 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
+        timed profile_now 180 python3 benchmarks/profile_decode.py --shape 1.1b --top 30
+        timed profile_before 180 python3 benchmarks/profile_decode.py --shape 1.1b --top 30 \
+            --set ops.matmul.GEMV_MAX_ROWS=0 --set launch.SPREAD_ROWS_BELOW=0 --set ops.fused.ROPE_SPREAD_BELOW=0
+        for f in decode_1b decode_12l; do sed -n '/^| /,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done
+        for f in profile_now profile_before; do
+            note "-- $f"; sed -n '/^decode step/,$p' "$OUT/$f.log" | head -45 | tee -a "$SUMMARY"
+        done ;;
+    bench)
+        timed bench 420 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json"
+        sed -n '/^| case |/,$p' "$OUT/bench.log" | tee -a "$SUMMARY" ;;
+    multi)
+        timed distributed 300 python3 -m pytest -p no:cacheprovider -o addopts= -q -rfE tests/test_distributed.py
+        grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/distributed.log" | tail -12 | tee -a "$SUMMARY"
+        timed ddp_one 150 python3 benchmarks/bench_ddp.py --dtype bf16 --json "$OUT/one.json"
+        timed ddp_two 200 mpiexec -n 2 --bind-to none python3 benchmarks/bench_ddp.py --dtype bf16 \
+            --baseline "$OUT/one.json"
+        for f in ddp_one ddp_two; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
+    *)
+        note "unknown stage $stage (suite, train, decode, bench, multi)"; exit 2 ;;
+    esac
+done
