@@ -7,9 +7,10 @@
 #   suite    every kernel family compiled, then the whole test suite with the cuda device
 #            (python3 -m pytest -n 16 tests; ~5 min on an H100/H200 with the compile)
 #   train    examples/train_gpt.py on cuda, f32 and bf16 (seconds each)
-#   decode   Llama decode against transformers (bench_decode.py, the 1.1B shape at batch 1, then
-#            12 layers at batch 1 and 8), and profile_decode.py's replayed step with the backend's
-#            decode choices and again with the previous ones (GEMV, spread rows, one-head rope off)
+#   decode   Llama decode against transformers (bench_decode.py, the 1.1B shape at batch 1), and
+#            profile_decode.py's replayed step with the backend's decode choices and again with
+#            the previous ones (GEMV, spread rows, one-head rope off)
+#   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
 #   multi    two GPUs (nvidia-h100-x2 / nvidia-h200-x2): tests/test_distributed.py, whose 2-rank
@@ -46,15 +47,17 @@ for stage in "$@"; do
             tail -2 "$OUT/train_$dt.log" | tee -a "$SUMMARY"
         done ;;
     decode)
-        timed decode_1b 300 python3 benchmarks/bench_decode.py --shapes 1.1b --batches 1 --reps 2
-        timed decode_12l 240 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
-        timed profile_now 180 python3 benchmarks/profile_decode.py --shape 1.1b --top 30
-        timed profile_before 180 python3 benchmarks/profile_decode.py --shape 1.1b --top 30 \
+        timed decode_1b 240 python3 benchmarks/bench_decode.py --shapes 1.1b --batches 1 --reps 1
+        timed profile_now 150 python3 benchmarks/profile_decode.py --shape 1.1b --top 30
+        timed profile_before 150 python3 benchmarks/profile_decode.py --shape 1.1b --top 30 \
             --set ops.matmul.GEMV_MAX_ROWS=0 --set launch.SPREAD_ROWS_BELOW=0 --set ops.fused.ROPE_SPREAD_BELOW=0
-        for f in decode_1b decode_12l; do sed -n '/^| /,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done
+        sed -n '/^| /,$p' "$OUT/decode_1b.log" | tee -a "$SUMMARY"
         for f in profile_now profile_before; do
             note "-- $f"; sed -n '/^decode step/,$p' "$OUT/$f.log" | head -45 | tee -a "$SUMMARY"
         done ;;
+    decode12)
+        timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
+        sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
     bench)
         timed bench 420 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json"
         sed -n '/^| case |/,$p' "$OUT/bench.log" | tee -a "$SUMMARY" ;;
@@ -66,6 +69,6 @@ for stage in "$@"; do
             --baseline "$OUT/one.json"
         for f in ddp_one ddp_two; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
     *)
-        note "unknown stage $stage (suite, train, decode, bench, multi)"; exit 2 ;;
+        note "unknown stage $stage (suite, train, decode, decode12, bench, multi)"; exit 2 ;;
     esac
 done
