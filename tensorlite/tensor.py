@@ -390,7 +390,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
         sizes = list(_shape_arg((split_size_or_sections,), "split", x))
         if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
-    outs = [_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(itertools.accumulate(sizes, initial=0), sizes)]
+    starts = itertools.accumulate(sizes, initial=0)
+    outs = [_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(starts, sizes)]
 
     def grad(gs):
         return (cat([zeros(o.shape, dtype=x.dtype, device=x._device) if g is None else g for g, o in zip(gs, outs)],
