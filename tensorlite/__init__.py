@@ -23,7 +23,7 @@ from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, bro
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,
                      logsumexp, manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
-                     ones, ones_like, permute, rand, randint, randn, reshape, scatter_add, split, squeeze, stack,
+                     ones, ones_like, permute, rand, randint, randn, randperm, reshape, scatter_add, split, squeeze, stack,
                      std, sum, synchronize, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
                      zeros_like)
 from .tensor import prod_ as prod
@@ -70,7 +70,8 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 from . import backends  # noqa: E402  (tl.backends.register / available)
-from . import graphs, nn, optim  # noqa: E402,F401  (tl.graphs, tl.nn, tl.optim)
+from . import cuda, graphs, nn, optim  # noqa: E402,F401  (tl.cuda, tl.graphs, tl.nn, tl.optim)
+from .backend import Device as device  # noqa: E402,F401  (torch.device's name)
 from .amp import autocast  # noqa: E402,F401
 from .dlpack import from_dlpack  # noqa: E402,F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: E402,F401

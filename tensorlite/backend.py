@@ -673,6 +673,49 @@ def load_entry_points(reload: bool = False) -> None:
         pass
 
 
+class Device(str):
+    """A device name with torch.device's face: `tl.device('cuda:1')`, `tl.device('cuda', 1)`,
+    `.type`, `.index` (None where the name gives none, as torch's). It is the str itself
+    ('cuda:1'), so it goes wherever a device name does and compares equal to one;
+    Tensor.device returns one.
+
+    >>> import tensorlite as tl
+    >>> d = tl.device('cuda', 1)
+    >>> d, d.type, d.index, d == 'cuda:1'
+    (device(type='cuda', index=1), 'cuda', 1, True)
+    """
+    __slots__ = ()
+
+    def __new__(cls, type, index=None):
+        spec = str(type)  # a BackendDevice's own name: 'cpu', 'cuda:1
+        name, colon, idx = spec.partition(":")
+        if not name or (colon and not idx.isdigit()):
+            raise DeviceError(f"invalid device string {spec!r}: expected 'name' or 'name:ordinal'")
+        if index is not None:
+            if colon:
+                raise DeviceError(f"device({spec!r}, {index!r}): the string already names an ordinal")
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise DeviceError(f"device({spec!r}, {index!r}): the ordinal must be an int >= 0")
+            spec = f"{name}:{index}"
+        return str.__new__(cls, spec)
+
+    @property
+    def type(self) -> str:
+        return str(self).partition(":")[0]  # a plain str (partition would return self itself)
+
+    @property
+    def index(self):
+        idx = str(self).partition(":")[2]
+        return int(idx) if idx else None
+
+    def __repr__(self):
+        return f"device(type={self.type!r})" if self.index is None else \
+            f"device(type={self.type!r}, index={self.index})"
+
+    def __reduce__(self):  # pickles as the class, not as a plain str
+        return (Device, (str(self),))
+
+
 def parse_device(spec) -> Tuple[str, int]:
     """(backend name, ordinal) of a device string or BackendDevice.
 

@@ -22,7 +22,7 @@ from .autograd import (attach as _attach, attach_many as _attach_many, backward 
                        note_write as _note_write, register_hook as _register_hook,
                        register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
                        retain_grad as _retain_grad, retains_grad as _retains_grad)
-from .backend import BackendDevice, BackendStorage, ConvParams, PoolParams, default_device, get_device
+from .backend import BackendDevice, BackendStorage, ConvParams, Device, PoolParams, default_device, get_device
 from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
                      TensorliteError, describe)
 from .layout import Layout, broadcast_shapes, cached
@@ -2170,6 +2170,23 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     return v._cast(dt) if dtype is not None else v
 
 
+def randperm(n, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64), as torch.randperm: the order of n uniform
+    float64 draws, made on the device.
+
+    >>> import tensorlite as tl
+    >>> sorted(tl.randperm(5).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    n = _ints("randperm", "n", n, low=0)
+    dev, dt = _device(device), _dtype_of(dtype, 0, "randperm")
+    if requires_grad:
+        raise ArgumentError("randperm: an integer tensor cannot require grad")
+    u = _wrap(dev.rand_uniform((n,), _dt.float64, 0.0, 1.0), (n,), _dt.float64)
+    out = u.argsort()
+    return out._cast(dt) if dtype is not None else out
+
+
 def synchronize(device=None) -> None:
     """Wait until the device's queued work has finished, as torch.cuda.synchronize (default: the default device)."""
     _device(device).synchronize()
@@ -2213,14 +2230,36 @@ class Tensor:
         return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
 
     @property
-    def device(self) -> str:
-        """The device's name, a str ('cpu', 'cuda:0', ...; torch's is a torch.device).
+    def device(self) -> Device:
+        """The device, a tl.device: the device's name ('cpu', 'cuda:0', ...) as a str with
+        torch.device's .type and .index.
 
         >>> import tensorlite as tl
-        >>> tl.zeros(1, device='cpu').device
-        'cpu'
+        >>> d = tl.zeros(1, device='cpu').device
+        >>> d, d.type, d == 'cpu'
+        (device(type='cpu'), 'cpu', True)
         """
-        return str(self._device)
+        return Device(self._device)
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensor is on a `cuda` device, as torch.Tensor.is_cuda.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(1).is_cuda
+        False
+        """
+        return self._device.name == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensor is on the `cpu` device, as torch.Tensor.is_cpu.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(1).is_cpu
+        True
+        """
+        return self._device.name == "cpu"
 
     @property
     def ndim(self) -> int:
@@ -2455,9 +2494,17 @@ class Tensor:
 
     # ---- conversion -----------------------------------------------------------------
     def to(self, *args, dtype=None, device=None) -> "Tensor":
-        """to(device), to(dtype), to(device, dtype) or keyword forms."""
+        """to(device), to(dtype), to(device, dtype), to(other tensor) (its dtype and device) or
+        keyword forms, as torch.Tensor.to.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([1, 2]).to(tl.zeros(1, dtype=tl.float64)).dtype
+        tensorlite.float64
+        """
         if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
             return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
+        if len(args) == 1 and isinstance(args[0], Tensor):  # to(other): other's dtype and device, as torch's
+            dtype, device, args = dtype or args[0].dtype, device or args[0]._device, ()
         for a in args:  # a string that names no dtype, or a BackendDevice, is a device
             if not isinstance(a, (str, BackendDevice)) or a in _dt._BY_NAME:
                 dtype = a

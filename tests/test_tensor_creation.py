@@ -202,6 +202,19 @@ def test_randint_range_and_coverage(device):
     assert tl.randint(10, (4, 5), device=device).shape == (4, 5)  # randint(high, size)
 
 
+def test_randperm_is_a_uniform_permutation(device):
+    tl.manual_seed(3)
+    perms = np.stack([tl.randperm(6, device=device).numpy() for _ in range(600)])
+    assert perms.dtype == np.int64 and (np.sort(perms, 1) == np.arange(6)).all()
+    # each value lands in each place about 1/6 of the time
+    counts = np.stack([(perms == v).sum(0) for v in range(6)])
+    assert counts.min() > 600 / 6 * 0.6 and counts.max() < 600 / 6 * 1.4
+    assert tl.randperm(0, device=device).shape == (0,)
+    assert tl.randperm(4, dtype=tl.int32, device=device).dtype is tl.int32
+    with pytest.raises(tl.ArgumentError, match="randperm"):
+        tl.randperm(-1)
+
+
 def test_random_shapes_and_empty(device):
     assert tl.rand(2, 3, device=device).shape == (2, 3)
     assert tl.randn((4,), device=device).shape == (4,)

@@ -1,6 +1,7 @@
 """The backend registry: availability with reasons, third-party backends (register() and
 the entry-point group), TENSORLITE_DEVICE, and the rule that one op never mixes devices."""
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -73,6 +74,44 @@ def test_device_string_forms(device):
     if device != "cpu":
         assert tl.zeros(1, device=f"{device}:0").device == f"{device}:0"
     assert tl.zeros(1, device="cpu").device == "cpu"
+
+
+def test_device_objects_as_torch_device(device):
+    """Tensor.device is a tl.device: the name as a str (so it compares to and goes where a
+    name does) with torch.device's type / index; tl.device builds one as torch.device does."""
+    d = tl.zeros(1, device=device).device
+    assert isinstance(d, tl.device) and isinstance(d, str)
+    assert d.type == device and (d.index is None if device == "cpu" else d.index == 0)
+    assert repr(d) == ("device(type='cpu')" if device == "cpu" else f"device(type='{device}', index=0)")
+    assert tl.zeros(1, device=d).device == d  # a tl.device names a device wherever a string does
+    assert tl.zeros(1, device=device).is_cuda is (device == "cuda")
+    assert tl.zeros(1, device=device).is_cpu is (device == "cpu")
+    assert (tl.device("cuda", 1), tl.device("cuda:1").index, tl.device("cuda").index) == ("cuda:1", 1, None)
+    assert pickle.loads(pickle.dumps(tl.device("rocm:2"))) == tl.device("rocm", 2)
+    for bad in [("cuda:0", 1), ("cuda", -1), ("cuda", True), ("cuda:x",), ("",)]:
+        with pytest.raises(tl.DeviceError):
+            tl.device(*bad)
+
+
+def test_to_another_tensor_takes_its_dtype_and_device(device):
+    x = tl.tensor([1, 2])
+    y = x.to(tl.zeros(1, dtype=tl.float16, device=device))
+    assert (y.dtype, y.device, y.tolist()) == (tl.float16, tl.zeros(1, device=device).device, [1.0, 2.0])
+
+
+def test_cuda_module_answers_as_torch_cuda():
+    ok = tl.backends.available().get("cuda") is True
+    assert tl.cuda.is_available() is ok
+    if not ok:
+        assert tl.cuda.device_count() == 0
+        with pytest.raises(tl.BackendUnavailable):
+            tl.cuda.synchronize()
+        return
+    assert tl.cuda.device_count() >= 1 and tl.cuda.get_device_name(0)
+    tl.cuda.synchronize()
+    tl.cuda.synchronize(tl.device("cuda", 0))
+    with pytest.raises(tl.DeviceError):
+        tl.cuda.synchronize("cpu")
 
 
 def test_register_third_party_backend_and_run_ops(toy, rng):

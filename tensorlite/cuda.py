@@ -1,0 +1,46 @@
+"""torch.cuda's everyday questions, for tensorlite's `cuda` device: whether it can run here,
+how many GPUs there are, their names, and waiting for queued work.
+
+>>> import tensorlite as tl
+>>> device = "cuda" if tl.cuda.is_available() else "cpu"
+>>> tl.zeros(2, device=device).device.type == device
+True
+"""
+from __future__ import annotations
+
+from . import backend as _backend
+from .errors import DeviceError
+
+
+def is_available() -> bool:
+    """Whether the `cuda` device can run here (tl.backends.available() says why not)."""
+    return _backend.available().get("cuda") is True
+
+
+def device_count() -> int:
+    """The number of GPUs the `cuda` device sees (0 where it cannot run)."""
+    if not is_available():
+        return 0
+    return int(_backend.get_device("cuda:0").platform.init())
+
+
+def get_device_name(device=None) -> str:
+    """The GPU's name, as its driver reports it (default: cuda:0)."""
+    return str(_backend.get_device(_cuda(device)).props.get("name"))
+
+
+def synchronize(device=None) -> None:
+    """Wait until the GPU's queued work has finished (default: cuda:0)."""
+    _backend.get_device(_cuda(device)).synchronize()
+
+
+def _cuda(device) -> str:
+    """The `cuda` device that `device` (None, an ordinal, 'cuda:N' or a tl.device) names."""
+    if device is None:
+        return "cuda:0"
+    if isinstance(device, int) and not isinstance(device, bool):
+        return f"cuda:{device}"
+    name = _backend.Device(device)
+    if name.type != "cuda":
+        raise DeviceError(f"tl.cuda: {name!r} is not a cuda device")
+    return str(name)
