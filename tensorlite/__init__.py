@@ -70,7 +70,7 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 from . import backends  # noqa: E402  (tl.backends.register / available)
-from . import cuda, graphs, nn, optim  # noqa: E402,F401  (tl.cuda, tl.graphs, tl.nn, tl.optim)
+from . import cuda, graphs, nn, optim, utils  # noqa: E402,F401  (tl.cuda, tl.graphs, tl.nn, tl.optim, tl.utils)
 from .backend import Device as device  # noqa: E402,F401  (torch.device's name)
 from .amp import autocast  # noqa: E402,F401
 from .dlpack import from_dlpack  # noqa: E402,F401
