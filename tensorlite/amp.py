@@ -86,3 +86,110 @@ def full_precision(*tensors):
     """The operands of an op that autocast runs in float32: 16-bit ones on the autocast device
     as float32. Outside autocast, the operands unchanged."""
     return tensors if getattr(_state, "mode", None) is None else _cast(tensors, _LOW, _dt.float32)
+
+
+class GradScaler:
+    """Loss scaling for float16 training, as torch.amp.GradScaler: `scale(loss).backward()`
+    makes the gradients of a loss multiplied by the scale (small float16 gradients stay above
+    underflow), `step(optimizer)` divides them back (`unscale_`) and steps unless one is inf or
+    NaN, `update()` halves the scale after such a step and doubles it after `growth_interval`
+    clean ones. Checking the gradients reads one flag per device on the host, as torch's does.
+
+    >>> import tensorlite as tl
+    >>> w = tl.nn.Parameter(tl.ones(2))
+    >>> opt, scaler = tl.optim.SGD([w], lr=0.1), tl.amp.GradScaler("cpu", init_scale=1024.0)
+    >>> scaler.scale((w * 3).sum()).backward()
+    >>> w.grad.tolist(), scaler.step(opt), w.tolist()
+    ([3072.0, 3072.0], None, [0.699999988079071, 0.699999988079071])
+    >>> scaler.update(); scaler.get_scale()
+    1024.0
+    """
+
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+        if not growth_factor > 1.0:
+            raise ArgumentError(f"GradScaler: growth_factor should be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ArgumentError(f"GradScaler: backoff_factor should be < 1 and > 0, got {backoff_factor}")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
+            raise ArgumentError(f"GradScaler: growth_interval should be a positive integer, got {growth_interval!r}")
+        self.device, self._enabled = device, bool(enabled)
+        self._scale, self._growth_tracker = float(init_scale), 0
+        self._growth_factor, self._backoff_factor, self._growth_interval = growth_factor, backoff_factor, growth_interval
+        self._unscaled = {}  # id(optimizer) -> whether it found an inf/NaN, since the last update()
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def get_scale(self) -> float:
+        """The current scale (1.0 when disabled, as torch's)."""
+        return self._scale if self._enabled else 1.0
+
+    def scale(self, outputs):
+        """outputs (a tensor, or lists / tuples of them) times the scale."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        return outputs * self._scale
+
+    def unscale_(self, optimizer) -> None:
+        """Divide the optimizer's gradients by the scale, in place (before clipping them, say);
+        at most once per optimizer between update()s."""
+        if not self._enabled:
+            return
+        if id(optimizer) in self._unscaled:
+            raise ArgumentError("GradScaler: unscale_() has already been called on this optimizer since the last "
+                                "update()")
+        from .autograd import no_grad
+        inv, bad = 1.0 / self._scale, {}
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.mul_(inv)
+                        bad.setdefault(p.grad._device, []).append((~p.grad.isfinite()).any())
+        from .tensor import stack
+        self._unscaled[id(optimizer)] = any(bool(stack(flags).any().item()) for flags in bad.values())
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step(*args, **kwargs) after unscale_ (where not done yet), skipped (None)
+        where a gradient is inf or NaN."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        return None if self._unscaled[id(optimizer)] else optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None) -> None:
+        """The scale for the next iteration: new_scale where given, else backed off after a
+        skipped step and grown after growth_interval steps in a row without one."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
+        elif any(self._unscaled.values()):
+            self._scale *= self._backoff_factor
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker += 1
+            if self._growth_tracker == self._growth_interval:
+                self._scale *= self._growth_factor
+                self._growth_tracker = 0
+        self._unscaled = {}
+
+    def state_dict(self) -> dict:
+        """torch's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker."""
+        if not self._enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not self._enabled:
+            return
+        if not state:
+            raise ArgumentError("GradScaler: the state_dict is empty (the scaler that saved it was disabled)")
+        self._scale, self._growth_tracker = float(state["scale"]), int(state["_growth_tracker"])
+        self._growth_factor, self._backoff_factor = float(state["growth_factor"]), float(state["backoff_factor"])
+        self._growth_interval = int(state["growth_interval"])
