@@ -14,7 +14,7 @@ names the best of them.
 """
 from . import backend as _backend, op_table as _op_table
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .dtype import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
+from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8, int16, int32,
                     int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
                      DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
@@ -87,7 +87,8 @@ def _tensor_level_function(name):
 
 # tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
 for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for op in _op_table.BINARY] + [
-        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix"]:
+        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num",
+                                               "clamp_min", "clamp_max", "softmax", "log_softmax"]:
     globals().setdefault(_n, _tensor_level_function(_n))
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -6,6 +6,8 @@ points (`badd_f32`, `softmax_bf16`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import DTypeError
@@ -172,3 +174,48 @@ def cast_array(x: np.ndarray, dt: DType) -> np.ndarray:
             if not dt.is_signed:  # negative floats -> unsigned: wrap through int64
                 x = x.astype(np.int64)
         return x.astype(target)
+
+
+class finfo:
+    """Machine limits of a floating dtype, as torch.finfo: bits, eps, max, min (the most
+    negative finite value), tiny (= smallest_normal), resolution.
+
+    >>> import tensorlite as tl
+    >>> tl.finfo(tl.bfloat16).eps, tl.finfo(tl.float16).max
+    (0.0078125, 65504.0)
+    """
+
+    def __init__(self, dtype=None):
+        dt = get(dtype) if dtype is not None else get_default_dtype()
+        if not dt.is_floating_point:
+            raise DTypeError(f"finfo: {dt.name} is not a floating point dtype (tl.iinfo describes integers)")
+        import ml_dtypes  # numpy's finfo does not know bfloat16; ml_dtypes' knows every float
+        info = ml_dtypes.finfo(dt.np)
+        self.dtype, self.bits = dt.name, int(info.bits)
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))  # torch's: the decimal digits eps allows
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, as torch.iinfo: bits, min, max.
+
+    >>> import tensorlite as tl
+    >>> tl.iinfo(tl.int32).max, tl.iinfo(tl.uint8).min
+    (2147483647, 0)
+    """
+
+    def __init__(self, dtype):
+        dt = get(dtype)
+        if dt.is_floating_point or dt is bool_:
+            raise DTypeError(f"iinfo: {dt.name} is not an integer dtype" +
+                             (" (tl.finfo describes floats)" if dt.is_floating_point else ""))
+        info = np.iinfo(dt.np)
+        self.dtype, self.bits, self.min, self.max = dt.name, int(info.bits), int(info.min), int(info.max)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

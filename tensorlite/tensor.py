@@ -947,8 +947,19 @@ def remainder(a, b):
     return (a - (a / b).floor() * b)._cast(dt)
 
 
-def where(cond: Tensor, x, y) -> Tensor:
-    """cond ? x : y with broadcasting; x or y may be Python scalars."""
+def where(cond: Tensor, x=None, y=None) -> Tensor:
+    """cond ? x : y with broadcasting; x or y may be Python scalars. where(cond) alone is
+    nonzero(cond, as_tuple=True), as torch.where.
+
+    >>> import tensorlite as tl
+    >>> c = tl.tensor([True, False, True])
+    >>> tl.where(c, 1.0, -1.0).tolist(), [t.tolist() for t in tl.where(c)]
+    ([1.0, -1.0, 1.0], [[0, 2]])
+    """
+    if x is None and y is None:
+        return _sorting.nonzero(cond, as_tuple=True)
+    if x is None or y is None:
+        raise ArgumentError("where: give both x and y, or neither (where(cond) is nonzero(cond, as_tuple=True))")
     if not isinstance(cond, Tensor) or cond.dtype is not _dt.bool_:
         raise DTypeError(f"where: condition must be a bool tensor, got "
                          f"{cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__}")
@@ -2825,6 +2836,115 @@ class Tensor:
         """Every element becomes 0, in place, as torch.Tensor.zero_."""
         return _setitem(self, Ellipsis, 0, "zero_")
 
+    def normal_(self, mean=0.0, std=1.0):
+        """Every element becomes a N(mean, std) sample, in place, as torch.Tensor.normal_
+        (drawn on the tensor's device, seeded by tl.manual_seed).
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(3).normal_(5.0, 0.0).tolist()
+        [5.0, 5.0, 5.0]
+        """
+        self._random_fill("normal_")
+        return _setitem(self, Ellipsis, randn(self.shape, dtype=self.dtype, device=self._device) * std + mean,
+                        "normal_")
+
+    def uniform_(self, a=0.0, b=1.0, **bounds):
+        """Every element becomes a U(a, b) sample, in place, as torch.Tensor.uniform_ (whose
+        keyword names, `from` and `to`, are taken too).
+
+        >>> import tensorlite as tl
+        >>> x = tl.zeros(1000).uniform_(-2, 2)
+        >>> bool(x.min() >= -2) and bool(x.max() < 2)
+        True
+        """
+        a, b = bounds.pop("from", a), bounds.pop("to", b)
+        if bounds:
+            raise ArgumentError(f"uniform_: unexpected arguments {sorted(bounds)}")
+        self._random_fill("uniform_")
+        return _setitem(self, Ellipsis, rand(self.shape, dtype=self.dtype, device=self._device) * (b - a) + a,
+                        "uniform_")
+
+    def _random_fill(self, op):
+        if not self.dtype.is_floating_point:
+            raise DTypeError(f"{describe(op, self=self)}: random samples of a floating dtype only")
+
+    def bernoulli(self, p=None):
+        """1 with probability p (default: this tensor's values), else 0, in this tensor's dtype, as
+        torch.bernoulli / torch.Tensor.bernoulli.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([0.0, 1.0]).bernoulli().tolist()
+        [0.0, 1.0]
+        """
+        if not self.dtype.is_floating_point:
+            raise DTypeError(f"{describe('bernoulli', self=self)}: probabilities of a floating dtype only")
+        if p is not None and not 0.0 <= float(p) <= 1.0:
+            raise ArgumentError(f"{describe('bernoulli', self=self)}: p must be in [0, 1], got {p}")
+        probs = self.detach() if p is None else float(p)
+        return (rand(self.shape, dtype=self.dtype, device=self._device) < probs)._cast(self.dtype)
+
+    def clamp_min(self, min):
+        """clamp(min=min), as torch.Tensor.clamp_min."""
+        return clamp(self, min=min)
+
+    def clamp_max(self, max):
+        """clamp(max=max), as torch.Tensor.clamp_max."""
+        return clamp(self, max=max)
+
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+        """NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values by
+        default), as torch.nan_to_num.
+
+        >>> import tensorlite as tl
+        >>> tl.tensor([float('nan'), float('inf'), 1.0]).nan_to_num(posinf=9.0).tolist()
+        [0.0, 9.0, 1.0]
+        """
+        if not self.dtype.is_floating_point:
+            return self.clone()
+        info = _dt.finfo(self.dtype)
+        hi, lo = info.max if posinf is None else posinf, info.min if neginf is None else neginf
+        x = where(self != self, nan, self)
+        return where(x == float("inf"), hi, where(x == float("-inf"), lo, x))
+
+    def softmax(self, dim, dtype=None):
+        """F.softmax(self, dim, dtype), as torch.Tensor.softmax."""
+        from .nn import functional as F
+        return F.softmax(self, dim, dtype=dtype)
+
+    def log_softmax(self, dim, dtype=None):
+        """F.log_softmax(self, dim, dtype), as torch.Tensor.log_softmax."""
+        from .nn import functional as F
+        return F.log_softmax(self, dim, dtype=dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """numel * itemsize, as torch.Tensor.nbytes."""
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element, as torch.Tensor.itemsize."""
+        return self.dtype.itemsize
+
+    def storage_offset(self) -> int:
+        """The first element's offset in the storage, in elements, as torch.Tensor.storage_offset.
+
+        >>> import tensorlite as tl
+        >>> tl.zeros(2, 3)[1].storage_offset()
+        3
+        """
+        return self._layout.offset
+
+    def detach_(self):
+        """Take this tensor out of the graph in place (it no longer requires grad), as
+        torch.Tensor.detach_; a view refuses (detach() it instead)."""
+        if self._base is not None:
+            raise TensorliteError(f"{describe('detach_', self=self)}: can't detach views in-place; use detach()")
+        self._node, self.requires_grad = None, False
+        return self
+
+    clamp_min_ = _inplace_method("clamp_min_", clamp_min)
+    clamp_max_ = _inplace_method("clamp_max_", clamp_max)
     add_, sub_ = _inplace_method("add_", add), _inplace_method("sub_", sub)
     mul_, div_ = _inplace_method("mul_", __mul__), _inplace_method("div_", __truediv__)
     pow_ = _inplace_method("pow_", __pow__)

@@ -468,6 +468,27 @@ class Embedding(Module):
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None):
+        """An Embedding whose weight is `embeddings` (2-d: num_embeddings x embedding_dim), trained
+        unless freeze, as torch.nn.Embedding.from_pretrained (the padding row is left as given).
+
+        >>> import tensorlite as tl
+        >>> e = tl.nn.Embedding.from_pretrained(tl.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        >>> e(tl.tensor([1])).tolist(), e.weight.requires_grad
+        ([[3.0, 4.0]], False)
+        """
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            raise ShapeError(f"{describe('Embedding.from_pretrained', embeddings=embeddings)}: embeddings must "
+                             "be a 2-dimensional tensor")
+        n, d = embeddings.shape
+        module = cls.__new__(cls)
+        Module.__init__(module)
+        module.num_embeddings, module.embedding_dim = n, d
+        module.padding_idx = None if padding_idx is None else padding_idx % n
+        module.weight = Parameter(embeddings.detach(), requires_grad=not freeze)
+        return module
+
     def forward(self, ids):
         """The rows of weight at ids (an integer tensor of any shape), as F.embedding."""
         return F.embedding(ids, self.weight, self.padding_idx)
