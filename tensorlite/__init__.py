@@ -14,8 +14,8 @@ names the best of them.
 """
 from . import backend as _backend, op_table as _op_table
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8, int16, int32,
-                    int64, promote_types, set_default_dtype, uint8, uint32)
+from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8,
+                    int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
                      DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
                      TensorliteError)
@@ -32,8 +32,8 @@ from .tensor import (all_ as all, allclose, any_ as any, count_nonzero, fmod, is
 from .sorting import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, kthvalue, median, msort,  # noqa: E402
                       multinomial, nanmedian, nonzero, searchsorted, sort, topk, unique, unique_consecutive)
 from . import linalg  # noqa: E402  (tl.linalg)
-from .indexing import (index_copy, index_fill, index_put, masked_scatter, scatter, scatter_reduce,  # noqa: E402
-                       take_along_dim)
+from .indexing import (index_copy, index_fill, index_put, masked_scatter, masked_select, scatter,  # noqa: E402
+                       scatter_reduce, take_along_dim)
 from .shape_ops import (addmm, as_tensor, atleast_1d, atleast_2d, atleast_3d, baddbmm, bmm, broadcast_tensors,
                         cartesian_prod, cdist, column_stack, cross, diag, diag_embed, diagonal, diff, dot, dstack,
                         einsum, flip, fliplr, flipud, ger, hstack, inner, is_tensor, kron, meshgrid, mm, moveaxis,
@@ -87,8 +87,8 @@ def _tensor_level_function(name):
 
 # tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
 for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for op in _op_table.BINARY] + [
-        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num",
-                                               "clamp_min", "clamp_max", "softmax", "log_softmax"]:
+        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix", "bernoulli",
+                                               "nan_to_num", "clamp_min", "clamp_max", "softmax", "log_softmax"]:
     globals().setdefault(_n, _tensor_level_function(_n))
 
 __all__ = [n for n in dir() if not n.startswith("_")]

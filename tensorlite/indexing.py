@@ -14,7 +14,8 @@ from .tensor import (Tensor, _basic_index, _check_ids, _check_index_source, _che
                      broadcast_to, floor_divide, gather, ones_like, tensor, where, zeros_like)
 
 METHODS = ("scatter", "scatter_", "scatter_reduce", "scatter_reduce_", "index_copy", "index_copy_", "index_fill",
-           "index_fill_", "index_put", "index_put_", "masked_scatter", "masked_scatter_", "take_along_dim")
+           "index_fill_", "index_put", "index_put_", "masked_scatter", "masked_scatter_", "masked_select",
+           "take_along_dim")
 
 
 def _raw(x, dim, index, src, reduce):
@@ -177,6 +178,22 @@ def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
                          f"elements than mask's {at.size} True values")
     flat = x.reshape(-1).index_copy(0, tensor(at, device=x._device), source.reshape(-1)[:at.size])
     return flat.reshape(x.shape)
+
+
+def masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    """The elements of x where mask (x and mask broadcast together) is True, as a 1-d tensor, as
+    torch.masked_select (the mask is read on the host, as x[mask]'s).
+
+    >>> import tensorlite as tl; tl.masked_select(tl.tensor([[1, 2], [3, 4]]), tl.tensor([True, False])).tolist()
+    [1, 3]
+    """
+    if not (isinstance(mask, Tensor) and mask.dtype is _dt.bool_):
+        raise DTypeError(f"{describe('masked_select', self=x)}: mask must be a bool tensor")
+    _same_device("masked_select", self=x, mask=mask)
+    shape = broadcast_shapes(x.shape, mask.shape)
+    if shape is None:
+        raise ShapeError(f"{describe('masked_select', self=x, mask=mask)}: shapes do not broadcast")
+    return broadcast_to(x, shape)[broadcast_to(mask, shape)]
 
 
 def take_along_dim(x: Tensor, indices: Tensor, dim=None) -> Tensor:

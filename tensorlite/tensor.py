@@ -108,6 +108,16 @@ def _norm_dims(dim, ndim, op, x=None, empty_is_all=True):
 
 
 # sizes given as ints or as one sequence, as a tuple of ints (floats are refused, as PyTorch)
+def _sizes(op, sizes, size=None):
+    """The shape of a creation function: its positional sizes (ints or one sequence), or the
+    keyword `size`, as torch.zeros(size=...) takes it."""
+    if size is None:
+        return _shape_arg(sizes, op)
+    if sizes:
+        raise ArgumentError(f"{op}: sizes given both as arguments {sizes!r} and as size={size!r}")
+    return _shape_arg((size,), op)
+
+
 def _shape_arg(shape, op="size", x=None):
     try:
         if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
@@ -2009,34 +2019,34 @@ def _dtype_of(dtype, value=0.0, op="tensor"):
         else _dt.get_default_dtype()
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros (the default float dtype unless given), as torch.zeros.
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).shape
     (2, 3)
     """
-    return _filled("zeros", _shape_arg(size, "zeros"), 0, _dtype_of(dtype, op="zeros"), device, requires_grad)
+    return _filled("zeros", _sizes("zeros", sizes, size), 0, _dtype_of(dtype, op="zeros"), device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """A tensor of ones (the default float dtype unless given), as torch.ones.
 
     >>> import tensorlite as tl
     >>> tl.ones(2, dtype=tl.int64).tolist()
     [1, 1]
     """
-    return _filled("ones", _shape_arg(size, "ones"), 1, _dtype_of(dtype, op="ones"), device, requires_grad)
+    return _filled("ones", _sizes("ones", sizes, size), 1, _dtype_of(dtype, op="ones"), device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor (its values are arbitrary), as torch.empty.
 
     >>> import tensorlite as tl
     >>> tl.empty(2, 3).shape
     (2, 3)
     """
-    return _filled("empty", _shape_arg(size, "empty"), None, _dtype_of(dtype, op="empty"), device, requires_grad)
+    return _filled("empty", _sizes("empty", sizes, size), None, _dtype_of(dtype, op="empty"), device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -2151,19 +2161,19 @@ def _random(op, draw, size, dtype, device, requires_grad):  # rand / randn: the 
     return out
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def rand(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
-    return _random("rand", "rand_uniform", size, dtype, device, requires_grad)
+    return _random("rand", "rand_uniform", _sizes("rand", sizes, size), dtype, device, requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples from the device's counter-based generator (see manual_seed), as torch.randn.
 
     >>> import tensorlite as tl
     >>> tl.randn(2, 3).shape
     (2, 3)
     """
-    return _random("randn", "rand_normal", size, dtype, device, requires_grad)
+    return _random("randn", "rand_normal", _sizes("randn", sizes, size), dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None):
@@ -2427,6 +2437,12 @@ class Tensor:
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+    def __format__(self, spec):
+        """A one-element tensor formats as its number (f"{loss:.4f}"), as torch's; others as repr."""
+        if spec and self.numel() == 1:
+            return format(self.item(), spec)
+        return object.__format__(self, spec) if spec else repr(self)
 
     def __repr__(self):
         a = self.numpy().astype(np.float32) if self.dtype is _dt.bfloat16 else self.numpy()

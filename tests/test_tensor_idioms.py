@@ -126,3 +126,30 @@ def test_embedding_from_pretrained_matches_torch(device):
     assert list(ours.state_dict()) == list(theirs.state_dict())
     with pytest.raises(ValueError, match="2-dimensional"):
         tl.nn.Embedding.from_pretrained(tl.zeros(3))
+
+
+def test_creation_functions_take_size_as_a_keyword(device):
+    for fn in (tl.zeros, tl.ones, tl.empty, tl.rand, tl.randn):
+        assert fn(size=(2, 3), device=device).shape == (2, 3) == fn(2, 3, device=device).shape
+        with pytest.raises(ValueError, match="size"):
+            fn(2, size=(2, 3))
+    assert torch.zeros(size=(2, 3)).shape == (2, 3)  # the form PyTorch takes
+
+
+def test_format_of_a_one_element_tensor_is_its_number(device):
+    loss = tl.tensor(1.23456, device=device)
+    assert f"{loss:.3f}" == f"{torch.tensor(1.23456):.3f}" == "1.235"
+    assert f"{tl.tensor([7], device=device):>4d}" == "   7"
+    assert f"{tl.ones(2, device=device)}" == repr(tl.ones(2, device=device))
+    with pytest.raises(TypeError):
+        f"{tl.ones(2, device=device):.2f}"
+
+
+def test_masked_select_matches_torch(device, rng):
+    a = random_array(rng, (3, 4), tl.float32)
+    m = rng.random((4,)) < 0.5
+    ours = tl.masked_select(tl.tensor(a, device=device), tl.tensor(m, device=device))
+    np.testing.assert_array_equal(ours.numpy(), torch.masked_select(torch.tensor(a), torch.tensor(m)).numpy())
+    assert tl.tensor(a, device=device).masked_select(tl.tensor(m, device=device)).shape == ours.shape
+    with pytest.raises(tl.DTypeError, match="masked_select"):
+        tl.masked_select(tl.tensor(a, device=device), tl.ones(4, device=device))
