@@ -2520,15 +2520,16 @@ class Tensor:
     data = property(detach, _set_data)  # x.data: x detached; x.data = y: _set_data
 
     # ---- conversion -----------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None) -> "Tensor":
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False) -> "Tensor":
         """to(device), to(dtype), to(device, dtype), to(other tensor) (its dtype and device) or
-        keyword forms, as torch.Tensor.to.
+        keyword forms, as torch.Tensor.to: self itself where nothing changes, unless copy.
+        non_blocking is accepted (a copy between devices is ordered on the device either way).
 
         >>> import tensorlite as tl
         >>> tl.tensor([1, 2]).to(tl.zeros(1, dtype=tl.float64)).dtype
         tensorlite.float64
         """
-        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType:
+        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType and not copy:
             return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
         if len(args) == 1 and isinstance(args[0], Tensor):  # to(other): other's dtype and device, as torch's
             dtype, device, args = dtype or args[0].dtype, device or args[0]._device, ()
@@ -2550,7 +2551,7 @@ class Tensor:
                 out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
         if dtype is not None:
             out = out._cast(_dtype_of(dtype, op="to"))
-        return out
+        return out.clone() if copy and out is self else out
 
     def _cast(self, dtype) -> "Tensor":
         if dtype is self.dtype:

@@ -153,3 +153,13 @@ def test_masked_select_matches_torch(device, rng):
     assert tl.tensor(a, device=device).masked_select(tl.tensor(m, device=device)).shape == ours.shape
     with pytest.raises(tl.DTypeError, match="masked_select"):
         tl.masked_select(tl.tensor(a, device=device), tl.ones(4, device=device))
+
+
+def test_to_takes_non_blocking_and_copy(device):
+    x = tl.ones(2, device=device)
+    assert x.to(device, non_blocking=True) is x  # nothing changes: the tensor itself, as torch's
+    for y in (x.to(device, copy=True), x.to(x.dtype, copy=True)):
+        assert y is not x and y.tolist() == [1.0, 1.0]
+        y.fill_(0.0)
+        assert x.tolist() == [1.0, 1.0]  # a copy: its own memory
+    assert tl.nn.Linear(2, 2).to(device, non_blocking=True).weight.device == x.device

@@ -341,8 +341,9 @@ class Module:
                 p.grad = None if set_to_none else zeros_like(p.grad)
 
     # ---- device and dtype ------------------------------------------------------------
-    def to(self, *args, device=None, dtype=None):
-        """Move/cast parameters and buffers in place (floating ones only change dtype)."""
+    def to(self, *args, device=None, dtype=None, non_blocking=False):
+        """Move/cast parameters and buffers in place (floating ones only change dtype), as
+        torch's (non_blocking is accepted: the copies are ordered on the device either way)."""
         for a in args:
             if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt._BY_NAME):
                 dtype = a
