@@ -108,16 +108,6 @@ def _norm_dims(dim, ndim, op, x=None, empty_is_all=True):
 
 
 # sizes given as ints or as one sequence, as a tuple of ints (floats are refused, as PyTorch)
-def _sizes(op, sizes, size=None):
-    """The shape of a creation function: its positional sizes (ints or one sequence), or the
-    keyword `size`, as torch.zeros(size=...) takes it."""
-    if size is None:
-        return _shape_arg(sizes, op)
-    if sizes:
-        raise ArgumentError(f"{op}: sizes given both as arguments {sizes!r} and as size={size!r}")
-    return _shape_arg((size,), op)
-
-
 def _shape_arg(shape, op="size", x=None):
     try:
         if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
@@ -129,6 +119,16 @@ def _shape_arg(shape, op="size", x=None):
     except TypeError:
         raise DTypeError(f"{describe(op, self=x) if x is not None else op}: sizes must be integers, got {shape!r}") \
             from None
+
+
+def _sizes(op, sizes, size=None):
+    """The shape of a creation function: its positional sizes (ints or one sequence), or the
+    keyword `size`, as torch.zeros(size=...) takes it."""
+    if size is None:
+        return _shape_arg(sizes, op)
+    if sizes:
+        raise ArgumentError(f"{op}: sizes given both as arguments {sizes!r} and as size={size!r}")
+    return _shape_arg((size,), op)
 
 
 # The one check of a new tensor's shape: no negative size, and no more bytes than the device
