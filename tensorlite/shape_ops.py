@@ -439,6 +439,35 @@ def kron(a: Tensor, b: Tensor) -> Tensor:
     return out.reshape([x * y for x, y in zip(sa, sb)])
 
 
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Sum of products over a's last `dims` dims and b's first (an int), or over the listed
+    dims of each (two sequences), as torch.tensordot: one matmul of the two reshaped.
+
+    >>> import tensorlite as tl
+    >>> tl.tensordot(tl.ones(2, 3, 4), tl.ones(3, 4, 5)).shape
+    (2, 5)
+    >>> tl.tensordot(tl.ones(3, 2), tl.ones(2, 3), dims=([0], [1])).shape
+    (2, 2)"""
+    if isinstance(dims, (tuple, list)) and len(dims) == 2 and all(isinstance(d, (tuple, list)) for d in dims):
+        da = [_norm_dim(d, a.ndim, "tensordot", a) for d in dims[0]]
+        db = [_norm_dim(d, b.ndim, "tensordot", b) for d in dims[1]]
+    else:
+        k = _ints("tensordot", "dims", dims, low=0)
+        if k > builtins.min(a.ndim, b.ndim):
+            _fail(ShapeError, "tensordot", f"dims={k} exceeds the operands' dims", a=a, b=b)
+        da, db = list(range(a.ndim - k, a.ndim)), list(range(k))
+    if len(da) != len(db) or len(set(da)) != len(da) or len(set(db)) != len(db) or \
+            any(a.shape[i] != b.shape[j] for i, j in zip(da, db)):
+        _fail(ShapeError, "tensordot", f"contracted dims {da} of a and {db} of b must pair up with equal sizes",
+              a=a, b=b)
+    free_a = [i for i in range(a.ndim) if i not in da]
+    free_b = [j for j in range(b.ndim) if j not in db]
+    k = prod(a.shape[i] for i in da)
+    lhs = a.permute(free_a + da).reshape(-1, k)
+    rhs = b.permute(db + free_b).reshape(k, -1)
+    return (lhs @ rhs).reshape([a.shape[i] for i in free_a] + [b.shape[j] for j in free_b])
+
+
 def cross(a: Tensor, b: Tensor, dim=None) -> Tensor:
     """The cross product of 3-vectors along dim (None: the first dim of size 3, as torch.cross).
 

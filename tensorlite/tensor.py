@@ -2772,6 +2772,27 @@ class Tensor:
         """
         return self.transpose(-2, -1)
 
+    # real dtypes only: the conjugate transposes are the transposes
+    H = property(lambda self: self.T, doc="The conjugate transpose of a matrix (the transpose: real dtypes), as "
+                                          "torch.Tensor.H.")
+    mH = property(lambda self: self.mT, doc="The conjugate transpose of a batch of matrices, as torch.Tensor.mH.")
+
+    def pin_memory(self):
+        """A copy in host memory, as torch.Tensor.pin_memory (tensorlite's host copies need no
+        pinning: this is the copy PyTorch makes); cpu tensors only.
+
+        >>> import tensorlite as tl
+        >>> tl.ones(2).pin_memory().is_pinned()
+        False
+        """
+        if self._device.name != "cpu":
+            raise DeviceError(f"{describe('pin_memory', self=self)}: only cpu tensors can be pinned")
+        return self.clone()
+
+    def is_pinned(self) -> bool:
+        """False: tensorlite keeps no page-locked host memory (see pin_memory)."""
+        return False
+
     def __setitem__(self, idx, value):
         _setitem(self, idx, value)
 
@@ -2880,6 +2901,21 @@ class Tensor:
         self._random_fill("uniform_")
         return _setitem(self, Ellipsis, rand(self.shape, dtype=self.dtype, device=self._device) * (b - a) + a,
                         "uniform_")
+
+    def exponential_(self, lambd=1.0):
+        """Every element becomes an Exp(lambd) sample (-log(1 - u) / lambd), in place, as
+        torch.Tensor.exponential_.
+
+        >>> import tensorlite as tl
+        >>> bool(tl.zeros(1000).exponential_(2.0).min() >= 0)
+        True
+        """
+        if not lambd > 0:
+            raise ArgumentError(f"{describe('exponential_', self=self)}: lambd must be positive, got {lambd}")
+        self._random_fill("exponential_")
+        u = rand(self.shape, dtype=_dt.float32 if self.dtype in (_dt.float16, _dt.bfloat16) else self.dtype,
+                 device=self._device)
+        return _setitem(self, Ellipsis, (1.0 - u).log() * (-1.0 / lambd), "exponential_")
 
     def _random_fill(self, op):
         if not self.dtype.is_floating_point:

@@ -163,3 +163,33 @@ def test_to_takes_non_blocking_and_copy(device):
         y.fill_(0.0)
         assert x.tolist() == [1.0, 1.0]  # a copy: its own memory
     assert tl.nn.Linear(2, 2).to(device, non_blocking=True).weight.device == x.device
+
+
+@pytest.mark.parametrize("dims", [2, 0, 1, ([1, 2], [0, 2]), ([2], [1])], ids=str)
+def test_tensordot_matches_torch(device, rng, dims):
+    a, b = random_array(rng, (2, 3, 4), tl.float32), random_array(rng, (3, 4, 4), tl.float32)
+    if dims == 1:
+        b = random_array(rng, (4, 5), tl.float32)
+    ours = tl.tensordot(tl.tensor(a, device=device), tl.tensor(b, device=device), dims=dims)
+    theirs = torch.tensordot(torch.tensor(a), torch.tensor(b), dims=dims)
+    assert ours.shape == tuple(theirs.shape)
+    assert_close(ours, theirs.numpy(), tl.float32, terms=12)
+    with pytest.raises(tl.ShapeError, match="tensordot"):
+        tl.tensordot(tl.tensor(a, device=device), tl.tensor(b, device=device), dims=([0], [0]))
+
+
+def test_conjugate_transposes_pinning_and_exponential(device):
+    x = tl.arange(6.0, device=device).reshape(2, 3)
+    assert x.H.tolist() == x.T.tolist() and x.reshape(1, 2, 3).mH.shape == (1, 3, 2)
+    if device == "cpu":
+        p = x.pin_memory()
+        p.fill_(0.0)
+        assert x.sum().item() == 15.0 and not p.is_pinned()  # a copy, as torch's
+    else:
+        with pytest.raises(tl.DeviceError, match="pin_memory"):
+            x.pin_memory()
+    tl.manual_seed(4)
+    e = tl.zeros(20000, device=device).exponential_(2.0).numpy()
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.02
+    with pytest.raises(ValueError, match="lambd"):
+        tl.zeros(2, device=device).exponential_(0.0)
