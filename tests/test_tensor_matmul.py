@@ -75,6 +75,10 @@ def test_few_rows_times_a_row_major_weight(device, rng, dtype, m):
         for lhs, weight, ref_x, ref_w in cases:
             assert_close(tl.nn.functional.linear(lhs, weight), ref_x @ ref_w.T, dtype, terms=k)
             assert_close(lhs @ weight.mT, ref_x @ ref_w.T, dtype, terms=k)
+    if m <= 4:  # a decode step's k (2048-5632): each lane loops over several groups of four runs
+        a, w = random_array(rng, (m, 4104), dtype), random_array(rng, (9, 4104), dtype)
+        got = tl.nn.functional.linear(tl.tensor(a, device=device), tl.tensor(w, device=device))
+        assert_close(got, as_f64(a) @ as_f64(w).T, dtype, terms=4104)
 
 
 def test_matmul_larger_accuracy(device, rng):
