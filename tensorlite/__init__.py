@@ -39,8 +39,7 @@ from .shape_ops import (addmm, as_tensor, atleast_1d, atleast_2d, atleast_3d, ba
                         einsum, flip, fliplr, flipud, ger, hstack, inner, is_tensor, kron, meshgrid, mm, moveaxis,
                         movedim, mv, norm, numel, outer, rand_like, randint_like, randn_like, repeat_interleave, roll,
                         rot90, row_stack, std_mean, swapaxes, swapdims, t, tensordot, tile, trace, tril, triu, unbind,
-                        var_mean,
-                        vdot, vstack)
+                        var_mean, vdot, vstack)
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001

@@ -687,7 +687,7 @@ class Device(str):
     __slots__ = ()
 
     def __new__(cls, type, index=None):
-        spec = str(type)  # a BackendDevice's own name: 'cpu', 'cuda:1
+        spec = str(type)  # a BackendDevice's own name too: 'cpu', 'cuda:1'
         name, colon, idx = spec.partition(":")
         if not name or (colon and not idx.isdigit()):
             raise DeviceError(f"invalid device string {spec!r}: expected 'name' or 'name:ordinal'")

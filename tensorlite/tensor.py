@@ -2882,7 +2882,7 @@ class Tensor:
         >>> tl.zeros(3).normal_(5.0, 0.0).tolist()
         [5.0, 5.0, 5.0]
         """
-        self._random_fill("normal_")
+        self._check_random_fill("normal_")
         return _setitem(self, Ellipsis, randn(self.shape, dtype=self.dtype, device=self._device) * std + mean,
                         "normal_")
 
@@ -2898,7 +2898,7 @@ class Tensor:
         a, b = bounds.pop("from", a), bounds.pop("to", b)
         if bounds:
             raise ArgumentError(f"uniform_: unexpected arguments {sorted(bounds)}")
-        self._random_fill("uniform_")
+        self._check_random_fill("uniform_")
         return _setitem(self, Ellipsis, rand(self.shape, dtype=self.dtype, device=self._device) * (b - a) + a,
                         "uniform_")
 
@@ -2912,12 +2912,12 @@ class Tensor:
         """
         if not lambd > 0:
             raise ArgumentError(f"{describe('exponential_', self=self)}: lambd must be positive, got {lambd}")
-        self._random_fill("exponential_")
+        self._check_random_fill("exponential_")
         u = rand(self.shape, dtype=_dt.float32 if self.dtype in (_dt.float16, _dt.bfloat16) else self.dtype,
                  device=self._device)
         return _setitem(self, Ellipsis, (1.0 - u).log() * (-1.0 / lambd), "exponential_")
 
-    def _random_fill(self, op):
+    def _check_random_fill(self, op):
         if not self.dtype.is_floating_point:
             raise DTypeError(f"{describe(op, self=self)}: random samples of a floating dtype only")
 
@@ -2956,7 +2956,7 @@ class Tensor:
             return self.clone()
         info = _dt.finfo(self.dtype)
         hi, lo = info.max if posinf is None else posinf, info.min if neginf is None else neginf
-        x = where(self != self, nan, self)
+        x = where(self.isnan(), nan, self)
         return where(x == float("inf"), hi, where(x == float("-inf"), lo, x))
 
     def softmax(self, dim, dtype=None):
@@ -2972,7 +2972,7 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         """numel * itemsize, as torch.Tensor.nbytes."""
-        return self.numel() * self.dtype.itemsize
+        return self.numel() * self.itemsize
 
     @property
     def itemsize(self) -> int:

@@ -6,7 +6,7 @@ import math
 
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError, describe
-from ..tensor import full, rand, randn, where
+from ..tensor import full, randn, where
 
 
 def _fill(t, values):
@@ -43,13 +43,17 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 
 def uniform_(t, a: float = 0.0, b: float = 1.0):
-    """Fill t in place with U(a, b) samples and return it, as torch.nn.init.uniform_."""
-    return _fill(t, rand(t.shape, dtype=t.dtype, device=t._device) * (b - a) + a)
+    """Fill t in place with U(a, b) samples and return it, as torch.nn.init.uniform_ (Tensor.uniform_
+    without autograd)."""
+    with no_grad():
+        return t.uniform_(a, b)
 
 
 def normal_(t, mean: float = 0.0, std: float = 1.0):
-    """Fill t in place with N(mean, std) samples and return it, as torch.nn.init.normal_."""
-    return _fill(t, randn(t.shape, dtype=t.dtype, device=t._device) * std + mean)
+    """Fill t in place with N(mean, std) samples and return it, as torch.nn.init.normal_ (Tensor.normal_
+    without autograd)."""
+    with no_grad():
+        return t.normal_(mean, std)
 
 
 def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0):

@@ -231,7 +231,7 @@ class DataLoader:
         if self.collate_fn is None and type(self.dataset) is TensorDataset:
             # one gather per tensor: what stacking the rows gives
             ids = tensor(np.asarray(indices, dtype=np.int64), device=self.dataset.tensors[0].device)
-            return tuple(t[ids if t.device == ids.device else ids.to(t.device)] for t in self.dataset.tensors)
+            return tuple(t[ids.to(t.device)] for t in self.dataset.tensors)  # to(): ids itself on ids' device
         samples = [self.dataset[i] for i in indices]
         return (self.collate_fn or default_collate)(samples)
 

@@ -392,6 +392,13 @@ class FusedOps:
                                     self=(self, layout), exp_avg=(exp_avg, Layout((exp_avg.numel,))))
         return n
 
+    @staticmethod
+    def _adam_fixed(lr, betas, eps, weight_decay, step):
+        """The hyper-parameters of adamw / adamw_many: everything, bias corrections included, from the host."""
+        step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
+        return [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])), ("double", float(eps)),
+                ("double", float(weight_decay)), ("double", step_size), ("double", bc2_sqrt)]
+
     def _adam_counted(self, layout, lr, betas, eps, weight_decay):
         """The hyper-parameters of the _cap kernels (capturable): lr by address (or value),
         betas with their logs (the kernel's bias corrections are -expm1(t * log b))."""
@@ -418,11 +425,8 @@ class FusedOps:
             args += self._adam_counted(layout, lr, betas, eps, weight_decay) + [
                 ("ptr", st.addr(st_layout.offset)), ("int32", flags)]
         else:
-            step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
             name = f"adamw_{self.dtype.short}"
-            args += [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
-                     ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
-                     ("double", bc2_sqrt), ("int32", flags)]
+            args += self._adam_fixed(lr, betas, eps, weight_decay, step) + [("int32", flags)]
         dev.launch(kernel_for(dev, name, op, self=(self, layout)), grid_for(dev, n), BLOCK, args)
 
     @classmethod
@@ -453,10 +457,7 @@ class FusedOps:
             if counted:
                 hyper = items[0][0]._adam_counted(items[0][1], lr, betas, eps, weight_decay) + [("int32", flags)]
             else:
-                step_size, bc2_sqrt = adam_bias_corrections(lr, betas, step)
-                hyper = [("double", float(lr)), ("double", float(betas[0])), ("double", float(betas[1])),
-                         ("double", float(eps)), ("double", float(weight_decay)), ("double", step_size),
-                         ("double", bc2_sqrt), ("int32", flags)]
+                hyper = cls._adam_fixed(lr, betas, eps, weight_decay, step) + [("int32", flags)]
             for i in range(0, len(items), _ADAM_TENSORS):
                 chunk = items[i:i + _ADAM_TENSORS]
                 pad = [0] * (_ADAM_TENSORS - len(chunk))
