@@ -20,6 +20,12 @@ _WRITES = [0]  # in-place writes of any storage so far (stamps): a backward chec
 _HOOKS = {}  # id(vertex) -> {key: hook} of the few vertices with tensor hooks (empty: no cost)
 _POST_HOOKS = {}  # id(leaf) -> {key: hook(leaf)}: post-accumulate-grad hooks (distributed data parallel's buckets)
 _RETAINED = weakref.WeakValueDictionary()  # id(t) -> t, the non-leaf tensors retain_grad() was called on
+# Ops whose backward reads no tensor, only shapes: as PyTorch (which frees saved tensors, not nodes) a
+# second backward through one runs it again, where the walk frees every other node's backward
+# (`a, b = leaf.chunk(2); a.sum().backward(); b.sum().backward()` goes through split twice).
+_READS_NO_TENSOR = frozenset({
+    "split", "unbind", "cat", "reshape", "permute", "transpose", "narrow", "select", "unsqueeze", "squeeze",
+    "broadcast_to", "diagonal", "sum", "contiguous", "clone", "cast", "to(device)"})
 _HOOK_KEYS = itertools.count()
 
 
@@ -459,7 +465,7 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
             if v.stamp != _WRITES[0] and v.saved:
                 _check_saved(v.name, v.saved, v.stamp)
             in_grads = _recorded_backward(v, g) if create_graph else v.backward_fn(g)
-            if not retain_graph:
+            if not retain_graph and v.name not in _READS_NO_TENSOR:
                 v.backward_fn = None
             for e, ig in zip(v.edges, in_grads):
                 if e is None or ig is None:

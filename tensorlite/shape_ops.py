@@ -263,8 +263,10 @@ def unbind(x: Tensor, dim: int = 0):
     d = _norm_dim(dim, x.ndim, "unbind", x, False)
     outs = [_view(x, x._layout.index(d, i)) for i in range(x.shape[d])]
 
+    shape = outs[0].shape if outs else None  # not the outputs: the node outlives a backward (_READS_NO_TENSOR)
+
     def grad(gs):  # (only called where there are slices)
-        zero = zeros(outs[0].shape, dtype=x.dtype, device=x._device)
+        zero = zeros(shape, dtype=x.dtype, device=x._device)
         return (stack([zero if g is None else g for g in gs], d),)
     return tuple(_attach_many(outs, (x,), grad, "unbind"))
 

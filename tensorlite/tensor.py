@@ -403,9 +403,10 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
     starts = itertools.accumulate(sizes, initial=0)
     outs = [_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(starts, sizes)]
 
+    shapes = [o.shape for o in outs]  # not the outputs: the node outlives a backward (_READS_NO_TENSOR)
+
     def grad(gs):
-        return (cat([zeros(o.shape, dtype=x.dtype, device=x._device) if g is None else g for g, o in zip(gs, outs)],
-                    dim),)
+        return (cat([zeros(s, dtype=x.dtype, device=x._device) if g is None else g for g, s in zip(gs, shapes)], dim),)
     return tuple(_attach_many(outs, (x,), grad, "split"))
 
 

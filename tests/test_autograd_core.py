@@ -173,6 +173,22 @@ def test_second_backward_through_freed_graph_raises():
         y.backward()
 
 
+def test_second_backward_through_ops_that_save_no_tensor_runs_as_torch(device):
+    # torch frees the tensors a graph saved, not its nodes: a split, a view or a sum reads none
+    x = tl.tensor([1.0, 2.0, 3.0, 4.0], device=device, requires_grad=True)
+    a, b = x.chunk(2)
+    a.sum().backward()
+    b.sum().backward()
+    t = x.reshape(2, 2).t()
+    t.sum().backward()
+    (t * 2.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0, 4.0, 4.0])
+    y = x.exp().chunk(2)[1]  # exp saved its output: the second pass through it still raises
+    y.sum().backward()
+    with pytest.raises(tl.TensorliteError, match="retain_graph"):
+        y.sum().backward()
+
+
 def test_retain_graph_allows_second_backward_and_accumulates():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     y = (x * x).sum()
