@@ -77,9 +77,13 @@ def _ranks_of(kind: str, n: int) -> None:
     status = tl.backends.available().get(kind)
     if status is not True:
         pytest.skip(f"{kind} is unavailable here: {status}")
-    count = tl.backend.get_device(f"{kind}:0").platform.init()
+    device = tl.backend.get_device(f"{kind}:0")
+    count = device.platform.init()
     if count < n:
         pytest.skip(f"{n} ranks on {kind} need {n} devices; this machine has {count}")
+    # every kernel compiled here into the disk cache first (a second at most once cached): on a fresh
+    # machine each rank would otherwise compile them, all ranks at once, inside the job's timeout
+    device.warmup()
 
 
 def _expected_dtype(values, dtype):
