@@ -18,7 +18,9 @@ Case groups (--cases, comma-separated; 'all' = core + nn, 'nn' = the issue-5 gro
          device-to-device copy (the bandwidth reference); elementwise add / mul / cast
          f32->bf16 at 64M elements (GB/s, % of copy; target >= 90%); sum and max over 64M f32;
          GEMM 4096^3 f32 and bf16 (TFLOP/s; target >= 0.95x torch). f32 GEMM runs without
-         TF32 in both (torch's default, and cuBLAS's CUBLAS_COMPUTE_32F).
+         TF32 in both (torch's default, and cuBLAS's CUBLAS_COMPUTE_32F). The linear layers of a
+         1.1B Llama's decode step, one bf16 row (GB/s of weight read; target >= torch: the
+         backend's GEMV against cuBLAS through torch).
   norms, sdpa, conv, gpt   issue 5, in benchmarks/bench_nn.py (its docstring says what each
          measures and the targets).
 The table is printed last, one row per case with its target and whether it was met; a case
@@ -305,6 +307,20 @@ def core_cases(b):
             ms_t = b.time_torch(lambda: p_t @ q_t, 5)
             b.row(f"gemm {g}^3 {dt_name}", "TFLOP/s", flops / ms_tl / 1e9, flops / ms_t / 1e9, target={"ratio": 0.95})
             del p_tl, q_tl, p_t, q_t
+
+        # ---- GEMV: a decode step's linear layers (one row; the 1.1B Llama's weights) -----
+        # GB/s of weight read; 40 calls behind the lead stay ahead of the device (a few us of host each)
+        for name, n_out, k in (("qkv", 2560, 2048), ("o_proj", 2048, 2048), ("gate_up", 11264, 2048),
+                               ("down", 2048, 5632), ("lm_head", 32000, 2048)):
+            x_tl, x_t = b.pair((1, k), "bfloat16")
+            w_tl, w_t = b.pair((n_out, k), "bfloat16")
+            f_tl = lambda: tl.nn.functional.linear(x_tl, w_tl)  # noqa: E731
+            f_t = lambda: torch.nn.functional.linear(x_t, w_t)  # noqa: E731
+            b.check(f"gemv {name}", f_tl(), f_t(), 2e-2)
+            ms_tl, ms_t = b.time_tl(f_tl, 40), b.time_torch(f_t, 40)
+            b.row(f"linear 1x{k} . {n_out}x{k}^T bf16 ({name})", "GB/s", 2 * n_out * k / ms_tl / 1e6,
+                  2 * n_out * k / ms_t / 1e6, copy=True, target={"ratio": 1.0})
+            del x_tl, x_t, w_tl, w_t
 
 
 def _fmt(v):

@@ -11,6 +11,7 @@
 #            profile_decode.py's replayed step with the backend's decode choices and again with
 #            the previous ones (GEMV, spread rows, one-head rope off)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
+#   core     bench_gpu.py --cases core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
 #   multi    two GPUs (nvidia-h100-x2 / nvidia-h200-x2): tests/test_distributed.py, whose 2-rank
@@ -58,6 +59,9 @@ for stage in "$@"; do
     decode12)
         timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
         sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
+    core)
+        timed core 200 python3 benchmarks/bench_gpu.py --device cuda --cases core
+        sed -n '/^| case |/,$p' "$OUT/core.log" | tee -a "$SUMMARY" ;;
     bench)
         timed bench 420 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json"
         sed -n '/^| case |/,$p' "$OUT/bench.log" | tee -a "$SUMMARY" ;;
@@ -69,6 +73,6 @@ for stage in "$@"; do
             --baseline "$OUT/one.json"
         for f in ddp_one ddp_two; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
     *)
-        note "unknown stage $stage (suite, train, decode, decode12, bench, multi)"; exit 2 ;;
+        note "unknown stage $stage (suite, train, decode, decode12, core, bench, multi)"; exit 2 ;;
     esac
 done

@@ -59,7 +59,8 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
 def test_few_rows_times_a_row_major_weight(device, rng, dtype, m):
     """Decoding's linear layers: x (m, k) . W^T for W (n, k) row-major, which the GPU backend
     gives its GEMV kernel up to 4 rows (16-byte runs where k, the row strides and the
-    offsets allow, one element at a time otherwise; a warp per row of W), the BLAS past that."""
+    offsets allow, one element at a time otherwise; a block per four rows of W, n's tail
+    reading its last row again), the BLAS past that."""
     for k, n in [(64, 37), (67, 300), (1, 5), (256, 1)]:
         a, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n + 2, k + 1), dtype)
         x, wt = tl.tensor(a, device=device), tl.tensor(w, device=device)
@@ -75,7 +76,7 @@ def test_few_rows_times_a_row_major_weight(device, rng, dtype, m):
         for lhs, weight, ref_x, ref_w in cases:
             assert_close(tl.nn.functional.linear(lhs, weight), ref_x @ ref_w.T, dtype, terms=k)
             assert_close(lhs @ weight.mT, ref_x @ ref_w.T, dtype, terms=k)
-    if m <= 4:  # a decode step's k (2048-5632): each lane loops over several groups of four runs
+    if m <= 4:  # a decode step's k (2048-5632): each thread loops over several passes, the last partial
         a, w = random_array(rng, (m, 4104), dtype), random_array(rng, (9, 4104), dtype)
         got = tl.nn.functional.linear(tl.tensor(a, device=device), tl.tensor(w, device=device))
         assert_close(got, as_f64(a) @ as_f64(w).T, dtype, terms=4104)

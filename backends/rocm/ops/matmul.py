@@ -26,6 +26,7 @@ KERNELS = {"gemv.hip": tuple(f"gemv_{t}" for t in FLOATS)}
 # _GEMV_KERNEL_ROWS, the rows the kernel's registers hold (gemv.hip's GEMV_MAX_M).
 GEMV_MAX_ROWS = 4
 _GEMV_KERNEL_ROWS = 4
+_GEMV_W_ROWS = 4  # rows of W a block of gemv_<t> takes (gemv.hip's GEMV_W_ROWS)
 
 
 class MatmulOps:
@@ -138,8 +139,7 @@ def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
     ldw = sb_col if n > 1 else k
     dev = a.device
     kernel = kernel_for(dev, f"gemv_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
-    warps_per_block = BLOCK // dev.warp_size
-    blocks = min(-(-n // warps_per_block), 16 * sm_count(dev))  # a warp per row of W, grid-stride past that
+    blocks = min(-(-n // _GEMV_W_ROWS), 64 * sm_count(dev))  # a block per _GEMV_W_ROWS rows of W, grid-stride past that
     dev.launch(kernel, blocks, BLOCK, [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)),
                                        ("int64", lda), ("ptr", b.addr(b_layout.offset)), ("int64", ldw),
                                        ("ptr", c.addr(c_offset)), ("int64", ldc), ("double", alpha)])
