@@ -59,7 +59,7 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
 def test_few_rows_times_a_row_major_weight(device, rng, dtype, m):
     """Decoding's linear layers: x (m, k) . W^T for W (n, k) row-major, which the GPU backend
     gives its GEMV kernel up to 4 rows (16-byte runs where k, the row strides and the
-    offsets allow, one element at a time otherwise; a block per four rows of W, n's tail
+    offsets allow, one element at a time otherwise; a block per eight rows of W, n's tail
     reading its last row again), the BLAS past that."""
     for k, n in [(64, 37), (67, 300), (1, 5), (256, 1)]:
         a, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n + 2, k + 1), dtype)

@@ -1,6 +1,6 @@
 """Matrix products: matmul and its BLAS epilogues, and `gemm`, the one routing every GEMM of
 the backend takes (conv and attention included): products of a few rows by a row-major
-weight (decoding's linear layers) to gemv.hip's gemv_<t>; other floats to the platform's
+weight (decoding's linear layers) to gemv.hip's GEMV kernels; other floats to the platform's
 BLAS (through device.blas), transposed views as op=T without a copy; integers, and floats
 where the platform has no BLAS (the emulated platform), to conv.hip's portable gemm_<t>.
 """
@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from ..storage import GpuStorage
 
 
-KERNELS = {"gemv.hip": tuple(f"gemv_{t}" for t in FLOATS)}
+# gemv.hip's entry points: (name, the most rows of A it takes, the rows of W a block takes)
+_GEMV_KERNELS = (("gemv1", 1, 8), ("gemv", 4, 4))
+KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name, _, _ in _GEMV_KERNELS for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
-# go to gemv_<t>; 0 sends every product to the BLAS, as before the kernel. It cannot exceed
-# _GEMV_KERNEL_ROWS, the rows the kernel's registers hold (gemv.hip's GEMV_MAX_M).
+# go to a GEMV kernel; 0 sends every product to the BLAS, as before the kernels. Past the
+# rows of the last of _GEMV_KERNELS the BLAS takes them anyway.
 GEMV_MAX_ROWS = 4
-_GEMV_KERNEL_ROWS = 4
-_GEMV_W_ROWS = 4  # rows of W a block of gemv_<t> takes (gemv.hip's GEMV_W_ROWS)
 
 
 class MatmulOps:
@@ -103,7 +103,7 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
         c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
         return
     dtype = a.dtype
-    if dtype.is_floating_point and batch == 1 and m <= min(GEMV_MAX_ROWS, _GEMV_KERNEL_ROWS) and \
+    if dtype.is_floating_point and batch == 1 and m <= GEMV_MAX_ROWS and m <= _GEMV_KERNELS[-1][1] and \
             _gemv(a, a_layout, b, b_layout, c, c_offset, ldc, m, n, k, alpha):
         return
     if not dtype.is_floating_point or not dev.has_blas:
@@ -128,7 +128,7 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
 
 def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int, ldc: int,
           m: int, n: int, k: int, alpha: float) -> bool:
-    """C = alpha * A . B by gemv_<t> where B (k, n) is the transpose of a row-major (n, k)
+    """C = alpha * A . B by a GEMV kernel where B (k, n) is the transpose of a row-major (n, k)
     matrix (nn.Linear's weight) and A's rows are contiguous too; False where the strides
     do not fit, with nothing enqueued. Single-batch layouts (1, m, k) and (1, k, n)."""
     _, sa_row, sa_k = a_layout.strides
@@ -138,8 +138,9 @@ def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
     lda = sa_row if m > 1 else k  # a stride of a size-1 dim is free: the kernel tests it for alignment
     ldw = sb_col if n > 1 else k
     dev = a.device
-    kernel = kernel_for(dev, f"gemv_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
-    blocks = min(-(-n // _GEMV_W_ROWS), 64 * sm_count(dev))  # a block per _GEMV_W_ROWS rows of W, grid-stride past that
+    name, w_rows = next((name, w_rows) for name, rows, w_rows in _GEMV_KERNELS if m <= rows)
+    kernel = kernel_for(dev, f"{name}_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
+    blocks = min(-(-n // w_rows), 64 * sm_count(dev))  # a block per w_rows rows of W, grid-stride past that
     dev.launch(kernel, blocks, BLOCK, [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)),
                                        ("int64", lda), ("ptr", b.addr(b_layout.offset)), ("int64", ldw),
                                        ("ptr", c.addr(c_offset)), ("int64", ldc), ("double", alpha)])
