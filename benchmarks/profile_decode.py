@@ -2,7 +2,7 @@
 kernels (a diagnostic, not a test).
 
     python benchmarks/profile_decode.py [--device cuda] [--shape 1.1b] [--batch 1] [--top 25]
-                                        [--set ops.matmul.GEMV_MAX_ROWS=0 ...]
+                                        [--set ops.matmul.GEMV_MAX_ROWS=4 ...]
 
 Builds examples/llama.py's model at a shape of bench_decode.py (random bf16 weights, nothing
 downloaded), prefills a 32-token prompt and captures the decode step as generate() does
@@ -92,7 +92,8 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
                     help="override a tuning constant of the GPU backend for this run, to time a choice against "
-                         "its alternative in one job: ops.matmul.GEMV_MAX_ROWS=0 (every product to the BLAS), "
+                         "its alternative in one job: ops.matmul.GEMV_MAX_ROWS=4 (products of up to 4 rows to the GEMV "
+                         "kernels), "
                          "launch.SPREAD_ROWS_BELOW=0 (row kernels keep their bandwidth layout for a few rows), "
                          "ops.fused.ROPE_SPREAD_BELOW=0 (rope threads take up to 4 heads whatever the size)")
     args = ap.parse_args(argv)

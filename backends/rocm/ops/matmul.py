@@ -24,9 +24,11 @@ _GEMV_KERNELS = (("gemv1", 1, 8), ("gemv", 4, 4))
 KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name, _, _ in _GEMV_KERNELS for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
-# go to a GEMV kernel; 0 sends every product to the BLAS, as before the kernels. Past the
-# rows of the last of _GEMV_KERNELS the BLAS takes them anyway.
-GEMV_MAX_ROWS = 4
+# go to a GEMV kernel (past the rows of the last of _GEMV_KERNELS the BLAS takes them anyway).
+# 0: every product to the BLAS. Off, as measured: a replayed 1.1B bf16 decode step took
+# 1.618 ms with gemv1_<t> (0.932 ms of it in 89 calls) and 1.509 ms with cuBLAS (0.815 ms),
+# H200, 85afc0f. profile_decode.py --set ops.matmul.GEMV_MAX_ROWS=4 times them again.
+GEMV_MAX_ROWS = 0
 
 
 class MatmulOps:
