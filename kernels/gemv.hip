@@ -2,7 +2,9 @@
 // step's linear layers multiply one row per sequence (m <= GEMV_MAX_ROWS in ops/matmul.py) by a
 // weight W (n x k) stored row-major, as nn.Linear keeps it: the product streams W once, and
 // its speed is memory bandwidth. The vendor GEMMs tile for m >= 64 and read the 8-10 MB
-// weights of a 1.1B model's q/k/v and o_proj at 37-46% of bandwidth (H200, cuBLAS 13).
+// weights of a 1.1B model's q/k/v and o_proj at 37-46% of bandwidth (H200, cuBLAS 13), but
+// over a whole decode step cuBLAS was still the faster (GEMV_MAX_ROWS's comment): these
+// kernels run only where GEMV_MAX_ROWS is raised.
 #include "rows.h"
 
 // C (m x n, row stride ldc) = alpha * A (m x k, row stride lda) . W^T, W (n x k, row stride
@@ -73,18 +75,20 @@ TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 l
 }
 
 // Two entry points, as a kernel's registers are those of its largest path: gemv1_<t> for one
-// row of A (a decode step of one sequence; 8 rows of W per block: 70 registers at sm_90a),
-// and gemv_<t> for up to 4 rows (4 rows of W per block). One kernel for both took 128-150
-// registers: one block of 256 threads per SM, with too few loads in flight (a block per 4
-// rows of W read the 46 MB gate/up weight of that step at 43% of copy bandwidth, cuBLAS 101%).
+// row of A (a decode step of one sequence; 8 rows of W per block; at sm_90a capped at 64
+// registers, four blocks per SM, with a 24-byte stack frame; 70 uncapped), and gemv_<t> for
+// up to 4 rows (4 rows of W per block). One kernel for both took 128-150 registers: one block
+// of 256 threads per SM, with too few loads in flight (a block per 4 rows of W read the 46 MB
+// gate/up weight of that step at 43% of copy bandwidth, cuBLAS 101%).
 // (m, WR) of each: ops/matmul.py's _GEMV_KERNELS.
-#define GEMV_ENTRY(T, sfx)                                                                         \
-    extern "C" __global__ void TL_MAX_REGS(64) gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w,  \
-                                           i64 ldw, T* c, i64 ldc, double alpha) {                \
-        gemv_map<T, 1, 8>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                  \
-    }                                                                                              \
-    extern "C" __global__ void gemv_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w,   \
-                                          i64 ldw, T* c, i64 ldc, double alpha) {                 \
-        gemv_map<T, 4, 4>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                         \
+#define GEMV_ENTRY(T, sfx)                                                                       \
+    extern "C" __global__ void TL_MAX_REGS(64) gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, \
+                                                           const T* w, i64 ldw, T* c, i64 ldc,      \
+                                                           double alpha) {                          \
+        gemv_map<T, 1, 8>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                \
+    }                                                                                            \
+    extern "C" __global__ void gemv_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, \
+                                          i64 ldw, T* c, i64 ldc, double alpha) {               \
+        gemv_map<T, 4, 4>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                \
     }
 TL_FOR_FLOATS(GEMV_ENTRY)
