@@ -142,15 +142,15 @@ class GradScaler:
             raise ArgumentError("GradScaler: unscale_() has already been called on this optimizer since the last "
                                 "update()")
         from .autograd import no_grad
-        inv, bad = 1.0 / self._scale, {}
+        inv, finite = 1.0 / self._scale, {}
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
                         p.grad.mul_(inv)
-                        bad.setdefault(p.grad._device, []).append((~p.grad.isfinite()).any())
+                        finite.setdefault(p.grad._device, []).append(p.grad.isfinite().all())
         from .tensor import stack
-        self._unscaled[id(optimizer)] = any(bool(stack(flags).any().item()) for flags in bad.values())
+        self._unscaled[id(optimizer)] = not all(bool(stack(flags).all().item()) for flags in finite.values())
 
     def step(self, optimizer, *args, **kwargs):
         """optimizer.step(*args, **kwargs) after unscale_ (where not done yet), skipped (None)

@@ -688,11 +688,9 @@ class Device(str):
 
     def __new__(cls, type, index=None):
         spec = str(type)  # a BackendDevice's own name too: 'cpu', 'cuda:1'
-        name, colon, idx = spec.partition(":")
-        if not name or (colon and not idx.isdigit()):
-            raise DeviceError(f"invalid device string {spec!r}: expected 'name' or 'name:ordinal'")
+        name, _ = parse_device(spec)  # the one check of a device string's form
         if index is not None:
-            if colon:
+            if ":" in spec:
                 raise DeviceError(f"device({spec!r}, {index!r}): the string already names an ordinal")
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
                 raise DeviceError(f"device({spec!r}, {index!r}): the ordinal must be an int >= 0")
@@ -726,8 +724,8 @@ def parse_device(spec) -> Tuple[str, int]:
     if isinstance(spec, BackendDevice):
         return spec.name, spec.ordinal
     spec = str(spec)
-    name, _, idx = spec.partition(":")
-    if idx and not idx.isdigit():
+    name, colon, idx = spec.partition(":")
+    if not name or (colon and not idx.isdigit()):
         raise DeviceError(f"invalid device string {spec!r}: expected 'name' or 'name:ordinal'")
     return name, int(idx) if idx else 0
 

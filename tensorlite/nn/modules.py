@@ -459,10 +459,14 @@ class Linear(Module):
 class Embedding(Module):
     """Lookup table initialised N(0, 1) (the padding_idx row zeroed), as torch.nn.Embedding."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, device=None, dtype=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, device=None, dtype=None,
+                 _weight=None, _freeze=False):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        if _weight is not None:  # from_pretrained's (torch's keywords): the weight as given
+            self.weight = Parameter(_weight.detach(), requires_grad=not _freeze)
+            return
         self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
         init.normal_(self.weight)
         if self.padding_idx is not None:
@@ -483,12 +487,7 @@ class Embedding(Module):
             raise ShapeError(f"{describe('Embedding.from_pretrained', embeddings=embeddings)}: embeddings must "
                              "be a 2-dimensional tensor")
         n, d = embeddings.shape
-        module = cls.__new__(cls)
-        Module.__init__(module)
-        module.num_embeddings, module.embedding_dim = n, d
-        module.padding_idx = None if padding_idx is None else padding_idx % n
-        module.weight = Parameter(embeddings.detach(), requires_grad=not freeze)
-        return module
+        return cls(n, d, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze)
 
     def forward(self, ids):
         """The rows of weight at ids (an integer tensor of any shape), as F.embedding."""
