@@ -16,6 +16,13 @@ stream: the compute stream waits for them only when backward has started the las
 How much of backward they overlap depends on when the gradients arrive: `--dtype f32` shows
 it without mixed precision's weight casts.
 
+Two tensorlite rows: `tensorlite` runs the step eagerly (Python issues every launch, so on a
+GPU the step is mostly host time, and N ranks take the slowest rank's host time: the eager
+row measures the host as much as DDP); `tensorlite-graph` captures the whole step, DDP's
+all-reduces included (they fork onto the communication stream inside the graph, overlapping
+backward as eagerly), with tl.graphs.graphed and AdamW(capturable=True), and replays it: what
+train_gpt.py --graph runs, and the row that measures the scaling of the GPU work.
+
 The PyTorch reference runs in the same job after tensorlite's: the same architecture
 (benchmarks/bench_nn.py's torch twin of train_gpt's GPT: pre-LN blocks, separate q/k/v,
 F.scaled_dot_product_attention, GELU tanh, untied head), torch.autocast(bfloat16),
@@ -72,6 +79,7 @@ TARGETS = {2: 1.8, 4: 3.4}  # issue 26: speedup over one GPU at N ranks
 FULL = dict(vocab=8192, seq=256, d_model=512, n_layer=6, n_head=8, batch=32)
 SMALL = dict(vocab=128, seq=32, d_model=64, n_layer=2, n_head=2, batch=4)
 OPT_ARGS = dict(lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)  # profile_step.py's
+FRAMEWORKS = ("tensorlite", "tensorlite-graph", "torch")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -83,13 +91,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, default=1, help="steps between device synchronizes in a timed sample")
     ap.add_argument("--batch", type=int, default=None, help="sequences per rank (default 32; 4 with --small)")
     ap.add_argument("--small", action="store_true", help="tiny sizes (a dry run on any device)")
-    ap.add_argument("--frameworks", default="tensorlite,torch", help="comma-separated: tensorlite, torch")
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS),
+                    help=f"comma-separated, of {', '.join(FRAMEWORKS)} (tensorlite-graph: the step captured)")
     ap.add_argument("--baseline", metavar="JSON", help="the --json of a one-rank run: adds the speedup columns")
     ap.add_argument("--json", metavar="OUT", help="write the results (rank 0)")
     args = ap.parse_args(argv)
-    unknown = set(args.frameworks.split(",")) - {"tensorlite", "torch"}
+    unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     if unknown:
-        ap.error(f"--frameworks: unknown {sorted(unknown)}; expected tensorlite and/or torch")
+        ap.error(f"--frameworks: unknown {sorted(unknown)}; expected some of {', '.join(FRAMEWORKS)}")
     if min(args.steps, args.window) < 1 or args.warmup < 0 or args.steps < args.window:
         ap.error("--steps and --window must be >= 1 with --window <= --steps, --warmup >= 0")
     return args
@@ -120,19 +129,23 @@ def median_step_ms(step, sync, args) -> float:
     return float(np.median(slowest.numpy()))
 
 
-def measure(args, cfg: dict, step, replica, sync, world: int) -> dict:
+def measure(args, cfg: dict, step, step_local, sync, world: int) -> dict:
     """A framework's row: the first step's loss, the median step, and on several ranks the
-    median step inside replica.no_sync() (no gradient reduction)."""
-    def step_local():
-        with replica.no_sync():
-            return step()
-
+    median of step_local (the same step inside the replica's no_sync(): no gradient reduction)."""
     loss = float(step().item())
     ms = median_step_ms(step, sync, args)
     ms_local = median_step_ms(step_local, sync, args) if world > 1 else None
     tokens = world * cfg["batch"] * cfg["seq"]
     return dict(step_ms=ms, tokens_per_s=tokens / ms * 1e3, tokens_per_s_per_gpu=tokens / ms * 1e3 / world,
                 ddp_overhead_ms=None if ms_local is None else ms - ms_local, first_loss=loss)
+
+
+def local_step(replica, step):
+    """step inside replica.no_sync()."""
+    def step_local(*args):
+        with replica.no_sync():
+            return step(*args)
+    return step_local
 
 
 def batch_of(cfg: dict, rank: int) -> np.ndarray:
@@ -148,24 +161,30 @@ def _tensorlite_gpt(cfg: dict, device: str):
     return GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["n_layer"], cfg["n_head"]).to(device)
 
 
-def run_tensorlite(args, cfg: dict, device: str, world: int, rank: int) -> dict:
+def run_tensorlite(args, cfg: dict, device: str, world: int, rank: int, graph: bool = False) -> dict:
+    """tensorlite's row; with `graph` the step (and its no_sync twin) is captured by
+    tl.graphs.graphed after one eager call and replayed: AdamW(capturable=True) keeps its step
+    counts on the device, and DDP's bucket all-reduces are captured on the compute stream."""
     ids = batch_of(cfg, rank)
     x = tl.tensor(ids[:, :-1], device=device)
     y = tl.tensor(ids[:, 1:].reshape(-1), device=device)
     model = _tensorlite_gpt(cfg, device)
     model.compute_dtype = tl.bfloat16 if args.dtype == "bf16" else tl.float32
     replica = dist.DistributedDataParallel(model) if world > 1 else model
-    opt = tl.optim.AdamW(model.parameters(), **OPT_ARGS)
+    opt = tl.optim.AdamW(model.parameters(), capturable=graph, **OPT_ARGS)
     dev = get_device(device)
 
-    def step():
+    def step(x, y):
+        opt.zero_grad()  # gradients to None: backward writes them anew (in the graph's memory when captured)
         loss = tl.nn.functional.cross_entropy(replica(x).reshape(-1, cfg["vocab"]), y)
-        opt.zero_grad()
         loss.backward()
         opt.step()
-        return loss
+        return loss.detach()
 
-    return measure(args, cfg, step, replica, dev.synchronize, world)
+    step_local = local_step(replica, step)
+    if graph:
+        step, step_local = tl.graphs.graphed(step), tl.graphs.graphed(step_local)
+    return measure(args, cfg, lambda: step(x, y), lambda: step_local(x, y), dev.synchronize, world)
 
 
 # ---- PyTorch ---------------------------------------------------------------------------------
@@ -241,7 +260,8 @@ def run_torch(torch, args, cfg: dict, device: str, world: int, rank: int) -> dic
             opt.step()
             return loss
 
-        return measure(args, cfg, step, replica, torch.cuda.synchronize if kind != "cpu" else lambda: None, world)
+        return measure(args, cfg, step, local_step(replica, step), torch.cuda.synchronize if kind != "cpu"
+                       else lambda: None, world)
     finally:
         if world > 1:
             torch.distributed.destroy_process_group()
@@ -270,17 +290,17 @@ def report(cfg: dict, results: dict, baseline) -> list:
     """The table's lines; with a baseline run, each framework's speedup over it."""
     n = cfg["world_size"]
     target = TARGETS.get(n)
-    lines = [f"{'ranks':>5}  {'framework':<10}  {'tokens/s':>10}  {'per GPU':>9}  {'step ms':>8}  "
+    lines = [f"{'ranks':>5}  {'framework':<16}  {'tokens/s':>10}  {'per GPU':>9}  {'step ms':>8}  "
              f"{'DDP ms':>7}  {'first loss':>10}  {'speedup':>7}  target"]
     for name, r in results.items():
         if "skipped" in r or "error" in r:
-            lines.append(f"{n:>5}  {name:<10}  {'skipped' if 'skipped' in r else 'error'}: "
+            lines.append(f"{n:>5}  {name:<16}  {'skipped' if 'skipped' in r else 'error'}: "
                          f"{r.get('skipped') or r.get('error')}")
             continue
         base = (baseline or {}).get("results", {}).get(name, {}).get("tokens_per_s")
         speedup = r["tokens_per_s"] / base if base else None
         met = "-" if target is None or speedup is None else f">= {target}x: {'yes' if speedup >= target else 'NO'}"
-        lines.append(f"{n:>5}  {name:<10}  {r['tokens_per_s']:>10.0f}  {r['tokens_per_s_per_gpu']:>9.0f}  "
+        lines.append(f"{n:>5}  {name:<16}  {r['tokens_per_s']:>10.0f}  {r['tokens_per_s_per_gpu']:>9.0f}  "
                      f"{r['step_ms']:>8.2f}  {_fmt(r['ddp_overhead_ms'], '.2f', 7)}  {r['first_loss']:>10.4f}  "
                      f"{_fmt(speedup, '.2f', 7, 'x')}  {met}")
     return lines
@@ -319,12 +339,15 @@ def main(argv=None) -> int:
               f"{args.steps} timed steps after {args.warmup}, window {args.window}", flush=True)
     frameworks = args.frameworks.split(",")
     results = {}
-    for name in ("tensorlite", "torch"):
+    for name in FRAMEWORKS:
         if name not in frameworks:
             continue
         try:
-            if name == "tensorlite":
-                results[name] = run_tensorlite(args, cfg, device, world, rank)
+            if name.startswith("tensorlite"):
+                if name == "tensorlite-graph" and get_device(device).name == "cpu":
+                    results[name] = {"skipped": "graphs need a GPU device"}
+                    continue
+                results[name] = run_tensorlite(args, cfg, device, world, rank, graph=name == "tensorlite-graph")
                 gc.collect()  # its model and optimizer state are gone with its frame: free them for torch's run
                 get_device(device).empty_cache()
             else:

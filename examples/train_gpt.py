@@ -40,7 +40,7 @@ step, gradient norm clipped at 1. Every --eval-every steps the model answers 500
 validation problems; once it gets --stop-at (99%) of them right, training stops. Most
 runs stop after 400-600 steps; --steps bounds the slow ones.
 
-`--graph` (the default on a GPU with one rank; `--no-graph` to turn it off) captures the
+`--graph` (the default on a GPU; `--no-graph` to turn it off) captures the
 whole training step, forward + backward + clipping + AdamW, as one graph after two eager
 steps and replays it (tl.graphs: one launch call per step instead of a few hundred): each
 batch is copied into a static input, AdamW runs with capturable=True (step counts on the
@@ -361,7 +361,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="gpt_adder.safetensors", help="checkpoint path ('' to skip saving)")
     p.add_argument("--target", type=float, default=0.95, help="exit 1 if held-out accuracy is below this")
     p.add_argument("--graph", action=argparse.BooleanOptionalAction, default=None,
-                   help="capture the training step as a graph and replay it (default: on for a GPU with one rank)")
+                   help="capture the training step as a graph and replay it (default: on for a GPU)")
     p.add_argument("--load", metavar="PATH", help="skip training: load a checkpoint this script wrote")
     p.add_argument("--ask", nargs="+", metavar="A+B", help="print the model's answers to these sums")
     return p.parse_args(argv)
@@ -401,7 +401,7 @@ def train(args: argparse.Namespace):
     replica = dist.DistributedDataParallel(model) if world > 1 else model
     shard = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
 
-    graph = use_graph(args.graph, device, world)
+    graph = use_graph(args.graph, device)
     # captured: the step counts and the lr on the device (the schedule fills the lr tensor in place)
     lr = tl.tensor(lr_at(0, args.steps, args.lr, args.warmup), device=device) if graph else args.lr
     opt = tl.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01, capturable=graph)
@@ -461,13 +461,13 @@ def train(args: argparse.Namespace):
 GRAPH_WARMUP = 2  # eager steps before the capture
 
 
-def use_graph(asked, device: str, world: int) -> bool:
-    """Whether to capture the training step: as asked, else on a GPU with one rank (no graph
-    on cpu, nor with several ranks, whose gradient all-reduce runs outside the device's stream)."""
+def use_graph(asked, device: str) -> bool:
+    """Whether to capture the training step: as asked, else on a GPU (with several ranks DDP's
+    bucket all-reduces are captured too, on the graph's stream)."""
     gpu = tl.backend.get_device(device).name != "cpu"
-    if asked and (not gpu or world > 1):
-        raise ValueError(f"--graph needs a GPU device and one rank (device {device}, {world} ranks)")
-    return gpu and world == 1 if asked is None else asked
+    if asked and not gpu:
+        raise ValueError(f"--graph needs a GPU device (device {device})")
+    return gpu if asked is None else asked
 
 
 def _global_mean(loss: tl.Tensor) -> float:

@@ -156,20 +156,20 @@ def test_two_ranks_ddp_gradients_are_the_global_batch_average(tmp_path, kind):
     assert not np.allclose(results[0]["no_sync/local/b.weight"], results[1]["no_sync/local/b.weight"])
 
 
-@pytest.mark.parametrize("kind", ["cpu", "cuda"])
-def test_train_gpt_on_two_ranks_equals_one_process(tmp_path, kind):
+@pytest.mark.parametrize("kind, graph", [("cpu", []), ("cuda", ["--graph"]), ("cuda", ["--no-graph"])])
+def test_train_gpt_on_two_ranks_equals_one_process(tmp_path, kind, graph):
     """examples/train_gpt.py under mpiexec -n 2 (each rank half of every batch; on cuda a GPU
-    each) logs the loss curve of one process training on the whole batch (on one GPU) and
-    ends with its parameters. AdamW divides each gradient element by its running RMS, so
-    where a gradient is near zero the reduction's rounding (an average of two halves instead
-    of one mean, ~1e-7 relative) moves a step by up to ~1e-5: hence the tolerance, far below
-    a step's size (lr 5e-3)."""
+    each, the training step captured as a graph with its all-reduces, or eager) logs the loss
+    curve of one process training on the whole batch (on one GPU) and ends with its parameters.
+    AdamW divides each gradient element by its running RMS, so where a gradient is near zero
+    the reduction's rounding (an average of two halves instead of one mean, ~1e-7 relative)
+    moves a step by up to ~1e-5: hence the tolerance, far below a step's size (lr 5e-3)."""
     _ranks_of(kind, 2)
     _mpiexec()  # skips, naming what is missing, before the one-process run
     pytest.importorskip("safetensors", reason="train_gpt.py writes its checkpoint with safetensors "
                                               "(pip install 'tensorlite[examples]')")
     args = ["--device", kind, "--steps", "8", "--batch-size", "32", "--d-model", "32", "--layers", "1",
-            "--heads", "2", "--stop-at", "0", "--heldout", "64", "--target", "0", "--log-every", "1"]
+            "--heads", "2", "--stop-at", "0", "--heldout", "64", "--target", "0", "--log-every", "1", *graph]
     single = subprocess.run([sys.executable, "examples/train_gpt.py", *args, "--out", tmp_path / "one.safetensors"],
                             cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stdout + single.stderr
@@ -678,11 +678,12 @@ def _no_host_wait(log):
     return not [k for k, _ in log if k in ("dtoh", "stream_synchronize", "event_synchronize")]
 
 
-def _check_bucket_streams(log, compute, comm, stream_of, nbuckets):
-    """Each bucket: an event recorded on the compute stream after its flatten (a copy there), the
-    communication stream waiting for it, the all-reduce there, an event after it; the compute
-    stream waits for each such event once, after the last bucket's all-reduce; the host never
-    waits. Returns the all-reduces' positions in the log."""
+def _check_bucket_streams(log, compute, comm, stream_of, nbuckets, captured=False):
+    """Each bucket: an event recorded on the compute stream after its flatten (a copy there; a
+    capture records its copies instead of logging them), the communication stream waiting for
+    it, the all-reduce there, an event after it; the compute stream waits for each such event
+    once, after the last bucket's all-reduce; the host never waits. Returns the all-reduces'
+    positions in the log."""
     assert _no_host_wait(log)
     reduces = [i for i, (k, _) in enumerate(log) if k == "ncclAllReduce"]
     assert len(reduces) == nbuckets
@@ -690,7 +691,7 @@ def _check_bucket_streams(log, compute, comm, stream_of, nbuckets):
         (k0, (s0, ready)), (k1, (s1, waited)), (_, args), (k3, (s3, done)) = log[i - 2:i + 2]
         assert (k0, s0) == ("event_record", compute) and (k1, s1, waited) == ("stream_wait_event", comm, ready)
         assert stream_of(args) == comm and (k3, s3) == ("event_record", comm)
-        assert log[i - 3][0] in ("launch", "dtod") and log[i - 3][1][0] == compute
+        assert captured or (log[i - 3][0] in ("launch", "dtod") and log[i - 3][1][0] == compute)
         waits = [j for j, (k, a) in enumerate(log) if k == "stream_wait_event" and a == (compute, done) and j > i]
         assert len(waits) == 1 and waits[0] > reduces[-1]
     return reduces
@@ -793,7 +794,11 @@ def test_a_collective_waited_for_orders_the_compute_stream_not_the_host(null_bac
     assert [a for k, a in log if k == "stream_synchronize"] == [(compute,), (comm,)]
 
 
-def test_collectives_inside_a_graph_capture_run_on_the_captured_stream(null_backend, monkeypatch):
+def test_collectives_inside_a_graph_capture_fork_onto_the_communication_stream(null_backend, monkeypatch):
+    """Inside a capture a collective goes to the communication stream as eagerly: the stream
+    joins the capture by waiting for an event recorded on the captured stream, and the
+    compute stream waits for it at wait(); a Work never waited for is joined when the
+    capture ends (a capture must end with every stream it reached joined back)."""
     fake, dev = _null_nccl(null_backend, monkeypatch)
     compute, comm, stream_of = _streams(fake, dev)
     log = fake.calls
@@ -802,11 +807,17 @@ def test_collectives_inside_a_graph_capture_run_on_the_captured_stream(null_back
     with tl.graphs.graph(g, device=null_backend):
         y = x * 2
         dist.all_reduce(y)
-        work = dist.all_reduce(y, async_op=True)
-        assert work.wait() and work.is_completed()
-    reduces = [a for k, a in log if k == "ncclAllReduce"]
-    assert len(reduces) == 2 and {stream_of(a) for a in reduces} == {compute}  # into the graph
-    assert not [k for k, _ in log if k in ("event_record", "stream_wait_event")]
+        assert {dev.platform.stream_id(s) for s in dev.platform._recording[1]} == {compute, comm}  # joined
+        kept = dist.all_reduce(y, async_op=True)
+        assert not kept._done
+    assert kept._done and _no_host_wait(log)
+    reduces = [i for i, (k, _) in enumerate(log) if k == "ncclAllReduce"]
+    assert len(reduces) == 2
+    for i in reduces:
+        (k0, (s0, ready)), (k1, (s1, waited)), (_, args), (k3, (s3, done)), (k4, (s4, joined)) = log[i - 2:i + 3]
+        assert (k0, s0) == ("event_record", compute) and (k1, s1, waited) == ("stream_wait_event", comm, ready)
+        assert stream_of(args) == comm and (k3, s3) == ("event_record", comm)
+        assert (k4, s4, joined) == ("stream_wait_event", compute, done)
     g.replay()
     # a collective started before the capture and still pending: neither waited for nor joined inside one
     pending = dist.all_reduce(x, async_op=True)
@@ -818,6 +829,40 @@ def test_collectives_inside_a_graph_capture_run_on_the_captured_stream(null_back
     pending.wait()
     with tl.graphs.graph(tl.graphs.Graph(), device=null_backend):
         dist.all_reduce(x * 2)
+
+
+def test_a_ddp_training_step_captures_its_all_reduces_into_the_graph(null_backend, monkeypatch, rng):
+    """A whole DDP step (forward, backward with its bucket all-reduces, AdamW(capturable=True))
+    captured as one graph, as bench_ddp.py's tensorlite-graph row and train_gpt.py --graph on
+    several ranks do: the buckets fork onto the communication stream as in an eager step, so
+    the graph overlaps them with backward; nothing in the capture waits for the host, and the
+    optimizer reads the gradients that the all-reduces wrote (the buckets' buffers)."""
+    fake, dev = _null_nccl(null_backend, monkeypatch)
+    compute, comm, stream_of = _streams(fake, dev)
+    tl.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).to(null_backend)
+    ddp = dist.DistributedDataParallel(net, bucket_cap_mb=1e-4)
+    opt = tl.optim.AdamW(net.parameters(), capturable=True)
+    x = tl.tensor(rng.standard_normal((4, 5)).astype(np.float32), device=null_backend)
+
+    def step():
+        opt.zero_grad()
+        ddp(x).square().mean().backward()
+        opt.step()
+
+    step()  # eager: the optimizer's state
+    log = fake.calls
+    del log[:]
+    g = tl.graphs.Graph()
+    with tl.graphs.graph(g, device=null_backend):
+        step()
+    assert len(ddp._buckets) >= 2
+    reduces = _check_bucket_streams(log, compute, comm, stream_of, len(ddp._buckets), captured=True)
+    flats = {int(fake.ffi.cast("uintptr_t", log[i][1][0])) for i in reduces}
+    assert {p.grad._storage.buffer.ptr for p in net.parameters()} == flats
+    launches = dev.platform.counts["launch"]
+    g.replay()
+    assert dev.platform.counts["launch"] > launches
 
 
 @pytest.mark.parametrize("platform_name", ["cuda", "rocm"])

@@ -23,12 +23,17 @@ What a capture must get right, and where it does:
   side stream), and the graph copies it to its destination at that point of each replay.
 - Random numbers (the device's Philox offset is a kernel argument) would repeat on every
   replay: the random ops refuse to run while capturing.
+- Other streams. A stream that waits for an event recorded on the captured stream joins the
+  capture (the drivers' fork rule): the collectives fork their calls onto the communication
+  stream this way, so a replay overlaps them with the compute stream's work as eager runs
+  do. The compute stream must wait for such a stream again before the capture ends: the
+  forks register that wait in Capture.joins, and capture_end makes those nobody made.
 """
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -91,7 +96,15 @@ class Capture:
         self.checks: List[str] = []        # the checked ops captured, for the error message
         self.constants: List[Buffer] = []  # host data uploaded while capturing, owned by the graph
         self.saved_cache = None            # the eager free lists, set aside while capturing
+        self.joins: List[Callable[[], None]] = []  # rejoin work forked onto other streams (see fork_join)
         self.thread = threading.get_ident()
+
+    def join_forks(self) -> None:
+        """Make the captured stream wait for the work forked onto other streams that nobody
+        waited for yet: a capture may end only with every stream it reached joined back."""
+        joins, self.joins = self.joins, []
+        for join in joins:
+            join()
 
     def constant(self, dst_ptr: int, array: np.ndarray) -> None:
         """An upload while capturing: `array` to a buffer of the graph now, and a captured
@@ -165,6 +178,11 @@ def capture_end(dev, previous: "GpuGraph" = None) -> "GpuGraph":
     capture = dev.capture
     if capture is None:
         raise CaptureError(f"{dev}: no graph capture is in progress")
+    try:
+        capture.join_forks()
+    except BaseException:
+        capture_abort(dev)
+        raise
     held_back = _restore(dev, capture)
     plat = dev.platform
     try:
@@ -193,6 +211,10 @@ def capture_abort(dev) -> None:
     capture = dev.capture
     if capture is None:
         return
+    try:
+        capture.join_forks()  # an unjoined stream would stay in capture mode
+    except Exception:
+        pass
     held_back = _restore(dev, capture)
     try:
         dev.platform.graph_destroy(dev.platform.capture_end(dev.stream))
@@ -272,24 +294,36 @@ class RecordedGraphs:
     """Graphs on platforms that run work as Python calls (emulated AMD, null): while a
     stream is captured, the work enqueued on it is recorded instead of run, and a replay
     runs the record. A platform calls `_recorded(stream, fn, *args)` at the top of each
-    stream operation and returns at once when it answers True."""
-    _recording = None   # (stream, [calls]) while capturing
+    stream operation and returns at once when it answers True. A stream that waits for an
+    event recorded on a captured stream joins the capture, as on the drivers; the record
+    keeps the host's order of all of them, which respects every event edge."""
+    _recording = None   # (origin stream, captured streams, [calls], events recorded on them) while capturing
 
     def _recorded(self, stream, fn, *args) -> bool:
         rec = self._recording
-        if rec is None or stream != rec[0]:
+        if rec is None or stream not in rec[1]:
             return False
-        rec[1].append(functools.partial(fn, *args))
+        rec[2].append(functools.partial(fn, *args))
         return True
 
+    def event_record(self, event, stream) -> None:
+        rec = self._recording
+        if rec is not None and stream in rec[1]:
+            rec[3].add(event)
+
+    def stream_wait_event(self, stream, event) -> None:
+        rec = self._recording
+        if rec is not None and event in rec[3]:
+            rec[1].add(stream)
+
     def capture_begin(self, stream) -> None:
-        self._recording = (stream, [])
+        self._recording = (stream, {stream}, [], set())
 
     def capture_end(self, stream):
         rec, self._recording = self._recording, None
         if rec is None or rec[0] != stream:
             raise CaptureError("the stream is not being captured")
-        return rec[1]
+        return rec[2]
 
     def graph_instantiate(self, graph):
         return list(graph)

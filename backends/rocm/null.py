@@ -100,9 +100,11 @@ class NullPlatform(RecordedGraphs, PlatformBase):
     sync_event_create = event_create
 
     def event_record(self, event, stream):
+        super().event_record(event, stream)
         self._note("event_record", stream, event)
 
     def stream_wait_event(self, stream, event):
+        super().stream_wait_event(stream, event)
         self._note("stream_wait_event", stream, event)
 
     def event_synchronize(self, event):

@@ -10,8 +10,8 @@ Where the data goes:
   collective runs there, and an event recorded after it makes the compute stream wait for it
   when the Work is waited (at once without async_op). Both waits are on the device: the host
   never waits, and until wait() the compute stream runs on while the collective waits for
-  the other ranks (DDP's bucket all-reduces overlap backward). Inside a graph capture the
-  collective is enqueued on the compute stream, into the graph. One communicator per
+  the other ranks (DDP's bucket all-reduces overlap backward). Inside a graph capture the same
+  events make the communication stream join the capture: the graph overlaps them too. One communicator per
   device, made at its first collective (rank 0's unique id travels over MPI).
 - any other device (a plugin backend, the emulated AMD platform): a host copy, MPI, and a copy back.
 
@@ -30,6 +30,8 @@ dtypes: every tensorlite dtype. Data movement (broadcast, all_gather) copies byt
 Non-contiguous tensors work: the collective runs on a contiguous copy, which is copied back.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -100,16 +102,23 @@ class _StreamWork(Work):
         self._world, self._comm, self._ready, self._event, self._keep, self._finish, self._what = \
             world_, comm, ready, event, keep, finish, what
         self._request, self._done = None, False
-        comm.unjoined += 1
+        # started inside a graph capture: the communication stream joined it, and the capture
+        # rejoins it at its end unless a wait() did; counted apart from the eager collectives
+        self._capture = capture = comm.device.capture
+        if capture is None:
+            comm.unjoined += 1
+        else:
+            ref = weakref.ref(self)
+            capture.joins.append(lambda: ref() is not None and ref().wait())
 
     def wait(self, timeout=None) -> bool:
         """Order the compute stream after the collective (the host does not wait); True."""
         if not self._done:
             dev = self._comm.device
-            if dev.capture is not None:
+            if dev.capture is not self._capture:
                 raise CaptureError(f"{self._what}: wait() inside a graph capture on {dev}: the collective was started "
-                                   "before the capture, on the communication stream, and a graph cannot wait for "
-                                   "work outside it; wait() for it before capturing")
+                                   "before the capture, on the communication stream, and a graph cannot wait for work "
+                                   "outside it; wait() for it before capturing")
             self._event.wait(dev.stream)
             finish = self._finish
             self._joined()
@@ -119,7 +128,8 @@ class _StreamWork(Work):
 
     def _joined(self):
         self._done, self._keep, self._finish = True, None, None
-        self._comm.unjoined -= 1
+        if self._capture is None:
+            self._comm.unjoined -= 1
 
     def is_completed(self) -> bool:
         """Whether the device has finished the collective (torch's NCCL Work); wait() is still what
@@ -130,7 +140,7 @@ class _StreamWork(Work):
         try:
             dev = self._comm.device
             if not self._done:  # dropped unwaited: its buffers are freed now, so order the compute stream first
-                if dev.capture is not None:
+                if dev.capture is not self._capture:
                     self._event.synchronize()  # a captured wait cannot name work outside the graph: the host waits
                 else:
                     self._event.wait(dev.stream)
@@ -208,17 +218,14 @@ def _enqueue(w, comm, keep, call, finish, what: str) -> Work:
 
     Every collective of a communicator goes to the one communication stream (NCCL needs one
     order of a communicator's collectives on every rank), after an event recorded on the
-    compute stream, where their inputs were written. Inside a graph capture the call is
-    captured on the compute stream instead (a side stream's work would not be part of the
-    graph); a collective still pending on the communication stream then could run beside the
-    replay's on the same communicator, so it is refused."""
+    compute stream, where their inputs were written. Inside a graph capture that wait makes
+    the communication stream join the capture, so the graph holds the collective beside the
+    compute stream's work, as an eager run overlaps them; a collective still pending there
+    from before the capture would then be ordered into the graph, so that is refused."""
     dev = comm.device
-    if dev.capture is not None:
-        if comm.unjoined:
-            raise CaptureError(f"{what} inside a graph capture on {dev}: {comm.unjoined} collective(s) started "
-                               "before the capture were not waited for; wait() for them before capturing")
-        call(dev.stream)
-        return Work(w, finish=finish)
+    if dev.capture is not None and comm.unjoined:
+        raise CaptureError(f"{what} inside a graph capture on {dev}: {comm.unjoined} collective(s) started "
+                           "before the capture were not waited for; wait() for them before capturing")
     dev.activate()
     ready = dev.sync_event().record()
     side = dev.communication_stream()

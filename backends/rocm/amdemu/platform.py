@@ -167,7 +167,8 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
 
     # Work runs when enqueued, in the order enqueued: whatever a stream waits for has finished,
     # so a stream waiting on an event is satisfied at once and every event has completed
-    stream_synchronize = event_record = event_synchronize = event_destroy = stream_wait_event = _nothing
+    # (event_record and stream_wait_event: RecordedGraphs', which only track a capture's streams)
+    stream_synchronize = event_synchronize = event_destroy = _nothing
 
     def stream_create(self):
         return next(self._streams)
