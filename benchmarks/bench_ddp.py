@@ -93,6 +93,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--small", action="store_true", help="tiny sizes (a dry run on any device)")
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS),
                     help=f"comma-separated, of {', '.join(FRAMEWORKS)} (tensorlite-graph: the step captured)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25, help="DDP's bucket size, both frameworks (25: torch's)")
     ap.add_argument("--baseline", metavar="JSON", help="the --json of a one-rank run: adds the speedup columns")
     ap.add_argument("--json", metavar="OUT", help="write the results (rank 0)")
     args = ap.parse_args(argv)
@@ -170,7 +171,7 @@ def run_tensorlite(args, cfg: dict, device: str, world: int, rank: int, graph: b
     y = tl.tensor(ids[:, 1:].reshape(-1), device=device)
     model = _tensorlite_gpt(cfg, device)
     model.compute_dtype = tl.bfloat16 if args.dtype == "bf16" else tl.float32
-    replica = dist.DistributedDataParallel(model) if world > 1 else model
+    replica = dist.DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb) if world > 1 else model
     opt = tl.optim.AdamW(model.parameters(), capturable=graph, **OPT_ARGS)
     dev = get_device(device)
 
@@ -247,7 +248,8 @@ def run_torch(torch, args, cfg: dict, device: str, world: int, rank: int) -> dic
         model.to(tdev)
         replica = model
         if world > 1:
-            replica = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if kind == "cpu" else [index])
+            replica = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if kind == "cpu" else [index],
+                                                                bucket_cap_mb=args.bucket_cap_mb)
         opt = torch.optim.AdamW(model.parameters(), **OPT_ARGS)
         autocast = ((lambda: torch.autocast(tdev.type, dtype=torch.bfloat16)) if args.dtype == "bf16"
                     else contextlib.nullcontext)
