@@ -365,6 +365,49 @@ def sample(logits: tl.Tensor, temperature: float = 0.0, top_k=None, uniform: tl.
     return (scores - (-u.log()).log()).argmax(-1)
 
 
+class Decoder:
+    """generate()'s device state for one batch size, capacity (prompt + new tokens) and sampling
+    setting: the static KV cache, the generated ids by position, the newest token of each row
+    (the next step's input), the sampling noise, and the decode step captured as a graph once
+    its kernels have run. A model keeps the Decoder of its last generate() call
+    (`model.decoder`), so a later call with the same sizes replays that graph from its first
+    step instead of running eager steps and capturing again; `model.decoder = None` frees it."""
+
+    def __init__(self, model: Llama, batch: int, capacity: int, temperature: float, top_k):
+        emb = model.model.embed_tokens.weight
+        self.model, self.temperature, self.top_k = model, temperature, top_k
+        self.key = self.key_of(model, batch, capacity, temperature, top_k)
+        self.cache = KVCache(model.config, batch, capacity, emb.device, emb.dtype)
+        self.history = tl.zeros(batch, capacity, dtype=tl.int64, device=emb.device)
+        self.last = tl.zeros(batch, 1, dtype=tl.int64, device=emb.device)
+        self.uniform = tl.zeros(batch, model.config.vocab_size, device=emb.device) if temperature > 0 else None
+        self.graph = None
+
+    @staticmethod
+    def key_of(model: Llama, batch: int, capacity: int, temperature: float, top_k) -> tuple:
+        """What a captured step depends on besides the data it reads: the sizes, the sampling
+        setting, and where the weights are (a graph reads them in place: a parameter replaced
+        by another tensor needs a new capture, one changed in place does not)."""
+        return (batch, capacity, temperature, top_k, tuple(p.data_ptr() for p in model.parameters()))
+
+    def step(self, inputs) -> None:
+        """Forward `inputs` (b, t) through the cache, sample the next token of every row, keep it."""
+        logits = self.model(inputs, self.cache)[:, -1]
+        nxt = sample(logits, self.temperature, self.top_k, self.uniform)[:, None]
+        self.last.copy_(nxt)
+        self.history.index_copy_(1, self.cache.positions(1), nxt)
+
+    def draw(self) -> None:
+        """Fresh noise for a sampling step, outside any graph (a replay would repeat captured noise)."""
+        if self.uniform is not None:
+            self.uniform.copy_(tl.rand(*self.uniform.shape, device=self.uniform.device))
+
+    def restart(self) -> None:
+        """An empty cache for the next prompt (the graph reads the device's count of positions)."""
+        self.cache.length = 0
+        self.cache.pos.zero_()
+
+
 @tl.no_grad()
 def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0, top_k=None,
              seed=None, eos_token_id=None, show_progress: bool = False, graph=None) -> np.ndarray:
@@ -376,9 +419,10 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     Every step stays on the device: the cache is static (KVCache), sampling runs there
     (sample(); `seed` seeds the device generator, tl.manual_seed), and the host reads the
     new tokens only every EOS_CHECK steps, to see whether every row has ended (never, when no
-    end token is given, until the last step). On GPUs
-    (`graph=None`; True/False to choose) the decode step is captured once as a graph and
-    replayed, so a token costs one launch instead of one per op."""
+    end token is given, until the last step). On GPUs (`graph=None`; True/False to choose)
+    the decode step is captured once as a graph and replayed, so a token costs one launch
+    instead of one per op; the graph stays with the model (Decoder) for the next call of the
+    same sizes."""
     device = model.model.embed_tokens.weight.device
     ids = token_ids(tokens, device)
     squeeze = ids.ndim == 1
@@ -388,47 +432,43 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     if seed is not None:
         tl.manual_seed(seed)
     use_graph = tl.backend.get_device(device).name != "cpu" if graph is None else graph
-    cache = KVCache(model.config, batch, prompt_len + max_new_tokens, device, model.model.embed_tokens.weight.dtype)
-    history = tl.zeros(batch, cache.capacity, dtype=tl.int64, device=device)  # generated ids, by position
-    last = tl.zeros(batch, 1, dtype=tl.int64, device=device)  # the newest token of each row: the next input
-    uniform = tl.zeros(batch, model.config.vocab_size, device=device) if temperature > 0 else None
+    capacity = prompt_len + max_new_tokens
+    dec = getattr(model, "decoder", None)
+    if dec is None or dec.key != Decoder.key_of(model, batch, capacity, temperature, top_k):
+        model.decoder = None  # the old state's memory goes before the new one's is taken
+        dec = model.decoder = Decoder(model, batch, capacity, temperature, top_k)
+    dec.restart()
     end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
 
-    def step(inputs):
-        nxt = sample(model(inputs, cache)[:, -1], temperature, top_k, uniform)[:, None]
-        last.copy_(nxt)
-        history.index_copy_(1, cache.positions(1), nxt)
-
-    def draw():  # fresh noise for a sampling step, outside any graph (a replay would repeat captured noise)
-        if uniform is not None:
-            uniform.copy_(tl.rand(*uniform.shape, device=device))
-
     def ended(n):  # whether every row's first n new tokens hold an end token (a host read, if any end id)
-        return bool(end_ids.size) and np.isin(history[:, prompt_len:prompt_len + n].numpy(), end_ids).any(axis=1).all()
+        new = dec.history[:, prompt_len:prompt_len + n].numpy()
+        return bool(end_ids.size) and np.isin(new, end_ids).any(axis=1).all()
 
     bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
-    draw()
-    step(ids)  # the prompt, and the first new token
-    done, decode = 1, None
+    dec.draw()
+    dec.step(ids)  # the prompt, and the first new token
+    done, eager_steps = 1, 0
     bar.update()
     while done < max_new_tokens and not (done % EOS_CHECK == 0 and ended(done)):
-        draw()
-        if decode is not None:
-            decode.replay()
-            cache.length += 1  # the replay advanced the device's count
-        elif use_graph and done >= 2:  # the step ran eagerly once (its kernels are compiled): capture it
-            decode = tl.graphs.Graph()
-            with tl.graphs.graph(decode, device=device):
-                step(last)
-            decode.replay()
+        dec.draw()
+        if use_graph and dec.graph is None and eager_steps >= 1:  # the step's kernels ran once: capture it
+            captured = tl.graphs.Graph()
+            with tl.graphs.graph(captured, device=device):
+                dec.step(dec.last)
+            dec.graph = captured
+            dec.cache.length -= 1  # the capture ran nothing: the replay below makes this step
+        if use_graph and dec.graph is not None:
+            dec.graph.replay()
+            dec.cache.length += 1  # the replay advanced the device's count
         else:
-            step(last)
+            dec.step(dec.last)
+            eager_steps += 1
         done += 1
         bar.update()
     if done < max_new_tokens:
         bar.stop_early()
     bar.close()
-    out = history[:, prompt_len:prompt_len + done].numpy()
+    out = dec.history[:, prompt_len:prompt_len + done].numpy()
     lengths = []
     for row in out:  # a row that ended repeats its end token from there on
         hit = np.flatnonzero(np.isin(row, end_ids))

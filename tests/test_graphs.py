@@ -309,6 +309,14 @@ def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
     want = llama.generate(llama.load(tmp_path), prompt, 6)
     model = llama.load(tmp_path, device=gpu_device)
     np.testing.assert_array_equal(llama.generate(model, prompt, 6, graph=True), want)
+    # a second call of the same sizes replays the model's captured step from its first step
+    captured = model.decoder.graph
+    assert captured is not None
+    np.testing.assert_array_equal(llama.generate(model, prompt, 6, graph=True), want)
+    assert model.decoder.graph is captured
+    # other sizes: a new decoder, captured anew
+    np.testing.assert_array_equal(llama.generate(model, prompt, 4, graph=True), want[:, :4])
+    assert model.decoder.graph is not captured
     sampled = [llama.generate(model, prompt, 6, temperature=1.0, top_k=5, seed=3, graph=True) for _ in range(2)]
     np.testing.assert_array_equal(*sampled)   # the device generator, seeded: the same tokens again
 
