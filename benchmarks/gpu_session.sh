@@ -14,9 +14,9 @@
 #   core     bench_gpu.py --cases core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
-#   multi    two GPUs (nvidia-h100-x2 / nvidia-h200-x2): tests/test_distributed.py, whose 2-rank
-#            cuda tests include train_gpt on two GPUs against one (loss curve and parameters),
-#            then bench_ddp.py on 1 and 2 ranks, bf16
+#   multi    two or four GPUs (nvidia-h200-x2, -x4): tests/test_distributed.py, whose 2- and 4-rank
+#            cuda tests include train_gpt on the GPUs against one (loss curve and parameters),
+#            then bench_ddp.py on 1 rank and on every GPU, bf16
 set -uo pipefail
 OUT=${OUT:-/tmp/tl_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TENSORLITE_CACHE_DIR=${TENSORLITE_CACHE_DIR:-/tmp/tl_cache}
@@ -62,12 +62,13 @@ for stage in "$@"; do
         timed bench 420 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json"
         sed -n '/^| case |/,$p' "$OUT/bench.log" | tee -a "$SUMMARY" ;;
     multi)
+        gpus=$(nvidia-smi -L | wc -l)
         timed distributed 300 python3 -m pytest -p no:cacheprovider -o addopts= -q -rfE tests/test_distributed.py
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/distributed.log" | tail -12 | tee -a "$SUMMARY"
         timed ddp_one 150 python3 benchmarks/bench_ddp.py --dtype bf16 --json "$OUT/one.json"
-        timed ddp_two 200 mpiexec -n 2 --bind-to none python3 benchmarks/bench_ddp.py --dtype bf16 \
+        timed ddp_all 200 mpiexec -n "$gpus" --bind-to none python3 benchmarks/bench_ddp.py --dtype bf16 \
             --baseline "$OUT/one.json"
-        for f in ddp_one ddp_two; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
+        for f in ddp_one ddp_all; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
     *)
         note "unknown stage $stage (suite, train, decode, decode12, core, bench, multi)"; exit 2 ;;
     esac

@@ -5,10 +5,10 @@ handling, and the NCCL/RCCL bindings.
   device is an identity (on `cuda` through an NCCL communicator of one rank), DDP of one rank
   trains exactly as the plain module, bad input raises tensorlite errors.
 - Under `mpiexec -n 2` (PyPI's `mpich` wheel, or a system MPI; skipped naming mpi4py or
-  mpiexec where absent): every collective on every dtype against numpy, DDP's gradients
-  against each rank's own full-batch computation, examples/train_gpt.py on two ranks against
-  one process, and a rank that raises, exits or hangs ends the job within its timeout. The
-  job scripts are in tests/distributed/.
+  mpiexec where absent), and `-n 4` on a machine of four GPUs: every collective on every
+  dtype against numpy, DDP's gradients against each rank's own full-batch computation,
+  examples/train_gpt.py on the ranks against one process, and (two ranks) a rank that raises,
+  exits or hangs ends the job within its timeout. The job scripts are in tests/distributed/.
 - NCCL/RCCL without a GPU: the cdefs against the headers where installed, the enum values
   and struct sizes pinned from the upstream headers, the loader's error.
 """
@@ -95,12 +95,15 @@ def _expected_dtype(values, dtype):
     return np.asarray(values).astype(np.int64)
 
 
-@pytest.mark.parametrize("kind", ["cpu", "cuda"])
-def test_two_ranks_every_collective_every_dtype(tmp_path, kind):
-    _ranks_of(kind, 2)
-    proc, _ = _launch(JOBS / "collectives_job.py", kind, tmp_path)
+# cpu: two ranks (CI's two cores); cuda: two and four GPUs, where the machine has them
+RANKS = [("cpu", 2), ("cuda", 2), ("cuda", 4)]
+
+
+@pytest.mark.parametrize("kind, world", RANKS)
+def test_ranks_every_collective_every_dtype(tmp_path, kind, world):
+    _ranks_of(kind, world)
+    proc, _ = _launch(JOBS / "collectives_job.py", kind, tmp_path, n=world)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    world = 2
     per_rank = [[dist_cases.rank_values(r, dt) for r in range(world)] for dt in dist_cases.DTYPES]
     for r in range(world):
         got = np.load(tmp_path / f"rank{r}.npz")
@@ -131,12 +134,12 @@ def test_two_ranks_every_collective_every_dtype(tmp_path, kind):
         assert "barrier()" in errors["collective"] and "broadcast(" in errors["collective"]
 
 
-@pytest.mark.parametrize("kind", ["cpu", "cuda"])
-def test_two_ranks_ddp_gradients_are_the_global_batch_average(tmp_path, kind):
-    _ranks_of(kind, 2)
-    proc, _ = _launch(JOBS / "ddp_job.py", kind, tmp_path)
+@pytest.mark.parametrize("kind, world", RANKS)
+def test_ranks_ddp_gradients_are_the_global_batch_average(tmp_path, kind, world):
+    _ranks_of(kind, world)
+    proc, _ = _launch(JOBS / "ddp_job.py", kind, tmp_path, n=world)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
+    results = [np.load(tmp_path / f"rank{r}.npz") for r in range(world)]
     for r, got in enumerate(results):
         pairs = [k for k in got.files if "/ddp/" in k]
         assert {k.split("/")[0] for k in pairs} == {"buckets_default", "buckets_tiny", "no_sync", "find_unused"}
@@ -156,15 +159,16 @@ def test_two_ranks_ddp_gradients_are_the_global_batch_average(tmp_path, kind):
     assert not np.allclose(results[0]["no_sync/local/b.weight"], results[1]["no_sync/local/b.weight"])
 
 
-@pytest.mark.parametrize("kind, graph", [("cpu", []), ("cuda", ["--graph"]), ("cuda", ["--no-graph"])])
-def test_train_gpt_on_two_ranks_equals_one_process(tmp_path, kind, graph):
-    """examples/train_gpt.py under mpiexec -n 2 (each rank half of every batch; on cuda a GPU
+@pytest.mark.parametrize("kind, graph, world", [("cpu", [], 2), ("cuda", ["--graph"], 2), ("cuda", ["--no-graph"], 2),
+                                                ("cuda", ["--graph"], 4)])
+def test_train_gpt_on_ranks_equals_one_process(tmp_path, kind, graph, world):
+    """examples/train_gpt.py under mpiexec -n 2 or 4 (each rank its share of every batch; on cuda a GPU
     each, the training step captured as a graph with its all-reduces, or eager) logs the loss
     curve of one process training on the whole batch (on one GPU) and ends with its parameters.
     AdamW divides each gradient element by its running RMS, so where a gradient is near zero
     the reduction's rounding (an average of two halves instead of one mean, ~1e-7 relative)
     moves a step by up to ~1e-5: hence the tolerance, far below a step's size (lr 5e-3)."""
-    _ranks_of(kind, 2)
+    _ranks_of(kind, world)
     _mpiexec()  # skips, naming what is missing, before the one-process run
     pytest.importorskip("safetensors", reason="train_gpt.py writes its checkpoint with safetensors "
                                               "(pip install 'tensorlite[examples]')")
@@ -173,10 +177,10 @@ def test_train_gpt_on_two_ranks_equals_one_process(tmp_path, kind, graph):
     single = subprocess.run([sys.executable, "examples/train_gpt.py", *args, "--out", tmp_path / "one.safetensors"],
                             cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stdout + single.stderr
-    proc, _ = _launch("examples/train_gpt.py", *args, "--out", tmp_path / "two.safetensors")
+    proc, _ = _launch("examples/train_gpt.py", *args, "--out", tmp_path / "two.safetensors", n=world)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("held-out exact match:") == 1  # rank 0 alone reports
-    assert "ranks=2 (batch 16 per rank)" in proc.stdout
+    assert f"ranks={world} (batch {32 // world} per rank)" in proc.stdout
     curve = re.compile(r"^step +(\d+) +loss ([0-9.]+)", re.MULTILINE)
     curve_one, curve_two = curve.findall(single.stdout), curve.findall(proc.stdout)
     assert [s for s, _ in curve_one] == [s for s, _ in curve_two] == [str(i) for i in range(1, 9)], proc.stdout
