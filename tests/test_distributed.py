@@ -123,6 +123,13 @@ def test_ranks_every_collective_every_dtype(tmp_path, kind, world):
         assert sorted(got.files) == sorted(expected)
         for key, want in expected.items():
             dt = key.split("/")[1]
+            if key.endswith("/product") and dt in ("float16", "bfloat16") and world > 2:
+                # a product of more than two inputs is not exact in 16 bits: NCCL rounds each partial
+                # product (the module's documented semantics), numpy's expectation once
+                ulp = 2.0 ** -(11 if dt == "float16" else 8)
+                np.testing.assert_allclose(got[key], _expected_dtype(want, dt), rtol=world * ulp, atol=0,
+                                           err_msg=f"rank {r}: {key}")
+                continue
             np.testing.assert_array_equal(got[key], _expected_dtype(want, dt), err_msg=f"rank {r}: {key}")
         errors = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert set(errors) == {"shape", "dtype", "op", "collective"}

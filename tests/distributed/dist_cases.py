@@ -15,9 +15,9 @@ def ops_of(dtype: str) -> list:
 
 def rank_values(rank: int, dtype: str, shape=SHAPE, salt: int = 0) -> np.ndarray:
     """Rank `rank`'s input: different on every rank and dtype, never all equal. Floats are
-    multiples of 1/8 in [-4, 4] (exact in every float dtype, their sums and products too, so
-    a mismatch is a bug and not a rounding); integers small enough that sums and products of a
-    few ranks fit int8/uint8."""
+    multiples of 1/8 in [-4, 4] (exact in every float dtype, their sums too, and products of
+    two of them up to one rounding, so a mismatch is a bug and not a rounding); integers small
+    enough that sums and products of a few ranks fit int8/uint8."""
     rng = np.random.default_rng(1000 + 97 * rank + 13 * DTYPES.index(dtype) + salt)
     if dtype in FLOATS:
         return rng.integers(-32, 33, shape).astype(np.float64) / 8
