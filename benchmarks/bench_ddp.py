@@ -165,7 +165,8 @@ def _tensorlite_gpt(cfg: dict, device: str):
 def run_tensorlite(args, cfg: dict, device: str, world: int, rank: int, graph: bool = False) -> dict:
     """tensorlite's row; with `graph` the step (and its no_sync twin) is captured by
     tl.graphs.graphed after one eager call and replayed: AdamW(capturable=True) keeps its step
-    counts on the device, and DDP's bucket all-reduces are captured on the compute stream."""
+    counts on the device, and DDP's bucket all-reduces go into the graph on the communication
+    stream, beside backward."""
     ids = batch_of(cfg, rank)
     x = tl.tensor(ids[:, :-1], device=device)
     y = tl.tensor(ids[:, 1:].reshape(-1), device=device)

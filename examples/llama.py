@@ -36,7 +36,8 @@ Generation prefills the prompt once and then feeds one token per step, keeping e
 layer's keys and values in a preallocated, static cache (`KVCache`): new keys are written
 at their positions, and the queries attend over the whole cache with a mask that hides the
 positions not yet written. Sampling runs on the device too, so on a GPU the decode step is
-captured once as a graph (tl.graphs) and replayed: one launch per token.
+captured once as a graph (tl.graphs) and replayed: one launch per token. The model keeps that
+state (`Decoder`: cache, graph) for the next generate() call of the same sizes.
 """
 from __future__ import annotations
 

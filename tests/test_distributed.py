@@ -818,7 +818,7 @@ def test_collectives_inside_a_graph_capture_fork_onto_the_communication_stream(n
     with tl.graphs.graph(g, device=null_backend):
         y = x * 2
         dist.all_reduce(y)
-        assert {dev.platform.stream_id(s) for s in dev.platform._recording[1]} == {compute, comm}  # joined
+        assert {dev.platform.stream_id(s) for s in dev.platform._recording.streams} == {compute, comm}  # joined
         kept = dist.all_reduce(y, async_op=True)
         assert not kept._done
     assert kept._done and _no_host_wait(log)

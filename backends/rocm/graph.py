@@ -96,7 +96,7 @@ class Capture:
         self.checks: List[str] = []        # the checked ops captured, for the error message
         self.constants: List[Buffer] = []  # host data uploaded while capturing, owned by the graph
         self.saved_cache = None            # the eager free lists, set aside while capturing
-        self.joins: List[Callable[[], None]] = []  # rejoin work forked onto other streams (see fork_join)
+        self.joins: List[Callable[[], None]] = []  # rejoin work forked onto other streams (join_forks)
         self.thread = threading.get_ident()
 
     def join_forks(self) -> None:
@@ -290,6 +290,17 @@ class GpuGraph:
 
 # ---- platforms without a driver graph API ---------------------------------------------
 
+class _Recording:
+    """A capture in progress on a RecordedGraphs platform."""
+    __slots__ = ("origin", "streams", "calls", "events")
+
+    def __init__(self, origin):
+        self.origin = origin        # the captured stream
+        self.streams = {origin}     # it and the streams that joined it
+        self.calls = []             # the work enqueued on them, in the host's order
+        self.events = set()         # events recorded on them (waiting for one joins the capture)
+
+
 class RecordedGraphs:
     """Graphs on platforms that run work as Python calls (emulated AMD, null): while a
     stream is captured, the work enqueued on it is recorded instead of run, and a replay
@@ -297,33 +308,33 @@ class RecordedGraphs:
     stream operation and returns at once when it answers True. A stream that waits for an
     event recorded on a captured stream joins the capture, as on the drivers; the record
     keeps the host's order of all of them, which respects every event edge."""
-    _recording = None   # (origin stream, captured streams, [calls], events recorded on them) while capturing
+    _recording: Optional[_Recording] = None
 
     def _recorded(self, stream, fn, *args) -> bool:
         rec = self._recording
-        if rec is None or stream not in rec[1]:
+        if rec is None or stream not in rec.streams:
             return False
-        rec[2].append(functools.partial(fn, *args))
+        rec.calls.append(functools.partial(fn, *args))
         return True
 
     def event_record(self, event, stream) -> None:
         rec = self._recording
-        if rec is not None and stream in rec[1]:
-            rec[3].add(event)
+        if rec is not None and stream in rec.streams:
+            rec.events.add(event)
 
     def stream_wait_event(self, stream, event) -> None:
         rec = self._recording
-        if rec is not None and event in rec[3]:
-            rec[1].add(stream)
+        if rec is not None and event in rec.events:
+            rec.streams.add(stream)
 
     def capture_begin(self, stream) -> None:
-        self._recording = (stream, {stream}, [], set())
+        self._recording = _Recording(stream)
 
     def capture_end(self, stream):
         rec, self._recording = self._recording, None
-        if rec is None or rec[0] != stream:
+        if rec is None or rec.origin != stream:
             raise CaptureError("the stream is not being captured")
-        return rec[2]
+        return rec.calls
 
     def graph_instantiate(self, graph):
         return list(graph)

@@ -11,8 +11,8 @@ Where the data goes:
   when the Work is waited (at once without async_op). Both waits are on the device: the host
   never waits, and until wait() the compute stream runs on while the collective waits for
   the other ranks (DDP's bucket all-reduces overlap backward). Inside a graph capture the same
-  events make the communication stream join the capture: the graph overlaps them too. One communicator per
-  device, made at its first collective (rank 0's unique id travels over MPI).
+  events make the communication stream join the capture: the graph overlaps them too. One
+  communicator per device, made at its first collective (rank 0's unique id travels over MPI).
 - any other device (a plugin backend, the emulated AMD platform): a host copy, MPI, and a copy back.
 
 Before each collective the ranks exchange a short description of the call (op, shape, dtype,
@@ -31,6 +31,7 @@ Non-contiguous tensors work: the collective runs on a contiguous copy, which is 
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -108,8 +109,7 @@ class _StreamWork(Work):
         if capture is None:
             comm.unjoined += 1
         else:
-            ref = weakref.ref(self)
-            capture.joins.append(lambda: ref() is not None and ref().wait())
+            capture.joins.append(functools.partial(_wait_if_alive, weakref.ref(self)))
 
     def wait(self, timeout=None) -> bool:
         """Order the compute stream after the collective (the host does not wait); True."""
@@ -149,6 +149,12 @@ class _StreamWork(Work):
             dev.recycle_event(self._event)
         except Exception:  # interpreter shutdown: nothing runs after
             pass
+
+
+def _wait_if_alive(ref) -> None:
+    work = ref()
+    if work is not None:
+        work.wait()
 
 
 class _Then(Work):
