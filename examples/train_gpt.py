@@ -40,7 +40,8 @@ step, gradient norm clipped at 1. Every --eval-every steps the model answers 500
 validation problems; once it gets --stop-at (99%) of them right, training stops. Most
 runs stop after 400-600 steps; --steps bounds the slow ones.
 
-`--graph` (the default on a GPU; `--no-graph` to turn it off) captures the
+`--graph` (the default on a GPU; with several ranks, where NCCL or RCCL carry the
+all-reduces; `--no-graph` to turn it off) captures the
 whole training step, forward + backward + clipping + AdamW, as one graph after two eager
 steps and replays it (tl.graphs: one launch call per step instead of a few hundred): each
 batch is copied into a static input, AdamW runs with capturable=True (step counts on the
@@ -401,7 +402,7 @@ def train(args: argparse.Namespace):
     replica = dist.DistributedDataParallel(model) if world > 1 else model
     shard = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
 
-    graph = use_graph(args.graph, device)
+    graph = use_graph(args.graph, device, world)
     # captured: the step counts and the lr on the device (the schedule fills the lr tensor in place)
     lr = tl.tensor(lr_at(0, args.steps, args.lr, args.warmup), device=device) if graph else args.lr
     opt = tl.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01, capturable=graph)
@@ -461,13 +462,17 @@ def train(args: argparse.Namespace):
 GRAPH_WARMUP = 2  # eager steps before the capture
 
 
-def use_graph(asked, device: str) -> bool:
-    """Whether to capture the training step: as asked, else on a GPU (with several ranks DDP's
-    bucket all-reduces are captured too, on the graph's stream)."""
-    gpu = tl.backend.get_device(device).name != "cpu"
-    if asked and not gpu:
+def use_graph(asked, device: str, world: int) -> bool:
+    """Whether to capture the training step: as asked, else on a GPU, where with several ranks
+    the collectives run on the device (NCCL on cuda, RCCL on rocm) and DDP's all-reduces are
+    captured too; other GPU devices (the emulated AMD platform) stage them through the host,
+    which a capture cannot hold."""
+    kind = tl.backend.get_device(device).name
+    if asked and kind == "cpu":
         raise ValueError(f"--graph needs a GPU device (device {device})")
-    return gpu if asked is None else asked
+    if asked is not None:
+        return asked
+    return kind != "cpu" and (world == 1 or kind in ("cuda", "rocm"))
 
 
 def _global_mean(loss: tl.Tensor) -> float:
