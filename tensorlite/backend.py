@@ -441,7 +441,8 @@ class BackendStorage(ABC):
     # Inputs are read through their layouts; `grad` operands have the forward output's shape
     # and dtype; outputs are fresh contiguous storages (adamw_step works in place).
     @abstractmethod
-    def softmax_last_dim_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout) -> "BackendStorage":
+    def softmax_last_dim_backward(self, layout: Layout, grad: "BackendStorage",
+                                  grad_layout: Layout) -> "BackendStorage":
         """self is softmax_last_dim's OUTPUT y: returns y * (grad - sum(grad * y, -1))."""
 
     @abstractmethod
