@@ -185,6 +185,11 @@ class KVCache:
             return self.pos + self._arange[:t]
         return tl.tensor(np.arange(self.length, self.length + t), device=self.device)
 
+    def reset(self) -> None:
+        """Empty: the next tokens start at position 0 (the old keys and values are masked out)."""
+        self.length = 0
+        self.pos.zero_()
+
     def advance(self, t: int) -> None:
         self.pos += t
         self.length += t
@@ -403,11 +408,6 @@ class Decoder:
         if self.uniform is not None:
             self.uniform.copy_(tl.rand(*self.uniform.shape, device=self.uniform.device))
 
-    def restart(self) -> None:
-        """An empty cache for the next prompt (the graph reads the device's count of positions)."""
-        self.cache.length = 0
-        self.cache.pos.zero_()
-
 
 @tl.no_grad()
 def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0, top_k=None,
@@ -438,7 +438,7 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     if dec is None or dec.key != Decoder.key_of(model, batch, capacity, temperature, top_k):
         model.decoder = None  # the old state's memory goes before the new one's is taken
         dec = model.decoder = Decoder(model, batch, capacity, temperature, top_k)
-    dec.restart()
+    dec.cache.reset()  # the graph reads the device's count of positions
     end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
 
     def ended(n):  # whether every row's first n new tokens hold an end token (a host read, if any end id)

@@ -463,16 +463,15 @@ GRAPH_WARMUP = 2  # eager steps before the capture
 
 
 def use_graph(asked, device: str, world: int) -> bool:
-    """Whether to capture the training step: as asked, else on a GPU, where with several ranks
-    the collectives run on the device (NCCL on cuda, RCCL on rocm) and DDP's all-reduces are
-    captured too; other GPU devices (the emulated AMD platform) stage them through the host,
-    which a capture cannot hold."""
-    kind = tl.backend.get_device(device).name
-    if asked and kind == "cpu":
+    """Whether to capture the training step: as asked, else on a GPU, with several ranks where
+    the collectives run on the device (dist.device_collectives: DDP's all-reduces are captured
+    too; the emulated AMD platform stages them through the host, which a capture cannot hold)."""
+    gpu = tl.backend.get_device(device).name != "cpu"
+    if asked and not gpu:
         raise ValueError(f"--graph needs a GPU device (device {device})")
     if asked is not None:
         return asked
-    return kind != "cpu" and (world == 1 or kind in ("cuda", "rocm"))
+    return gpu and (world == 1 or dist.device_collectives(device))
 
 
 def _global_mean(loss: tl.Tensor) -> float:

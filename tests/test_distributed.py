@@ -842,6 +842,14 @@ def test_collectives_inside_a_graph_capture_fork_onto_the_communication_stream(n
         dist.all_reduce(x * 2)
 
 
+def test_device_collectives_names_the_devices_with_a_collective_library(null_backend, monkeypatch):
+    """What train_gpt.py asks before capturing a DDP step: cpu and a GPU platform without
+    NCCL/RCCL (null, the emulated AMD platform) stage collectives through the host."""
+    assert not dist.device_collectives("cpu") and not dist.device_collectives(null_backend)
+    monkeypatch.setitem(nccl._LIBRARIES, "null", nccl._LIBRARIES["cuda"])
+    assert dist.device_collectives(null_backend)
+
+
 def test_a_ddp_training_step_captures_its_all_reduces_into_the_graph(null_backend, monkeypatch, rng):
     """A whole DDP step (forward, backward with its bucket all-reduces, AdamW(capturable=True))
     captured as one graph, as bench_ddp.py's tensorlite-graph row and train_gpt.py --graph on

@@ -155,11 +155,17 @@ class CollectiveLibrary:
         return getattr(self.lib, name)
 
 
+def has_collective_library(platform_name: str) -> bool:
+    """Whether a GPU platform has a collective library ('cuda': NCCL, 'rocm': RCCL; not amdemu
+    or null, whose collectives tensorlite.distributed stages through the host)."""
+    return platform_name in _LIBRARIES
+
+
 def collective_library(platform_name: str):
     """The loaded CollectiveLibrary of a GPU platform ('cuda': NCCL, 'rocm': RCCL), None for a
     platform that has none (amdemu, null); BackendUnavailable (naming the library and where it
     was looked for) where it cannot be loaded."""
-    if platform_name not in _LIBRARIES:
+    if not has_collective_library(platform_name):
         return None
     lib = _LOADED.get(platform_name)
     if lib is None:

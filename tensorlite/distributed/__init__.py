@@ -28,7 +28,7 @@ from ._world import (WORLD, CollectiveMismatchError, DistributedError, Distribut
                      destroy_process_group, device, get_backend, get_local_rank, get_rank, get_world_size, init,
                      is_available, is_initialized, launched_by_mpi, local_rank, rank, world_size)
 from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier,  # noqa: F401
-                          broadcast, reduce_scatter, reduce_scatter_tensor)
+                          broadcast, device_collectives, reduce_scatter, reduce_scatter_tensor)
 from .ddp import DistributedDataParallel  # noqa: F401
 from .sampler import DistributedSampler  # noqa: F401
 

@@ -240,6 +240,21 @@ def _enqueue(w, comm, keep, call, finish, what: str) -> Work:
     return _StreamWork(w, comm, ready, dev.sync_event().record(side), keep, finish, what)
 
 
+def device_collectives(device) -> bool:
+    """Whether collectives on `device`'s tensors run on the device (NCCL on cuda, RCCL on rocm),
+    so that a graph capture holds them; elsewhere (cpu, the emulated AMD platform) they are
+    staged through the host, which a capture cannot hold.
+
+    >>> import tensorlite.distributed as dist
+    >>> dist.device_collectives("cpu")
+    False
+    """
+    from ..backend import get_device
+    from ..backends.rocm.nccl import has_collective_library
+    platform = getattr(get_device(device), "platform", None)
+    return platform is not None and has_collective_library(platform.name)
+
+
 def _communicator(w, t):
     """The NCCL/RCCL communicator of t's device, None where t is host data (cpu or a device
     without a collective library: staged through the host)."""
