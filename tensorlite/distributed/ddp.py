@@ -254,8 +254,7 @@ class DistributedDataParallel(Module):
     def _start(self, bucket: _Bucket):
         """Copy the bucket's gradients into a fresh flat buffer (a copy: the reduction writes it in
         place, and a gradient may be shared) and start its all-reduce. The copies go straight to
-        the storages, as runs of one copy_runs (the GPU backend: one launch for a few dozen
-        gradients, where a copy each would add a launch, or a graph node, per parameter)."""
+        the storages (what cat does, without its checks per tensor: the bucket's layout is known)."""
         from ..tensor import empty, zeros
         dtype, total = bucket.dtype, bucket.numel
         with no_grad():
@@ -264,14 +263,13 @@ class DistributedDataParallel(Module):
                 flat = zeros(total, dtype=dtype, device=bucket.device)
             else:
                 flat = empty(total, dtype=dtype, device=bucket.device)
-            runs = []
+            dst = flat._storage
             for g, off, size in zip(grads, bucket.offsets, bucket.numels):
                 if g is None or not size:
                     continue
                 if g.dtype is not dtype or not g._layout.is_contiguous():
                     g = g.to(dtype).contiguous()
-                runs.append((g._storage, g._layout.offset, off, size))
-            flat._storage.copy_runs(runs)
+                g._storage.copy2d(dst, 1, size, size, size, g._layout.offset, off)  # one row: a plain copy
         bucket.flat = flat
         bucket.work = work = _all_reduce(world(), flat, "avg")
         if work._request is not None:
