@@ -3,17 +3,18 @@
     python benchmarks/profile_dispatch.py [--iters 20000] [--profile] [--no-stub]
 
 A null platform stands in for HIP/CUDA: allocation hands out fake addresses, copies do
-nothing, kernels are not compiled. Launches go through a real cffi ABI-mode call into a
-C function with cuLaunchKernel's signature that returns at once (built with `cc` into a
-temporary library; without a compiler, or with --no-stub, a Python no-op stands in). What
-remains is the Python work every GPU op pays, plus cffi's own share of the driver call,
-measured on any machine. On a GPU add the driver's launch cost (benchmarks/smoke_gpu.py
-prints it as "bare driver call").
+nothing, kernels are not compiled. Launches go through a real C function with
+cuLaunchKernel's signature that returns at once (built with `cc` into a temporary library;
+without a compiler, or with --no-stub, a Python no-op stands in), called as the GPU
+platforms call the driver: through the compiled launch shim where it is installed
+(backends/rocm/launch_shim.py), else through cffi's ABI mode. What remains is the Python
+work every GPU op pays, plus the call's own share, measured on any machine; `--device cuda`
+times the same on a GPU, the driver's launch cost included.
 
 Besides the per-op table, `a + b` is split into stages by timing each layer on its own:
 Tensor layer (op - storage), storage (binary_impl - launch: kernel lookup, output
 allocation, layout packing, grid), launch (GpuDevice.launch - bare call: argument
-packing, checks) and the bare cffi call.
+packing, checks) and the bare call; with the shim, the bare call through ABI mode too.
 """
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def main():
         dev = null_device(stub)
         backend.register("null", lambda ordinal: dev)
         where, sync = "null", None
-        launch = "a cffi call into a no-op C cuLaunchKernel" if stub else \
+        how = "the compiled shim" if dev._launch_fn is not dev.platform.launch_function() else "cffi's ABI mode"
+        launch = f"a no-op C cuLaunchKernel, called through {how}" if stub else \
             "a Python no-op (no C compiler or --no-stub)"
         print(f"host-side us per op (null runtime, launches through {launch}; {args.iters} iterations, "
               f"median and min of 5 runs):")
@@ -152,19 +154,26 @@ def main():
         launch_args = [("int64", n), ("bytes", pa), ("bytes", pb), ("ptr", sa.buffer.ptr),
                        ("ptr", sb.buffer.ptr), ("ptr", out.buffer.ptr)]
         dev.launch(kernel, grid, 256, launch_args)
-        fn_raw, params = dev._launch_fn, kernel.layouts[threading.get_ident()].params
-        stream, null, handle = dev.stream, dev._null, kernel.handle
+        fn_raw, last = dev._launch_fn, dev._launch_last
+        params, stream, handle = kernel.layouts[threading.get_ident()].params, dev.stream, kernel.handle
+        abi = dev.platform.launch_function()
+        shim = "compiled shim" if fn_raw is not abi else "cffi ABI mode"
         layers = [
             ("Tensor layer", lambda: a + b),
             ("storage (lookup, alloc, layouts, grid)", lambda: sa.binary_impl("add", sb, la, lb)),
             ("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
-            ("bare launch call (cffi + driver)", lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, null)),
+            (f"bare launch call ({shim} + driver)",
+             lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, last)),
         ]
         totals = [_us_per_call(fn, args.iters, sync) for _, fn in layers] + [(0.0, 0.0, 0.0)]
         print("stages of `add 64x1024` (each layer timed alone; its share is the difference to the next):")
         show("whole op", totals[0])
         for i, (stage, _) in enumerate(layers):
             show(stage, tuple(x - y for x, y in zip(totals[i], totals[i + 1])))
+        if fn_raw is not abi:  # the same call through cffi's ABI mode, for comparison
+            null = dev.platform.ffi.NULL
+            show("bare launch call (cffi ABI mode + driver)",
+                 _us_per_call(lambda: abi(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, null), args.iters, sync))
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

@@ -227,7 +227,7 @@ def t_timing(dev):
     fn, params = dev._launch_fn, k.layouts[threading.get_ident()].params
     t0 = time.perf_counter()
     for _ in range(iters):
-        fn(k.handle, 1, 1, 1, 32, 1, 1, 0, dev.stream, params, dev._null)
+        fn(k.handle, 1, 1, 1, 32, 1, 1, 0, dev.stream, params, dev._launch_last)
     dev.synchronize()
     raw_us = (time.perf_counter() - t0) / iters * 1e6
     nbytes = 1 << 30

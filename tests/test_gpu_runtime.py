@@ -442,6 +442,9 @@ class _LaunchPlatform:
             return self.status
         return launch
 
+    def launch_call(self):  # a Python launcher: called directly (PlatformBase.launch_call)
+        return self.launch_function(), self.ffi.NULL
+
 
 def _launch_device(slot_sizes, status=0):
     from tensorlite.backends.rocm.device import GpuDevice, Kernel

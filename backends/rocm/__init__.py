@@ -42,6 +42,7 @@ from typing import Iterable, List, Sequence, Tuple
 import cffi
 
 from tensorlite.errors import BackendError, BackendUnavailable, CompileError, OutOfMemoryError
+from .launch_shim import through_shim
 
 PLATFORMS = ("rocm", "cuda", "amdemu")
 CAPTURE_MODE_RELAXED = 2  # cuStreamCaptureMode / hipStreamCaptureMode: CU_STREAM_CAPTURE_MODE_RELAXED
@@ -296,6 +297,14 @@ class PlatformBase:
         if self._launch_fn is None:
             self._launch_fn = getattr(self.rt, self.CALLS["launch"])
         return self._launch_fn
+
+    def launch_call(self):
+        """(fn, last) for the hot path's fn(func, gx, gy, gz, bx, by, bz, shared_mem, stream,
+        params, last): the compiled shim and the entry point's address where launch_function()
+        is a C function and the shim is installed (launch_shim.py), else launch_function()
+        itself and its `extra`, NULL."""
+        fn = self.launch_function()
+        return through_shim(self.ffi, fn) or (fn, self.ffi.NULL)
 
     # ---- graphs: stream capture, instantiate, launch, update (backends/rocm/graph.py) --
     def capture_begin(self, stream) -> None:

@@ -299,7 +299,7 @@ class GpuDevice(BackendDevice):
         self._blas = None
         self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
-        self._launch_fn, self._null = platform.launch_function(), platform.ffi.NULL
+        self._launch_fn, self._launch_last = platform.launch_call()  # launch_shim.py
         self._activate = platform.activate
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
@@ -510,11 +510,12 @@ class GpuDevice(BackendDevice):
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
         if type(grid) is int and type(block) is int and grid > 0 and block > 0:
             err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
-                                  self._null)
+                                  self._launch_last)
         else:  # the row kernels' blocks are 2-d, their grids plain ints
             grid = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
             block = _dim3(block, "block")
-            err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params, self._null)
+            err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params,
+                                  self._launch_last)
         if err:
             grid3 = grid if type(grid) is tuple else (grid, 1, 1)
             block3 = block if type(block) is tuple else (block, 1, 1)

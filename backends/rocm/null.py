@@ -150,6 +150,9 @@ class NullPlatform(RecordedGraphs, PlatformBase):
             raise CaptureError("the null platform captures graphs only with its Python launcher (stub_lib=None)")
         super().capture_begin(stream)
 
+    def error_name(self, code):
+        return "a stub library's status"
+
     def rtc_version(self):
         return "null 0"
 
