@@ -28,7 +28,7 @@ From Python:
 The architecture, as in transformers' LlamaForCausalLM: token embedding; per layer
 RMSNorm -> attention with half-split rotary position embedding (`F.rope`) and grouped-query
 attention (fewer key/value heads than query heads) -> residual, RMSNorm -> SwiGLU MLP
-(down(silu(gate(x)) * up(x))) -> residual; final RMSNorm; LM head (or the tied embedding).
+(down(silu(gate(x)) * up(x)), F.silu_mul) -> residual; final RMSNorm; LM head (or the tied embedding).
 Each residual add runs inside the RMSNorm after it (`F.add_rms_norm`: one kernel on GPUs).
 Parameter names are those of the checkpoint, so its state dict loads as is.
 
@@ -241,7 +241,7 @@ class MLP(nn.Module):
 
     def forward(self, x):
         gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu_mul(gate, up))  # silu(gate) * up, one kernel
 
 
 class DecoderLayer(nn.Module):

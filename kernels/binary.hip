@@ -28,6 +28,7 @@ TL_BOP(BOr, a | b)
 TL_BOP(BXor, a ^ b)
 TL_BOP(BAtan2, tl_atan2(a, b))
 TL_BOP(BHypot, tl_hypot(a, b))
+TL_BOP(BSiluMul, a / (A(1) + tl_exp(-a)) * b)
 
 #define TL_CMP(Name, expr) \
     struct Name { template <typename A> static TL_DEV bool f(A a, A b) { return (expr); } };
@@ -125,7 +126,8 @@ TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, 
     BINARY_ENTRY(eq, Compare<CEq>, T, tlbool, sfx) BINARY_ENTRY(ne, Compare<CNe>, T, tlbool, sfx) \
     BINARY_ENTRY(lt, Compare<CLt>, T, tlbool, sfx) BINARY_ENTRY(le, Compare<CLe>, T, tlbool, sfx) \
     BINARY_ENTRY(gt, Compare<CGt>, T, tlbool, sfx) BINARY_ENTRY(ge, Compare<CGe>, T, tlbool, sfx)
-// Integers and bool: the bitwise ops; integers and floats: sub and fmod; floats: div, atan2, hypot.
+// Integers and bool: the bitwise ops; integers and floats: sub and fmod; floats: div, atan2, hypot,
+// silu_mul.
 #define BINARY_BITS_OPS(T, sfx)                                                            \
     BINARY_ENTRY(bbitwise_and, Arith<BAnd>, T, T, sfx) BINARY_ENTRY(bbitwise_or, Arith<BOr>, T, T, sfx) \
     BINARY_ENTRY(bbitwise_xor, Arith<BXor>, T, T, sfx)
@@ -133,7 +135,8 @@ TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, 
     BINARY_ENTRY(bfmod, Fmod, T, T, sfx)
 #define BINARY_INT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_BITS_OPS(T, sfx)
 #define BINARY_FLOAT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_ENTRY(bdiv, Arith<BDiv>, T, T, sfx) \
-    BINARY_ENTRY(batan2, Arith<BAtan2>, T, T, sfx) BINARY_ENTRY(bhypot, Arith<BHypot>, T, T, sfx)
+    BINARY_ENTRY(batan2, Arith<BAtan2>, T, T, sfx) BINARY_ENTRY(bhypot, Arith<BHypot>, T, T, sfx) \
+    BINARY_ENTRY(bsilu_mul, Arith<BSiluMul>, T, T, sfx)
 
 TL_FOR_FLOATS(BINARY_FLOAT_OPS)
 TL_FOR_INTEGERS(BINARY_INT_OPS)

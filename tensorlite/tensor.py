@@ -3044,7 +3044,7 @@ def _binary_methods(row):
 for _row in UNARY:  # Tensor.exp, Tensor.exp_, Tensor.reciprocal, ...: two methods per row of the op table
     _unary_methods(_row)
 for _row in BINARY:
-    if not hasattr(Tensor, _row.method):
+    if _row.method_too and not hasattr(Tensor, _row.method):
         _binary_methods(_row)
 Tensor.fix, Tensor.fix_ = Tensor.trunc, Tensor.trunc_  # PyTorch's alias
 

@@ -203,6 +203,7 @@ FUSED = {  # name: (input shapes, program). Norm backward rows: 37 (fit), 64 (fi
     "gelu": ([(3, 7)], lambda x: F.gelu(x, approximate="tanh")),
     "gelu_erf": ([(3, 7)], lambda x: F.gelu(x)),
     "silu": ([(3, 7)], lambda x: F.silu(x)),
+    "silu_mul": ([(3, 7), (3, 7)], lambda g, u: F.silu_mul(g, u)),
 }
 
 

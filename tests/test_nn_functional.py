@@ -260,6 +260,30 @@ def test_activations(device, rng, dtype):
         F.gelu(x, approximate="fast")
 
 
+@pytest.mark.parametrize("dtype", FLOATS + [tl.float64])
+def test_silu_mul_on_halves_of_one_product(device, rng, dtype):
+    """F.silu_mul(gate, up) = silu(gate) * up, rounded once; gate and up are the two halves of
+    one (rows, 2n) product (Llama's fused gate/up projection), so strided views; and broadcast."""
+    y, a = make_tensor(rng, (5, 2 * 9), dtype, device, -6, 6)
+    a = as_f64(a)
+    gate, up = a[:, :9], a[:, 9:]
+    assert_close(F.silu_mul(y[:, :9], y[:, 9:]), gate / (1 + np.exp(-gate)) * up, dtype, terms=4)
+    assert_close(F.silu_mul(y[:, :9], y[0, 9:]), gate / (1 + np.exp(-gate)) * up[0], dtype, terms=4)
+    assert F.silu_mul(y, y.double()).dtype is tl.float64  # types promote as `*`'s
+
+
+def test_silu_mul_gradients(device, rng):
+    """Both gradients against a central difference of the op itself (float64)."""
+    a, b = rng.uniform(-4, 4, (6,)), rng.uniform(-2, 2, (6,))
+    x = tl.tensor(a, device=device, requires_grad=True)
+    y = tl.tensor(b, device=device, requires_grad=True)
+    F.silu_mul(x, y).sum().backward()
+    h = 1e-6
+    f = lambda u, v: F.silu_mul(tl.tensor(u, device=device), tl.tensor(v, device=device)).numpy()  # noqa: E731
+    np.testing.assert_allclose(x.grad.numpy(), (f(a + h, b) - f(a - h, b)) / (2 * h), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(y.grad.numpy(), (f(a, b + h) - f(a, b - h)) / (2 * h), rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 @pytest.mark.parametrize("per_batch", [False, True])

@@ -22,9 +22,9 @@ from ..autograd import is_grad_enabled, no_grad, note_write
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
-from ..tensor import (Tensor, _embed, _ints, _shape_arg, arange, avg_pool2d, broadcast_shapes, cat,  # noqa: F401
-                      conv1d, conv2d, conv_transpose1d, conv_transpose2d, full, full_like, max_pool2d, maximum,
-                      minimum, rand, stack, tensor, upsample_nearest2d, where)
+from ..tensor import (Tensor, _binary, _embed, _ints, _shape_arg, arange, avg_pool2d,  # noqa: F401
+                      broadcast_shapes, cat, conv1d, conv2d, conv_transpose1d, conv_transpose2d, full, full_like,
+                      max_pool2d, maximum, minimum, rand, stack, tensor, upsample_nearest2d, where)
 
 # machine epsilon per float dtype: rms_norm's default eps, as torch.finfo(dtype).eps
 # rms_norm's default eps, PyTorch's: the machine epsilon of the type the op computes in (float32
@@ -64,6 +64,15 @@ def silu(input, inplace: bool = False):
     >>> import tensorlite as tl; tl.nn.functional.silu(tl.tensor([0.0])).tolist()
     [0.0]"""
     return _out(input, input.silu(), inplace)
+
+
+def silu_mul(gate, up):
+    """silu(gate) * up in one kernel, rounded once: the gated MLP of Llama-style models
+    (down(silu(gate(x)) * up(x))). Broadcasts as `*`; differentiable in both operands.
+
+    >>> import tensorlite as tl; tl.nn.functional.silu_mul(tl.tensor([0.0, 1.0]), tl.tensor([3.0, 2.0])).tolist()
+    [0.0, 1.4621171951293945]"""
+    return _binary("silu_mul", gate, up)
 
 
 def _out(x, y, inplace):
