@@ -161,10 +161,11 @@ class KVCache:
 
     Static, so a decode step can be captured as a graph and replayed (tl.graphs): the
     buffers never move, and the next position is a device tensor (`pos`) that the step
-    itself advances. New keys and values are written at their positions with index_copy_,
-    and the queries attend over the whole capacity with a mask hiding the positions not
-    yet written. Run eagerly, the positions are uploaded from the host's count (`length`),
-    so the index ops know them in range and never wait for the device."""
+    itself advances. New keys (rotated) and values are written at their positions by
+    F.rope_kv_cache, which also rotates the queries (one kernel on GPUs), and the queries
+    attend over the whole capacity with a mask hiding the positions not yet written. Run
+    eagerly, the positions are uploaded from the host's count (`length`), so the cache write
+    knows them in range and never waits for the device."""
 
     def __init__(self, config: LlamaConfig, batch: int, capacity: int, device, dtype):
         shape = (batch, config.num_kv_heads, capacity, config.head_dim)
@@ -194,12 +195,12 @@ class KVCache:
         self.pos += t
         self.length += t
 
-    def write(self, layer: int, positions: tl.Tensor, k: tl.Tensor, v: tl.Tensor):
-        """Write one layer's new keys/values (b, kv_heads, t, head_dim) at `positions`; return
-        the layer's whole buffers."""
-        self.keys[layer].index_copy_(2, positions, k)
-        self.values[layer].index_copy_(2, positions, v)
-        return self.keys[layer], self.values[layer]
+    def write(self, layer: int, positions: tl.Tensor, qkv: tl.Tensor, cos: tl.Tensor, sin: tl.Tensor):
+        """Rotate one layer's new queries and keys, write the keys and values at `positions`
+        (qkv: (b, heads + 2*kv_heads, t, head_dim)); return the queries and the layer's whole
+        key and value buffers."""
+        q = F.rope_kv_cache(qkv, cos, sin, self.keys[layer], self.values[layer], positions)
+        return q, self.keys[layer], self.values[layer]
 
 
 class Attention(nn.Module):
@@ -218,14 +219,16 @@ class Attention(nn.Module):
 
         def heads(y, n):  # (b, t, n*hd) -> (b, n, t, hd)
             return y.reshape(b, t, n, c.head_dim).transpose(1, 2)
-        # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch
+        # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch,
+        # with the cache write in it where there is a cache
         y = self.qkv.product(x) if self.qkv is not None and self.qkv.current() else \
             tl.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
-        qk_width = (c.num_heads + c.num_kv_heads) * c.head_dim
-        qk = F.rope(heads(y[..., :qk_width], c.num_heads + c.num_kv_heads), cos, sin)
-        q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
         if cache is not None:
-            k, v = cache.write(self.layer, positions, k, v)
+            q, k, v = cache.write(self.layer, positions, heads(y, c.num_heads + 2 * c.num_kv_heads), cos, sin)
+        else:
+            qk_width = (c.num_heads + c.num_kv_heads) * c.head_dim
+            qk = F.rope(heads(y[..., :qk_width], c.num_heads + c.num_kv_heads), cos, sin)
+            q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
         # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, c.num_heads * c.head_dim))

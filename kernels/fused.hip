@@ -1,6 +1,7 @@
 // Fused nn ops (candle's CustomOps), floating dtypes, f32 arithmetic for the half types:
 // softmax_<t>, log_softmax_<t>, layer_norm_<t>, rms_norm_<t>, add_rms_norm_<t> over the last dim;
-// rope_<t>, rope_i_<t>, rope_thd_<t>; attn_softmax_<t> (the masked softmax inside sdpa).
+// rope_<t>, rope_i_<t>, rope_thd_<t>; rope_kv_cache_<t> (rope and a decode step's KV-cache
+// write); attn_softmax_<t> (the masked softmax inside sdpa).
 //
 // Row ops see the input as n_rows rows of row_len elements: `outer` addresses each row's
 // first element, `inner_stride` steps along the row. Blocks are (tpr, rows_per_block) as
@@ -488,6 +489,62 @@ TL_DEV void rope_map(i64 n_pairs, i64 n1, i64 n2, i64 d, const View4& xv, const 
     }
 }
 
+// A decode step's rotary embedding and key/value cache write in one launch (ops/fused.py
+// rope_kv_cache): x (b, h, t, d) holds the heads of one q/k/v product, h = hq + 2*hkv
+// (queries, keys, values). out (b, hq + hkv, t, d), contiguous, gets the rotated query and key
+// heads; the contiguous caches kc, vc (b, hkv, S, d) get the rotated keys and the values at
+// position ids[p] (an id outside [0, S) sets *err and writes nothing). A thread takes G pairs
+// (i, i + d/2) of one head at one position, as rope_groups.
+template <typename T, int G>
+TL_DEV void rope_kv_cache_map(i64 n_groups, i64 h, i64 hkv, i64 t_len, i64 d, i64 S, const View4& xv,
+                              const View3& cv, const View3& sv, const T* x, const T* cs, const T* sn,
+                              const i64* ids, T* out, T* kc, T* vc, int* err) {
+    typedef typename Tr<T>::acc A;
+    const i64 half = d / 2, gpr = half / G, hq = h - 2 * hkv;
+    TL_GRID_LOOP(e, n_groups) {  // e = ((b * h + head) * t_len + p) * gpr + group
+        i64 r = e;
+        const i64 i = (r % gpr) * G; r /= gpr;
+        const i64 p = r % t_len; r /= t_len;
+        const i64 head = r % h, b = r / h;
+        const T* xp = x + xv.offset + b * xv.s0 + head * xv.s1 + p * xv.s2;
+        A x0[G], x1[G];
+        load_run<T, G>(xp + i * xv.s3, xv.s3, x0);
+        load_run<T, G>(xp + (i + half) * xv.s3, xv.s3, x1);
+        if (head < hq + hkv) {  // a query or key head: rotated into out
+            A c[G], s[G];
+            load_run<T, G>(cs + cv.offset + b * cv.s0 + p * cv.s1 + i * cv.s2, cv.s2, c);
+            load_run<T, G>(sn + sv.offset + b * sv.s0 + p * sv.s1 + i * sv.s2, sv.s2, s);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const A y0 = x0[g] * c[g] - x1[g] * s[g];
+                x1[g] = x0[g] * s[g] + x1[g] * c[g];
+                x0[g] = y0;
+            }
+            T* o = out + ((b * (hq + hkv) + head) * t_len + p) * d;
+            store_run<T, G>(o + i, x0);
+            store_run<T, G>(o + half + i, x1);
+        }
+        if (head < hq) continue;
+        const i64 id = ids[p];
+        if (id < 0 || id >= S) { *err = 1; continue; }
+        const bool key = head < hq + hkv;
+        T* row = (key ? kc : vc) + ((b * hkv + head - hq - (key ? 0 : hkv)) * S + id) * d;
+        store_run<T, G>(row + i, x0);
+        store_run<T, G>(row + half + i, x1);
+    }
+}
+
+template <typename T>
+TL_DEV void rope_kv_cache_pick(i64 n_pairs, i64 h, i64 hkv, i64 t_len, i64 d, i64 S, const View4& xv,
+                               const View3& cv, const View3& sv, const T* x, const T* cs, const T* sn,
+                               const i64* ids, T* out, T* kc, T* vc, int* err) {
+    const int G = RopeGroup<T, 0>::G;  // 16 bytes of a row per run where the half row allows
+    if ((d / 2) % G == 0)
+        rope_kv_cache_map<T, G>(n_pairs / G, h, hkv, t_len, d, S, xv, cv, sv, x, cs, sn, ids, out, kc, vc, err);
+    else
+        rope_kv_cache_map<T, 1>(n_pairs, h, hkv, t_len, d, S, xv, cv, sv, x, cs, sn, ids, out, kc, vc, err);
+}
+
 // In-place masked softmax over the rows of attention scores (n_rows = b*hq*L rows of S,
 // contiguous, row r = (b*hq + h)*L + l). mask_kind 0: none, 1: bool (keep where true),
 // 2: additive in T; the mask is a (b, hq, L, S) view. causal: key j > query l is masked.
@@ -559,6 +616,11 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     extern "C" __global__ void rope_thd_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
         View3 sv, const T* x, const T* c, const T* s, T* out, int inverse, int heads) {   \
         rope_map<T, 2>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse, heads);           \
+    }                                                                                     \
+    extern "C" __global__ void rope_kv_cache_##sfx(i64 n, i64 h, i64 hkv, i64 t, i64 d, i64 S, \
+        View4 xv, View3 cv, View3 sv, const T* x, const T* c, const T* s, const i64* ids, T* out, \
+        T* kc, T* vc, int* err) {                                                         \
+        rope_kv_cache_pick<T>(n, h, hkv, t, d, S, xv, cv, sv, x, c, s, ids, out, kc, vc, err); \
     }                                                                                     \
     extern "C" __global__ void attn_softmax_##sfx(i64 n_rows, i64 S, i64 L, i64 hq,       \
         int mask_kind, View4 mv, const void* mask, int causal, T* scores) {               \

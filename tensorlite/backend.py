@@ -429,6 +429,26 @@ class BackendStorage(ABC):
         x (b,t,h,d)). cos/sin have shape (b, t, d/2) (the Tensor broadcasts a (t, d/2)
         table with batch stride 0)."""
 
+    def rope_kv_cache(self, layout: Layout, cos: "BackendStorage", cos_layout: Layout, sin: "BackendStorage",
+                      sin_layout: Layout, k_cache: "BackendStorage", k_layout: Layout, v_cache: "BackendStorage",
+                      v_layout: Layout, ids: "BackendStorage", ids_layout: Layout) -> "BackendStorage":
+        """A decode step's rotary embedding and key/value cache write. self: x (b, hq + 2*hkv,
+        t, d), the heads of one q/k/v product (queries, keys, values); k_cache, v_cache: (b,
+        hkv, S, d), contiguous, written in place at the int64 positions ids (t,) along dim 2:
+        the keys rotated, the values as they are. Returns rope(x's query and key heads,
+        variant 'rope'), as rope returns it. This default runs rope and two scatter_sets; a
+        backend may fuse them (the GPU's one kernel)."""
+        b, h, t, d = layout.shape
+        hkv = k_layout.shape[1]
+        qk = self.rope(Layout((b, h - hkv, t, d), layout.strides, layout.offset), cos, cos_layout, sin, sin_layout,
+                       "rope")
+        wide_ids = Layout((b, hkv, t, d), (0, 0, ids_layout.strides[0], 0), ids_layout.offset)
+        keys = Layout((b, hkv, t, d), Layout.contiguous((b, h - hkv, t, d)).strides, (h - 2 * hkv) * t * d)
+        k_cache.scatter_set(k_layout, ids, wide_ids, qk, keys, 2)
+        values = Layout((b, hkv, t, d), layout.strides, layout.offset + (h - hkv) * layout.strides[1])
+        v_cache.scatter_set(v_layout, ids, wide_ids, self, values, 2)
+        return qk
+
     # ---- backward of the fused ops, fused losses and optimizer steps ------------------------
     # Inputs are read through their layouts; `grad` operands have the forward output's shape
     # and dtype; outputs are fresh contiguous storages (adamw_step works in place).

@@ -240,6 +240,21 @@ def test_rope_forward_backward(emu, rng, variant, dtype):
 
 
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+def test_rope_kv_cache(emu, rng, dtype):
+    """A decode step's rope and cache write (b 2, 3 query and 1 key/value heads, 2 positions of 6)."""
+    theta = rng.uniform(0, 2 * np.pi, (2, 4))
+    qkv, kc, vc = (random_array(rng, shape, dtype, -1, 1) for shape in ((2, 5, 2, 8), (2, 1, 6, 8), (2, 1, 6, 8)))
+    got = {}
+    for dev in ("cpu", emu):
+        cos, sin = (tl.tensor(f(theta), dtype=dtype, device=dev) for f in (np.cos, np.sin))
+        caches = [tl.tensor(c, device=dev) for c in (kc, vc)]
+        q = F.rope_kv_cache(tl.tensor(qkv, device=dev), cos, sin, *caches, tl.tensor([4, 1], device=dev))
+        got[dev] = [q, *caches]
+    for e, c in zip(got[emu], got["cpu"]):
+        _same(e, c, dtype, terms=2)
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 def test_cross_entropy_forward_backward(emu, rng, dtype):
     target = rng.integers(0, 11, 6)
     targets = {dev: tl.tensor(target, device=dev) for dev in ("cpu", emu)}

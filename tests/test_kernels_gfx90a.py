@@ -370,6 +370,9 @@ def test_fused_and_random_launches_match_gfx90a_signatures(dev, dt):
                    variant)
         x.rope(lay.permute((0, 2, 1, 3)), cs, Layout((2, 3, 4), (0, 4, 1)), cs, Layout((2, 3, 4), (0, 4, 1)),
                "rope_thd")
+        kv, ids = _storage(dev, 2 * 6 * 8, dt), _storage(dev, 5, dtypes.int64)
+        x.rope_kv_cache(lay, cs, Layout((5, 4)).broadcast_as((2, 5, 4)), cs, Layout((5, 4)).broadcast_as((2, 5, 4)),
+                        kv, Layout((2, 1, 6, 8)), kv, Layout((2, 1, 6, 8)), ids, Layout((5,)))
     q, k, v = _storage(dev, 2 * 4 * 5 * 8, dt), _storage(dev, 2 * 2 * 7 * 8, dt), _storage(dev, 2 * 2 * 7 * 6, dt)
     ql, kl, vl = Layout((2, 4, 5, 8)), Layout((2, 2, 7, 8)), Layout((2, 7, 2, 6)).permute((0, 2, 1, 3))
     mb = _storage(dev, 5 * 7, dtypes.bool_)

@@ -322,6 +322,58 @@ def test_rope_of_a_decode_step(device, rng, dtype):
     assert_close(F.rope(x, cos, sin), ref, dtype, terms=2)
 
 
+def _decode_step_operands(rng, dtype, device, b, t, hq, hkv, d, S):
+    """A q/k/v product's heads as Llama's attention views them (b, hq + 2*hkv, t, d), tables,
+    caches holding earlier values, and the new positions."""
+    h = hq + 2 * hkv
+    y, a = make_tensor(rng, (b, t, h * d), dtype, device)
+    qkv, a = y.reshape(b, t, h, d).transpose(1, 2), as_f64(a).reshape(b, t, h, d).transpose(0, 2, 1, 3)
+    theta = rng.uniform(0, 2 * np.pi, (t, d // 2))
+    cos, sin = (tl.tensor(f(theta), dtype=dtype, device=device) for f in (np.cos, np.sin))
+    kc, ka = make_tensor(rng, (b, hkv, S, d), dtype, device)
+    vc, va = make_tensor(rng, (b, hkv, S, d), dtype, device)
+    positions = rng.permutation(S)[:t]
+    return qkv, a, cos, sin, kc, as_f64(ka), vc, as_f64(va), positions
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [tl.float64])
+@pytest.mark.parametrize("b, t, hq, hkv, d", [(1, 1, 4, 2, 64), (2, 3, 6, 2, 16), (2, 2, 3, 1, 6)],
+                         ids=["decode", "batch-prefill", "odd-half"])
+def test_rope_kv_cache(device, rng, dtype, b, t, hq, hkv, d):
+    """Rotated queries returned; rotated keys and the values written at the positions, every
+    other cache row untouched: against float64 rope and index_copy. d 6: runs of one pair."""
+    S = 7
+    qkv, a, cos, sin, kc, ka, vc, va, positions = _decode_step_operands(rng, dtype, device, b, t, hq, hkv, d, S)
+    c64, s64 = (np.broadcast_to(as_f64(t_.numpy()), (b, t, d // 2)) for t_ in (cos, sin))
+    rotated = np_rope(a[:, :hq + hkv], c64, s64, "rope")
+    ka[:, :, positions], va[:, :, positions] = rotated[:, hq:], a[:, hq + hkv:]
+    for ids in (tl.tensor(positions, device=device), tl.tensor(positions.astype(np.int32), device=device)):
+        q = F.rope_kv_cache(qkv, cos, sin, kc, vc, ids)
+        assert q.shape == (b, hq, t, d)
+        assert_close(q, rotated[:, :hq], dtype, terms=2)
+        assert_close(kc, ka, dtype, terms=2)
+        assert_close(vc, va, dtype)
+
+
+def test_rope_kv_cache_records_autograd_and_checks_positions(device, rng):
+    qkv, a, cos, sin, kc, ka, vc, va, positions = _decode_step_operands(rng, tl.float64, device, 1, 2, 2, 1, 4, 5)
+    x = qkv.detach().requires_grad_()
+    q = F.rope_kv_cache(x, cos, sin, kc, vc, tl.tensor(positions, device=device))
+    (q.sum() + kc.sum() + vc.sum()).backward()  # the composite's gradient: rope's transpose, index_copy's
+    g = np.ones((1, 4, 2, 4))
+    g[:, :3] = np_rope(g[:, :3], *(np.broadcast_to(-t_.numpy() if i else t_.numpy(), (1, 2, 2))
+                                   for i, t_ in enumerate((cos, sin))), "rope")
+    assert_close(x.grad, g, tl.float64)
+    with pytest.raises(tl.IndexOutOfRange, match="index 5 is out of range"):
+        F.rope_kv_cache(qkv, cos, sin, kc, vc, tl.tensor([0, 5], device=device))
+    with pytest.raises(tl.ShapeError, match="positions must be"):
+        F.rope_kv_cache(qkv, cos, sin, kc, vc, tl.tensor([0], device=device))
+    with pytest.raises(tl.ShapeError, match="caches"):
+        F.rope_kv_cache(qkv, cos, sin, kc, vc[:, :, :4], tl.tensor(positions, device=device))
+    with pytest.raises(tl.DTypeError, match="v_cache"):
+        F.rope_kv_cache(qkv, cos, sin, kc, vc.float(), tl.tensor(positions, device=device))
+
+
 def test_rope_shape_errors(device):
     x = tl.zeros(1, 2, 3, 4, device=device)
     with pytest.raises(tl.ShapeError, match=r"rope\(x: shape=\(1, 2, 3, 4\)"):

@@ -464,6 +464,49 @@ def rope_thd(x, cos, sin):
     return _rope("rope_thd", x, cos, sin)
 
 
+def rope_kv_cache(qkv, cos, sin, k_cache, v_cache, positions):
+    """A decode step's rotary embedding and key/value cache write, one kernel on GPUs (what
+    vLLM's rotary_embedding and reshape_and_cache do). qkv (b, hq + 2*hkv, t, d): the heads of
+    one q/k/v product, queries then keys then values; cos, sin as rope's; k_cache, v_cache
+    (b, hkv, S, d); positions (t,) integer ids below S. Writes the caches in place and returns
+    the rotated queries (b, hq, t, d). The same as
+
+        q, k, v = qkv.split([hq, hkv, hkv], 1)
+        k_cache.index_copy_(2, positions, rope(k, cos, sin)); v_cache.index_copy_(2, positions, v)
+        return rope(q, cos, sin)
+
+    which it runs where autograd records or the caches are not contiguous."""
+    op = "rope_kv_cache"
+    if qkv.ndim != 4 or k_cache.ndim != 4 or tuple(k_cache.shape) != tuple(v_cache.shape) \
+            or k_cache.shape[0] != qkv.shape[0] or k_cache.shape[3] != qkv.shape[3] \
+            or qkv.shape[1] <= 2 * k_cache.shape[1]:
+        raise ShapeError(f"{describe(op, qkv=qkv, k_cache=k_cache, v_cache=v_cache)}: expected qkv (b, hq + 2*hkv, "
+                         f"t, d) with hq >= 1 and caches (b, hkv, S, d) of one shape")
+    if tuple(positions.shape) != (qkv.shape[2],) or positions.dtype.is_floating_point:
+        raise ShapeError(f"{describe(op, qkv=qkv, positions=positions)}: positions must be ({qkv.shape[2]},) "
+                         f"integer ids")
+    if not qkv.dtype.is_floating_point:
+        raise DTypeError(f"{describe(op, qkv=qkv)}: qkv must be floating point")
+    _check_like(op, qkv, k_cache=k_cache, v_cache=v_cache)
+    hkv = k_cache.shape[1]
+    hq = qkv.shape[1] - 2 * hkv
+    recording = is_grad_enabled() and any(t.requires_grad for t in (qkv, cos, sin, k_cache, v_cache))
+    if recording or not (k_cache._layout.is_contiguous() and v_cache._layout.is_contiguous()):
+        qk = rope(qkv[:, :hq + hkv], cos, sin)
+        k_cache.index_copy_(2, positions, qk[:, hq:])
+        v_cache.index_copy_(2, positions, qkv[:, hq + hkv:])
+        return qk[:, :hq]
+    c, s = _rope_tables("rope", qkv, cos, sin)
+    ids = positions if positions.dtype is _dt.int64 else positions._cast(_dt.int64)
+    (xs, xl), (cs, cl), (ss, sl) = storage_and_layout(qkv), storage_and_layout(c), storage_and_layout(s)
+    (ks, kl), (vs, vl), (ps, pl) = storage_and_layout(k_cache), storage_and_layout(v_cache), storage_and_layout(ids)
+    qk = result(xs.rope_kv_cache(xl, cs, cl, ss, sl, ks, kl, vs, vl, ps, pl), (qkv.shape[0], hq + hkv) +
+                tuple(qkv.shape[2:]), qkv.dtype)
+    note_write(ks)
+    note_write(vs)
+    return qk[:, :hq]
+
+
 def rope_slow(x, cos, sin):
     return _rope_slow("rope", x, cos, sin)
 

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 # unary backward (ops/elementwise.py)
 KERNELS = {
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm",
-                                              "rope", "rope_i", "rope_thd", "attn_softmax") for t in FLOATS),
+                                              "rope", "rope_i", "rope_thd", "rope_kv_cache", "attn_softmax")
+                         for t in FLOATS),
     "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
                                                    "layer_norm_bwd_fit", "rms_norm_bwd_fit",
                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
@@ -179,6 +180,37 @@ class FusedOps:
                         ("bytes", VIEW3.pack(sin_layout.offset, *sin_layout.strides)),
                         ("ptr", self.buffer.ptr), ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr),
                         ("ptr", out.buffer.ptr), ("int32", int(bool(_inverse))), ("int32", heads)])
+        return out
+
+    def rope_kv_cache(self, layout, cos, cos_layout, sin, sin_layout, k_cache, k_layout, v_cache, v_layout, ids,
+                      ids_layout):
+        # one kernel (fused.hip rope_kv_cache_<t>) where x, the tables and the caches share a
+        # dtype and the caches are contiguous; else the contract's rope + scatter_sets
+        b, h, t, d = layout.shape
+        hkv, size = k_layout.shape[1], k_layout.shape[2]
+        if (any(st.dtype is not self.dtype for st in (cos, sin, k_cache, v_cache)) or ids.dtype is not dtypes.int64
+                or not (k_layout.is_contiguous() and v_layout.is_contiguous()) or d % 2):
+            return super().rope_kv_cache(layout, cos, cos_layout, sin, sin_layout, k_cache, k_layout, v_cache,
+                                         v_layout, ids, ids_layout)
+        dev = self.device
+        kernel = kernel_for(dev, f"rope_kv_cache_{self.dtype.short}", "rope_kv_cache", x=(self, layout),
+                            cos=(cos, cos_layout), k_cache=(k_cache, k_layout))
+        ids, ids_layout = ids._contiguous(ids_layout)
+        out = self._new(b * (h - hkv) * t * d)
+        n_pairs = b * h * t * (d // 2)
+        if n_pairs == 0:
+            self._check_ids_on_host("rope_kv_cache", ids, ids_layout, size, k_layout)
+            return out
+        group = 16 // self.dtype.itemsize  # pairs a thread rotates (the kernel's RopeGroup G, or 1)
+        group = group if (d // 2) % group == 0 else 1
+        self._run_checked("rope_kv_cache", ids, ids_layout, size, k_layout, lambda err: dev.launch(
+            kernel, grid_for(dev, n_pairs // group), BLOCK,
+            [("int64", n_pairs), ("int64", h), ("int64", hkv), ("int64", t), ("int64", d), ("int64", size),
+             ("bytes", view4(layout)), ("bytes", VIEW3.pack(cos_layout.offset, *cos_layout.strides)),
+             ("bytes", VIEW3.pack(sin_layout.offset, *sin_layout.strides)), ("ptr", self.buffer.ptr),
+             ("ptr", cos.buffer.ptr), ("ptr", sin.buffer.ptr), ("ptr", ids.addr(ids_layout.offset)),
+             ("ptr", out.buffer.ptr), ("ptr", k_cache.addr(k_layout.offset)), ("ptr", v_cache.addr(v_layout.offset)),
+             ("ptr", err)]))
         return out
 
     def rope_backward(self, layout, cos, cos_layout, sin, sin_layout, variant):
