@@ -13,9 +13,10 @@ synchronized at both ends), because there the host is part of what is measured. 
 `--device cpu` every case uses host timers (and torch on the CPU): numbers from such a run
 only show that the script works.
 
-Case groups (--cases, comma-separated; 'all' = core + nn, 'nn' = the issue-5 groups):
-  core   issue 4: tiny-op dispatch (64x1024 add, us/op; target <= torch); a measured
-         device-to-device copy (the bandwidth reference); elementwise add / mul / cast
+Case groups (--cases, comma-separated; 'all' = dispatch + core + nn, 'nn' = the issue-5 groups):
+  dispatch  issue 4: tiny-op dispatch (64x1024 add, us/op; target <= torch), the two
+         frameworks' repetitions alternated (a drift of the host's speed falls on both)
+  core   issue 4: a measured device-to-device copy (the bandwidth reference); elementwise add / mul / cast
          f32->bf16 at 64M elements (GB/s, % of copy; target >= 90%); sum and max over 64M f32;
          GEMM 4096^3 f32 and bf16 (TFLOP/s; target >= 0.95x torch). f32 GEMM runs without
          TF32 in both (torch's default, and cuBLAS's CUBLAS_COMPUTE_32F). The linear layers of a
@@ -40,7 +41,7 @@ import traceback
 
 import numpy as np
 
-GROUPS = ("core", "norms", "sdpa", "conv", "gpt")
+GROUPS = ("dispatch", "core", "norms", "sdpa", "conv", "gpt")
 NN_GROUPS = ("norms", "sdpa", "conv", "gpt")
 
 
@@ -94,18 +95,23 @@ def time_tl(dev, fn, iters, reps, warmup=3):
                       lambda a, b: a.elapsed_ms(b), fn, iters, reps, warmup, lead)
 
 
-def host_us_per_call(fn, sync, iters, reps, warmup=200):
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+def host_us_per_call(*fn_sync, iters, reps, warmup=200):
+    """Median us per call of each (fn, sync) pair given, over `reps` repetitions of `iters`
+    calls synchronized at both ends; the pairs' repetitions alternate (ABAB...), so that a
+    change of the host's speed during the run falls on every pair alike."""
+    for fn, sync in fn_sync:
+        for _ in range(warmup):
             fn()
         sync()
-        times.append((time.perf_counter() - t0) / iters * 1e6)
-    return statistics.median(times)
+    times = [[] for _ in fn_sync]
+    for _ in range(reps):
+        for (fn, sync), t in zip(fn_sync, times):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sync()
+            t.append((time.perf_counter() - t0) / iters * 1e6)
+    return [statistics.median(t) for t in times]
 
 
 class _Stopped(Exception):
@@ -141,18 +147,20 @@ class Bench:
     def time_tl(self, fn, iters, warmup=3):
         if self.gpu:
             return time_tl(self.dev, fn, iters, self.reps, warmup)
-        return host_us_per_call(fn, self.dev.synchronize, iters, self.reps, warmup) / 1e3
+        return host_us_per_call((fn, self.dev.synchronize), iters=iters, reps=self.reps, warmup=warmup)[0] / 1e3
 
     def time_torch(self, fn, iters, warmup=3):
         if self.gpu:
             return time_torch(self.torch, fn, iters, self.reps, warmup)
-        return host_us_per_call(fn, self.sync_torch, iters, self.reps, warmup) / 1e3
+        return host_us_per_call((fn, self.sync_torch), iters=iters, reps=self.reps, warmup=warmup)[0] / 1e3
 
     def host_ms_tl(self, fn, iters, warmup, reps=None):
-        return host_us_per_call(fn, self.dev.synchronize, iters, reps or self.reps, warmup) / 1e3
+        return host_us_per_call((fn, self.dev.synchronize), iters=iters, reps=reps or self.reps,
+                                warmup=warmup)[0] / 1e3
 
     def host_ms_torch(self, fn, iters, warmup, reps=None):
-        return host_us_per_call(fn, self.sync_torch, iters, reps or self.reps, warmup) / 1e3
+        return host_us_per_call((fn, self.sync_torch), iters=iters, reps=reps or self.reps,
+                                warmup=warmup)[0] / 1e3
 
     def sync_torch(self):
         if self.gpu:
@@ -262,19 +270,21 @@ def _target_text(target):
 
 # ---- issue 4: dispatch, bandwidth, reductions, GEMM ------------------------------------
 
-def core_cases(b):
-    tl, torch, dev, reps, n = b.tl, b.torch, b.dev, b.reps, b.args.elements
+def dispatch_cases(b):
+    tl, torch, dev = b.tl, b.torch, b.dev
     with tl.no_grad(), torch.no_grad():
-        # ---- tiny-op dispatch --------------------------------------------------------
         a_tl, a_t = b.pair((64, 1024))
         c_tl, c_t = b.pair((64, 1024))
         b.check("tiny add", a_tl + c_tl, a_t + c_t, 1e-6)
         calls = 200 if b.smoke else 5000
-        us_tl = host_us_per_call(lambda: a_tl + c_tl, dev.synchronize, calls, reps)
-        us_t = host_us_per_call(lambda: a_t + c_t, b.sync_torch, calls, reps)
+        us_tl, us_t = host_us_per_call((lambda: a_tl + c_tl, dev.synchronize), (lambda: a_t + c_t, b.sync_torch),
+                                       iters=calls, reps=max(b.reps, 9))
         b.row("dispatch: add 64x1024 f32", "us/op", us_tl, us_t, higher_is_better=False, target={"ratio": 1.0})
-        del a_tl, c_tl, a_t, c_t
 
+
+def core_cases(b):
+    tl, torch, dev, reps, n = b.tl, b.torch, b.dev, b.reps, b.args.elements
+    with tl.no_grad(), torch.no_grad():
         b.copy_gbs()
         x_tl, x_t = b.pair((n,))
         y_tl, y_t = b.pair((n,))
@@ -379,7 +389,7 @@ def main(argv=None, default_cases="all"):
         t0 = time.perf_counter()
         dev.warmup()  # every kernel family compiled (disk cache) and loaded before timing
         print(f"kernels ready in {time.perf_counter() - t0:.1f}s", flush=True)
-    cases = {"core": core_cases}
+    cases = {"dispatch": dispatch_cases, "core": core_cases}
     if any(g in NN_GROUPS for g in args.groups):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import bench_nn

@@ -11,7 +11,7 @@
 #            batch 1), and profile_decode.py's replayed 1.1B step as the backend runs it (its
 #            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
-#   core     bench_gpu.py --cases core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
+#   core     bench_gpu.py --cases dispatch,core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
 #   multi    two or four GPUs (nvidia-h200-x2, -x4): tests/test_distributed.py, whose 2- and 4-rank
@@ -56,7 +56,7 @@ for stage in "$@"; do
         timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
         sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
     core)
-        timed core 200 python3 benchmarks/bench_gpu.py --device cuda --cases core
+        timed core 200 python3 benchmarks/bench_gpu.py --device cuda --cases dispatch,core
         sed -n '/^| case |/,$p' "$OUT/core.log" | tee -a "$SUMMARY" ;;
     bench)
         timed bench 420 python3 benchmarks/bench_gpu.py --device cuda --cases all --json "$OUT/bench.json"
