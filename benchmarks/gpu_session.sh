@@ -8,8 +8,9 @@
 #            (python3 -m pytest -n 16 tests; ~5 min on an H100/H200 with the compile)
 #   train    examples/train_gpt.py on cuda, f32 and bf16 (seconds each)
 #   decode   Llama decode against transformers (bench_decode.py, the 1.1B and 12-layer shapes at
-#            batch 1), and profile_decode.py's replayed 1.1B step as the backend runs it (its
-#            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0)
+#            batch 1), profile_decode.py's replayed 1.1B step as the backend runs it (its
+#            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0),
+#            and probe_decode_products.py (that step's products one by one, BLAS and GEMV vs torch)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
 #   core     bench_gpu.py --cases dispatch,core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
@@ -50,8 +51,10 @@ for stage in "$@"; do
     decode)
         timed decode 300 python3 benchmarks/bench_decode.py --shapes 1.1b,12l --batches 1 --reps 3
         timed profile_now 150 python3 benchmarks/profile_decode.py --shape 1.1b --top 30
+        timed products 150 python3 benchmarks/probe_decode_products.py
         sed -n '/^| /,$p' "$OUT/decode.log" | tee -a "$SUMMARY"
-        note "-- profile_now"; sed -n '/^decode step/,$p' "$OUT/profile_now.log" | head -45 | tee -a "$SUMMARY" ;;
+        note "-- profile_now"; sed -n '/^decode step/,$p' "$OUT/profile_now.log" | head -45 | tee -a "$SUMMARY"
+        note "-- products"; tail -6 "$OUT/products.log" | tee -a "$SUMMARY" ;;
     decode12)
         timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
         sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
