@@ -86,9 +86,10 @@ def _tensor_level_function(name):
 
 
 # tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
-for _n in [op.method for op in _op_table.UNARY if op.top_level] + [op.method for op in _op_table.BINARY if op.method_too] + [
-        op.name for op in _op_table.COMPARE] + ["pow", "flatten", "unflatten", "clip", "fix", "bernoulli",
-                                               "nan_to_num", "clamp_min", "clamp_max", "softmax", "log_softmax"]:
+for _n in [op.method for op in _op_table.UNARY if op.top_level] + [
+        op.method for op in _op_table.BINARY if op.method_too] + [op.name for op in _op_table.COMPARE] + [
+        "pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max", "softmax",
+        "log_softmax"]:
     globals().setdefault(_n, _tensor_level_function(_n))
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -123,6 +123,7 @@ UNARY: Tuple[Unary, ...] = (
     Unary("bitwise_not", "bitwise_not", None, np.invert, integers=True, bools=True, floats=False),
 )
 
+
 def _silu_mul_grad(g, a, b):
     s = a.sigmoid()
     return g * b * s * (1 + a * (1 - s)), g * a * s
@@ -142,8 +143,8 @@ BINARY: Tuple[Binary, ...] = (
     Binary("fmod", "fmod", lambda g, a, b, out: (g, -g * (a / b).trunc()), np.fmod),
     Binary("hypot", "hypot", lambda g, a, b, out: (g * a / out, g * b / out), np.hypot, integers=False),
     # silu(a) * b in one pass (Llama's gated MLP: F.silu_mul(gate, up)); not a PyTorch op
-    Binary("silu_mul", "silu_mul", lambda g, a, b, out: _silu_mul_grad(g, a, b), lambda a, b: a / (1 + np.exp(-a)) * b,
-           integers=False, method_too=False),
+    Binary("silu_mul", "silu_mul", lambda g, a, b, out: _silu_mul_grad(g, a, b),
+           lambda a, b: a / (1 + np.exp(-a)) * b, integers=False, method_too=False),
     Binary("bitwise_and", "bitwise_and", None, np.bitwise_and, bools=True, floats=False),
     Binary("bitwise_or", "bitwise_or", None, np.bitwise_or, bools=True, floats=False),
     Binary("bitwise_xor", "bitwise_xor", None, np.bitwise_xor, bools=True, floats=False),

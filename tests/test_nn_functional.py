@@ -372,6 +372,9 @@ def test_rope_kv_cache_records_autograd_and_checks_positions(device, rng):
         F.rope_kv_cache(qkv, cos, sin, kc, vc[:, :, :4], tl.tensor(positions, device=device))
     with pytest.raises(tl.DTypeError, match="v_cache"):
         F.rope_kv_cache(qkv, cos, sin, kc, vc.float(), tl.tensor(positions, device=device))
+    if device != "cpu":
+        with pytest.raises(tl.DeviceError, match="positions must be on qkv's device"):
+            F.rope_kv_cache(qkv, cos, sin, kc, vc, tl.tensor(positions))
 
 
 def test_rope_shape_errors(device):

@@ -488,6 +488,8 @@ def rope_kv_cache(qkv, cos, sin, k_cache, v_cache, positions):
     if not qkv.dtype.is_floating_point:
         raise DTypeError(f"{describe(op, qkv=qkv)}: qkv must be floating point")
     _check_like(op, qkv, k_cache=k_cache, v_cache=v_cache)
+    if positions._device is not qkv._device:
+        raise DeviceError(f"{describe(op, qkv=qkv, positions=positions)}: positions must be on qkv's device")
     hkv = k_cache.shape[1]
     hq = qkv.shape[1] - 2 * hkv
     recording = is_grad_enabled() and any(t.requires_grad for t in (qkv, cos, sin, k_cache, v_cache))
