@@ -386,6 +386,14 @@ class BackendStorage(ABC):
         """In place: d1 rows of d2 contiguous elements; row i of src starts at
         src_offset + i*src_stride1, of dst at dst_offset + i*dst_stride1 (used by cat)."""
 
+    def copy_runs(self, runs) -> None:
+        """In place: runs of contiguous elements of other storages of this class into this
+        one, runs = [(src, src_offset, dst_offset, count), ...] (DDP's bucket buffers). One
+        copy2d each here; a backend may batch them (the GPU backend: one launch for a few
+        dozen float runs of this storage's dtype)."""
+        for src, src_offset, dst_offset, n in runs:
+            src.copy2d(self, 1, n, n, n, src_offset, dst_offset)
+
     @abstractmethod
     def const_set(self, value, layout: Layout) -> None:
         """In place: every element that layout addresses becomes `value`."""

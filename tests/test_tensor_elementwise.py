@@ -419,3 +419,20 @@ def test_masked_fill_float_values(device, rng):
     assert_close(got, np.where(m, -np.inf, a), tl.float32)
     got = x.permute(2, 0, 1).masked_fill(tl.tensor(m.transpose(2, 0, 1), device=device), -2.5)
     assert_close(got, np.where(m, -2.5, a).transpose(2, 0, 1), tl.float32)
+
+
+def test_copy_runs_writes_each_run_at_its_offset(device):
+    """The storage contract's copy_runs (DDP's bucket buffers): runs of the destination's
+    float dtype (one batched launch on GPUs), from a view's offset, of another dtype (cast),
+    an empty one; elements outside every run keep their values."""
+    a = tl.arange(8, dtype=tl.float32, device=device) + 1
+    b = (tl.arange(12, dtype=tl.float32, device=device) * -1).reshape(3, 4)[1:]  # a view at offset 4
+    c = tl.tensor([0.5, 1.5, 2.5], dtype=tl.float64, device=device)
+    dst = tl.full((20,), 7.0, device=device)
+    dst._storage.copy_runs([(a._storage, 2, 0, 5), (b._storage, b._layout.offset, 6, 8),
+                            (c._storage, 0, 15, 3), (a._storage, 0, 19, 0)])
+    want = np.full(20, 7.0, np.float32)
+    want[0:5] = np.arange(8)[2:7] + 1
+    want[6:14] = -np.arange(4, 12)
+    want[15:18] = [0.5, 1.5, 2.5]
+    np.testing.assert_array_equal(dst.numpy(), want)

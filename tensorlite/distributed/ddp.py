@@ -254,7 +254,8 @@ class DistributedDataParallel(Module):
     def _start(self, bucket: _Bucket):
         """Copy the bucket's gradients into a fresh flat buffer (a copy: the reduction writes it in
         place, and a gradient may be shared) and start its all-reduce. The copies go straight to
-        the storages (what cat does, without its checks per tensor: the bucket's layout is known)."""
+        the storages, as runs of one copy_runs (the GPU backend: one launch for a few dozen
+        gradients, where a copy each would add a launch, or a graph node, per parameter)."""
         from ..tensor import empty, zeros
         dtype, total = bucket.dtype, bucket.numel
         with no_grad():
@@ -263,13 +264,14 @@ class DistributedDataParallel(Module):
                 flat = zeros(total, dtype=dtype, device=bucket.device)
             else:
                 flat = empty(total, dtype=dtype, device=bucket.device)
-            dst = flat._storage
+            runs = []
             for g, off, size in zip(grads, bucket.offsets, bucket.numels):
                 if g is None or not size:
                     continue
                 if g.dtype is not dtype or not g._layout.is_contiguous():
                     g = g.to(dtype).contiguous()
-                g._storage.copy2d(dst, 1, size, size, size, g._layout.offset, off)  # one row: a plain copy
+                runs.append((g._storage, g._layout.offset, off, size))
+            flat._storage.copy_runs(runs)
         bucket.flat = flat
         bucket.work = work = _all_reduce(world(), flat, "avg")
         if work._request is not None:

@@ -110,27 +110,43 @@ class ElementwiseOps:
         for i, (st, layout) in enumerate(items):
             n = layout.numel()
             if dtype.is_floating_point and st.dtype.is_floating_point and n and layout.is_contiguous():
-                batches.setdefault((st.device, st.dtype), []).append((i, st, st.addr(layout.offset), n))
+                res = out[i] = st._new(n, dtype)
+                batches.setdefault((st.device, st.dtype), []).append((st.addr(layout.offset), res.buffer.ptr, n))
             else:
                 out[i] = st.to_dtype(layout, dtype)
         for (dev, src), batch in batches.items():
-            kernel = kernel_for(dev, f"cast_many_{src.short}_{dtype.short}", "to_dtype")
-            for j in range(0, len(batch), _CAST_TENSORS):
-                chunk = batch[j:j + _CAST_TENSORS]
-                pad = [0] * (_CAST_TENSORS - len(chunk))
-                sizes, srcs, dsts = [], [], []
-                for i, st, addr, n in chunk:
-                    res = out[i] = st._new(n, dtype)
-                    sizes.append(n)
-                    srcs.append(addr)
-                    dsts.append(res.buffer.ptr)
-                first = table_blocks(sizes, _CAST_CHUNK)
-                table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *srcs, *pad, *dsts, *pad, len(chunk))
-                dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table)])
+            _cast_many(dev, src, dtype, batch)
         return out
+
+    def copy_runs(self, runs):
+        # float runs of this dtype and device: cast_many's tables (a cast to the same dtype
+        # copies), _CAST_TENSORS runs a launch; the rest one by one
+        batch = []
+        for src, src_offset, dst_offset, n in runs:
+            if n and src.dtype is self.dtype and self.dtype.is_floating_point and src.device is self.device:
+                batch.append((src.addr(src_offset), self.addr(dst_offset), n))
+            else:
+                src.copy2d(self, 1, n, n, n, src_offset, dst_offset)
+        if batch:
+            self.value_range = None  # what copy2d keeps for index tensors; floats have none
+            _cast_many(self.device, self.dtype, self.dtype, batch)
 
     def unary_backward(self, op, layout, grad, grad_layout):
         if op not in UNARY_BACKWARD_OPS:
             raise ArgumentError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
         self._check_grad(f"{op}_backward", layout, grad, grad_layout)
         return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)
+
+
+def _cast_many(dev, src, dst, batch) -> None:
+    """cast_many_<src>_<dst> over batch = [(source address, destination address, count), ...]
+    (contiguous runs, counts > 0), _CAST_TENSORS runs a launch."""
+    kernel = kernel_for(dev, f"cast_many_{src.short}_{dst.short}", "to_dtype")
+    for j in range(0, len(batch), _CAST_TENSORS):
+        chunk = batch[j:j + _CAST_TENSORS]
+        pad = [0] * (_CAST_TENSORS - len(chunk))
+        sizes = [n for _, _, n in chunk]
+        first = table_blocks(sizes, _CAST_CHUNK)
+        table = _CAST_TABLE.pack(*sizes, *pad, *first, *pad, *(a for a, _, _ in chunk), *pad,
+                                 *(b for _, b, _ in chunk), *pad, len(chunk))
+        dev.launch(kernel, grid_for(dev, first[-1], 1), BLOCK, [("bytes", table)])
