@@ -140,3 +140,18 @@ def test_a_training_step_never_waits_for_the_device(tmp_path, monkeypatch, null_
     reads, launches = counts["dtoh"], counts["launch"]
     step()
     assert counts["launch"] > launches and counts["dtoh"] == reads
+
+
+def test_cat_of_one_row_is_one_launch(null_backend):
+    """cat whose pieces are runs of the output (dim 0, or every dim before it of size 1) copies
+    float pieces of one dtype in one launch (copy_runs: train_gpt joins q/k/v's weights this
+    way each step); along a later dim each piece is a strided copy of its own."""
+    import tensorlite as tl
+    from tensorlite import backend
+    counts = backend.get_device("null").platform.counts
+    rows, cols = ([tl.zeros(n, 4, device="null") for n in (2, 3, 5)],
+                  [tl.zeros(4, n, device="null") for n in (2, 3, 5)])
+    for pieces, dim, launches in ((rows, 0, 1), (cols, 1, 3)):
+        before = counts["launch"]
+        tl.cat(pieces, dim)
+        assert counts["launch"] - before == launches, dim
