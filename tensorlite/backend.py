@@ -388,9 +388,9 @@ class BackendStorage(ABC):
 
     def copy_runs(self, runs) -> None:
         """In place: runs of contiguous elements of other storages of this class into this
-        one, runs = [(src, src_offset, dst_offset, count), ...] (DDP's bucket buffers). One
-        copy2d each here; a backend may batch them (the GPU backend: one launch for a few
-        dozen float runs of this storage's dtype)."""
+        one, runs = [(src, src_offset, dst_offset, count), ...] (DDP's bucket buffers, cat of
+        one row). One copy2d each here; a backend may batch them (the GPU backend: one launch
+        for a few dozen float runs of this storage's dtype)."""
         for src, src_offset, dst_offset, n in runs:
             src.copy2d(self, 1, n, n, n, src_offset, dst_offset)
 
