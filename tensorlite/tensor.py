@@ -1630,16 +1630,16 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     sizes = [t.shape[dim] for t in tensors]
     shape = first.shape[:dim] + (builtins.sum(sizes),) + first.shape[dim + 1:]
     dst = first._device.alloc_uninit(shape, dt)
-    rows, inner, off = prod(shape[:dim]), prod(shape[dim + 1:]), 0
-    runs = []  # one row: each piece is a run of the output, copied together (one launch on GPUs)
+    rows, inner, off, pieces = prod(shape[:dim]), prod(shape[dim + 1:]), 0, []
     for t, s in zip(tensors, sizes):
-        if t.numel() and rows == 1:
-            runs.append((t._storage, t._layout.offset, off, s * inner))
-        elif t.numel():
-            t._storage.copy2d(dst, rows, s * inner, s * inner, shape[dim] * inner, t._layout.offset, off)
+        if t.numel():
+            pieces.append((t._storage, t._layout.offset, off, s * inner))
         off += s * inner
-    if runs:
-        dst.copy_runs(runs)
+    if rows == 1:  # each piece is a run of the output: copied together (one launch on GPUs)
+        dst.copy_runs(pieces)
+    else:
+        for st, src_offset, dst_offset, n in pieces:
+            st.copy2d(dst, rows, n, n, shape[dim] * inner, src_offset, dst_offset)
     return _attach(_wrap(dst, shape, dt), tuple(tensors), lambda g: split(g, sizes, dim), "cat")
 
 

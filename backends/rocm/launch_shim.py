@@ -48,17 +48,18 @@ def through_shim(ffi, launch):
         return None
     if not isinstance(launch, ffi.CData) or ffi.typeof(launch).kind != "function":
         return None
-    try:
-        from . import _launch_shim
-    except ImportError:  # built without a C compiler or cffi: ABI mode
-        return None
-    return _launch_shim.lib.tl_launch, ffi.cast("void*", launch)
+    shim = _compiled()
+    return None if shim is None else (shim.lib.tl_launch, ffi.cast("void*", launch))
 
 
 def installed() -> bool:
     """Is the compiled shim importable here?"""
+    return _compiled() is not None
+
+
+def _compiled():
     try:
-        from . import _launch_shim  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        from . import _launch_shim
+    except ImportError:  # built without a C compiler or cffi: ABI mode
+        return None
+    return _launch_shim

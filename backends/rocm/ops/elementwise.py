@@ -121,12 +121,13 @@ class ElementwiseOps:
     def copy_runs(self, runs):
         # float runs of this dtype and device: cast_many's tables (a cast to the same dtype
         # copies), _CAST_TENSORS runs a launch; the rest one by one
-        batch = []
+        batch, rest = [], []
         for src, src_offset, dst_offset, n in runs:
             if n and src.dtype is self.dtype and self.dtype.is_floating_point and src.device is self.device:
                 batch.append((src.addr(src_offset), self.addr(dst_offset), n))
             else:
-                src.copy2d(self, 1, n, n, n, src_offset, dst_offset)
+                rest.append((src, src_offset, dst_offset, n))
+        super().copy_runs(rest)  # the contract's: a copy2d each
         if batch:
             self.value_range = None  # what copy2d keeps for index tensors; floats have none
             _cast_many(self.device, self.dtype, self.dtype, batch)

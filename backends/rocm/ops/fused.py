@@ -49,6 +49,13 @@ _NORM_FIT_THREADS = 256                          # TL_NORM_FIT_THREADS in fused_
 ROPE_SPREAD_BELOW = 1 << 16                       # pairs: below, a rope thread takes one head (see rope)
 
 
+def _rope_group(dtype, variant: str, d: int) -> int:
+    """Pairs a rope thread rotates (fused.hip RopeGroup::G: 16 bytes of x, 8 for rope_i's
+    interleaved pairs), or 1 where d/2 is not a multiple of them."""
+    group = (8 if variant == "rope_i" else 16) // dtype.itemsize
+    return group if (d // 2) % group == 0 else 1
+
+
 def _norm_fit_cols(dtype) -> int:
     """Elements of a row per thread in norm_bwd_fit (NormFit::S in fused_grad.hip)."""
     return 8 if dtype.itemsize == 8 else 16
@@ -170,8 +177,7 @@ class FusedOps:
             # which puts more loads in flight per thread where bandwidth bounds the launch;
             # one below ROPE_SPREAD_BELOW pairs, where the instructions a thread runs do (a
             # decode step's rope: code cold in the instruction cache, 4 heads 4x as long)
-            group = (8 if variant == "rope_i" else 16) // self.dtype.itemsize
-            group = group if (d // 2) % group == 0 else 1
+            group = _rope_group(self.dtype, variant, d)
             heads = 1 if n_pairs < ROPE_SPREAD_BELOW else \
                 next(h for h in (4, 2, 1) if (n2 if variant == "rope_thd" else n1) % h == 0)
             dev.launch(kernel, grid_for(dev, n_pairs // (group * heads)), BLOCK,
@@ -201,8 +207,7 @@ class FusedOps:
         if n_pairs == 0:
             self._check_ids_on_host("rope_kv_cache", ids, ids_layout, size, k_layout)
             return out
-        group = 16 // self.dtype.itemsize  # pairs a thread rotates (the kernel's RopeGroup G, or 1)
-        group = group if (d // 2) % group == 0 else 1
+        group = _rope_group(self.dtype, "rope", d)
         self._run_checked("rope_kv_cache", ids, ids_layout, size, k_layout, lambda err: dev.launch(
             kernel, grid_for(dev, n_pairs // group), BLOCK,
             [("int64", n_pairs), ("int64", h), ("int64", hkv), ("int64", t), ("int64", d), ("int64", size),
