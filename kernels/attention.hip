@@ -1726,6 +1726,7 @@ TL_DEV void attn_decode_combine(i64 n_rows, i64 hq, i64 L, i64 dv, i64 n_chunks,
     extern "C" __global__ void __launch_bounds__(DEC_THREADS) attn_decode_part##DP##_##sfx(          \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 mv, const void* mask, const T* q, const T* k, \
         const T* v, i64 n_chunks, float* part_o, float* part_ml) {                                 \
+        tl_dependent_start();                                                                      \
         attn_decode_part<T, DP>(p, qv, kv, vv, mv, mask, q, k, v, n_chunks, part_o, part_ml);      \
     }
 
@@ -1734,6 +1735,7 @@ TL_DEV void attn_decode_combine(i64 n_rows, i64 hq, i64 L, i64 dv, i64 n_chunks,
     ATT_DECODE_ENTRY(T, sfx, 32) ATT_DECODE_ENTRY(T, sfx, 64) ATT_DECODE_ENTRY(T, sfx, 128)        \
     extern "C" __global__ void attn_decode_combine_##sfx(i64 n_rows, i64 hq, i64 L, i64 dv,       \
         i64 n_chunks, View4 ov, const float* part_o, const float* part_ml, T* out) {               \
+        tl_dependent_start();                                                                      \
         attn_decode_combine<T>(n_rows, hq, L, dv, n_chunks, ov, part_o, part_ml, out);             \
     }                                                                                              \
     extern "C" __global__ void flash_bwd_pre_##sfx(i64 n_rows, i64 hq, i64 L, i64 dv, View4 ov,    \

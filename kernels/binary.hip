@@ -116,6 +116,7 @@ TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, 
 #define BINARY_ENTRY(name, Op, T, O, sfx)                                                 \
     extern "C" __global__ void name##_##sfx(i64 n, Strided La, Strided Lb, const T* a,   \
                                             const T* b, O* out) {                         \
+        tl_dependent_start();                                                             \
         binary_map<Op>(n, La, Lb, a, b, out);                                             \
     }
 // Every dtype: add, mul, maximum, minimum and the comparisons.

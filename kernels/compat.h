@@ -74,6 +74,20 @@ TL_DEV float tl_exp2_approx(float x) { return exp2f(x); }
 #endif
 #define TL_LOG2E 1.4426950408889634f  // exp(x) = 2^(x * TL_LOG2E)
 
+// Programmatic dependent launch (NVIDIA sm_90 on). The kernels of launch.py's
+// DEPENDENT_LAUNCH are launched so during a graph capture: such a kernel may start while the
+// kernel before it in the stream still runs, so its first statement must be
+// tl_dependent_start(), before it touches memory. The wait returns once that kernel has
+// finished and its writes are visible; the trigger then lets the next such kernel start (its
+// launch and block scheduling overlap this kernel's work). Where nothing launched the kernel
+// so, or on other targets (AMD has no such launch), it costs nothing and orders nothing.
+TL_DEV void tl_dependent_start() {
+#if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // IEEE half <-> float/double with the hardware's round-to-nearest-even.
 #if defined(TL_HIP)
 union tl_half_bits { _Float16 h; u16 u; };

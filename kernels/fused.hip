@@ -599,10 +599,12 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     }                                                                                     \
     extern "C" __global__ void rms_norm_##sfx(i64 n_rows, i64 row_len, Strided outer,     \
         i64 inner_stride, const T* in, const T* w, i64 w_stride, double eps, T* out) {    \
+        tl_dependent_start();                                                             \
         norm_rows<T, true>(n_rows, row_len, outer, inner_stride, in, 0, w, w_stride, 0, 0, eps, 0, out); \
     }                                                                                     \
     extern "C" __global__ void add_rms_norm_##sfx(i64 n_rows, i64 row_len, Strided outer, \
         i64 inner_stride, const T* in, const T* res, const T* w, i64 w_stride, double eps, T* sum, T* out) { \
+        tl_dependent_start();                                                             \
         norm_rows<T, true, true>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, 0, 0, eps, sum, out); \
     }                                                                                     \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
@@ -620,6 +622,7 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     extern "C" __global__ void rope_kv_cache_##sfx(i64 n, i64 h, i64 hkv, i64 t, i64 d, i64 S, \
         View4 xv, View3 cv, View3 sv, const T* x, const T* c, const T* s, const i64* ids, T* out, \
         T* kc, T* vc, int* err) {                                                         \
+        tl_dependent_start();                                                             \
         rope_kv_cache_pick<T>(n, h, hkv, t, d, S, xv, cv, sv, x, c, s, ids, out, kc, vc, err); \
     }                                                                                     \
     extern "C" __global__ void attn_softmax_##sfx(i64 n_rows, i64 S, i64 L, i64 hq,       \

@@ -1,10 +1,12 @@
 // Matrix family: gemv1_<t> and gemv_<t> (floats), the few-row products of decoding. A decode
 // step's linear layers multiply one row per sequence (m <= GEMV_MAX_ROWS in ops/matmul.py) by a
 // weight W (n x k) stored row-major, as nn.Linear keeps it: the product streams W once, and
-// its speed is memory bandwidth. The vendor GEMMs tile for m >= 64 and read the 8-10 MB
-// weights of a 1.1B model's q/k/v and o_proj at 37-46% of bandwidth (H200, cuBLAS 13), but
-// over a whole decode step cuBLAS was still the faster (GEMV_MAX_ROWS's comment): these
-// kernels run only where GEMV_MAX_ROWS is raised.
+// its speed is memory bandwidth. The vendor GEMMs tile for m >= 64; here a whole small weight
+// is requested at once, so a kernel's time is one memory latency plus the transfer. The
+// 1.1B decode step's products (probe_decode_products.py, one H200), gemv1 against cuBLAS, us:
+// q/k/v 6.29 / 6.18, o_proj 4.79 / 6.11, gate/up 15.00 / 13.65, down 10.47 / 11.09, LM head
+// 34.18 / 35.41; in a graph gemv1 also starts while the kernel before it ends (compat.h
+// tl_dependent_start), which cuBLAS's kernels cannot.
 #include "rows.h"
 
 // C (m x n, row stride ldc) = alpha * A (m x k, row stride lda) . W^T, W (n x k, row stride
@@ -14,8 +16,7 @@
 // are the latency: WR of them in flight per thread, held as loaded and widened where
 // multiplied), with the same run of A's rows (L1/L2 hits: every block reads A). Each warp sums
 // its lanes, the block its warps. M is the largest m the accumulators hold; V is 16 bytes of
-// T where A, W and their row strides allow it, else 1. A warp per row of W instead (four runs
-// in flight per lane) took 1.275 ms of a 1.1B decode step against cuBLAS's 0.805 (H200).
+// T where A, W and their row strides allow it, else 1.
 template <typename T, int M, int WR, int V>
 TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha) {
     typedef typename Tr<T>::acc A;
@@ -64,6 +65,37 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
     }
 }
 
+// m = 1: C (1 x n) = alpha * a (k) . W^T with a warp per row of W and no block-wide step.
+// Lane l takes the runs l, l + warpSize, ... of V elements of its row, U of them loaded
+// before any is multiplied: at k = 2048 (bf16) a row is one batch, so every warp's loads, and
+// with one wave of warps all of a 10 MB weight, are in flight together; a's runs are L1 hits
+// (every warp of an SM reads them). A shuffle sum per row, its lane 0 stores.
+template <typename T, int V, int U>
+TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha) {
+    typedef typename Tr<T>::acc A;
+    const int lane = threadIdx.x % warpSize, per_block = blockDim.x / warpSize;
+    const i64 span = (i64)warpSize * V;  // elements of a row the warp covers with one run per lane
+    for (i64 j = (i64)blockIdx.x * per_block + threadIdx.x / warpSize; j < n; j += (i64)gridDim.x * per_block) {
+        const T* row = w + j * ldw;
+        A acc = A(0);
+        for (i64 p0 = (i64)lane * V; p0 < k; p0 += span * U) {
+            Run<T, V> wv[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (p0 + u * span < k) wv[u] = *(const Run<T, V>*)(row + p0 + u * span);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (p0 + u * span >= k) break;
+                const Run<T, V> av = *(const Run<T, V>*)(a + p0 + u * span);
+#pragma unroll
+                for (int v = 0; v < V; ++v) acc += Tr<T>::load(av.v[v]) * Tr<T>::load(wv[u].v[v]);
+            }
+        }
+        for (int o = warpSize / 2; o > 0; o >>= 1) acc += tl_shfl_xor(acc, o, warpSize);
+        if (lane == 0) c[j] = Tr<T>::store(acc * (A)alpha);
+    }
+}
+
 template <typename T, int M, int WR>
 TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha) {
     const int V = 16 / (int)sizeof(T);
@@ -74,21 +106,31 @@ TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 l
         gemv_rows<T, M, WR, 1>(m, n, k, a, lda, w, ldw, c, ldc, alpha);
 }
 
+template <typename T>
+TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha) {
+    const int V = 16 / (int)sizeof(T);
+    if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0)
+        gemv_warp_rows<T, V, 8>(n, k, a, w, ldw, c, alpha);
+    else
+        gemv_warp_rows<T, 1, 8>(n, k, a, w, ldw, c, alpha);
+}
+
 // Two entry points, as a kernel's registers are those of its largest path: gemv1_<t> for one
-// row of A (a decode step of one sequence; 8 rows of W per block; at sm_90a capped at 64
-// registers, four blocks per SM, with a 24-byte stack frame; 70 uncapped), and gemv_<t> for
-// up to 4 rows (4 rows of W per block). One kernel for both took 128-150 registers: one block
-// of 256 threads per SM, with too few loads in flight (a block per 4 rows of W read the 46 MB
-// gate/up weight of that step at 43% of copy bandwidth, cuBLAS 101%).
-// (m, WR) of each: ops/matmul.py's _GEMV_KERNELS.
+// row of A (a decode step of one sequence: a warp per row of W), and gemv_<t> for up to 4
+// rows (4 rows of W per block, gemv_rows). One kernel for both took 128-150 registers: one
+// block of 256 threads per SM, with too few loads in flight (a block per 4 rows of W read the
+// 46 MB gate/up weight of a 1.1B decode step at 43% of copy bandwidth, cuBLAS 101%).
+// Both start with tl_dependent_start (launch.py DEPENDENT_LAUNCH). ops/matmul.py's
+// _GEMV_KERNELS: (m, rows of W per block) of each.
 #define GEMV_ENTRY(T, sfx)                                                                       \
-    extern "C" __global__ void TL_MAX_REGS(64) gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, \
-                                                           const T* w, i64 ldw, T* c, i64 ldc,      \
-                                                           double alpha) {                          \
-        gemv_map<T, 1, 8>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                \
+    extern "C" __global__ void gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w,  \
+                                           i64 ldw, T* c, i64 ldc, double alpha) {               \
+        tl_dependent_start();                                                                    \
+        gemv1_map<T>(n, k, a, w, ldw, c, alpha);                                                 \
     }                                                                                            \
     extern "C" __global__ void gemv_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, \
                                           i64 ldw, T* c, i64 ldc, double alpha) {               \
+        tl_dependent_start();                                                                    \
         gemv_map<T, 4, 4>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                \
     }
 TL_FOR_FLOATS(GEMV_ENTRY)

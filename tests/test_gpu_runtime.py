@@ -415,10 +415,11 @@ class _LaunchPlatform:
     CALLS = {"launch": "fakeLaunchKernel"}
     HAS_BLAS = True
 
-    def __init__(self, slot_sizes, status=0):
+    def __init__(self, slot_sizes, status=0, dependent=False):
         import cffi
         self.ffi, self.slot_sizes, self.status = cffi.FFI(), slot_sizes, status
         self.calls = []
+        self.dependent = dependent  # whether it offers a programmatic dependent launch
 
     def init(self):
         return 1
@@ -445,11 +446,39 @@ class _LaunchPlatform:
     def launch_call(self):  # a Python launcher: called directly (PlatformBase.launch_call)
         return self.launch_function(), self.ffi.NULL
 
+    def dependent_launch_function(self, arch):  # records its launches with "dependent" in extra's place
+        if not self.dependent:
+            return None
+        plain = self.launch_function()
+        return lambda func, gx, gy, gz, bx, by, bz, shared_mem, stream, params: \
+            plain(func, gx, gy, gz, bx, by, bz, shared_mem, "dependent:" + stream, params, None)
+
 
 def _launch_device(slot_sizes, status=0):
     from tensorlite.backends.rocm.device import GpuDevice, Kernel
     dev = GpuDevice(_LaunchPlatform(slot_sizes, status), 0)
     return dev, Kernel("handle", "k_f32", "k.hip")
+
+
+def test_capture_launches_the_declared_kernels_as_dependents():
+    """Programmatic dependent launch (launch.py DEPENDENT_LAUNCH) only while capturing, only for
+    the kernels declared to wait first (compat.h tl_dependent_start), only where the platform
+    has it; every other launch is the plain one."""
+    from tensorlite.backends.rocm.device import GpuDevice, Kernel
+    for offered in (True, False):
+        dev = GpuDevice(_LaunchPlatform([8], dependent=offered), 0)
+        gemv, copy = Kernel("h1", "gemv1_bf16", "gemv.hip"), Kernel("h2", "copy_f32", "copy.hip")
+        norm, softmax = Kernel("h3", "add_rms_norm_bf16", "fused.hip"), Kernel("h4", "softmax_f32", "fused.hip")
+        assert gemv.dependent and norm.dependent and not copy.dependent and not softmax.dependent
+        dev.launch(gemv, 3, 256, [("int64", 1)])
+        dev.capture = object()  # as graph.Capture sets it while the stream is captured
+        for k in (gemv, copy, norm, softmax):
+            dev.launch(k, (3, 2), 256, [("int64", 1)])
+        dev.capture = None
+        streams = [(func, stream) for func, _, _, _, stream, _ in dev.platform.calls]
+        dep = "dependent:stream" if offered else "stream"
+        assert streams == [("h1", "stream"), ("h1", dep), ("h2", "stream"), ("h3", dep), ("h4", "stream")]
+        assert dev.platform.calls[1][1:3] == ((3, 2, 1), (256, 1, 1))
 
 
 def test_launch_packs_each_launch_into_the_reused_buffer():

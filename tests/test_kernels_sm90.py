@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tensorlite.backends.rocm import compiler, get_platform, nvidia_wheel_lib_dirs
-from tensorlite.backends.rocm import kernel_table
+from tensorlite.backends.rocm import kernel_table, launch
 from tensorlite.errors import BackendUnavailable, CompileError
 
 ARCH = "sm_90a"
@@ -112,6 +113,34 @@ def test_wgmma_products_stay_asynchronous():
         assert f"Compiling entry function '{kernel}'" in text, f"no ptxas -v report for {kernel}"
     serialized = [line for line in text.splitlines() if "wgmma.mma_async instructions are serialized" in line]
     assert not serialized, "\n".join(serialized)
+
+
+def test_dependent_launches_wait_before_touching_memory():
+    """A kernel that a graph capture launches as a programmatic dependent (launch.py
+    DEPENDENT_LAUNCH) may start while the kernel before it still writes: in its PTX,
+    griddepcontrol.wait must come before every load, store or atomic outside the kernel's
+    parameters and shared memory (generic addresses included)."""
+    ptx_platform = type(PLATFORM)()
+    ptx_platform.RTC_CODE = "PTX"
+    memory_op = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:ld|st|atom|red|cp\.async)\.(?!param|shared|local|const)", re.M)
+    checked = 0
+    for source in SOURCES:
+        names = [n for n in kernel_table.KERNELS.get(source, ()) if launch.dependent_launch(source, n)]
+        if not names:
+            continue
+        src, headers = compiler.read_kernel_source(source)
+        ptx = ptx_platform.rtc_compile(src, source, headers, ["-arch=compute_90a", "-std=c++17"]).decode()
+        bodies = dict(re.findall(r"\.entry (\w+)\((.*?)(?=\.entry |\Z)", ptx, re.S))
+        for name in names:
+            body = bodies.get(name)
+            assert body is not None, f"{source}: no PTX entry {name}"
+            wait = body.find("griddepcontrol.wait")
+            first = memory_op.search(body)
+            assert wait >= 0, f"{source}:{name} is a dependent launch but never waits (compat.h tl_dependent_start)"
+            assert first is None or wait < first.start(), \
+                f"{source}:{name} touches memory before griddepcontrol.wait: {first.group(0).strip()!r}"
+            checked += 1
+    assert checked > 0
 
 
 # ---- optional: resource table (TENSORLITE_SM90_REPORT=<path>) ------------------------------

@@ -60,8 +60,8 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
 def test_few_rows_times_a_row_major_weight(device, rng, dtype, m, monkeypatch):
     """Decoding's linear layers: x (m, k) . W^T for W (n, k) row-major, which the GPU backend
     gives its GEMV kernels (when GEMV_MAX_ROWS lets it, as here) up to 4 rows (16-byte runs where k, the row strides and the
-    offsets allow, one element at a time otherwise; a block per eight rows of W, n's tail
-    reading its last row again), the BLAS past that."""
+    offsets allow, one element at a time otherwise; one row: a warp per row of W; 2-4 rows: a
+    block per four rows of W, n's tail reading its last row again), the BLAS past that."""
     monkeypatch.setattr(matmul_ops, "GEMV_MAX_ROWS", 4)
     for k, n in [(64, 37), (67, 300), (1, 5), (256, 1)]:
         a, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n + 2, k + 1), dtype)

@@ -298,6 +298,12 @@ class PlatformBase:
             self._launch_fn = getattr(self.rt, self.CALLS["launch"])
         return self._launch_fn
 
+    def dependent_launch_function(self, arch: str):
+        """f(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params) -> status launching a
+        kernel as a programmatic dependent of the one before it (launch.py DEPENDENT_LAUNCH),
+        or None where the platform or `arch` has no such launch (HIP has none)."""
+        return None
+
     def launch_call(self):
         """(fn, last) for the hot path's fn(func, gx, gy, gz, bx, by, bz, shared_mem, stream,
         params, last): the compiled shim and the entry point's address where launch_function()

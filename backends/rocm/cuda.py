@@ -84,6 +84,32 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo* resultInfo);
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult cuGraphDestroy(CUgraph hGraph);
+/* cuLaunchKernelEx (CUDA 11.8 on); the attribute value union is declared with its 64-byte pad
+   and the one member used (cuda.h's other members lie within the pad); the id's pad is
+   cuda.h's 8 - sizeof(CUlaunchAttributeID), which cffi cannot evaluate */
+typedef int CUlaunchAttributeID;
+typedef union CUlaunchAttributeValue_union {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+} CUlaunchAttributeValue;
+typedef struct CUlaunchAttribute_st {
+    CUlaunchAttributeID id;
+    char pad[4];
+    CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig_st {
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute* attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra);
 """
 
 NVRTC_CDEFS = """
@@ -99,6 +125,8 @@ nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t* logSizeRet);
 nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* log);
 nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t* cubinSizeRet);
 nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char* cubin);
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t* ptxSizeRet);
+nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char* ptx);
 """
 
 CUBLAS_CDEFS = """
@@ -168,6 +196,7 @@ _COMPUTE_32F, _COMPUTE_64F = 68, 70                         # CUBLAS_COMPUTE_32F
 _GEMM_DEFAULT = -1                                          # CUBLAS_GEMM_DEFAULT
 _CUDA_DIRS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
 _CUDA_DEFAULTS = ("/usr/local/cuda",)
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # cuda.h CUlaunchAttributeID
 
 
 class CudaPlatform(PlatformBase):
@@ -184,7 +213,7 @@ class CudaPlatform(PlatformBase):
         sync_event_create="cuEventCreate", stream_wait_event="cuStreamWaitEvent", event_query="cuEventQuery",
         module_load="cuModuleLoadData", module_get_function="cuModuleGetFunction",
         func_get_attribute="cuFuncGetAttribute", func_set_attribute="cuFuncSetAttribute",
-        launch="cuLaunchKernel", capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
+        launch="cuLaunchKernel", launch_dependent="cuLaunchKernelEx", capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
         graph_instantiate="cuGraphInstantiateWithFlags", graph_launch="cuGraphLaunch",
         graph_exec_destroy="cuGraphExecDestroy", graph_destroy="cuGraphDestroy")
     HANDLES = dict(devptr="CUdeviceptr", stream="CUstream", event="CUevent", module="CUmodule",
@@ -320,6 +349,28 @@ class CudaPlatform(PlatformBase):
 
     def synchronize_device(self):
         self.check("cuCtxSynchronize", self.rt.cuCtxSynchronize())
+
+    def dependent_launch_function(self, arch: str):
+        # compute capability 9.0 on (sm_90a, sm_100, ...), a driver with cuLaunchKernelEx, and not
+        # switched off (TENSORLITE_DEPENDENT_LAUNCH=0, to compare)
+        digits = "".join(ch for ch in arch[3:] if ch.isdigit())
+        if int(digits or 0) < 90 or os.environ.get("TENSORLITE_DEPENDENT_LAUNCH", "1") == "0":
+            return None
+        try:
+            launch_ex = self.rt.cuLaunchKernelEx
+        except AttributeError:
+            return None
+        ffi = self.ffi
+
+        def launch(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params):
+            attr = ffi.new("CUlaunchAttribute*")
+            attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            config = ffi.new("CUlaunchConfig*", {
+                "gridDimX": gx, "gridDimY": gy, "gridDimZ": gz, "blockDimX": bx, "blockDimY": by,
+                "blockDimZ": bz, "sharedMemBytes": shared_mem, "hStream": stream, "attrs": attr, "numAttrs": 1})
+            return launch_ex(config, func, params, ffi.NULL)
+        return launch
 
     def rtc_options(self, arch: str):
         # IEEE semantics on purpose (no --use_fast_math), so results match the cpu reference

@@ -26,6 +26,7 @@ from tensorlite.errors import BackendError, BackendUnavailable, CaptureError, Co
 
 from . import get_platform
 from .compiler import compile_source
+from .launch import dependent_launch
 
 _GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
 
@@ -160,10 +161,11 @@ class Kernel:
     """A loaded kernel entry point (what GpuDevice.function returns). Its C signature is
     fixed, so the argument packing plan is built on its first launch (one per thread; see
     ArgLayout for why a plan's buffer may be reused)."""
-    __slots__ = ("handle", "name", "source", "layouts", "max_threads", "shared_allowed")
+    __slots__ = ("handle", "name", "source", "layouts", "max_threads", "shared_allowed", "dependent")
 
     def __init__(self, handle, name: str, source: str, max_threads: int = 1024):
         self.handle, self.name, self.source = handle, name, source
+        self.dependent = dependent_launch(source, name)  # may start before the kernel it follows (launch.py)
         self.layouts: Dict[int, "ArgLayout"] = {}  # thread id -> plan
         self.max_threads = max_threads  # per block: the kernel's registers may allow fewer than the device
         self.shared_allowed = 48 * 1024  # dynamic shared memory a launch may ask without opting in
@@ -300,6 +302,8 @@ class GpuDevice(BackendDevice):
         self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
         self._launch_fn, self._launch_last = platform.launch_call()  # launch_shim.py
+        # programmatic dependent launch, used while capturing (None where the device has none)
+        self._launch_dependent = platform.dependent_launch_function(self.arch)
         self._activate = platform.activate
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
@@ -508,7 +512,11 @@ class GpuDevice(BackendDevice):
                 layout.pack_into(layout.buffer, 0, *map(_second, args))
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
-        if type(grid) is int and type(block) is int and grid > 0 and block > 0:
+        if self.capture is not None and func.dependent and self._launch_dependent is not None:
+            # in a graph, a dependent's launch and scheduling overlap the kernel before it
+            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+            err = self._launch_dependent(func.handle, *grid, *block, shared_mem, self.stream, layout.params)
+        elif type(grid) is int and type(block) is int and grid > 0 and block > 0:
             err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
                                   self._launch_last)
         else:  # the row kernels' blocks are 2-d, their grids plain ints
@@ -519,7 +527,9 @@ class GpuDevice(BackendDevice):
         if err:
             grid3 = grid if type(grid) is tuple else (grid, 1, 1)
             block3 = block if type(block) is tuple else (block, 1, 1)
-            raise BackendError(f"{self.platform.CALLS['launch']}({func.source}:{func.name}, grid={grid3}, "
+            call = "launch_dependent" if self.capture is not None and func.dependent and self._launch_dependent \
+                else "launch"
+            raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid3}, "
                                f"block={block3}, shared_mem={shared_mem}) failed: "
                                f"{self.platform.error_name(err)} ({int(err)})")
 

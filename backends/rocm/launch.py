@@ -15,6 +15,14 @@ from tensorlite.errors import ShapeError
 from tensorlite.layout import Layout
 
 BLOCK = 256                                      # threads per block of the grid-stride kernels
+# The entry points a graph capture launches as programmatic dependents where the platform can
+# (CUDA sm_90 on; compat.h tl_dependent_start, their first statement): every entry of a
+# source (None), or the named ones, without their dtype suffix. tests/test_kernels_sm90.py
+# checks in each one's PTX that the wait comes before any memory access.
+DEPENDENT_LAUNCH = {"binary.hip": None, "gemv.hip": None,
+                    "fused.hip": ("rms_norm", "add_rms_norm", "rope_kv_cache"),
+                    "attention.hip": ("attn_decode_part32", "attn_decode_part64", "attn_decode_part128",
+                                      "attn_decode_combine")}
 MAX_DIMS = 8                                     # TL_MAX_DIMS in compat.h
 _STRIDED = struct.Struct("<qii8q8q")             # struct Strided (144 bytes)
 _STRIDED_HEAD = struct.Struct("<qii")
@@ -35,6 +43,12 @@ def on_device(dev, name: str, make):
         value = make(dev)
         setattr(dev, name, value)
         return value
+
+
+def dependent_launch(source: str, name: str) -> bool:
+    """Whether entry `name` of `source` may be launched as a programmatic dependent."""
+    names = DEPENDENT_LAUNCH.get(source, ())
+    return names is None or name[:name.rfind("_")] in names
 
 
 def sm_count(dev) -> int:

@@ -19,16 +19,20 @@ if TYPE_CHECKING:
     from ..storage import GpuStorage
 
 
-# gemv.hip's entry points: (name, the most rows of A it takes, the rows of W a block takes)
-_GEMV_KERNELS = (("gemv1", 1, 8), ("gemv", 4, 4))
+# gemv.hip's entry points: (name, the most rows of A it takes, the rows of W a block takes;
+# None: one per warp)
+_GEMV_KERNELS = (("gemv1", 1, None), ("gemv", 4, 4))
 KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name, _, _ in _GEMV_KERNELS for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
 # go to a GEMV kernel (past the rows of the last of _GEMV_KERNELS the BLAS takes them anyway).
-# 0: every product to the BLAS. Off, as measured: a replayed 1.1B bf16 decode step took
-# 1.618 ms with gemv1_<t> (0.932 ms of it in 89 calls) and 1.509 ms with cuBLAS (0.815 ms),
-# H200, 85afc0f. profile_decode.py --set ops.matmul.GEMV_MAX_ROWS=4 times them again.
-GEMV_MAX_ROWS = 0
+# 0: every product to the BLAS. One row, as measured: a replayed 1.1B bf16 decode step
+# (profile_decode.py, one H200, one process) took 1.303 ms with gemv1_<t> and 1.322 ms with
+# cuBLAS where the graph launches gemv1 as a programmatic dependent (launch.py
+# DEPENDENT_LAUNCH; cuBLAS's kernels are launched plainly), 1.352 and 1.339 ms without.
+# rocBLAS was never compared (no AMD GPU). profile_decode.py --set ops.matmul.GEMV_MAX_ROWS=0
+# (or 4) times the others again.
+GEMV_MAX_ROWS = 1
 
 
 class MatmulOps:
@@ -142,6 +146,7 @@ def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
     dev = a.device
     name, w_rows = next((name, w_rows) for name, rows, w_rows in _GEMV_KERNELS if m <= rows)
     kernel = kernel_for(dev, f"{name}_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
+    w_rows = w_rows or BLOCK // dev.warp_size
     blocks = min(-(-n // w_rows), 64 * sm_count(dev))  # a block per w_rows rows of W, grid-stride past that
     dev.launch(kernel, blocks, BLOCK, [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)),
                                        ("int64", lda), ("ptr", b.addr(b_layout.offset)), ("int64", ldw),
