@@ -20,7 +20,7 @@ import warnings
 
 import pytest
 
-from tensorlite.errors import BackendUnavailable, CompileError, DeviceError, OutOfMemoryError
+from tensorlite.errors import BackendError, BackendUnavailable, CompileError, DeviceError, OutOfMemoryError
 from tensorlite.backends.rocm import compiler, get_platform, hip
 from tensorlite.backends.rocm.device import ArgLayout, Buffer, CachingAllocator, size_class
 
@@ -412,7 +412,7 @@ class _LaunchPlatform:
     """What GpuDevice needs to launch, no GPU: the launch entry point reads the packed
     arguments through the params array during the call, as the driver does."""
     name, runtime_name = "fake", "no runtime"
-    CALLS = {"launch": "fakeLaunchKernel"}
+    CALLS = {"launch": "fakeLaunchKernel", "launch_dependent": "fakeLaunchKernelEx"}
     HAS_BLAS = True
 
     def __init__(self, slot_sizes, status=0, dependent=False):
@@ -479,6 +479,14 @@ def test_capture_launches_the_declared_kernels_as_dependents():
         dep = "dependent:stream" if offered else "stream"
         assert streams == [("h1", "stream"), ("h1", dep), ("h2", "stream"), ("h3", dep), ("h4", "stream")]
         assert dev.platform.calls[1][1:3] == ((3, 2, 1), (256, 1, 1))
+    # a failed dependent launch names its call and the kernel; the device launches on afterwards
+    dev = GpuDevice(_LaunchPlatform([8], status=719, dependent=True), 0)
+    gemv = Kernel("h1", "gemv1_bf16", "gemv.hip")
+    dev.capture = object()
+    with pytest.raises(BackendError, match=r"fakeLaunchKernelEx\(gemv\.hip:gemv1_bf16, grid=\(3, 1, 1\)"):
+        dev.launch(gemv, 3, 256, [("int64", 1)])
+    dev.capture, dev.platform.status = None, 0
+    dev.launch(gemv, 3, 256, [("int64", 1)])
 
 
 def test_launch_packs_each_launch_into_the_reused_buffer():

@@ -199,6 +199,11 @@ _CUDA_DEFAULTS = ("/usr/local/cuda",)
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # cuda.h CUlaunchAttributeID
 
 
+def _sm_number(arch: str) -> int:
+    """90 for sm_90a, 80 for sm_80: the compute capability's digits."""
+    return int("".join(ch for ch in arch[3:] if ch.isdigit()) or 0)
+
+
 class CudaPlatform(PlatformBase):
     name = "cuda"
     CODE_SUFFIX = ".cubin"
@@ -213,7 +218,8 @@ class CudaPlatform(PlatformBase):
         sync_event_create="cuEventCreate", stream_wait_event="cuStreamWaitEvent", event_query="cuEventQuery",
         module_load="cuModuleLoadData", module_get_function="cuModuleGetFunction",
         func_get_attribute="cuFuncGetAttribute", func_set_attribute="cuFuncSetAttribute",
-        launch="cuLaunchKernel", launch_dependent="cuLaunchKernelEx", capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
+        launch="cuLaunchKernel", launch_dependent="cuLaunchKernelEx",
+        capture_begin="cuStreamBeginCapture_v2", capture_end="cuStreamEndCapture",
         graph_instantiate="cuGraphInstantiateWithFlags", graph_launch="cuGraphLaunch",
         graph_exec_destroy="cuGraphExecDestroy", graph_destroy="cuGraphDestroy")
     HANDLES = dict(devptr="CUdeviceptr", stream="CUstream", event="CUevent", module="CUmodule",
@@ -241,8 +247,7 @@ class CudaPlatform(PlatformBase):
         # mma.sync with f16/bf16 operands from sm_80 on
         if arch == "sm_90a":
             return "wgmma"
-        major_minor = int("".join(ch for ch in arch[3:] if ch.isdigit()) or 0)
-        return "mma" if major_minor >= 80 else None
+        return "mma" if _sm_number(arch) >= 80 else None
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):
@@ -353,8 +358,7 @@ class CudaPlatform(PlatformBase):
     def dependent_launch_function(self, arch: str):
         # compute capability 9.0 on (sm_90a, sm_100, ...), a driver with cuLaunchKernelEx, and not
         # switched off (TENSORLITE_DEPENDENT_LAUNCH=0, to compare)
-        digits = "".join(ch for ch in arch[3:] if ch.isdigit())
-        if int(digits or 0) < 90 or os.environ.get("TENSORLITE_DEPENDENT_LAUNCH", "1") == "0":
+        if _sm_number(arch) < 90 or os.environ.get("TENSORLITE_DEPENDENT_LAUNCH", "1") == "0":
             return None
         try:
             launch_ex = self.rt.cuLaunchKernelEx

@@ -513,10 +513,8 @@ class GpuDevice(BackendDevice):
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
         if self.capture is not None and func.dependent and self._launch_dependent is not None:
-            # in a graph, a dependent's launch and scheduling overlap the kernel before it
-            grid, block = _dim3(grid, "grid"), _dim3(block, "block")
-            err = self._launch_dependent(func.handle, *grid, *block, shared_mem, self.stream, layout.params)
-        elif type(grid) is int and type(block) is int and grid > 0 and block > 0:
+            return self._launch_as_dependent(func, grid, block, shared_mem, layout)
+        if type(grid) is int and type(block) is int and grid > 0 and block > 0:
             err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
                                   self._launch_last)
         else:  # the row kernels' blocks are 2-d, their grids plain ints
@@ -525,13 +523,22 @@ class GpuDevice(BackendDevice):
             err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params,
                                   self._launch_last)
         if err:
-            grid3 = grid if type(grid) is tuple else (grid, 1, 1)
-            block3 = block if type(block) is tuple else (block, 1, 1)
-            call = "launch_dependent" if self.capture is not None and func.dependent and self._launch_dependent \
-                else "launch"
-            raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid3}, "
-                               f"block={block3}, shared_mem={shared_mem}) failed: "
-                               f"{self.platform.error_name(err)} ({int(err)})")
+            self._launch_failed("launch", func, grid, block, shared_mem, err)
+
+    def _launch_as_dependent(self, func: Kernel, grid, block, shared_mem: int, layout: "ArgLayout") -> None:
+        """launch()'s call while capturing a kernel of launch.py's DEPENDENT_LAUNCH: in the graph,
+        its launch and scheduling overlap the kernel before it."""
+        grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+        err = self._launch_dependent(func.handle, *grid, *block, shared_mem, self.stream, layout.params)
+        if err:
+            self._launch_failed("launch_dependent", func, grid, block, shared_mem, err)
+
+    def _launch_failed(self, call: str, func: Kernel, grid, block, shared_mem: int, err) -> None:
+        grid3 = grid if type(grid) is tuple else (grid, 1, 1)
+        block3 = block if type(block) is tuple else (block, 1, 1)
+        raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid3}, "
+                           f"block={block3}, shared_mem={shared_mem}) failed: "
+                           f"{self.platform.error_name(err)} ({int(err)})")
 
     def _allow_shared(self, func: Kernel, nbytes: int) -> None:
         """Opt `func` in to `nbytes` of dynamic shared memory (once per kernel and size)."""
