@@ -3,9 +3,12 @@ over a ring of distinct weights larger than L2 (as a decode step reads them: onc
 
     python benchmarks/probe_decode_products.py [--device cuda]
 
-us per product for torch's F.linear (torch.cuda.CUDAGraph), tensorlite's F.linear as decoding
-runs it (the BLAS) and with its GEMV kernels (ops.matmul.GEMV_MAX_ROWS=4), and the floor: the
-weight read once at 4.08 TB/s (the H200's measured copy bandwidth).
+us per product for torch's F.linear (torch.cuda.CUDAGraph), tensorlite's F.linear through the
+BLAS (ops.matmul.GEMV_MAX_ROWS=0) and through its GEMV kernels (=1, decoding's setting), the
+product as examples/llama.py's decode step runs it (`fused`: q/k/v, gate/up and the LM head
+with the RMSNorm before them, F.rms_norm_linear, gate/up with SwiGLU's gate too; o_proj and
+down with the residual add after them, tl.addmm), and the floor: the weight read once at
+4.08 TB/s (the H200's measured copy bandwidth).
 """
 import argparse
 
@@ -17,6 +20,7 @@ from tensorlite.backends.rocm.ops import matmul
 
 SHAPES = {"q/k/v": (2560, 2048), "o_proj": (2048, 2048), "gate/up": (11264, 2048), "down": (2048, 5632),
           "lm_head": (32000, 2048)}
+NORM_BEFORE, GATED, RESIDUAL_AFTER = ("q/k/v", "gate/up", "lm_head"), ("gate/up",), ("o_proj", "down")
 RING_MB, COPY_GBS = 600, 4.08e3
 
 
@@ -43,7 +47,8 @@ def main():
         e0.record(); replay(); e1.record(); e1.synchronize()  # noqa: E702
         return e0.elapsed_ms(e1)
 
-    print(f"{'product':>8} {'weight':>14} {'MB':>6} {'torch us':>9} {'tl us':>7} {'tl GEMV us':>10} {'floor us':>9}")
+    print(f"{'product':>8} {'weight':>14} {'MB':>6} {'torch us':>9} {'tl BLAS':>8} {'tl GEMV':>8} {'tl fused':>9} "
+          f"{'floor us':>9}")
     for name, (n, k) in SHAPES.items():
         mb = n * k * 2 / 1e6
         ring = max(4, int(RING_MB / mb))
@@ -60,21 +65,30 @@ def main():
             outs = [torch.nn.functional.linear(x, w) for w in weights]
         us_torch = _median_us(torch_ms, graph.replay, ring)
         tl_weights, tl_x = [tl.from_dlpack(w) for w in weights], tl.from_dlpack(x)
+        norm_w = tl.from_dlpack(torch.randn(k, device="cuda", dtype=torch.bfloat16))
+        residual = tl.from_dlpack(torch.randn(1, n, device="cuda", dtype=torch.bfloat16))
 
-        def tl_us(gemv_rows):
+        def fused(w):
+            if name in RESIDUAL_AFTER:
+                return tl.addmm(residual, tl_x[0], w.mT)
+            return F.rms_norm_linear(tl_x, k, norm_w, w, eps=1e-5, gated=name in GATED) if name in NORM_BEFORE \
+                else F.linear(tl_x, w)
+
+        def tl_us(product, gemv_rows):
             saved = matmul.GEMV_MAX_ROWS
             matmul.GEMV_MAX_ROWS = gemv_rows
             try:
                 for w in tl_weights:
-                    F.linear(tl_x, w)
+                    product(w)
                 g = tl.graphs.Graph()
                 with tl.graphs.graph(g, device=args.device):
-                    kept = [F.linear(tl_x, w) for w in tl_weights]  # noqa: F841  (the graph's outputs)
+                    kept = [product(w) for w in tl_weights]  # noqa: F841  (the graph's outputs)
                 return _median_us(tl_ms, g.replay, ring)
             finally:
                 matmul.GEMV_MAX_ROWS = saved
-        print(f"{name:>8} {n:>6}x{k:<7} {mb:6.1f} {us_torch:9.2f} {tl_us(0):7.2f} {tl_us(4):10.2f} "
-              f"{mb / COPY_GBS * 1e3:9.2f}")
+        plain = lambda w: F.linear(tl_x, w)  # noqa: E731
+        print(f"{name:>8} {n:>6}x{k:<7} {mb:6.1f} {us_torch:9.2f} {tl_us(plain, 0):8.2f} {tl_us(plain, 1):8.2f} "
+              f"{tl_us(fused, 1):9.2f} {mb / COPY_GBS * 1e3:9.2f}")
         del weights, outs, graph, tl_weights
         torch.cuda.empty_cache()
 

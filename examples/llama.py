@@ -29,7 +29,9 @@ The architecture, as in transformers' LlamaForCausalLM: token embedding; per lay
 RMSNorm -> attention with half-split rotary position embedding (`F.rope`) and grouped-query
 attention (fewer key/value heads than query heads) -> residual, RMSNorm -> SwiGLU MLP
 (down(silu(gate(x)) * up(x)), F.silu_mul) -> residual; final RMSNorm; LM head (or the tied embedding).
-Each residual add runs inside the RMSNorm after it (`F.add_rms_norm`: one kernel on GPUs).
+Each RMSNorm runs inside the projection after it (`F.rms_norm_linear`) and each residual add
+inside the projection before it (`tl.addmm`): for one row (a decode step) each is one GEMV
+kernel on GPUs, SwiGLU's gate included.
 Parameter names are those of the checkpoint, so its state dict loads as is.
 
 Generation prefills the prompt once and then feeds one token per step, keeping every
@@ -134,8 +136,9 @@ class FusedLinears:
         with tl.no_grad():
             self.weight = tl.cat([m.weight for m in self.linears], 0)
             self.bias = tl.cat([m.bias for m in self.linears], 0) if self.linears[0].bias is not None else None
-            self.sizes, start = [m.weight.shape[0] for m in self.linears], 0
-            for m, n in zip(self.linears, self.sizes):
+            start = 0
+            for m in self.linears:
+                n = m.weight.shape[0]
                 m.weight.data = self.weight[start:start + n]
                 if self.bias is not None:
                     m.bias.data = self.bias[start:start + n]
@@ -144,15 +147,18 @@ class FusedLinears:
     def current(self) -> bool:
         return all(m.weight._storage is self.weight._storage for m in self.linears)
 
-    def __call__(self, x):
-        """Each layer's output, as views of one product."""
-        if not self.current():
-            return [m(x) for m in self.linears]
-        return self.product(x).split(self.sizes, -1)
 
-    def product(self, x):
-        """The layers' outputs side by side (..., sum of their sizes)."""
-        return F.linear(x, self.weight, self.bias)
+def normed_linear(norm: nn.RMSNorm, x, weight, bias=None, gated: bool = False):
+    """linear(norm(x), weight, bias); `gated`: silu(g) * u of its two halves (SwiGLU)."""
+    return F.rms_norm_linear(x, norm.normalized_shape, norm.weight, weight, bias, norm.eps, gated)
+
+
+def add_linear(x, y, linear: nn.Linear):
+    """x + linear(y), the add in the product (tl.addmm) where the layer has no bias."""
+    if linear.bias is not None:
+        return x + linear(y)
+    rows = tl.addmm(x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), linear.weight.mT)
+    return rows.reshape(x.shape)
 
 
 class KVCache:
@@ -213,7 +219,8 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.attention_bias)
         self.qkv = None  # FusedLinears of q/k/v_proj (Llama.fuse_projections)
 
-    def forward(self, x, cos, sin, cache: KVCache = None, positions=None, mask=None):
+    def forward(self, x, norm: nn.RMSNorm, cos, sin, cache: KVCache = None, positions=None, mask=None):
+        """x + o_proj(attention(norm(x))): the residual stream x after this block."""
         b, t, _ = x.shape
         c = self.c
 
@@ -221,8 +228,11 @@ class Attention(nn.Module):
             return y.reshape(b, t, n, c.head_dim).transpose(1, 2)
         # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch,
         # with the cache write in it where there is a cache
-        y = self.qkv.product(x) if self.qkv is not None and self.qkv.current() else \
-            tl.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
+        if self.qkv is not None and self.qkv.current():
+            y = normed_linear(norm, x, self.qkv.weight, self.qkv.bias)
+        else:
+            h = norm(x)
+            y = tl.cat([self.q_proj(h), self.k_proj(h), self.v_proj(h)], -1)
         if cache is not None:
             q, k, v = cache.write(self.layer, positions, heads(y, c.num_heads + 2 * c.num_kv_heads), cos, sin)
         else:
@@ -231,7 +241,7 @@ class Attention(nn.Module):
             q, k, v = qk[:, :c.num_heads], qk[:, c.num_heads:], heads(y[..., qk_width:], c.num_kv_heads)
         # GQA: sdpa maps query head h to kv head h // (num_heads / num_kv_heads)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, c.num_heads * c.head_dim))
+        return add_linear(x, out.transpose(1, 2).reshape(b, t, c.num_heads * c.head_dim), self.o_proj)
 
 
 class MLP(nn.Module):
@@ -242,9 +252,14 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
         self.gate_up = None  # FusedLinears of gate/up_proj (Llama.fuse_projections)
 
-    def forward(self, x):
-        gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
-        return self.down_proj(F.silu_mul(gate, up))  # silu(gate) * up, one kernel
+    def forward(self, x, norm: nn.RMSNorm):
+        """x + down(silu(gate(norm(x))) * up(norm(x))): the residual stream after this block."""
+        if self.gate_up is not None and self.gate_up.current():
+            act = normed_linear(norm, x, self.gate_up.weight, self.gate_up.bias, gated=True)
+        else:
+            h = norm(x)
+            act = F.silu_mul(self.gate_proj(h), self.up_proj(h))  # silu(gate) * up, one kernel
+        return add_linear(x, act, self.down_proj)
 
 
 class DecoderLayer(nn.Module):
@@ -255,22 +270,11 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
         self.mlp = MLP(c)
 
-    def forward(self, x, residual, cos, sin, cache=None, positions=None, mask=None):
-        """(this layer's MLP output, the residual stream before it is added): each residual add
-        runs inside the next RMSNorm (F.add_rms_norm), so a layer takes the previous layer's
-        two (residual None for the first layer, whose x is the embedding)."""
-        if residual is None:
-            residual, h = x, self.input_layernorm(x)
-        else:
-            h, residual = self._add_norm(self.input_layernorm, x, residual)
-        a = self.self_attn(h, cos, sin, cache, positions, mask)
-        h, residual = self._add_norm(self.post_attention_layernorm, a, residual)
-        return self.mlp(h), residual
-
-    @staticmethod
-    def _add_norm(norm: nn.RMSNorm, x, residual):
-        """(norm(x + residual), x + residual)."""
-        return F.add_rms_norm(x, residual, norm.normalized_shape, norm.weight, norm.eps)
+    def forward(self, x, cos, sin, cache=None, positions=None, mask=None):
+        """The residual stream x after the layer's two blocks, each of which runs its norm
+        (the layer's) inside its first projection and its residual add inside its last."""
+        x = self.self_attn(x, self.input_layernorm, cos, sin, cache, positions, mask)
+        return self.mlp(x, self.post_attention_layernorm)
 
 
 class LlamaModel(nn.Module):
@@ -291,7 +295,8 @@ class Llama(nn.Module):
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
 
     def fuse_projections(self) -> "Llama":
-        """Run q/k/v_proj and gate/up_proj as one GEMM each (FusedLinears), for inference."""
+        """Run q/k/v_proj and gate/up_proj as one GEMM each (FusedLinears), for inference; with
+        the norm before each (and SwiGLU's gate after gate/up) one GEMV for a decode row."""
         for layer in self.model.layers:
             a, m = layer.self_attn, layer.mlp
             a.qkv = FusedLinears([a.q_proj, a.k_proj, a.v_proj])
@@ -316,14 +321,12 @@ class Llama(nn.Module):
             positions = cache.positions(t)
             cos, sin = cache.cos.index_select(0, positions), cache.sin.index_select(0, positions)
             mask = cache._arange[None, :] <= positions[:, None]
-        x, residual = self.model.embed_tokens(ids), None
+        x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
-            x, residual = layer(x, residual, cos, sin, cache, positions, mask)
+            x = layer(x, cos, sin, cache, positions, mask)
         if cache is not None:
             cache.advance(t)
-        x = self.model.norm(x) if residual is None else DecoderLayer._add_norm(self.model.norm, x, residual)[0]
-        logits = F.linear(x, emb) if self.lm_head is None else self.lm_head(x)
-        logits = logits.float()
+        logits = normed_linear(self.model.norm, x, emb if self.lm_head is None else self.lm_head.weight).float()
         return logits.squeeze(0) if squeeze else logits
 
 

@@ -16,9 +16,11 @@
 // are the latency: WR of them in flight per thread, held as loaded and widened where
 // multiplied), with the same run of A's rows (L1/L2 hits: every block reads A). Each warp sums
 // its lanes, the block its warps. M is the largest m the accumulators hold; V is 16 bytes of
-// T where A, W and their row strides allow it, else 1.
+// T where A, W and their row strides allow it, else 1. add (m x n, row stride ld_add; may be
+// null) is added to C, as gemv_warp_rows's.
 template <typename T, int M, int WR, int V>
-TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha) {
+TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha,
+                      const T* add, i64 ld_add) {
     typedef typename Tr<T>::acc A;
     __shared__ A part[TL_MAX_WARPS][WR * M];
     const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, warps = blockDim.x / warpSize;
@@ -59,7 +61,7 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
         if (threadIdx.x < WR * M && r < m && j0 + u < n) {
             A s = A(0);
             for (int q = 0; q < warps; ++q) s += part[q][threadIdx.x];
-            c[r * ldc + j0 + u] = Tr<T>::store(s * (A)alpha);
+            c[r * ldc + j0 + u] = Tr<T>::store(s * (A)alpha + (add ? Tr<T>::load(add[r * ld_add + j0 + u]) : A(0)));
         }
         __syncthreads();  // part is written again by the next group
     }
@@ -70,67 +72,117 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
 // before any is multiplied: at k = 2048 (bf16) a row is one batch, so every warp's loads, and
 // with one wave of warps all of a 10 MB weight, are in flight together; a's runs are L1 hits
 // (every warp of an SM reads them). A shuffle sum per row, its lane 0 stores.
-template <typename T, int V, int U>
-TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha) {
+// A decode step's element-wise neighbours ride along, each a launch saved:
+// - add (may be null): c[j] += add[j] (a residual add after o_proj / down_proj),
+//   loaded with the weights rather than after the sum;
+// - Norm: a is first RMS-normalised with the weight g (may be null; the norm before q/k/v,
+//   gate/up or the LM head): every warp reads all of a anyway, so it sums a's squares beside its dot
+//   product of W's row with a * g and scales the dot by 1 / sqrt(mean(a^2) + eps) after;
+// - Gated: c has n columns and W 2n rows (gate's, then up's): a warp takes rows j and n + j
+//   and stores silu(gate) * up (SwiGLU).
+template <typename T, int V, int U, bool Norm, bool Gated>
+TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha, const T* add,
+                           const T* g, double eps) {
     typedef typename Tr<T>::acc A;
+    enum { R = Gated ? 2 : 1 };  // rows of W per column of c
     const int lane = threadIdx.x % warpSize, per_block = blockDim.x / warpSize;
     const i64 span = (i64)warpSize * V;  // elements of a row the warp covers with one run per lane
     for (i64 j = (i64)blockIdx.x * per_block + threadIdx.x / warpSize; j < n; j += (i64)gridDim.x * per_block) {
-        const T* row = w + j * ldw;
-        A acc = A(0);
-        for (i64 p0 = (i64)lane * V; p0 < k; p0 += span * U) {
-            Run<T, V> wv[U];
+        const A addend = add != nullptr && lane == 0 ? Tr<T>::load(add[j]) : A(0);
+        A acc[R], squares = A(0);
 #pragma unroll
-            for (int u = 0; u < U; ++u)
-                if (p0 + u * span < k) wv[u] = *(const Run<T, V>*)(row + p0 + u * span);
+        for (int r = 0; r < R; ++r) acc[r] = A(0);
+        for (i64 p0 = (i64)lane * V; p0 < k; p0 += span * U) {
+            Run<T, V> wv[R][U];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+                    if (p0 + u * span < k) wv[r][u] = *(const Run<T, V>*)(w + (j + r * n) * ldw + p0 + u * span);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 if (p0 + u * span >= k) break;
                 const Run<T, V> av = *(const Run<T, V>*)(a + p0 + u * span);
+                Run<T, V> gv;
+                if (Norm && g != nullptr) gv = *(const Run<T, V>*)(g + p0 + u * span);
 #pragma unroll
-                for (int v = 0; v < V; ++v) acc += Tr<T>::load(av.v[v]) * Tr<T>::load(wv[u].v[v]);
+                for (int v = 0; v < V; ++v) {
+                    A x = Tr<T>::load(av.v[v]);
+                    if constexpr (Norm) {
+                        squares += x * x;
+                        if (g != nullptr) x *= Tr<T>::load(gv.v[v]);
+                    }
+#pragma unroll
+                    for (int r = 0; r < R; ++r) acc[r] += x * Tr<T>::load(wv[r][u].v[v]);
+                }
             }
         }
-        for (int o = warpSize / 2; o > 0; o >>= 1) acc += tl_shfl_xor(acc, o, warpSize);
-        if (lane == 0) c[j] = Tr<T>::store(acc * (A)alpha);
+        for (int o = warpSize / 2; o > 0; o >>= 1) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += tl_shfl_xor(acc[r], o, warpSize);
+            if constexpr (Norm) squares += tl_shfl_xor(squares, o, warpSize);
+        }
+        A y = acc[0];
+        if constexpr (Norm) {
+            const A inv = A(1) / tl_sqrt(squares / (A)k + (A)eps);
+            y *= inv;
+            if constexpr (Gated) y = y / (A(1) + tl_exp(-y)) * (acc[1] * inv);
+        }
+        if (lane == 0) c[j] = Tr<T>::store(y * (A)alpha + addend);
     }
 }
 
 template <typename T, int M, int WR>
-TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha) {
+TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha,
+                     const T* add, i64 ld_add) {
     const int V = 16 / (int)sizeof(T);
     // runs of V: every row start aligned to 16 bytes, and k whole runs (the tail is not masked)
     if (tl_aligned16(a) && tl_aligned16(w) && lda % V == 0 && ldw % V == 0 && k % V == 0)
-        gemv_rows<T, M, WR, V>(m, n, k, a, lda, w, ldw, c, ldc, alpha);
+        gemv_rows<T, M, WR, V>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add);
     else
-        gemv_rows<T, M, WR, 1>(m, n, k, a, lda, w, ldw, c, ldc, alpha);
+        gemv_rows<T, M, WR, 1>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add);
 }
 
-template <typename T>
-TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha) {
-    const int V = 16 / (int)sizeof(T);
-    if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0)
-        gemv_warp_rows<T, V, 8>(n, k, a, w, ldw, c, alpha);
+// g (the norm's weight, Norm only) is read with a's runs: contiguous, and aligned as a is.
+template <typename T, bool Norm, bool Gated>
+TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha, const T* add,
+                      const T* g, double eps) {
+    const int V = 16 / (int)sizeof(T), U = Gated ? 4 : 8;  // 8 runs of W in flight per lane either way
+    if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0 && (!Norm || tl_aligned16(g)))
+        gemv_warp_rows<T, V, U, Norm, Gated>(n, k, a, w, ldw, c, alpha, add, g, eps);
     else
-        gemv_warp_rows<T, 1, 8>(n, k, a, w, ldw, c, alpha);
+        gemv_warp_rows<T, 1, U, Norm, Gated>(n, k, a, w, ldw, c, alpha, add, g, eps);
 }
 
-// Two entry points, as a kernel's registers are those of its largest path: gemv1_<t> for one
-// row of A (a decode step of one sequence: a warp per row of W), and gemv_<t> for up to 4
-// rows (4 rows of W per block, gemv_rows). One kernel for both took 128-150 registers: one
-// block of 256 threads per SM, with too few loads in flight (a block per 4 rows of W read the
-// 46 MB gate/up weight of a 1.1B decode step at 43% of copy bandwidth, cuBLAS 101%).
-// Both start with tl_dependent_start (launch.py DEPENDENT_LAUNCH). ops/matmul.py's
-// _GEMV_KERNELS: (m, rows of W per block) of each.
-#define GEMV_ENTRY(T, sfx)                                                                       \
-    extern "C" __global__ void gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w,  \
-                                           i64 ldw, T* c, i64 ldc, double alpha) {               \
-        tl_dependent_start();                                                                    \
-        gemv1_map<T>(n, k, a, w, ldw, c, alpha);                                                 \
-    }                                                                                            \
-    extern "C" __global__ void gemv_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, \
-                                          i64 ldw, T* c, i64 ldc, double alpha) {               \
-        tl_dependent_start();                                                                    \
-        gemv_map<T, 4, 4>(m, n, k, a, lda, w, ldw, c, ldc, alpha);                                \
+// Entry points, a kernel's registers being those of its largest path: gemv1_<t> for one row
+// of A (a decode step of one sequence: a warp per row of W), and gemv_<t> for up to 4 rows
+// (4 rows of W per block, gemv_rows); both add `add` (may be null; rows of unit column
+// stride ld_add apart). One kernel for both took 128-150 registers: one block of 256 threads
+// per SM, with too few loads in flight (a block per 4 rows of W read the 46 MB gate/up weight
+// of a 1.1B decode step at 43% of copy bandwidth, cuBLAS 101%). gemv1_norm_<t> and
+// gemv1_norm_silu_<t>: one row RMS-normalised first (g: the norm's weight, may be null), the
+// second gated (SwiGLU; c has n columns, W 2n rows, 4 runs of each of its two rows in flight
+// per lane). Both capped at 64 registers, 4 blocks per SM as gemv1's 59: uncapped (68 and
+// 100, the gated one with 8 runs a row) they took the 1.1B LM head 40.8 us where gemv1 takes
+// 34.1, gate/up 18.8 where gemv1 takes 15.0 (one H200, probe_decode_products.py). All start
+// with tl_dependent_start (launch.py DEPENDENT_LAUNCH). ops/matmul.py's _GEMV_KERNELS: (m,
+// rows of W per block) of the first two.
+#define GEMV1_NORM_ENTRY(name, Gated, T, sfx)                                                              \
+    extern "C" __global__ void TL_MAX_REGS(64) name##_##sfx(i64 n, i64 k, const T* a, const T* g, double eps,    \
+                                                            const T* w, i64 ldw, T* c) {                        \
+        tl_dependent_start();                                                                              \
+        gemv1_map<T, true, Gated>(n, k, a, w, ldw, c, 1.0, nullptr, g, eps);                              \
     }
+#define GEMV_ENTRY(T, sfx)                                                                                 \
+    extern "C" __global__ void gemv1_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, \
+                                           T* c, i64 ldc, double alpha, const T* add, i64 ld_add) {     \
+        tl_dependent_start();                                                                              \
+        gemv1_map<T, false, false>(n, k, a, w, ldw, c, alpha, add, nullptr, 0.0);                         \
+    }                                                                                                      \
+    extern "C" __global__ void gemv_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw,  \
+                                          T* c, i64 ldc, double alpha, const T* add, i64 ld_add) {      \
+        tl_dependent_start();                                                                              \
+        gemv_map<T, 4, 4>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add);                           \
+    }                                                                                                      \
+    GEMV1_NORM_ENTRY(gemv1_norm, false, T, sfx) GEMV1_NORM_ENTRY(gemv1_norm_silu, true, T, sfx)
 TL_FOR_FLOATS(GEMV_ENTRY)

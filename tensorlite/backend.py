@@ -313,6 +313,28 @@ class BackendStorage(ABC):
         return out.binary_impl("add", bias, Layout.contiguous((m, n)),
                                Layout((m, n), (0, bias_layout.strides[0]), bias_layout.offset))
 
+    def matmul_add(self, rhs: "BackendStorage", mnk: Tuple[int, int, int], lhs_layout: Layout, rhs_layout: Layout,
+                   addend: "BackendStorage", addend_layout: Layout) -> "BackendStorage":
+        """lhs (self) @ rhs + addend for 2-D lhs (m, k), rhs (k, n) and addend (m, n), one
+        dtype: a new contiguous (m, n), tl.addmm's forward without autograd (a residual add
+        after a projection). Runs matmul, then the add; the GPU backend adds in its GEMV."""
+        m, n, k = mnk
+        out = self.matmul(rhs, (1, m, n, k), batch_of_one(lhs_layout), batch_of_one(rhs_layout))
+        return out.binary_impl("add", addend, Layout.contiguous((m, n)), addend_layout)
+
+    def rms_norm_matmul(self, layout: Layout, norm_weight: Optional["BackendStorage"], nw_layout: Optional[Layout],
+                        eps: float, rhs: "BackendStorage", rhs_layout: Layout, gated: bool) -> "BackendStorage":
+        """rms_norm(self's rows (m, k), norm_weight, eps) @ rhs (k, n): a new contiguous (m, n);
+        `gated`: silu(y[:, :n/2]) * y[:, n/2:], (m, n/2) (SwiGLU). F.rms_norm_linear's forward
+        without autograd. Runs the ops; the GPU backend runs one row as one GEMV."""
+        (m, k), n = layout.shape, rhs_layout.shape[1]
+        normed = self.rms_norm(layout, norm_weight, nw_layout, eps)
+        y = normed.matmul(rhs, (1, m, n, k), batch_of_one(Layout.contiguous((m, k))), batch_of_one(rhs_layout))
+        if not gated:
+            return y
+        half = n // 2
+        return y.binary_impl("silu_mul", y, Layout((m, half), (n, 1), 0), Layout((m, half), (n, 1), half))
+
     def batch_norm_fused(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, bias: "BackendStorage",
                          b_layout: Layout, mean: "BackendStorage", m_layout: Layout, var: "BackendStorage",
                          v_layout: Layout, training: bool, momentum: float, eps: float) -> Optional["BackendStorage"]:

@@ -10,7 +10,9 @@ from math import prod
 import numpy as np
 
 from . import dtype as _dt
-from .autograd import attach as _attach, attach_many as _attach_many
+from . import amp as _amp
+from .autograd import attach as _attach, attach_many as _attach_many, is_grad_enabled
+from .custom_op import result, storage_and_layout
 from .errors import ArgumentError, DTypeError, ShapeError, describe
 from .layout import Layout, broadcast_shapes
 from .linalg import _cross, matrix_norm, vector_norm
@@ -582,6 +584,14 @@ def addmm(x: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.addmm(tl.tensor([1, 1]), tl.tensor([[1, 2]]), tl.tensor([[3, 4], [5, 6]])).tolist()
     [[14, 17]]"""
+    _operands("addmm", (2, 2), mat1=mat1, mat2=mat2)
+    (m, k), n = mat1.shape, mat2.shape[1]
+    if beta == 1 and alpha == 1 and isinstance(x, Tensor) and x.shape == (m, n) and k == mat2.shape[0] and \
+            x.dtype is mat1.dtype and x.dtype.is_floating_point and x._device is mat1._device and \
+            not (is_grad_enabled() and (x.requires_grad or mat1.requires_grad or mat2.requires_grad)) and \
+            not _amp.is_autocast_enabled():  # one storage op: a GPU adds x as its GEMV stores (a residual add)
+        (xs, xl), (as_, al), (bs, bl) = (storage_and_layout(t) for t in (x, mat1, mat2))
+        return result(as_.matmul_add(bs, (m, n, k), al, bl, xs, xl), (m, n), x.dtype)
     return _add_product("addmm", x, mm(mat1, mat2), beta, alpha)
 
 

@@ -140,6 +140,51 @@ def test_add_rms_norm_is_the_add_then_the_norm(device, rng, dtype, view):
         F.add_rms_norm(x, r.double(), x.shape[-1])
 
 
+def np_silu(x):
+    return x / (1 + np.exp(-x))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [tl.float64])
+@pytest.mark.parametrize("view", ["row", "misaligned", "rows", "strided-weight"])
+def test_rms_norm_linear_is_the_norm_then_the_linear(device, rng, dtype, view):
+    """F.rms_norm_linear: linear(rms_norm(x)), or SwiGLU's silu(g) * u of its halves with
+    `gated`; one GEMV on GPUs for a single row (16-byte runs where aligned, one element at a
+    time otherwise), the ops for several rows, a weight not row-major, and with autograd."""
+    k, n = 264, 38
+    x, a = make_tensor(rng, (3, k + 1), dtype, device)
+    w, wa = make_tensor(rng, (n, k + 1), dtype, device, -0.5, 0.5)
+    g, ga = make_tensor(rng, (k,), dtype, device)
+    rows = {"row": 1, "misaligned": 1, "rows": 3, "strided-weight": 1}[view]
+    start = 1 if view == "misaligned" else 0
+    x, a = x[:rows, start:start + k].reshape(1, rows, k), as_f64(a)[:rows, start:start + k]
+    w, wa = w[:, :k], as_f64(wa)[:, :k]
+    if view == "strided-weight":  # W^T not a row-major weight's transpose
+        w = tl.tensor(np.ascontiguousarray(wa.T.astype(dtype.np)), device=device).transpose(0, 1)
+    for weight, ref_g in [(g, as_f64(ga)), (None, None)]:
+        normed = np_rms_norm(a, 1, ref_g, eps=1e-5)
+        ref = normed @ wa.T
+        with tl.no_grad():
+            got = F.rms_norm_linear(x, k, weight, w, eps=1e-5)
+            gated = F.rms_norm_linear(x, k, weight, w, eps=1e-5, gated=True)
+        assert got.shape == (1, rows, n) and gated.shape == (1, rows, n // 2)
+        assert_close(got[0], ref, dtype, terms=k)
+        assert_close(gated[0], np_silu(ref[:, :n // 2]) * ref[:, n // 2:], dtype, terms=k)
+    # with autograd: the ops, gradients as theirs
+    xg, gg = x.detach().requires_grad_(), g.detach().requires_grad_()
+    F.rms_norm_linear(xg, k, gg, w, eps=1e-5, gated=True).sum().backward()
+    xr, gr = x.detach().requires_grad_(), g.detach().requires_grad_()
+    F.silu_mul(*F.linear(F.rms_norm(xr, k, gr, eps=1e-5), w).chunk(2, -1)).sum().backward()
+    assert_close(xg.grad, xr.grad.numpy().astype(np.float64), dtype, terms=k)
+    assert_close(gg.grad, gr.grad.numpy().astype(np.float64), dtype, terms=k)
+    with pytest.raises(tl.ShapeError, match="rms_norm_linear"):
+        F.rms_norm_linear(x, k, g, w[:, :k - 1])
+    with pytest.raises(tl.ShapeError, match="rms_norm_linear"):
+        F.rms_norm_linear(x, k, g, w[:n - 1], gated=True)
+    with pytest.raises(tl.DTypeError, match="rms_norm_linear"):
+        with tl.no_grad():
+            F.rms_norm_linear(x, k, g, w.double() if dtype is not tl.float64 else w.float())
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_add_rms_norm_of_rows_longer_than_registers(device, rng, dtype):
     # on GPUs, rows past what a block holds in registers (65536 elements of a 16-bit type) are

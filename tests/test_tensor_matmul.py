@@ -84,6 +84,28 @@ def test_few_rows_times_a_row_major_weight(device, rng, dtype, m, monkeypatch):
         assert_close(got, as_f64(a) @ as_f64(w).T, dtype, terms=4104)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("m", [1, 3, 5])
+def test_addmm_adds_in_the_product(device, rng, dtype, m, monkeypatch):
+    """tl.addmm(x, a, W^T) without autograd: one storage op (matmul_add), where GPUs add x as
+    their GEMV kernels store (a decode step's residual add; up to 4 rows here); strided x,
+    alpha/beta and autograd take the composite; all agree with x + a @ W^T."""
+    monkeypatch.setattr(matmul_ops, "GEMV_MAX_ROWS", 4)
+    k, n = 72, 45
+    a, w, x = (random_array(rng, shape, dtype) for shape in [(m, k), (n, k), (m, n + 1)])
+    at, wt, xt = (tl.tensor(v, device=device) for v in (a, w, x))
+    fa, fw, fx = as_f64(a), as_f64(w), as_f64(x)
+    with tl.no_grad():
+        for addend, ref in [(xt[:, :n].contiguous(), fx[:, :n]), (xt[:, 1:], fx[:, 1:]),  # contiguous, row stride
+                            (xt[:, :n].mT.contiguous().mT, fx[:, :n])]:                 # column-major: composite
+            assert_close(tl.addmm(addend, at, wt.mT), ref + fa @ fw.T, dtype, terms=k)
+        assert_close(tl.addmm(xt[:, :n], at, wt.mT, beta=0.5, alpha=2), 0.5 * fx[:, :n] + 2 * fa @ fw.T, dtype,
+                     terms=k)
+    ag = at.detach().requires_grad_()
+    tl.addmm(xt[:, :n], ag, wt.mT).sum().backward()
+    assert_close(ag.grad, np.broadcast_to(fw.sum(0), (m, k)), dtype, terms=n)
+
+
 def test_matmul_larger_accuracy(device, rng):
     a = random_array(rng, (2, 96, 160), tl.float32)
     b = random_array(rng, (160, 72), tl.float32)

@@ -261,8 +261,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
     """(rms_norm(input + residual), input + residual): a pre-norm transformer block's residual
-    add and the next RMSNorm, one kernel on GPUs where no gradient is needed (a decode step
-    has two per layer); with autograd, the two ops. The sum is rounded to the dtype before
+    add and the next RMSNorm, one kernel on GPUs where no gradient is needed; with autograd,
+    the two ops. The sum is rounded to the dtype before
     the norm reads it, as the unfused ops. input and residual: one shape and dtype.
 
     >>> import tensorlite as tl
@@ -287,6 +287,39 @@ def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
     total, normed = xs.add_rms_norm(xl, *storage_and_layout(r2), *storage_and_layout(w), eps)
     return (_reshaped(result(normed, x2.shape, x2.dtype), input.shape),
             _reshaped(result(total, x2.shape, x2.dtype), input.shape))
+
+
+def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps=None, gated: bool = False):
+    """linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias): a pre-norm
+    block's RMSNorm and the projection after it. With `gated`, the projection's two halves g
+    and u along the last dim give silu(g) * u (SwiGLU: weight is the gate's and the up
+    projection's weights stacked). One kernel on GPUs for a single row without autograd (a
+    decode step's q/k/v, gate/up and LM head: the norm's launch saved); otherwise the ops
+    themselves. Not a PyTorch op.
+
+    >>> import tensorlite as tl
+    >>> x, w = tl.tensor([[3.0, 4.0]]), tl.tensor([[1.0, 0.0], [1.0, 1.0]])
+    >>> [round(v, 4) for v in tl.nn.functional.rms_norm_linear(x, 2, None, w, eps=0.0)[0].tolist()]
+    [0.8485, 1.9799]
+    """
+    op = "rms_norm_linear"
+    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[-1] or (gated and weight.shape[0] % 2):
+        raise ShapeError(f"{describe(op, input=input, weight=weight)}: expected input (..., in_features) and weight "
+                         f"(out_features, in_features){', out_features even (gated)' if gated else ''}")
+    if bias is not None or is_grad_enabled() and any(t is not None and t.requires_grad
+                                                     for t in (input, norm_weight, weight)) \
+            or _amp.is_autocast_enabled():
+        y = linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias)
+        return silu_mul(*y.chunk(2, -1)) if gated else y
+    x2, (g,), k = _flatten_normalized(op, input, normalized_shape, weight=norm_weight)
+    if k != weight.shape[-1]:
+        raise ShapeError(f"{describe(op, input=input, weight=weight)}: normalized_shape must be the last dim")
+    _check_like(op, x2, weight=weight)
+    eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
+    (xs, xl), (ws, wl) = _rows(*storage_and_layout(x2), x2.dtype), storage_and_layout(weight)
+    n = weight.shape[0] // 2 if gated else weight.shape[0]
+    y = xs.rms_norm_matmul(xl, *storage_and_layout(g), eps, ws, wl.transpose(0, 1), gated)
+    return result(y, x2.shape[:-1] + (n,), x2.dtype)
 
 
 def layer_norm_slow(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 
 # gemv.hip's entry points: (name, the most rows of A it takes, the rows of W a block takes;
-# None: one per warp)
+# None: one per warp); and its one-row GEMVs with the RMSNorm before them (rms_norm_matmul)
 _GEMV_KERNELS = (("gemv1", 1, None), ("gemv", 4, 4))
-KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name, _, _ in _GEMV_KERNELS for t in FLOATS)}
+_NORM_GEMV_KERNELS = {False: "gemv1_norm", True: "gemv1_norm_silu"}  # by `gated`
+KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name in [*(g[0] for g in _GEMV_KERNELS), *_NORM_GEMV_KERNELS.values()]
+                             for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
 # go to a GEMV kernel (past the rows of the last of _GEMV_KERNELS the BLAS takes them anyway).
@@ -58,6 +60,39 @@ class MatmulOps:
             if _gemm_epilogue(self, lhs, rhs, rhs_3d, out, m, n, k, bias, "bias"):
                 return out
         return super().matmul_add_bias(rhs, mnk, lhs_layout, rhs_layout, bias, bias_layout)
+
+    def matmul_add(self, rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout):
+        # a GEMV adds the addend as it stores (a decode step's residual add after o_proj and
+        # down_proj); the BLAS's beta would need the addend copied into the output first
+        m, n, k = mnk
+        if _gemv_rows(self, m) and addend.dtype is self.dtype is rhs.dtype and addend_layout.shape == (m, n) and \
+                (n == 1 or addend_layout.strides[1] == 1):
+            out = self._new(m * n)
+            if _gemv(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, 0, n, m, n, k, 1.0,
+                     addend.addr(addend_layout.offset), addend_layout.strides[0] if m > 1 else n):
+                return out
+        return super().matmul_add(rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout)
+
+    def rms_norm_matmul(self, layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated):
+        # one row (a decode step's q/k/v, gate/up or LM head): gemv1_norm(_silu), where x is a
+        # contiguous row, the norm's weight contiguous and W^T a row-major weight's transpose
+        (m, k), n = layout.shape, rhs_layout.shape[1]
+        unit_k = k == 1 or (layout.strides[1] == 1 and rhs_layout.strides[0] == 1 and  # x, W's rows, the norm's
+                            (norm_weight is None or nw_layout.strides[0] == 1))       # weight: along k
+        if m == 1 and k and _gemv_rows(self, m) and unit_k and rhs.dtype is self.dtype and \
+                (norm_weight is None or norm_weight.dtype is self.dtype):
+            dev, cols = self.device, n // 2 if gated else n
+            kernel = kernel_for(dev, f"{_NORM_GEMV_KERNELS[gated]}_{self.dtype.short}", "rms_norm_linear",
+                                input=(self, layout), weight=(rhs, rhs_layout))
+            out = self._new(cols)
+            if cols:
+                dev.launch(kernel, _gemv_blocks(dev, cols, BLOCK // dev.warp_size), BLOCK,
+                           [("int64", cols), ("int64", k), ("ptr", self.addr(layout.offset)),
+                            ("ptr", 0 if norm_weight is None else norm_weight.addr(nw_layout.offset)), ("double", eps),
+                            ("ptr", rhs.addr(rhs_layout.offset)), ("int64", rhs_layout.strides[1] if n > 1 else k),
+                            ("ptr", out.buffer.ptr)])
+            return out
+        return super().rms_norm_matmul(layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated)
 
     def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
         m, n, k = mnk
@@ -109,8 +144,7 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
         c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
         return
     dtype = a.dtype
-    if dtype.is_floating_point and batch == 1 and m <= GEMV_MAX_ROWS and m <= _GEMV_KERNELS[-1][1] and \
-            _gemv(a, a_layout, b, b_layout, c, c_offset, ldc, m, n, k, alpha):
+    if batch == 1 and _gemv_rows(a, m) and _gemv(a, a_layout, b, b_layout, c, c_offset, ldc, m, n, k, alpha):
         return
     if not dtype.is_floating_point or not dev.has_blas:
         kernel = kernel_for(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
@@ -132,11 +166,17 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
                                   c_batch_stride, batch, alpha, 0.0)
 
 
+def _gemv_rows(a: GpuStorage, m: int) -> bool:
+    """Whether a float product of m rows goes to a GEMV kernel (GEMV_MAX_ROWS)."""
+    return a.dtype.is_floating_point and m <= GEMV_MAX_ROWS and m <= _GEMV_KERNELS[-1][1]
+
+
 def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int, ldc: int,
-          m: int, n: int, k: int, alpha: float) -> bool:
-    """C = alpha * A . B by a GEMV kernel where B (k, n) is the transpose of a row-major (n, k)
-    matrix (nn.Linear's weight) and A's rows are contiguous too; False where the strides
-    do not fit, with nothing enqueued. Single-batch layouts (1, m, k) and (1, k, n)."""
+          m: int, n: int, k: int, alpha: float, add: int = 0, ld_add: int = 0) -> bool:
+    """C = alpha * A . B (+ the rows at address `add`, ld_add apart, unless 0) by a GEMV kernel
+    where B (k, n) is the transpose of a row-major (n, k) matrix (nn.Linear's weight) and A's
+    rows are contiguous too; False where the strides do not fit, with nothing enqueued.
+    Single-batch layouts (1, m, k) and (1, k, n)."""
     _, sa_row, sa_k = a_layout.strides
     _, sb_k, sb_col = b_layout.strides
     if (sa_k != 1 and k > 1) or (sb_k != 1 and k > 1):
@@ -146,12 +186,16 @@ def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: G
     dev = a.device
     name, w_rows = next((name, w_rows) for name, rows, w_rows in _GEMV_KERNELS if m <= rows)
     kernel = kernel_for(dev, f"{name}_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
-    w_rows = w_rows or BLOCK // dev.warp_size
-    blocks = min(-(-n // w_rows), 64 * sm_count(dev))  # a block per w_rows rows of W, grid-stride past that
-    dev.launch(kernel, blocks, BLOCK, [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)),
-                                       ("int64", lda), ("ptr", b.addr(b_layout.offset)), ("int64", ldw),
-                                       ("ptr", c.addr(c_offset)), ("int64", ldc), ("double", alpha)])
+    dev.launch(kernel, _gemv_blocks(dev, n, w_rows or BLOCK // dev.warp_size), BLOCK,
+               [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)), ("int64", lda),
+                ("ptr", b.addr(b_layout.offset)), ("int64", ldw), ("ptr", c.addr(c_offset)), ("int64", ldc),
+                ("double", alpha), ("ptr", add), ("int64", ld_add)])
     return True
+
+
+def _gemv_blocks(dev, n: int, rows_per_block: int) -> int:
+    """A GEMV's grid: a block per rows_per_block rows of W, grid-stride past 64 blocks per SM."""
+    return min(-(-n // rows_per_block), 64 * sm_count(dev))
 
 
 def _blas_operands(a, a_layout, b, b_layout, m, n, k):
