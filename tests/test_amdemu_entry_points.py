@@ -230,6 +230,21 @@ def test_add_rms_norm(emu, rng, dtype, cols, start):
 
 
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("start", [0, 1], ids=["vectors", "misaligned"])
+def test_rms_norm_linear(emu, rng, dtype, start):
+    # gemv1_norm_<t> and gemv1_norm_silu_<t> (one row, no gradient: the fused kernels): 16-byte
+    # runs, and the element path for a row that starts off alignment
+    a, w = random_array(rng, (1, 64 + start), dtype), random_array(rng, (6, 64), dtype)
+    g = random_array(rng, (64,), dtype)
+    for gated in (False, True):
+        with tl.no_grad():
+            got, ref = (F.rms_norm_linear(tl.tensor(a, dtype=dtype, device=dev)[:, start:], 64,
+                                          tl.tensor(g, dtype=dtype, device=dev), tl.tensor(w, dtype=dtype, device=dev),
+                                          eps=1e-5, gated=gated) for dev in (emu, "cpu"))
+        _same(got, ref, dtype, terms=64)
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 def test_rope_forward_backward(emu, rng, variant, dtype):
     theta = rng.uniform(0, 2 * np.pi, (5, 4))
