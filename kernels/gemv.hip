@@ -122,12 +122,13 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, 
             for (int r = 0; r < R; ++r) acc[r] += tl_shfl_xor(acc[r], o, warpSize);
             if constexpr (Norm) squares += tl_shfl_xor(squares, o, warpSize);
         }
-        A y = acc[0];
+        A y = acc[0], up = acc[R - 1];
         if constexpr (Norm) {
             const A inv = A(1) / tl_sqrt(squares / (A)k + (A)eps);
             y *= inv;
-            if constexpr (Gated) y = y / (A(1) + tl_exp(-y)) * (acc[1] * inv);
+            up *= inv;
         }
+        if constexpr (Gated) y = y / (A(1) + tl_exp(-y)) * up;
         if (lane == 0) c[j] = Tr<T>::store(y * (A)alpha + addend);
     }
 }
