@@ -580,6 +580,8 @@ def _add_product(op, x, product, beta, alpha):
 
 def addmm(x: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * x + alpha * (mat1 @ mat2); x broadcasts to the product's shape and is ignored where beta is 0.
+    Without autograd, with beta = alpha = 1 and x of the product's float shape and dtype: one
+    storage op (matmul_add), whose one-row GPU GEMV adds x as it stores (a residual add).
 
     >>> import tensorlite as tl
     >>> tl.addmm(tl.tensor([1, 1]), tl.tensor([[1, 2]]), tl.tensor([[3, 4], [5, 6]])).tolist()

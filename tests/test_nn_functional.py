@@ -180,6 +180,8 @@ def test_rms_norm_linear_is_the_norm_then_the_linear(device, rng, dtype, view):
         F.rms_norm_linear(x, k, g, w[:, :k - 1])
     with pytest.raises(tl.ShapeError, match="rms_norm_linear"):
         F.rms_norm_linear(x, k, g, w[:n - 1], gated=True)
+    with pytest.raises(tl.ShapeError, match="rms_norm_linear"):  # the norm over more than the last dim
+        F.rms_norm_linear(x, (rows, k), None, w)
     with pytest.raises(tl.DTypeError, match="rms_norm_linear"):
         with tl.no_grad():
             F.rms_norm_linear(x, k, g, w.double() if dtype is not tl.float64 else w.float())

@@ -262,8 +262,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
     """(rms_norm(input + residual), input + residual): a pre-norm transformer block's residual
     add and the next RMSNorm, one kernel on GPUs where no gradient is needed; with autograd,
-    the two ops. The sum is rounded to the dtype before
-    the norm reads it, as the unfused ops. input and residual: one shape and dtype.
+    the two ops. The sum is rounded to the dtype before the norm reads it, as the unfused ops.
+    input and residual: one shape and dtype.
 
     >>> import tensorlite as tl
     >>> x, r = tl.tensor([[1.0, 2.0]]), tl.tensor([[2.0, 2.0]])
@@ -303,17 +303,17 @@ def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps
     [0.8485, 1.9799]
     """
     op = "rms_norm_linear"
-    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[-1] or (gated and weight.shape[0] % 2):
-        raise ShapeError(f"{describe(op, input=input, weight=weight)}: expected input (..., in_features) and weight "
-                         f"(out_features, in_features){', out_features even (gated)' if gated else ''}")
+    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[-1] or (gated and weight.shape[0] % 2) \
+            or _shape_arg((normalized_shape,), op, input) != (input.shape[-1],):
+        raise ShapeError(f"{describe(op, input=input, weight=weight)}: expected input (..., in_features), "
+                         f"normalized_shape (in_features,) and weight (out_features, in_features)"
+                         f"{', out_features even (gated)' if gated else ''}")
     if bias is not None or is_grad_enabled() and any(t is not None and t.requires_grad
                                                      for t in (input, norm_weight, weight)) \
             or _amp.is_autocast_enabled():
         y = linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias)
         return silu_mul(*y.chunk(2, -1)) if gated else y
-    x2, (g,), k = _flatten_normalized(op, input, normalized_shape, weight=norm_weight)
-    if k != weight.shape[-1]:
-        raise ShapeError(f"{describe(op, input=input, weight=weight)}: normalized_shape must be the last dim")
+    x2, (g,), _ = _flatten_normalized(op, input, normalized_shape, weight=norm_weight)
     _check_like(op, x2, weight=weight)
     eps = _FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     (xs, xl), (ws, wl) = _rows(*storage_and_layout(x2), x2.dtype), storage_and_layout(weight)
