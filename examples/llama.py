@@ -293,6 +293,17 @@ class Llama(nn.Module):
         self.config = c
         self.model = LlamaModel(c)
         self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+        self._rope = None  # (device, dtype, cos, sin): rotary tables of positions 0.., see rope()
+
+    def rope(self, length: int, device, dtype):
+        """cos/sin of positions 0..length-1 for a forward without a cache: views of tables kept
+        for the last device and dtype, computed again (on the host, in float64) only when a
+        longer sequence comes, for the next power of two of positions."""
+        kept = self._rope
+        if kept is None or kept[:2] != (str(device), dtype) or kept[2].shape[0] < length:
+            size = 1 << max(8, (length - 1).bit_length())
+            self._rope = kept = (str(device), dtype) + rope_tables(self.config, 0, size, device, dtype)
+        return kept[2][:length], kept[3][:length]
 
     def fuse_projections(self) -> "Llama":
         """Run q/k/v_proj and gate/up_proj as one GEMM each (FusedLinears), for inference; with
@@ -316,7 +327,7 @@ class Llama(nn.Module):
         t = ids.shape[1]
         positions = mask = None
         if cache is None:
-            cos, sin = rope_tables(self.config, 0, t, emb.device, emb.dtype)
+            cos, sin = self.rope(t, emb.device, emb.dtype)
         else:  # query i at positions[i] sees the keys at positions up to its own
             positions = cache.positions(t)
             cos, sin = cache.cos.index_select(0, positions), cache.sin.index_select(0, positions)

@@ -146,6 +146,23 @@ def test_llama_kv_cache_equals_recomputation(llama_checkpoint, device):
         step_input = nxt[:, None]
 
 
+def test_llama_rotary_tables_are_kept_for_the_next_forward(llama_checkpoint):
+    """A forward without a cache takes cos/sin as views of tables the model keeps (computed
+    again only for a longer sequence, a device or a dtype not seen last), equal to the
+    tables computed for that length alone."""
+    llama = load_example("llama")
+    model = llama.load(llama_checkpoint[0])
+    cos, sin = model.rope(7, "cpu", tl.float32)
+    kept = model._rope
+    assert model.rope(200, "cpu", tl.float32)[0]._storage is cos._storage and model._rope is kept
+    for length, dtype in [(300, tl.float32), (5, tl.float64)]:  # longer, then another dtype: new tables
+        got = model.rope(length, "cpu", dtype)
+        assert model._rope is not kept and got[0].shape == (length, model.config.head_dim // 2)
+        for a, b in zip(got, llama.rope_tables(model.config, 0, length, "cpu", dtype)):
+            assert a.dtype is dtype and np.array_equal(a.numpy(), b.numpy())
+        kept = model._rope
+
+
 def test_llama_sampling_respects_top_k_and_seed(llama_checkpoint, device):
     llama = load_example("llama")
     model = llama.load(llama_checkpoint[0], device=device)
