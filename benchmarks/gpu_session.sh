@@ -12,6 +12,11 @@
 #            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0),
 #            and probe_decode_products.py (that step's products one by one, BLAS and GEMV vs torch)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
+#   ab       the replayed decode step (profile_decode.py, 1.1B and 12 layers) of an older tree
+#            against this one, alternated in one process each, on the same card: the older
+#            tree is a folder of the working tree that carries it (the device copy has no .git),
+#            e.g. `git archive REV | tar -x -C diag/base` (diag/ is ignored: carry it) and
+#            BASE=diag/base bash benchmarks/gpu_session.sh ab
 #   core     bench_gpu.py --cases dispatch,core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
@@ -55,6 +60,24 @@ for stage in "$@"; do
         sed -n '/^| /,$p' "$OUT/decode.log" | tee -a "$SUMMARY"
         note "-- profile_now"; sed -n '/^decode step/,$p' "$OUT/profile_now.log" | head -45 | tee -a "$SUMMARY"
         note "-- products"; tail -6 "$OUT/products.log" | tee -a "$SUMMARY" ;;
+    ab)
+        base=${BASE:?ab: set BASE to the folder of the older tree}
+        python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/tl_base "$base" >/dev/null 2>&1 \
+            || { note "ab: installing $base failed"; exit 1; }
+        for shape in 1.1b 12l; do
+            for run in 1 2; do
+                for tree in base this; do
+                    if [ "$tree" = base ]; then  # the older tree's package first on the path, its own script
+                        PYTHONPATH=/tmp/tl_base:$PYTHONPATH timeout 200 python3 "$base/benchmarks/profile_decode.py" \
+                            --shape "$shape" --top 1 > "$OUT/ab_${shape}_${tree}_$run.log" 2>&1
+                    else
+                        timeout 200 python3 benchmarks/profile_decode.py --shape "$shape" --top 1 \
+                            > "$OUT/ab_${shape}_${tree}_$run.log" 2>&1
+                    fi
+                    note "ab $shape $tree run $run: $(grep -m1 'replayed graph' "$OUT/ab_${shape}_${tree}_$run.log")"
+                done
+            done
+        done ;;
     decode12)
         timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
         sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
@@ -73,6 +96,6 @@ for stage in "$@"; do
             --baseline "$OUT/one.json"
         for f in ddp_one ddp_all; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
     *)
-        note "unknown stage $stage (suite, train, decode, decode12, core, bench, multi)"; exit 2 ;;
+        note "unknown stage $stage (suite, train, decode, decode12, ab, core, bench, multi)"; exit 2 ;;
     esac
 done
