@@ -101,6 +101,9 @@ def test_addmm_adds_in_the_product(device, rng, dtype, m, monkeypatch):
             assert_close(tl.addmm(addend, at, wt.mT), ref + fa @ fw.T, dtype, terms=k)
         assert_close(tl.addmm(xt[:, :n], at, wt.mT, beta=0.5, alpha=2), 0.5 * fx[:, :n] + 2 * fa @ fw.T, dtype,
                      terms=k)
+        for rows, cols in [(0, n), (m, 0)]:  # empty products: nothing launched, nothing written
+            got = tl.addmm(xt[:rows, :cols], at[:rows], wt[:cols].mT)
+            assert got.shape == (rows, cols)
     ag = at.detach().requires_grad_()
     tl.addmm(xt[:, :n], ag, wt.mT).sum().backward()
     assert_close(ag.grad, np.broadcast_to(fw.sum(0), (m, k)), dtype, terms=n)

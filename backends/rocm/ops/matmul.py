@@ -63,24 +63,28 @@ class MatmulOps:
 
     def matmul_add(self, rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout):
         # a GEMV adds the addend as it stores (a decode step's residual add after o_proj and
-        # down_proj); the BLAS's beta would need the addend copied into the output first
+        # down_proj); the BLAS's beta would need the addend copied into the output first. Empty
+        # products take the contract's path (gemm returns early for them)
         m, n, k = mnk
-        if _gemv_rows(self, m) and addend.dtype is self.dtype is rhs.dtype and addend_layout.shape == (m, n) and \
-                (n == 1 or addend_layout.strides[1] == 1):
-            out = self._new(m * n)
-            if _gemv(self, batch_of_one(lhs_layout), rhs, batch_of_one(rhs_layout), out, 0, n, m, n, k, 1.0,
-                     addend.addr(addend_layout.offset), addend_layout.strides[0] if m > 1 else n):
-                return out
-        return super().matmul_add(rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout)
+        lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
+        lds = m and n and _gemv_rows(self, m) and addend.dtype is self.dtype is rhs.dtype and \
+            addend_layout.shape == (m, n) and (n == 1 or addend_layout.strides[1] == 1) and \
+            _gemv_strides(lhs, rhs_3d, m, n, k)
+        if not lds:
+            return super().matmul_add(rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout)
+        out = self._new(m * n)
+        _gemv(self, lhs, rhs, rhs_3d, lds, out, 0, n, m, n, k, 1.0, addend.addr(addend_layout.offset),
+              addend_layout.strides[0] if m > 1 else n)
+        return out
 
     def rms_norm_matmul(self, layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated):
         # one row (a decode step's q/k/v, gate/up or LM head): gemv1_norm(_silu), where x is a
         # contiguous row, the norm's weight contiguous and W^T a row-major weight's transpose
         (m, k), n = layout.shape, rhs_layout.shape[1]
-        unit_k = k == 1 or (layout.strides[1] == 1 and rhs_layout.strides[0] == 1 and  # x, W's rows, the norm's
-                            (norm_weight is None or nw_layout.strides[0] == 1))       # weight: along k
-        if m == 1 and k and _gemv_rows(self, m) and unit_k and rhs.dtype is self.dtype and \
-                (norm_weight is None or norm_weight.dtype is self.dtype):
+        lds = m == 1 and k and _gemv_rows(self, m) and rhs.dtype is self.dtype and \
+            (norm_weight is None or (norm_weight.dtype is self.dtype and (k == 1 or nw_layout.strides[0] == 1))) and \
+            _gemv_strides(batch_of_one(layout), batch_of_one(rhs_layout), m, n, k)
+        if lds:
             dev, cols = self.device, n // 2 if gated else n
             kernel = kernel_for(dev, f"{_NORM_GEMV_KERNELS[gated]}_{self.dtype.short}", "rms_norm_linear",
                                 input=(self, layout), weight=(rhs, rhs_layout))
@@ -89,7 +93,7 @@ class MatmulOps:
                 dev.launch(kernel, _gemv_blocks(dev, cols, BLOCK // dev.warp_size), BLOCK,
                            [("int64", cols), ("int64", k), ("ptr", self.addr(layout.offset)),
                             ("ptr", 0 if norm_weight is None else norm_weight.addr(nw_layout.offset)), ("double", eps),
-                            ("ptr", rhs.addr(rhs_layout.offset)), ("int64", rhs_layout.strides[1] if n > 1 else k),
+                            ("ptr", rhs.addr(rhs_layout.offset)), ("int64", lds[1]),
                             ("ptr", out.buffer.ptr)])
             return out
         return super().rms_norm_matmul(layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated)
@@ -144,7 +148,9 @@ def gemm(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: Gp
         c.const_set(0, Layout((batch, m, n), (c_batch_stride, ldc, 1), c_offset))
         return
     dtype = a.dtype
-    if batch == 1 and _gemv_rows(a, m) and _gemv(a, a_layout, b, b_layout, c, c_offset, ldc, m, n, k, alpha):
+    lds = batch == 1 and _gemv_rows(a, m) and _gemv_strides(a_layout, b_layout, m, n, k)
+    if lds:
+        _gemv(a, a_layout, b, b_layout, lds, c, c_offset, ldc, m, n, k, alpha)
         return
     if not dtype.is_floating_point or not dev.has_blas:
         kernel = kernel_for(dev, f"gemm_{dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
@@ -171,26 +177,29 @@ def _gemv_rows(a: GpuStorage, m: int) -> bool:
     return a.dtype.is_floating_point and m <= GEMV_MAX_ROWS and m <= _GEMV_KERNELS[-1][1]
 
 
-def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, c: GpuStorage, c_offset: int, ldc: int,
-          m: int, n: int, k: int, alpha: float, add: int = 0, ld_add: int = 0) -> bool:
-    """C = alpha * A . B (+ the rows at address `add`, ld_add apart, unless 0) by a GEMV kernel
-    where B (k, n) is the transpose of a row-major (n, k) matrix (nn.Linear's weight) and A's
-    rows are contiguous too; False where the strides do not fit, with nothing enqueued.
-    Single-batch layouts (1, m, k) and (1, k, n)."""
+def _gemv_strides(a_layout: Layout, b_layout: Layout, m: int, n: int, k: int):
+    """(lda, ldw) where a GEMV kernel reads single-batch layouts A (1, m, k) and B (1, k, n):
+    A's rows and B^T's (a row-major (n, k) weight's, nn.Linear's) with unit stride along k;
+    None where they are not."""
     _, sa_row, sa_k = a_layout.strides
     _, sb_k, sb_col = b_layout.strides
-    if (sa_k != 1 and k > 1) or (sb_k != 1 and k > 1):
-        return False
-    lda = sa_row if m > 1 else k  # a stride of a size-1 dim is free: the kernel tests it for alignment
-    ldw = sb_col if n > 1 else k
-    dev = a.device
+    if k > 1 and (sa_k != 1 or sb_k != 1):
+        return None
+    # a stride of a size-1 dim is free: the kernel tests the one given for alignment
+    return (sa_row if m > 1 else k), (sb_col if n > 1 else k)
+
+
+def _gemv(a: GpuStorage, a_layout: Layout, b: GpuStorage, b_layout: Layout, lds, c: GpuStorage, c_offset: int,
+          ldc: int, m: int, n: int, k: int, alpha: float, add: int = 0, ld_add: int = 0) -> None:
+    """C = alpha * A . B (+ the rows at address `add`, ld_add apart, unless 0) by a GEMV kernel;
+    lds: _gemv_strides of the layouts."""
+    (lda, ldw), dev = lds, a.device
     name, w_rows = next((name, w_rows) for name, rows, w_rows in _GEMV_KERNELS if m <= rows)
     kernel = kernel_for(dev, f"{name}_{a.dtype.short}", "matmul", lhs=(a, a_layout), rhs=(b, b_layout))
     dev.launch(kernel, _gemv_blocks(dev, n, w_rows or BLOCK // dev.warp_size), BLOCK,
                [("int32", m), ("int64", n), ("int64", k), ("ptr", a.addr(a_layout.offset)), ("int64", lda),
                 ("ptr", b.addr(b_layout.offset)), ("int64", ldw), ("ptr", c.addr(c_offset)), ("int64", ldc),
                 ("double", alpha), ("ptr", add), ("int64", ld_add)])
-    return True
 
 
 def _gemv_blocks(dev, n: int, rows_per_block: int) -> int:
