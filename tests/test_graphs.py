@@ -49,6 +49,25 @@ def test_a_constant_uploaded_in_the_capture_is_restored_by_every_replay(gpu_devi
         assert out.tolist() == [4.0, 6.0, 8.0]
 
 
+def test_arrival_counters_first_made_in_a_capture_serve_eager_calls(gpu_device, rng, monkeypatch):
+    # a long row's sum is cut into chunks whose last block to finish combines them, counting in
+    # the device's arrival counters (launch.arrival_counters): made while capturing, they must
+    # be at zero for the eager calls after it too, and every launch, replayed or eager, leaves
+    # them so
+    dev = backend.get_device(gpu_device)
+    x = tl.zeros(1 << 16, device=gpu_device)
+    x.sum()  # compiles; the counters it made are set aside below
+    monkeypatch.setattr(dev, "_tl_arrival_counters", [], raising=False)
+    g, out = _capture(gpu_device, x.sum)
+    for _ in range(2):  # new data each time: a launch that finished nothing would leave an old sum
+        new = rng.standard_normal(1 << 16).astype(np.float32)
+        x.copy_(tl.tensor(new, device=gpu_device))
+        assert_close(x.sum(), new.astype(np.float64).sum(), terms=1 << 16)
+        x.copy_(tl.tensor(new[::-1] * 2, device=gpu_device))
+        g.replay()
+        assert_close(out, 2 * new.astype(np.float64).sum(), terms=1 << 16)
+
+
 def test_what_a_capture_cannot_record_raises_and_leaves_the_device_usable(gpu_device):
     x = tl.arange(6.0, device=gpu_device)
     (x * 2).sum()

@@ -138,6 +138,11 @@ class RecordingDevice:
         self._allocs.append((ptr, nbytes))
         return _Buffer(ptr, nbytes)
 
+    def fresh_zeros(self, nbytes):
+        buf = self.alloc(nbytes)
+        self.memset(buf.ptr, 0, nbytes)
+        return buf
+
     def check_ptr(self, ptr, nbytes=0):
         assert any(p <= ptr and ptr + nbytes <= p + max(n, 1) for p, n in self._allocs), \
             f"pointer 0x{ptr:x} (+{nbytes}) outside every allocation"

@@ -129,6 +129,16 @@ class CachingAllocator:
         self.reserved += size
         return ptr
 
+    def fresh(self, nbytes: int) -> Buffer:
+        """A block new from the platform, never a cached one (which work already captured into
+        a graph, or still queued, may write), counted as allocated like any other."""
+        size = size_class(nbytes)
+        buf = Buffer(self._malloc(size, nbytes), nbytes, size, self)
+        self.num_allocs += 1
+        self.allocated += size
+        self.peak = max(self.peak, self.allocated)
+        return buf
+
     def cached_blocks(self, size: int) -> list:
         """The addresses of the free blocks of size class `size` held for reuse (a copy)."""
         return list(self._free.get(size, ()))
@@ -332,6 +342,16 @@ class GpuDevice(BackendDevice):
                 self.capture.constant(dst_ptr, array)
                 return
             self.platform.htod_async(dst_ptr, array.ctypes.data, array.nbytes, self.stream)
+
+    def fresh_zeros(self, nbytes: int) -> Buffer:
+        """nbytes of new device memory (never a cached block, which work captured into a graph
+        may write) at zero on return: zeroed on the upload stream, which no capture records."""
+        from .graph import upload_stream
+        buf = self.allocator.fresh(nbytes)
+        side = upload_stream(self)
+        self.platform.memset_d8_async(buf.ptr, 0, nbytes, side)
+        self.platform.stream_synchronize(side)
+        return buf
 
     def dtoh(self, array, src_ptr: int) -> None:
         """Device -> host numpy array (C-contiguous, writable); waits for the stream."""

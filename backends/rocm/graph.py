@@ -110,12 +110,10 @@ class Capture:
         """An upload while capturing: `array` to a buffer of the graph now, and a captured
         copy from there to `dst_ptr` (so every replay writes the same data where the eager
         code would have)."""
-        dev, alloc = self.device, self.pool.allocator
-        size = size_class(array.nbytes)
+        dev = self.device
         # a fresh block, not one of the cache's: the graph owns it; it returns to the cache
         # with the graph, where later work is ordered after the replays by the one stream
-        const = Buffer(alloc._malloc(size, array.nbytes), array.nbytes, size, alloc)
-        alloc.allocated += size
+        const = self.pool.allocator.fresh(array.nbytes)
         self.constants.append(const)
         plat, side = dev.platform, upload_stream(dev)
         plat.htod_async(const.ptr, array.ctypes.data, array.nbytes, side)

@@ -45,6 +45,19 @@ def on_device(dev, name: str, make):
         return value
 
 
+def arrival_counters(dev, n: int) -> int:
+    """The address of at least n u32 counters at zero, for kernels whose last block to arrive
+    finishes its group's work (reduce.hip's chunked reductions). Each launch leaves the
+    counters it used at zero again and the one stream never runs two such launches at once,
+    so none needs a memset first. Made on first use (GpuDevice.fresh_zeros: at zero for eager
+    launches too when first needed while capturing); an outgrown buffer stays allocated, as
+    a graph may still count in it."""
+    kept = on_device(dev, "_tl_arrival_counters", lambda d: [])
+    if not kept or kept[-1].nbytes < 4 * n:
+        kept.append(dev.fresh_zeros(max(4 * n, 4096)))
+    return kept[-1].ptr
+
+
 def dependent_launch(source: str, name: str) -> bool:
     """Whether entry `name` of `source` may be launched as a programmatic dependent."""
     names = DEPENDENT_LAUNCH.get(source, ())

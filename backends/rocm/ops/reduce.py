@@ -13,7 +13,7 @@ from tensorlite.errors import ShapeError, storage_error
 from tensorlite.layout import Layout
 
 from ..kernel_table import ALL, kernel_for
-from ..launch import coalesce, grid_for, on_device, pack_strided, row_block, sm_count
+from ..launch import arrival_counters, coalesce, grid_for, on_device, pack_strided, row_block, sm_count
 
 # the entry points of this family's kernel source (kernel_table.py assembles every family's)
 KERNELS = {"reduce.hip": tuple(f"reduce_{op}_{t}" for op in REDUCE_OPS for t in ALL)}
@@ -53,7 +53,7 @@ class ReduceOps:
         if n_chunks > 1:
             partials = dev.alloc(n_states * _MAX_REDUCE_STATE)
             dev.launch(kernel, grid_for(dev, n_tasks, 1), block,
-                       args + [("ptr", partials.ptr), ("ptr", _reduce_counters(dev, n_counters).ptr)])
+                       args + [("ptr", partials.ptr), ("ptr", arrival_counters(dev, n_counters))])
         else:
             dev.launch(kernel, grid_for(dev, -(-n_tasks // (1 if columns else block[1])), 1), block,
                        args + [("ptr", 0), ("ptr", 0)])
@@ -117,16 +117,3 @@ class ReduceOps:
 def reduce_plans(dev) -> dict:
     """reduce_op's launch plans on `dev` ({(op, dtype, shape, strides, dims): plan}, made on first use)."""
     return on_device(dev, "_tl_reduce_plans", lambda d: {})
-
-
-def _reduce_counters(dev, n: int):
-    """At least n u32 counters for reduce.hip's chunked reductions, kept on the device object
-    and zeroed once here: the kernels leave them at 0 (each group's last block resets its
-    own), so no launch needs a memset first. One stream: launches never share them at once."""
-    buf = getattr(dev, "_tl_reduce_counters", None)
-    if buf is None or buf.nbytes < 4 * n:
-        nbytes = max(4 * n, 4096)
-        buf = dev.alloc(nbytes)
-        dev.memset(buf.ptr, 0, nbytes)
-        dev._tl_reduce_counters = buf
-    return buf
