@@ -392,9 +392,11 @@ class Decoder:
     """generate()'s device state for one batch size, capacity (prompt + new tokens) and sampling
     setting: the static KV cache, the generated ids by position, the newest token of each row
     (the next step's input), the sampling noise, and the decode step captured as a graph once
-    its kernels have run. A model keeps the Decoder of its last generate() call
-    (`model.decoder`), so a later call with the same sizes replays that graph from its first
-    step instead of running eager steps and capturing again; `model.decoder = None` frees it."""
+    its kernels have run; likewise the prompt's step for the last prompt length (its ids copied
+    into `prompt_ids`), captured on the second call of that length. A model keeps the Decoder of
+    its last generate() call (`model.decoder`), so a later call with the same sizes replays
+    those graphs from its first step instead of running eager steps and capturing again;
+    `model.decoder = None` frees it (the graphs' memory included)."""
 
     def __init__(self, model: Llama, batch: int, capacity: int, temperature: float, top_k):
         emb = model.model.embed_tokens.weight
@@ -405,6 +407,7 @@ class Decoder:
         self.last = tl.zeros(batch, 1, dtype=tl.int64, device=emb.device)
         self.uniform = tl.zeros(batch, model.config.vocab_size, device=emb.device) if temperature > 0 else None
         self.graph = None
+        self.prompt_ids, self.prompt_graph = None, None
 
     @staticmethod
     def key_of(model: Llama, batch: int, capacity: int, temperature: float, top_k) -> tuple:
@@ -419,6 +422,26 @@ class Decoder:
         nxt = sample(logits, self.temperature, self.top_k, self.uniform)[:, None]
         self.last.copy_(nxt)
         self.history.index_copy_(1, self.cache.positions(1), nxt)
+
+    def prompt(self, ids: tl.Tensor, graph: bool) -> None:
+        """step() over the prompt ids (b, t). With `graph`, the first call of a prompt length runs
+        eagerly (its kernels compile), the second captures the step and every later one replays
+        it: one launch for the prompt instead of one per op."""
+        if not graph:
+            return self.step(ids)
+        t = ids.shape[1]
+        if self.prompt_ids is None or self.prompt_ids.shape != ids.shape:
+            self.prompt_ids, self.prompt_graph = ids.clone(), None
+            return self.step(self.prompt_ids)
+        self.prompt_ids.copy_(ids)
+        if self.prompt_graph is None:
+            captured = tl.graphs.Graph()
+            with tl.graphs.graph(captured, device=ids.device):
+                self.step(self.prompt_ids)
+            self.prompt_graph = captured
+            self.cache.length -= t  # the capture ran nothing: the replay below makes this step
+        self.prompt_graph.replay()
+        self.cache.length += t  # the replay advanced the device's count
 
     def draw(self) -> None:
         """Fresh noise for a sampling step, outside any graph (a replay would repeat captured noise)."""
@@ -439,8 +462,8 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     new tokens only every EOS_CHECK steps, to see whether every row has ended (never, when no
     end token is given, until the last step). On GPUs (`graph=None`; True/False to choose)
     the decode step is captured once as a graph and replayed, so a token costs one launch
-    instead of one per op; the graph stays with the model (Decoder) for the next call of the
-    same sizes."""
+    instead of one per op, and so is the prompt's step from the second call with its length on;
+    the graphs stay with the model (Decoder) for the next call of the same sizes."""
     device = model.model.embed_tokens.weight.device
     ids = token_ids(tokens, device)
     squeeze = ids.ndim == 1
@@ -459,12 +482,14 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
     end_ids = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, dtype=np.int64))
 
     def ended(n):  # whether every row's first n new tokens hold an end token (a host read, if any end id)
+        if not end_ids.size:
+            return False
         new = dec.history[:, prompt_len:prompt_len + n].numpy()
-        return bool(end_ids.size) and np.isin(new, end_ids).any(axis=1).all()
+        return np.isin(new, end_ids).any(axis=1).all()
 
     bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
     dec.draw()
-    dec.step(ids)  # the prompt, and the first new token
+    dec.prompt(ids, use_graph)  # the prompt, and the first new token
     done, eager_steps = 1, 0
     bar.update()
     while done < max_new_tokens and not (done % EOS_CHECK == 0 and ended(done)):

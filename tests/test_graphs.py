@@ -319,8 +319,9 @@ def test_capturing_again_updates_the_executable_when_only_arguments_change(null_
 
 
 def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
-    """examples/llama.py's generate(): the decode step captured once and replayed (greedy,
-    and sampling on the device) gives the cpu's eager tokens."""
+    """examples/llama.py's generate(): the decode step captured once and replayed, and the
+    prompt's step captured on the second call of its length (greedy, and sampling on the
+    device), give the cpu's eager tokens."""
     from test_examples import load_example
     llama = load_example("llama")
     llama.write_random_checkpoint(tmp_path, hidden_size=32, layers=1, heads=2, kv_heads=1, vocab_size=64)
@@ -333,6 +334,13 @@ def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
     assert captured is not None
     np.testing.assert_array_equal(llama.generate(model, prompt, 6, graph=True), want)
     assert model.decoder.graph is captured
+    # ... and captured the prompt's step, which other prompts of that length replay
+    prompt_graph = model.decoder.prompt_graph
+    assert prompt_graph is not None
+    other = [[7, 7, 1], [2, 8, 6]]
+    np.testing.assert_array_equal(llama.generate(model, other, 6, graph=True),
+                                  llama.generate(llama.load(tmp_path), other, 6))
+    assert model.decoder.prompt_graph is prompt_graph
     # other sizes: a new decoder, captured anew
     np.testing.assert_array_equal(llama.generate(model, prompt, 4, graph=True), want[:, :4])
     assert model.decoder.graph is not captured
