@@ -14,6 +14,11 @@ downloaded), prefills a 32-token prompt and captures the decode step as generate
   device events (profile_step.py's KernelTimer): GPU time by kernel name and the counts.
   The replay's time minus that kernel sum is what the graph's nodes cost beyond their
   kernels (launch gaps between tiny kernels).
+
+`--prefill N` instead times a forward over N tokens without a cache (bench_decode.py's prefill
+row): wall and host milliseconds per forward (close together: the host is the bound) and its
+kernels between device events. `--device null` runs either on the null GPU platform: the
+host's share, measurable without a GPU.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ import tensorlite as tl  # noqa: E402
 from tensorlite.backend import get_device  # noqa: E402
 
 from bench_decode import SHAPES  # noqa: E402
-from profile_step import KernelTimer  # noqa: E402
+from profile_step import KernelTimer, _register_null_device  # noqa: E402
 
 
 def copy_bandwidth(dev, nbytes=1 << 30) -> float:
@@ -90,6 +95,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--prefill", type=int, default=0, metavar="N",
+                    help="time a forward over N tokens without a cache instead of the decode step")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
                     help="override a tuning constant of the GPU backend for this run, to time a choice against "
                          "its alternative in one job: ops.matmul.GEMV_MAX_ROWS=4 (products of up to 4 rows to the GEMV "
@@ -100,12 +107,16 @@ def main(argv=None):
     import llama
     for item in args.set:
         _override(item)
+    if args.device == "null":
+        _register_null_device()
 
     dev = get_device(args.device)
     c = llama.LlamaConfig(dict(SHAPES[args.shape], rms_norm_eps=1e-5, max_position_embeddings=4096))
     tl.manual_seed(0)
     with tl.no_grad():
         model = llama.Llama(c).to(args.device, dtype=tl.bfloat16).requires_grad_(False).fuse_projections()
+    if args.prefill:
+        return profile_prefill(dev, model, args)
     weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
     prompt = 32
     cache = llama.KVCache(c, args.batch, prompt + args.replays + 64, args.device, tl.bfloat16)
@@ -177,6 +188,37 @@ def main(argv=None):
           "|---|---|---|---|---|")
     for name, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:args.top]:
         print(f"| {name} | {ms:.3f} | {100 * ms / max(kernel_ms, 1e-9):.1f}% | {n} | {1e3 * ms / n:.1f} |")
+
+
+@tl.no_grad()
+def profile_prefill(dev, model, args) -> None:
+    """The forward over args.prefill tokens: wall and host ms (medians of 5 after one), kernels."""
+    ids = tl.tensor(np.random.default_rng(0).integers(0, model.config.vocab_size, (1, args.prefill)),
+                    device=args.device)
+    model(ids)
+    dev.synchronize()
+    walls, hosts = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        model(ids)
+        hosts.append(time.perf_counter() - t0)
+        dev.synchronize()
+        walls.append(time.perf_counter() - t0)
+    timer = KernelTimer(dev)
+    try:
+        model(ids)
+        table = timer.collect()
+    finally:
+        timer.remove()
+    print(f"prefill of {args.prefill} tokens, Llama {args.shape} bf16, on {dev} ({dev.props.get('name')}): "
+          f"{1e3 * float(np.median(walls)):.2f} ms a forward, {1e3 * float(np.median(hosts)):.2f} ms of it "
+          "on the host before the synchronize")
+    kernel_ms = sum(ms for ms, _ in table.values())
+    print(f"  {sum(n for _, n in table.values())} kernels and BLAS calls, {kernel_ms:.3f} ms summed between device "
+          "events (each time includes the events' own cost)")
+    print("| kernel (event-bracketed) | ms | calls |\n|---|---|---|")
+    for name, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:args.top]:
+        print(f"| {name} | {ms:.3f} | {n} |")
 
 
 if __name__ == "__main__":
