@@ -124,7 +124,7 @@ def main(argv=None):
 
     @tl.no_grad()
     def step(inputs):
-        last.copy_(llama.sample(model(inputs, cache)[:, -1])[:, None])
+        last.copy_(llama.sample(model(inputs, cache, logits_to_keep=1)[:, -1])[:, None])
 
     step(tl.tensor(np.random.default_rng(0).integers(0, c.vocab_size, (args.batch, prompt)), device=args.device))
     step(last)  # compiles the single-token kernels

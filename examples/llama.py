@@ -314,9 +314,11 @@ class Llama(nn.Module):
             m.gate_up = FusedLinears([m.gate_proj, m.up_proj])
         return self
 
-    def forward(self, tokens, cache: KVCache = None):
+    def forward(self, tokens, cache: KVCache = None, logits_to_keep: int = 0):
         """Logits (b, t, vocab), or (t, vocab) for 1-D ids, as float32. With a cache, the
-        tokens continue the cached positions and the cache is extended by them."""
+        tokens continue the cached positions and the cache is extended by them.
+        `logits_to_keep` (transformers' argument): the logits of only the last that many
+        positions (0: all), so a step that samples the next token skips the LM head elsewhere."""
         emb = self.model.embed_tokens.weight
         ids = token_ids(tokens, emb.device)
         squeeze = ids.ndim == 1
@@ -324,6 +326,8 @@ class Llama(nn.Module):
             ids = ids.unsqueeze(0)
         if ids.ndim != 2:
             raise ValueError(f"llama: token ids must be 1-D or 2-D, got shape {tuple(ids.shape)}")
+        if not isinstance(logits_to_keep, int) or logits_to_keep < 0:
+            raise ValueError(f"llama: logits_to_keep must be an int >= 0, got {logits_to_keep!r}")
         t = ids.shape[1]
         positions = mask = None
         if cache is None:
@@ -337,6 +341,8 @@ class Llama(nn.Module):
             x = layer(x, cos, sin, cache, positions, mask)
         if cache is not None:
             cache.advance(t)
+        if 0 < logits_to_keep < t:
+            x = x[:, t - logits_to_keep:]
         logits = normed_linear(self.model.norm, x, emb if self.lm_head is None else self.lm_head.weight).float()
         return logits.squeeze(0) if squeeze else logits
 
@@ -418,7 +424,7 @@ class Decoder:
 
     def step(self, inputs) -> None:
         """Forward `inputs` (b, t) through the cache, sample the next token of every row, keep it."""
-        logits = self.model(inputs, self.cache)[:, -1]
+        logits = self.model(inputs, self.cache, logits_to_keep=1)[:, -1]
         nxt = sample(logits, self.temperature, self.top_k, self.uniform)[:, None]
         self.last.copy_(nxt)
         self.history.index_copy_(1, self.cache.positions(1), nxt)

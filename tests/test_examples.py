@@ -99,6 +99,11 @@ def test_llama_logits_match_transformers(llama_checkpoint, device):
     assert relative_error(single.numpy(), ref[1]) < 1e-4
     as_tensor = model(tl.tensor(PROMPTS[0], device=device))
     assert relative_error(as_tensor.numpy(), ref[0]) < 1e-4
+    last = model(PROMPTS, logits_to_keep=2)  # transformers' argument: the last positions only
+    assert last.shape == (ref.shape[0], 2, ref.shape[2])
+    assert relative_error(last.numpy(), ref[:, -2:]) < 1e-4
+    with pytest.raises(ValueError, match="logits_to_keep"):
+        model(PROMPTS, logits_to_keep=-1)
 
 
 def test_llama_greedy_generation_matches_transformers(llama_checkpoint, device):
