@@ -491,7 +491,7 @@ def generate(model: Llama, tokens, max_new_tokens: int, temperature: float = 0.0
         if not end_ids.size:
             return False
         new = dec.history[:, prompt_len:prompt_len + n].numpy()
-        return np.isin(new, end_ids).any(axis=1).all()
+        return bool(np.isin(new, end_ids).any(axis=1).all())
 
     bar = progress(total=max_new_tokens, desc="generate", unit="tok", disable=not show_progress)
     dec.draw()

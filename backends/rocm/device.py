@@ -130,8 +130,8 @@ class CachingAllocator:
         return ptr
 
     def fresh(self, nbytes: int) -> Buffer:
-        """A block new from the platform, never a cached one (which work already captured into
-        a graph, or still queued, may write), counted as allocated like any other."""
+        """A block new from the platform, never a cached one (which work captured into a graph
+        may write), counted as allocated like any other."""
         size = size_class(nbytes)
         buf = Buffer(self._malloc(size, nbytes), nbytes, size, self)
         self.num_allocs += 1
