@@ -346,6 +346,13 @@ def test_llama_decode_replayed_as_a_graph_equals_cpu(gpu_device, tmp_path):
     assert model.decoder.graph is not captured
     sampled = [llama.generate(model, prompt, 6, temperature=1.0, top_k=5, seed=3, graph=True) for _ in range(2)]
     np.testing.assert_array_equal(*sampled)   # the device generator, seeded: the same tokens again
+    # a prompt of more rows than the decode attention takes: flash attention under the cache's
+    # mask, run eagerly, then captured, then replayed
+    long = np.arange(40).reshape(2, 20) * 7 % 64
+    want_long = llama.generate(llama.load(tmp_path), long, 3)
+    for _ in range(3):
+        np.testing.assert_array_equal(llama.generate(model, long, 3, graph=True), want_long)
+    assert model.decoder.prompt_graph is not None
 
 
 def test_out_of_memory_while_capturing_keeps_the_graphs_blocks(null_backend, monkeypatch):
