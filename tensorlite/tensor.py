@@ -464,7 +464,9 @@ def _basic_index(x: Tensor, idx):
             except (TypeError, ValueError) as e:  # a step of 0, bounds that are no integers
                 raise (DTypeError if isinstance(e, TypeError) else ArgumentError)(
                     f"{describe('__getitem__', self=x)}: bad slice {i!r}: {e}") from None
-            if step > 0:
+            if step == 1 and start == 0 and stop == out.shape[d]:
+                pass  # the whole dim (`:` and what `...` stands for): no view to take
+            elif step > 0:
                 out = narrow(out, d, start, len(range(start, stop, step)), step)
             else:
                 out = out.index_select(d, arange(start, builtins.min(stop, start), step, device=x._device))
@@ -473,6 +475,8 @@ def _basic_index(x: Tensor, idx):
             out = select(out, d, int(i))
         else:
             raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: unsupported index {i!r}")
+    if out is x and x.ndim:  # only whole dims: still a new view, as PyTorch's x[:] is
+        out = narrow(x, 0, 0, x.shape[0])
     return out, adv
 
 

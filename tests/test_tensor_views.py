@@ -103,6 +103,17 @@ def test_narrow(x234):
         x.narrow(1, 2, 2)
 
 
+def test_whole_dim_slices_are_new_views(x234):
+    # `:` and `...` take no view of their own, but the result is still a new view of x
+    x, a = x234
+    for idx in (slice(None), Ellipsis, (slice(None), slice(None)), (Ellipsis, slice(0, 100))):
+        view = x[idx]
+        assert view is not x
+        check_view(view, x, a[idx])
+    check_view(x[..., 1:3], x, a[..., 1:3])
+    check_view(x[:, ::2, None, :], x, a[:, ::2, None, :])
+
+
 def test_unsqueeze_squeeze(x234):
     x, a = x234
     check_view(x.unsqueeze(0), x, a[None])
