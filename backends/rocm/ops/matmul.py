@@ -66,10 +66,11 @@ class MatmulOps:
         # down_proj); the BLAS's beta would need the addend copied into the output first. Empty
         # products take the contract's path (gemm returns early for them)
         m, n, k = mnk
-        lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)
-        lds = m and n and _gemv_rows(self, m) and addend.dtype is self.dtype is rhs.dtype and \
-            addend_layout.shape == (m, n) and (n == 1 or addend_layout.strides[1] == 1) and \
-            _gemv_strides(lhs, rhs_3d, m, n, k)
+        lds = None
+        if m and n and _gemv_rows(self, m) and addend.dtype is self.dtype is rhs.dtype and \
+                addend_layout.shape == (m, n) and (n == 1 or addend_layout.strides[1] == 1):
+            lhs, rhs_3d = batch_of_one(lhs_layout), batch_of_one(rhs_layout)  # only for GEMV-sized products
+            lds = _gemv_strides(lhs, rhs_3d, m, n, k)
         if not lds:
             return super().matmul_add(rhs, mnk, lhs_layout, rhs_layout, addend, addend_layout)
         out = self._new(m * n)
