@@ -171,6 +171,7 @@ class PlatformBase:
             self.ffi.cdef(c)
         self._rt = self._rtc = self._blas = None
         self._launch_fn = None
+        self.launch_queues = []  # the devices' LaunchQueues (launch_shim.py): drained before any other call
         self._rtc_lock = threading.Lock()
         self._tls = threading.local()
         self._device_count = None
@@ -186,7 +187,15 @@ class PlatformBase:
         if code:
             raise BackendError(f"{call} failed: {self.error_name(code)} ({int(code)})")
 
+    def drain_launches(self) -> None:
+        """Return once every queued kernel launch has reached the driver (launch_shim.py): a call
+        that puts work on a stream, or waits for one, must come after the launches put before it."""
+        for queue in self.launch_queues:
+            queue.drain()
+
     def call(self, op: str, *args, what: str = None):
+        if self.launch_queues:
+            self.drain_launches()
         fn = self.CALLS[op]
         self.check(what or fn, getattr(self.rt, fn)(*args))
 

@@ -27,6 +27,9 @@ class Blas:
 
     @property
     def handle(self):
+        """The library's handle, bound to the device stream; taken right before each call that
+        enqueues work there, so the kernel launches queued before go first (launch_shim.py)."""
+        self.platform.drain_launches()
         if self._handle is None:
             self.device.activate()
             size = self.platform.BLAS_WORKSPACE

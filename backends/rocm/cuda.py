@@ -353,6 +353,7 @@ class CudaPlatform(PlatformBase):
             self._tls.ordinal = ordinal
 
     def synchronize_device(self):
+        self.drain_launches()
         self.check("cuCtxSynchronize", self.rt.cuCtxSynchronize())
 
     def dependent_launch_function(self, arch: str):

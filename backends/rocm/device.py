@@ -24,7 +24,7 @@ from tensorlite.backend import BackendDevice
 from tensorlite.dtype import DType
 from tensorlite.errors import BackendError, BackendUnavailable, CaptureError, CompileError, OutOfMemoryError
 
-from . import get_platform
+from . import get_platform, launch_shim
 from .compiler import compile_source
 from .launch import dependent_launch
 
@@ -194,12 +194,13 @@ class ArgLayout:
     the `void*[]` of slot addresses that the launch API takes.
 
     Reusing the buffer is safe because the platforms' launch calls copy the
-    argument values into the launch (or the captured graph node) before they return, and
+    argument values into the launch (or the captured graph node, or the launch queue's
+    record: launch_shim.py) before they return, and
     a plan belongs to one thread (Kernel.layouts is keyed by thread id): the next launch
     can only refill it after the previous call has returned. Nothing may launch between
     the refill and the call on the same thread (no Python code runs there but finalizers,
     and none of ours launches)."""
-    __slots__ = ("signature", "nargs", "fmt", "pack_into", "buffer", "cbuf", "params")
+    __slots__ = ("signature", "nargs", "nbytes", "fmt", "pack_into", "buffer", "cbuf", "params")
 
     def __init__(self, ffi, signature):
         fmt, offsets, pos = "<", [], 0
@@ -218,7 +219,7 @@ class ArgLayout:
             pos += pad
             offsets.append(pos)
             pos += size
-        self.signature, self.nargs, self.fmt = signature, len(signature), fmt
+        self.signature, self.nargs, self.nbytes, self.fmt = signature, len(signature), pos, fmt
         self.pack_into = struct.Struct(fmt).pack_into   # bound once: no format-cache lookup per launch
         self.cbuf = ffi.new("char[]", max(pos, 1))
         self.buffer = ffi.buffer(self.cbuf)
@@ -312,6 +313,7 @@ class GpuDevice(BackendDevice):
         self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
         self._launch_fn, self._launch_last = platform.launch_call()  # launch_shim.py
+        self._start_launch_queue()
         # programmatic dependent launch, used while capturing (None where the device has none)
         self._launch_dependent = platform.dependent_launch_function(self.arch)
         self._activate = platform.activate
@@ -532,18 +534,29 @@ class GpuDevice(BackendDevice):
                 layout.pack_into(layout.buffer, 0, *map(_second, args))
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
-        if self.capture is not None and func.dependent and self._launch_dependent is not None:
-            return self._launch_as_dependent(func, grid, block, shared_mem, layout)
+        if self.capture is not None:
+            if func.dependent and self._launch_dependent is not None:
+                return self._launch_as_dependent(func, grid, block, shared_mem, layout)
+            queue = None  # a capture records the launches of its own thread, at once
+        else:
+            queue = self._queue
         if type(grid) is int and type(block) is int and grid > 0 and block > 0:
-            err = self._launch_fn(func.handle, grid, 1, 1, block, 1, 1, shared_mem, self.stream, layout.params,
-                                  self._launch_last)
+            gx, gy, gz, bx, by, bz = grid, 1, 1, block, 1, 1
         else:  # the row kernels' blocks are 2-d, their grids plain ints
-            grid = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
-            block = _dim3(block, "block")
-            err = self._launch_fn(func.handle, *grid, *block, shared_mem, self.stream, layout.params,
-                                  self._launch_last)
+            gx, gy, gz = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid, "grid")
+            bx, by, bz = _dim3(block, "block")
+        if queue is not None:
+            status = self._put(queue.queue, func.handle, gx, gy, gz, bx, by, bz, shared_mem, self.stream,
+                               layout.params, layout.nargs, layout.cbuf, layout.nbytes, self._launch_last)
+            if status == 0:
+                return
+            if status > 0:  # queued; an earlier launch failed
+                return queue.raise_failed()
+            queue.drain()  # not queued: the launches before go first
+        err = self._launch_fn(func.handle, gx, gy, gz, bx, by, bz, shared_mem, self.stream, layout.params,
+                              self._launch_last)
         if err:
-            self._launch_failed("launch", func, grid, block, shared_mem, err)
+            self._launch_failed("launch", func, (gx, gy, gz), (bx, by, bz), shared_mem, err)
 
     def _launch_as_dependent(self, func: Kernel, grid, block, shared_mem: int, layout: "ArgLayout") -> None:
         """launch()'s call while capturing a kernel of launch.py's DEPENDENT_LAUNCH: in the graph,
@@ -553,12 +566,30 @@ class GpuDevice(BackendDevice):
         if err:
             self._launch_failed("launch_dependent", func, grid, block, shared_mem, err)
 
-    def _launch_failed(self, call: str, func: Kernel, grid, block, shared_mem: int, err) -> None:
+    def _launch_failed(self, call: str, func: Kernel, grid, block, shared_mem: int, err, when: str = "") -> None:
         grid3 = grid if type(grid) is tuple else (grid, 1, 1)
         block3 = block if type(block) is tuple else (block, 1, 1)
         raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid3}, "
-                           f"block={block3}, shared_mem={shared_mem}) failed: "
+                           f"block={block3}, shared_mem={shared_mem}) failed{when}: "
                            f"{self.platform.error_name(err)} ({int(err)})")
+
+    def _queued_launch_failed(self, status: int, f: int, dims) -> None:
+        """LaunchQueue's report of a failed launch: f its function's address, dims (grid, block, shared)."""
+        ffi = self.platform.ffi
+        func = next((k for k in list(self._functions.values()) if int(ffi.cast("uintptr_t", k.handle)) == f),
+                    Kernel(f, f"function 0x{f:x}", "?"))
+        self._launch_failed("launch", func, tuple(dims[:3]), tuple(dims[3:6]), dims[6], status,
+                            " (a queued launch, reported at the next launch or device call)")
+
+    def _start_launch_queue(self) -> None:
+        """Launches through a LaunchQueue (launch_shim.py) where the compiled shim calls a C
+        launch function; every other call of the platform that works on a stream drains it."""
+        self._queue = None
+        if self._launch_last == self.platform.ffi.NULL or not launch_shim.queue_enabled():
+            return
+        self._queue = launch_shim.LaunchQueue(self.activate, self._queued_launch_failed)
+        self._put = self._queue.put
+        self.platform.launch_queues.append(self._queue)
 
     def _allow_shared(self, func: Kernel, nbytes: int) -> None:
         """Opt `func` in to `nbytes` of dynamic shared memory (once per kernel and size)."""

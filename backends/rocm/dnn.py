@@ -153,6 +153,9 @@ class Dnn:
 
     @property
     def handle(self):
+        """The library's handle, bound to the device stream; taken right before each call that
+        enqueues work there, so the kernel launches queued before go first (launch_shim.py)."""
+        self.device.platform.drain_launches()
         if self._handle is None:
             self.device.activate()
             ffi = self.device.platform.ffi

@@ -392,6 +392,7 @@ class HipPlatform(AmdArchitectures, PlatformBase):
             self._tls.ordinal = ordinal
 
     def synchronize_device(self):
+        self.drain_launches()
         self.check("hipDeviceSynchronize", self.rt.hipDeviceSynchronize())
 
     def rtc_options(self, arch: str):

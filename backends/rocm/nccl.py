@@ -208,6 +208,7 @@ class Communicator:
         if lib_stream is None:
             lib_stream = self._streams[key] = self.library.ffi.cast(self.library.stream_type, dev.stream_handle(key))
         dev.activate()
+        dev.platform.drain_launches()  # the kernel launches queued before go first (launch_shim.py)
         self.library.check(f"{name} on {dev}", getattr(self.library.lib, name)(*args, self.comm, lib_stream),
                            self.comm)
 

@@ -49,7 +49,10 @@ class NullPlatform(RecordedGraphs, PlatformBase):
         self.log = None  # a list: the stream-ordered calls, in order (see the module's docstring)
 
     def _note(self, kind, stream, *args):
-        """Count a call of `kind`; with a log, append it (the stream first where it has one)."""
+        """Count a call of `kind`; with a log, append it (the stream first where it has one). The
+        calls of a real platform that work on streams drain the launch queues (PlatformBase.call)."""
+        if self.launch_queues:
+            self.drain_launches()
         self.counts[kind] += 1
         if self.log is not None:
             self.log.append((kind, args if stream is False else (self.stream_id(stream),) + args))
