@@ -15,7 +15,8 @@ only show that the script works.
 
 Case groups (--cases, comma-separated; 'all' = dispatch + core + nn, 'nn' = the issue-5 groups):
   dispatch  issue 4: tiny-op dispatch (64x1024 add, us/op; target <= torch), the two
-         frameworks' repetitions alternated (a drift of the host's speed falls on both)
+         frameworks' repetitions alternated (a drift of the host's speed falls on both); with
+         the launch queue, a third alternated row launches from the calling thread instead
   core   issue 4: a measured device-to-device copy (the bandwidth reference); elementwise add / mul / cast
          f32->bf16 at 64M elements (GB/s, % of copy; target >= 90%); sum and max over 64M f32;
          GEMM 4096^3 f32 and bf16 (TFLOP/s; target >= 0.95x torch). f32 GEMM runs without
@@ -277,9 +278,23 @@ def dispatch_cases(b):
         c_tl, c_t = b.pair((64, 1024))
         b.check("tiny add", a_tl + c_tl, a_t + c_t, 1e-6)
         calls = 200 if b.smoke else 5000
-        us_tl, us_t = host_us_per_call((lambda: a_tl + c_tl, dev.synchronize), (lambda: a_t + c_t, b.sync_torch),
-                                       iters=calls, reps=max(b.reps, 9))
-        b.row("dispatch: add 64x1024 f32", "us/op", us_tl, us_t, higher_is_better=False, target={"ratio": 1.0})
+        queue = getattr(dev, "_queue", None)  # the launch queue (launch_shim.py), where the device has one
+
+        def without_queue():  # the same op launched by the calling thread, as TENSORLITE_LAUNCH_QUEUE=0 does
+            dev._queue = None
+            try:
+                a_tl + c_tl
+            finally:
+                dev._queue = queue
+        pairs = [(lambda: a_tl + c_tl, dev.synchronize), (lambda: a_t + c_t, b.sync_torch)]
+        if queue is not None:
+            pairs.append((without_queue, dev.synchronize))
+        us = host_us_per_call(*pairs, iters=calls, reps=max(b.reps, 9))
+        b.row("dispatch: add 64x1024 f32", "us/op", us[0], us[1], higher_is_better=False, target={"ratio": 1.0},
+              note="" if queue is None else "launch queue on")
+        if queue is not None:
+            b.row("dispatch: add 64x1024 f32 (TENSORLITE_LAUNCH_QUEUE=0)", "us/op", us[2], us[1],
+                  higher_is_better=False, note="the calling thread launches; same process, alternated")
 
 
 def core_cases(b):

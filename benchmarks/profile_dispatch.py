@@ -15,6 +15,9 @@ Besides the per-op table, `a + b` is split into stages by timing each layer on i
 Tensor layer (op - storage), storage (binary_impl - launch: kernel lookup, output
 allocation, layout packing, grid), launch (GpuDevice.launch - bare call: argument
 packing, checks) and the bare call; with the shim, the bare call through ABI mode too.
+With the launch queue (launch_shim.py, on where the shim is), the last stages are the put
+into the queue, timed towards a no-op driver entry (the calling thread's share), and the
+driver call that the worker thread makes per launch.
 """
 from __future__ import annotations
 
@@ -155,21 +158,46 @@ def main():
                        ("ptr", sb.buffer.ptr), ("ptr", out.buffer.ptr)]
         dev.launch(kernel, grid, 256, launch_args)
         fn_raw, last = dev._launch_fn, dev._launch_last
-        params, stream, handle = kernel.layouts[threading.get_ident()].params, dev.stream, kernel.handle
+        lay = kernel.layouts[threading.get_ident()]
+        params, stream, handle = lay.params, dev.stream, kernel.handle
         abi = dev.platform.launch_function()
         shim = "compiled shim" if fn_raw is not abi else "cffi ABI mode"
+        bare = (f"bare launch call ({shim} + driver)", lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, last))
+        queue = dev._queue
+        noop = None
+        if queue is not None:
+            # the launch queue (launch_shim.py): the calling thread puts each launch in a ring and a
+            # worker thread calls the driver. Timed here towards a no-op driver entry, so that a tight
+            # loop never waits for the worker; the driver call itself is the worker's share
+            stub = _build_stub(workdir) if args.device is not None else None
+            noop = dev.platform.ffi.dlopen(stub).cuLaunchKernel if stub else (last if args.device is None else None)
         layers = [
             ("Tensor layer", lambda: a + b),
             ("storage (lookup, alloc, layouts, grid)", lambda: sa.binary_impl("add", sb, la, lb)),
-            ("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
-            (f"bare launch call ({shim} + driver)",
-             lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, last)),
         ]
-        totals = [_us_per_call(fn, args.iters, sync) for _, fn in layers] + [(0.0, 0.0, 0.0)]
+        if queue is None:
+            layers += [("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)), bare]
+        else:
+            put, ring = dev._put, queue.queue
+            layers += [("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
+                       ("put in the launch queue", lambda: put(ring, handle, grid, 1, 1, 256, 1, 1, 0, stream, params,
+                                                               lay.nargs, lay.cbuf, lay.nbytes, dev._launch_last))]
+        if noop is not None:
+            dev._launch_last = dev.platform.ffi.cast("void*", noop)
+        try:
+            totals = [_us_per_call(fn, args.iters, sync) for _, fn in layers] + [(0.0, 0.0, 0.0)]
+        finally:
+            dev._launch_last = last
         print("stages of `add 64x1024` (each layer timed alone; its share is the difference to the next):")
+        if queue is not None:
+            print("  (launches through the launch queue" + (", towards a no-op driver entry: the calling thread's share)"
+                                                         if noop is not None else
+                                                         "; no C compiler for a no-op entry: loops may wait for the worker)"))
         show("whole op", totals[0])
         for i, (stage, _) in enumerate(layers):
             show(stage, tuple(x - y for x, y in zip(totals[i], totals[i + 1])))
+        if queue is not None:
+            show(f"the worker's driver call per launch ({shim})", _us_per_call(bare[1], args.iters, sync))
         if fn_raw is not abi:  # the same call through cffi's ABI mode, for comparison
             null = dev.platform.ffi.NULL
             show("bare launch call (cffi ABI mode + driver)",
