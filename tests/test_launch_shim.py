@@ -210,7 +210,7 @@ def test_a_closed_queue_hands_launches_to_the_calling_thread(queued):
 
 def test_a_failed_queued_launch_is_reported_once_and_later_launches_run(queued):
     dev, rec = queued
-    rec.fail_arg = 7
+    rec.fail_arg, rec.delay_ns = 7, 10000000  # launch 7 fails 70 ms on: long after the ten puts returned
     for i in range(10):
         _put(dev, i)
     with pytest.raises(BackendError, match=r"badd_f32.*grid=\(1, 1, 1\).*failed \(a queued launch.*\(700\)"):
