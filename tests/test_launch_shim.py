@@ -1,6 +1,7 @@
 """The compiled launch shim (backends/rocm/launch_shim.py) passes a launch to the driver exactly
-as cffi's ABI mode does: tested on any machine with a C compiler, through the null platform
-over a C library that exports cuLaunchKernel and records its arguments."""
+as cffi's ABI mode does, and its launch queue keeps the launches' order, arguments and failures
+and the stream's order against every other call: tested on any machine with a C compiler,
+through the null platform over a C library that exports cuLaunchKernel and records its arguments."""
 import os
 import shutil
 import subprocess
