@@ -5,6 +5,7 @@ through the null platform over a C library that exports cuLaunchKernel and recor
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 import cffi
@@ -112,15 +113,17 @@ def test_python_launchers_are_called_directly(monkeypatch):
 # records each launch's first argument and grid; takes delay_ns (a driver slower than Python, so
 # that a call not waiting for the queue would see launches missing); fails where the first
 # argument is fail_arg
-QUEUE_RECORDER_STATE = ("long long rec_args[8192]; unsigned int rec_grid[8192]; int rec_count; long long fail_arg; "
-                        "long long delay_ns;")
-QUEUE_RECORDER = "#include <time.h>\n" + LAUNCH_DECL.strip().rstrip(";") + """ {
+QUEUE_RECORDER_STATE = ("long long rec_args[8192]; unsigned int rec_grid[8192]; unsigned long rec_thread[8192]; "
+                        "int rec_count; long long fail_arg; long long delay_ns;")
+QUEUE_RECORDER = "#include <pthread.h>\n#include <time.h>\n" + LAUNCH_DECL.strip().rstrip(";") + """ {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do clock_gettime(CLOCK_MONOTONIC, &t);
     while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < delay_ns);
     long long first = params ? *(long long*)params[0] : -1;
-    if (rec_count < 8192) { rec_args[rec_count] = first; rec_grid[rec_count] = gx; }
+    if (rec_count < 8192) {
+        rec_args[rec_count] = first; rec_grid[rec_count] = gx; rec_thread[rec_count] = (unsigned long)pthread_self();
+    }
     rec_count += 1;
     return first == fail_arg ? 700 : 0;
 }
@@ -186,6 +189,18 @@ def test_every_other_stream_call_comes_after_the_launches_queued_before_it(queue
     host = np.zeros(4, np.float32)
     dev.dtoh(host, buf.ptr)
     assert seen[:3] == [("dtod", 100), ("event_record", 151), ("dtoh", 151)]
+
+
+def test_a_drain_launches_what_the_worker_has_not_taken_on_the_calling_thread(queued):
+    """So that no call waits for the worker thread to be scheduled (a host with every core busy)."""
+    dev, rec = queued
+    rec.delay_ns = 5000000  # 5 ms a launch: the worker holds at most one while the drain takes the rest
+    for i in range(8):
+        _put(dev, i)
+    dev.synchronize()
+    assert list(rec.rec_args[0:rec.rec_count]) == list(range(8))
+    threads = list(rec.rec_thread[0:8])
+    assert threads.count(threading.get_ident()) >= 6, threads
 
 
 def test_a_launch_with_more_argument_bytes_than_a_slot_goes_after_the_queued_ones(queued):

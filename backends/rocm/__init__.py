@@ -190,8 +190,9 @@ class PlatformBase:
     def drain_launches(self) -> None:
         """Return once every queued kernel launch has reached the driver (launch_shim.py): a call
         that puts work on a stream, or waits for one, must come after the launches put before it."""
+        current = getattr(self._tls, "ordinal", None)  # the device activate() made current in this thread
         for queue in self.launch_queues:
-            queue.drain()
+            queue.drain(help=queue.ordinal == current)
 
     # calls that neither put work on a stream nor wait for one: they need not wait for queued
     # launches (and finalizers, which swallow errors, make no call that reports a failed launch)

@@ -552,7 +552,7 @@ class GpuDevice(BackendDevice):
                 return
             if status > 0:  # queued; an earlier launch failed
                 return queue.raise_failed()
-            queue.drain()  # not queued: the launches before go first
+            queue.drain(help=True)  # not queued: the launches before go first
         err = self._launch_fn(func.handle, gx, gy, gz, bx, by, bz, shared_mem, self.stream, layout.params,
                               self._launch_last)
         if err:
@@ -587,7 +587,7 @@ class GpuDevice(BackendDevice):
         self._queue = None
         if self._launch_last == self.platform.ffi.NULL or not launch_shim.queue_enabled():
             return
-        self._queue = launch_shim.LaunchQueue(self.activate, self._queued_launch_failed)
+        self._queue = launch_shim.LaunchQueue(self.ordinal, self.activate, self._queued_launch_failed)
         self._put = self._queue.put
         self.platform.launch_queues.append(self._queue)
 

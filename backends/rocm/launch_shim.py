@@ -16,7 +16,10 @@ calling thread copies the launch (arguments included) into a ring of slots and r
 worker thread of its own, in C without the GIL, makes the driver calls in the order they were
 put. Every other call that puts work on a stream or waits for one first drains the queue
 (PlatformBase.call and the library entry points call drain_launches), so the stream sees the
-work in program order. A failed launch is reported at the next launch or device call.
+work in program order; a drain (or a put into a full ring) launches the records the worker has
+not taken yet on the calling thread itself, so no caller waits for the worker to be scheduled
+(on a host whose cores are all busy it may not be soon). A failed launch is reported at the
+next launch or device call.
 
 This file imports nothing from tensorlite: setup.py loads it on its own.
 """
@@ -38,7 +41,7 @@ tl_queue* tl_queue_new(void);
 int tl_put(tl_queue* q, void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
            unsigned shared_mem, void* stream, void** params, unsigned nargs, void* base, unsigned nbytes,
            void* launch);
-int tl_drain(tl_queue* q);
+int tl_drain(tl_queue* q, int help);
 int tl_take_error(tl_queue* q, void** f, unsigned* dims);
 void tl_worker(tl_queue* q);
 void tl_stop(tl_queue* q);
@@ -54,7 +57,9 @@ static int tl_launch(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 }
 
 /* ---- the launch queue: a ring of TL_SLOTS launch records, put by the Python threads (under
-   `put`), launched in order by one worker thread. head: records put; tail: records launched. */
+   `put`), launched in order under `run`, by the worker thread or, at a drain or a full ring, by
+   the calling thread itself (so no caller depends on the worker being scheduled: on a host
+   with every core busy it may not be). head: records put; tail: records launched. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -64,7 +69,8 @@ static int tl_launch(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 #define TL_SLOTS 512
 #define TL_ARG_BYTES 2048    /* larger argument buffers are not queued (tl_put returns -1) */
 #define TL_MAX_ARGS 64
-#define TL_SPIN_NS 200000    /* the worker polls an empty queue this long before it sleeps */
+#define TL_PAUSE_NS 20000    /* the worker polls an empty queue this long with pause instructions, */
+#define TL_SPIN_NS 200000    /* then this long yielding its core between polls, then it sleeps */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define TL_RELAX() __builtin_ia32_pause()
@@ -84,24 +90,55 @@ typedef struct {
 typedef struct tl_queue tl_queue;
 struct tl_queue {
     tl_record slots[TL_SLOTS];
-    unsigned long long head, tail;    /* __atomic builtins */
-    pthread_mutex_t put, lock;        /* put: between producers; lock, wake: the worker's sleep */
+    unsigned long long head, tail;    /* __atomic builtins; tail is written under `run` */
+    pthread_mutex_t put, run, lock;   /* put: between producers; run: who launches; lock, wake: the worker's sleep */
     pthread_cond_t wake;
-    int sleeping, stop;
+    int sleeping, stop, helping;      /* helping: callers launching records themselves (the worker steps aside) */
     int error; void* error_f; unsigned error_dims[7];  /* the first failed launch not yet taken */
 };
+
+static void tl_init_locks(tl_queue* q)
+{
+    pthread_mutex_init(&q->put, 0); pthread_mutex_init(&q->run, 0); pthread_mutex_init(&q->lock, 0);
+    pthread_cond_init(&q->wake, 0);
+}
 
 static tl_queue* tl_queue_new(void)
 {
     tl_queue* q = (tl_queue*)calloc(1, sizeof(tl_queue));
-    if (q) {
-        pthread_mutex_init(&q->put, 0); pthread_mutex_init(&q->lock, 0); pthread_cond_init(&q->wake, 0);
-    }
+    if (q) tl_init_locks(q);
     return q;
 }
 
+/* Launch the records put before `until` that are not launched yet; the caller holds `run`. */
+static void tl_run_until(tl_queue* q, unsigned long long until)
+{
+    for (unsigned long long t = q->tail; t < until; ++t) {
+        tl_record* r = &q->slots[t % TL_SLOTS];
+        int err = ((tl_launch_t)r->launch)(r->f, r->dims[0], r->dims[1], r->dims[2], r->dims[3], r->dims[4],
+                                           r->dims[5], r->dims[6], r->stream, r->params, 0);
+        if (err && !__atomic_load_n(&q->error, __ATOMIC_ACQUIRE)) {
+            q->error_f = r->f;
+            memcpy(q->error_dims, r->dims, sizeof r->dims);
+            __atomic_store_n(&q->error, err, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&q->tail, t + 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* The calling thread launches what was put before `until` (its thread has the device current). */
+static void tl_help(tl_queue* q, unsigned long long until)
+{
+    __atomic_add_fetch(&q->helping, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&q->run);
+    tl_run_until(q, until);
+    pthread_mutex_unlock(&q->run);
+    __atomic_sub_fetch(&q->helping, 1, __ATOMIC_SEQ_CST);
+}
+
 /* 0: queued; 1: queued, and an earlier launch failed (tl_take_error); -1: not queued (too many
-   argument bytes, or the worker stopped): the caller drains the queue and launches itself. */
+   argument bytes, or the worker stopped): the caller drains the queue and launches itself.
+   The caller has the device current: on a full ring it launches the oldest record itself. */
 static int tl_put(tl_queue* q, void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                   unsigned bz, unsigned shared_mem, void* stream, void** params, unsigned nargs, void* base,
                   unsigned nbytes, void* launch)
@@ -110,7 +147,7 @@ static int tl_put(tl_queue* q, void* f, unsigned gx, unsigned gy, unsigned gz, u
     pthread_mutex_lock(&q->put);
     if (q->stop) { pthread_mutex_unlock(&q->put); return -1; }
     unsigned long long h = q->head;
-    while (h - __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) >= TL_SLOTS) sched_yield();  /* full */
+    if (h - __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) >= TL_SLOTS) tl_help(q, h - TL_SLOTS + 1);  /* full */
     tl_record* r = &q->slots[h % TL_SLOTS];
     r->f = f; r->stream = stream; r->launch = launch;
     r->dims[0] = gx; r->dims[1] = gy; r->dims[2] = gz; r->dims[3] = bx; r->dims[4] = by; r->dims[5] = bz;
@@ -125,13 +162,20 @@ static int tl_put(tl_queue* q, void* f, unsigned gx, unsigned gy, unsigned gz, u
     return __atomic_load_n(&q->error, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* Wait until everything put before the call has been launched; returns the status of the first
-   failed launch not yet taken (0: none). */
-static int tl_drain(tl_queue* q)
+/* Return once everything put before the call has been launched: `help` (the calling thread has
+   the device current) launches what the worker has not taken yet, else waits for the worker.
+   Returns the status of the first failed launch not yet taken (0: none). */
+static int tl_drain(tl_queue* q, int help)
 {
     unsigned long long h = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
-    for (unsigned spins = 0; __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) < h; ++spins) {
-        if (spins < 4096) TL_RELAX(); else sched_yield();
+    if (__atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) < h) {
+        if (help) {
+            tl_help(q, h);
+        } else {
+            for (unsigned spins = 0; __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) < h; ++spins) {
+                if (spins < 4096) TL_RELAX(); else sched_yield();
+            }
+        }
     }
     return __atomic_load_n(&q->error, __ATOMIC_ACQUIRE);
 }
@@ -158,29 +202,25 @@ static long long tl_now_ns(void)
 /* The worker's loop (its thread has the device current); returns after tl_stop. */
 static void tl_worker(tl_queue* q)
 {
-    unsigned long long t = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
-    long long idle_since = tl_now_ns();
+    long long idle_since = 0;
     for (;;) {
-        if (__atomic_load_n(&q->head, __ATOMIC_ACQUIRE) != t) {
-            tl_record* r = &q->slots[t % TL_SLOTS];
-            int err = ((tl_launch_t)r->launch)(r->f, r->dims[0], r->dims[1], r->dims[2], r->dims[3], r->dims[4],
-                                               r->dims[5], r->dims[6], r->stream, r->params, 0);
-            if (err && !__atomic_load_n(&q->error, __ATOMIC_ACQUIRE)) {
-                q->error_f = r->f;
-                memcpy(q->error_dims, r->dims, sizeof r->dims);
-                __atomic_store_n(&q->error, err, __ATOMIC_RELEASE);
-            }
-            __atomic_store_n(&q->tail, ++t, __ATOMIC_RELEASE);
+        unsigned long long h = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) != h && !__atomic_load_n(&q->helping, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_lock(&q->run);
+            if (q->tail < h) tl_run_until(q, q->tail + 1);  /* one at a time: a helper may take over */
+            pthread_mutex_unlock(&q->run);
             idle_since = 0;
             continue;
         }
-        if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) return;
+        if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE) && __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) == h) return;
         long long now = tl_now_ns();
         if (!idle_since) idle_since = now;
-        if (now - idle_since < TL_SPIN_NS) { TL_RELAX(); continue; }
+        if (now - idle_since < TL_PAUSE_NS) { TL_RELAX(); continue; }
+        if (now - idle_since < TL_SPIN_NS) { sched_yield(); continue; }
         pthread_mutex_lock(&q->lock);
         __atomic_store_n(&q->sleeping, 1, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&q->head, __ATOMIC_SEQ_CST) == t && !__atomic_load_n(&q->stop, __ATOMIC_SEQ_CST))
+        while (__atomic_load_n(&q->head, __ATOMIC_SEQ_CST) == __atomic_load_n(&q->tail, __ATOMIC_SEQ_CST)
+               && !__atomic_load_n(&q->stop, __ATOMIC_SEQ_CST))
             pthread_cond_wait(&q->wake, &q->lock);
         __atomic_store_n(&q->sleeping, 0, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&q->lock);
@@ -192,13 +232,14 @@ static void tl_worker(tl_queue* q)
    return -1 and drains return at once. */
 static void tl_abandon(tl_queue* q)
 {
-    pthread_mutex_init(&q->put, 0); pthread_mutex_init(&q->lock, 0); pthread_cond_init(&q->wake, 0);
+    tl_init_locks(q);
     q->stop = 1;
+    q->helping = 0;
     q->tail = q->head;
 }
 
-/* The worker returns once it has launched every record put before (the queue stays allocated;
-   later puts return -1). */
+/* The worker returns once every record put before has been launched (the queue stays
+   allocated; later puts return -1). */
 static void tl_stop(tl_queue* q)
 {
     pthread_mutex_lock(&q->put);      /* a put either lands before (and is launched) or sees stop */
@@ -239,11 +280,13 @@ class LaunchQueue:
     the C call itself: `params` the driver's argument pointers into `base` (nbytes long, copied
     at once, so the caller may refill it on return), `launch` the driver entry point's address;
     it returns 0, 1 when an earlier launch failed (take_error), or -1 where it did not queue
-    (too many argument bytes: drain, then launch directly). `activate()` makes the device
-    current in the worker's thread. `failed(status, f, dims)` raises the error of a failed
-    launch, f its function's address."""
+    (too many argument bytes: drain, then launch directly). The caller has the device current:
+    on a full ring it launches the oldest record itself. `ordinal`: the device's; `activate()`
+    makes it current in the worker's thread. `failed(status, f, dims)` raises the error of a
+    failed launch, f its function's address."""
 
-    def __init__(self, activate, failed):
+    def __init__(self, ordinal: int, activate, failed):
+        self.ordinal = ordinal
         shim = _compiled()
         self._ffi, self._lib = shim.ffi, shim.lib
         self._q = self._lib.tl_queue_new()
@@ -262,9 +305,11 @@ class LaunchQueue:
         finally:  # even without the device current: its launches then fail and are reported, none waits forever
             self._lib.tl_worker(self._q)  # cffi lets go of the GIL for the call: the loop runs beside Python
 
-    def drain(self) -> None:
-        """Return once every launch put before has reached the driver; raise a failed one's error."""
-        if self._lib.tl_drain(self._q):
+    def drain(self, help: bool = False) -> None:
+        """Return once every launch put before has reached the driver; raise a failed one's error.
+        `help`: the calling thread has the device current, and launches what the worker has not
+        taken yet itself instead of waiting for it."""
+        if self._lib.tl_drain(self._q, help):
             self.raise_failed()
 
     def raise_failed(self) -> None:
