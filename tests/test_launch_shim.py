@@ -158,7 +158,7 @@ def _put(dev, first_arg, grid=1):
 
 def test_queued_launches_reach_the_driver_in_order_with_their_own_arguments(queued):
     dev, rec = queued
-    n = 2000  # more than the ring's 512 slots: a full ring waits for the worker
+    n = 2000  # more than the ring's 512 slots: a put into a full ring launches the oldest record itself
     for i in range(n):
         _put(dev, i, grid=1 + i % 7)  # one argument buffer, refilled for every launch
     dev.synchronize()
