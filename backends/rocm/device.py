@@ -567,10 +567,9 @@ class GpuDevice(BackendDevice):
             self._launch_failed("launch_dependent", func, grid, block, shared_mem, err)
 
     def _launch_failed(self, call: str, func: Kernel, grid, block, shared_mem: int, err, when: str = "") -> None:
-        grid3 = grid if type(grid) is tuple else (grid, 1, 1)
-        block3 = block if type(block) is tuple else (block, 1, 1)
-        raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid3}, "
-                           f"block={block3}, shared_mem={shared_mem}) failed{when}: "
+        """Raise the failed launch's error; grid and block are 3-tuples."""
+        raise BackendError(f"{self.platform.CALLS[call]}({func.source}:{func.name}, grid={grid}, "
+                           f"block={block}, shared_mem={shared_mem}) failed{when}: "
                            f"{self.platform.error_name(err)} ({int(err)})")
 
     def _queued_launch_failed(self, status: int, f: int, dims) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import weakref
 
 MODULE = "tensorlite.backends.rocm._launch_shim"
 # f, grid x/y/z, block x/y/z, dynamic shared memory, stream, kernel parameters, and where
@@ -276,11 +275,12 @@ def through_shim(ffi, launch):
 class LaunchQueue:
     """One device's launch queue and its worker thread (the module's docstring says why).
 
-    put(f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, nargs, base, nbytes, launch) is
-    the C call itself: `params` the driver's argument pointers into `base` (nbytes long, copied
-    at once, so the caller may refill it on return), `launch` the driver entry point's address;
-    it returns 0, 1 when an earlier launch failed (take_error), or -1 where it did not queue
-    (too many argument bytes: drain, then launch directly). The caller has the device current:
+    put(queue, f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, nargs, base, nbytes, launch)
+    is the C call itself, `queue` this object's `queue`: `params` the driver's argument pointers
+    into `base` (nbytes long, copied at once, so the caller may refill it on return), `launch`
+    the driver entry point's address; it returns 0, 1 when an earlier launch failed
+    (raise_failed), or -1 where it did not queue (too many argument bytes, or the worker
+    stopped: drain, then launch directly). The caller has the device current:
     on a full ring it launches the oldest record itself. `ordinal`: the device's; `activate()`
     makes it current in the worker's thread. `failed(status, f, dims)` raises the error of a
     failed launch, f its function's address."""
@@ -289,11 +289,10 @@ class LaunchQueue:
         self.ordinal = ordinal
         shim = _compiled()
         self._ffi, self._lib = shim.ffi, shim.lib
-        self._q = self._lib.tl_queue_new()
-        if self._q == self._ffi.NULL:
+        self.queue = self._lib.tl_queue_new()  # the C queue, put's first argument
+        if self.queue == self._ffi.NULL:
             raise MemoryError("launch queue: out of host memory")
         self.put = self._lib.tl_put
-        self.queue = self._q
         self._failed = failed
         self._thread = threading.Thread(target=self._work, args=(activate,), name="tensorlite-launch", daemon=True)
         self._thread.start()
@@ -303,31 +302,31 @@ class LaunchQueue:
         try:
             activate()
         finally:  # even without the device current: its launches then fail and are reported, none waits forever
-            self._lib.tl_worker(self._q)  # cffi lets go of the GIL for the call: the loop runs beside Python
+            self._lib.tl_worker(self.queue)  # cffi lets go of the GIL for the call: the loop runs beside Python
 
     def drain(self, help: bool = False) -> None:
         """Return once every launch put before has reached the driver; raise a failed one's error.
         `help`: the calling thread has the device current, and launches what the worker has not
         taken yet itself instead of waiting for it."""
-        if self._lib.tl_drain(self._q, help):
+        if self._lib.tl_drain(self.queue, help):
             self.raise_failed()
 
     def raise_failed(self) -> None:
         f, dims = self._ffi.new("void**"), self._ffi.new("unsigned[7]")
-        status = self._lib.tl_take_error(self._q, f, dims)
+        status = self._lib.tl_take_error(self.queue, f, dims)
         if status:
             self._failed(status, int(self._ffi.cast("uintptr_t", f[0])), tuple(dims))
 
     def close(self) -> None:
         """Drain, then end the worker (the queue then takes no more launches)."""
         if self._thread is not None:
-            self._lib.tl_stop(self._q)
+            self._lib.tl_stop(self.queue)
             self._thread.join(timeout=30)  # a worker stuck in the driver must not hold the interpreter's exit
             self._thread = None
             _LIVE.discard(self)
 
 
-_LIVE = weakref.WeakSet()  # the queues whose workers run
+_LIVE = set()  # the queues whose workers run (a worker's thread holds its queue anyway)
 
 
 @atexit.register
@@ -338,7 +337,7 @@ def _close_all():  # the launches put last reach the driver before the runtime i
 
 def _abandon_all():  # a forked child has no worker threads: its devices launch directly
     for q in list(_LIVE):
-        q._lib.tl_abandon(q._q)
+        q._lib.tl_abandon(q.queue)
         q._thread = None
     _LIVE.clear()
 
