@@ -164,18 +164,29 @@ class Block(nn.Module):
         self.fc = nn.Linear(d_model, 4 * d_model)
         self.out = nn.Linear(4 * d_model, d_model)
 
-    def forward(self, x: tl.Tensor, compute_dtype, cast) -> tl.Tensor:
+    def forward(self, x: tl.Tensor, delta, compute_dtype, cast):
+        """(x', delta'): the block applied to the residual stream x + delta, whose sum is left
+        to the next norm as delta' is (see norm_sum): x' + delta' is the block's output."""
         b, t, d = x.shape
-        h = self.ln1(x).to(compute_dtype)
+        h, x = norm_sum(self.ln1, x, delta, compute_dtype)
         # q, k and v from one GEMM over their weights side by side (one product of 3d columns
         # instead of three of d, in the backward too: split's gradient is one cat)
         qkv = (self.q, self.k, self.v)
         y = F.linear(h, tl.cat([cast(m.weight) for m in qkv]), tl.cat([cast(m.bias) for m in qkv]))
         q, k, v = (p.reshape(b, t, self.n_head, d // self.n_head).transpose(1, 2) for p in y.split(d, -1))
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + linear(self.proj, att.transpose(1, 2).reshape(b, t, d), cast).to(x.dtype)
-        h = F.gelu(linear(self.fc, self.ln2(x).to(compute_dtype), cast), approximate="tanh")
-        return x + linear(self.out, h, cast).to(x.dtype)
+        h, x = norm_sum(self.ln2, x, linear(self.proj, att.transpose(1, 2).reshape(b, t, d), cast), compute_dtype)
+        h = F.gelu(linear(self.fc, h, cast), approximate="tanh")
+        return x, linear(self.out, h, cast)
+
+
+def norm_sum(ln: nn.LayerNorm, x: tl.Tensor, delta, compute_dtype):
+    """(ln(x + delta) in compute_dtype, x + delta): the residual add of a branch's output delta
+    (in compute_dtype; None: none) to the stream x (in float32), the norm after it and the
+    cast to the products' dtype, as one op (one kernel each way on GPUs)."""
+    if delta is None:
+        return ln(x).to(compute_dtype), x
+    return F.add_layer_norm(x, delta, ln.normalized_shape, ln.weight, ln.bias, ln.eps, dtype=compute_dtype)
 
 
 class GPT(nn.Module):
@@ -212,11 +223,12 @@ class GPT(nn.Module):
         if self.place is not None:
             x = x + self.place(self.place_ids[:t])
         cast = self.compute_weights()
+        delta = None  # each block's output, added to the stream by the next norm
         for block in self.blocks:
-            x = block(x, self.compute_dtype, cast)
+            x, delta = block(x, delta, self.compute_dtype, cast)
         if last is not None:
-            x = x[:, t - last:]
-        h = self.ln_f(x).to(self.compute_dtype)
+            x, delta = x[:, t - last:], None if delta is None else delta[:, t - last:]
+        h, _ = norm_sum(self.ln_f, x, delta, self.compute_dtype)
         if self.head is None:
             logits = F.linear(h, cast(self.tok.weight))
         else:

@@ -341,6 +341,11 @@ TL_DEV bool tl_narrow(i64 n) { return n < TL_NARROW; }
 // V consecutive elements moved by one load/store (16 bytes: what streams at full memory
 // bandwidth). alignas needs V * sizeof(T) to be a power of two, which all uses are.
 template <typename T, int V> struct alignas(V * sizeof(T)) VecN { T v[V]; };
+// TlSame<A, B>::value: whether A and B are one type (no <type_traits> under every compiler here).
+template <typename A, typename B> struct TlSame { enum { value = 0 }; };
+template <typename A> struct TlSame<A, A> { enum { value = 1 }; };
+// TlId<A>::type is A: a parameter written through it is not deduced from the argument.
+template <typename A> struct TlId { typedef A type; };
 template <typename T> using Vec4 = VecN<T, 4>;
 template <int V, typename T> TL_DEV bool tl_aligned(const T* p) { return ((u64)p & (V * sizeof(T) - 1)) == 0; }
 // Elements per vector for a map whose widest operand is S bytes: 16 bytes, at most 8.

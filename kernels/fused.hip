@@ -100,8 +100,12 @@ struct RowRegs {
     // the values of the vector at element j (slot c), TL_ROW_GROUP vectors at a time: all of
     // a group are computed (into raw) before any is written. Kept: the values are those a
     // Keep fold left.
-    template <bool Kept = false, typename H>
-    TL_DEV void store(T* y, H h) {
+    // y's element type O is T, or narrower (a norm whose output is cast: add_layer_norm's
+    // `dtype`): then a vector of y is N elements of O, aligned to its size.
+    template <bool Kept = false, typename O, typename H>
+    TL_DEV void store(O* y, H h) {
+        constexpr bool same = TlSame<O, T>::value;
+        Run<O, N> narrow[same ? 1 : TL_ROW_GROUP];  // the rounded values where O is not T (else raw)
 #pragma unroll
         for (int c0 = 0; c0 < V; c0 += TL_ROW_GROUP) {
 #pragma unroll
@@ -115,23 +119,31 @@ struct RowRegs {
                         values(c, t);
                     }
                     h((i64)(vector(c) * (int)N), c, t, (int)N);
-                    round_run<T, N>(raw[c], t);
+                    if constexpr (same) round_run<T, N>(raw[c], t);
+                    else round_run<O, N>(narrow[c - c0], t);
                 }
             }
 #pragma unroll
-            for (int c = c0; c < c0 + TL_ROW_GROUP && c < V; ++c)
-                if (c < live) ((Run<T, N>*)y)[vector(c)] = raw[c];
+            for (int c = c0; c < c0 + TL_ROW_GROUP && c < V; ++c) {
+                if constexpr (same) {
+                    if (c < live) ((Run<T, N>*)y)[vector(c)] = raw[c];
+                } else {
+                    if (c < live) ((Run<O, N>*)y)[vector(c)] = narrow[c - c0];
+                }
+            }
         }
     }
-    // The row becomes itself + res (a row laid out as it, 16-byte aligned on this path), each
-    // value rounded to T, and is written to `sum` (add_rms_norm's residual add).
-    TL_DEV void add(const T* res, T* sum) {
+    // The row becomes itself + res (a row laid out as it, 16-byte aligned on this path, of T
+    // or a narrower R), each value rounded to T, and is written to `sum` (add_rms_norm's and
+    // add_layer_norm's residual add).
+    template <typename R>
+    TL_DEV void add(const R* res, T* sum) {
 #pragma unroll
         for (int c = 0; c < V; ++c) {
             if (c < live) {
-                const Run<T, N> q = ((const Run<T, N>*)res)[vector(c)];
+                const Run<R, N> q = ((const Run<R, N>*)res)[vector(c)];
 #pragma unroll
-                for (int e = 0; e < N; ++e) raw[c].v[e] = Tr<T>::store(Tr<T>::load(raw[c].v[e]) + Tr<T>::load(q.v[e]));
+                for (int e = 0; e < N; ++e) raw[c].v[e] = Tr<T>::store(Tr<T>::load(raw[c].v[e]) + Tr<R>::load(q.v[e]));
                 ((Run<T, N>*)sum)[vector(c)] = raw[c];
             }
         }
@@ -197,8 +209,8 @@ struct RowCache {
     }
     // y (the contiguous output row) = h(j, 0, vals, cnt) mapping in place the cnt values
     // from element j on (cnt = N on the vector path, else 1). Nothing is ever kept.
-    template <bool Kept = false, typename H>
-    TL_DEV void store(T* y, H h) const {
+    template <bool Kept = false, typename O, typename H>
+    TL_DEV void store(O* y, H h) const {
         static_assert(!Kept, "RowCache holds nothing to keep");
         A t[N];
 #pragma unroll
@@ -210,32 +222,34 @@ struct RowCache {
 #pragma unroll
                 for (int e = 0; e < N; ++e) t[e] = Tr<T>::load(q.v[e]);
                 h(k * N, 0, t, (int)N);
-                store_run<T, N>(y + k * N, t);
+                store_run<O, N>(y + k * N, t);
             }
         } else {
 #pragma unroll 1
             for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
                 t[0] = Tr<T>::load(x[j * stride]);
                 h(j, 0, t, 1);
-                y[j] = Tr<T>::store(t[0]);
+                y[j] = Tr<O>::store(t[0]);
             }
         }
     }
     // The row becomes itself + res (a row laid out as it), each value rounded to T: written to
     // the contiguous `sum`, which later passes read instead. Each thread writes the elements
     // (or vectors) that it reads in every pass, so it rereads only its own writes.
-    TL_DEV void add(const T* res, T* sum) {
+    template <typename R>
+    TL_DEV void add(const R* res, T* sum) {
         if (vec) {
             for (i64 k = threadIdx.x; k < n / N; k += blockDim.x) {
-                const Run<T, N> a = ((const Run<T, N>*)x)[k], b = ((const Run<T, N>*)res)[k];
+                const Run<T, N> a = ((const Run<T, N>*)x)[k];
+                const Run<R, N> b = ((const Run<R, N>*)res)[k];
                 Run<T, N> q;
 #pragma unroll
-                for (int e = 0; e < N; ++e) q.v[e] = Tr<T>::store(Tr<T>::load(a.v[e]) + Tr<T>::load(b.v[e]));
+                for (int e = 0; e < N; ++e) q.v[e] = Tr<T>::store(Tr<T>::load(a.v[e]) + Tr<R>::load(b.v[e]));
                 ((Run<T, N>*)sum)[k] = q;
             }
         } else {
             for (i64 j = threadIdx.x; j < n; j += blockDim.x)
-                sum[j] = Tr<T>::store(Tr<T>::load(x[j * stride]) + Tr<T>::load(res[j * stride]));
+                sum[j] = Tr<T>::store(Tr<T>::load(x[j * stride]) + Tr<R>::load(res[j * stride]));
         }
         x = sum;
         stride = 1;
@@ -258,13 +272,14 @@ struct RowCache {
     };
 };
 
-// Whether RowRegs can hold every row of the launch (and write the contiguous output).
-template <typename T>
+// Whether RowRegs can hold every row of the launch (and write the contiguous output, of T or
+// a narrower O: its vectors are N elements of O).
+template <typename T, typename O = T>
 TL_DEV bool rows_fit_regs(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
-                          const T* out) {
+                          const O* out) {
     enum { N = 16 / sizeof(T) };
     return inner_stride == 1 && row_len % N == 0 && row_len <= (i64)blockDim.x * RowSlots<T>::V * N &&
-           tl_aligned16(out) && tl_rows_aligned16(outer, n_rows, in);
+           tl_aligned<N>(out) && tl_rows_aligned16(outer, n_rows, in);
 }
 // Whether a row fits one vector per thread (RowRegs<T, 1>), given that it fits RowRegs.
 template <typename T>
@@ -316,14 +331,16 @@ TL_DEV void softmax_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inne
 // __restrict__: out is a fresh buffer (ops/fused.py _rows_op) and the inputs are only read, so
 // the compiler may move loads across the output's stores (H100, rows of 4096: bf16
 // layer_norm without w and b 90.4 -> 92.2% of the copy bandwidth, the other cases unchanged).
-// Add: the rows res + tl_index(outer, row) are added to the input's first, each sum rounded to
-// T and written to the contiguous `sum` (add_rms_norm: a residual add and the norm after it in
-// one pass), and normalised as the input would be (a template flag: the plain norms' code
-// stays as it was tuned).
-template <typename T, bool Rms, typename Row, bool Add>
+// Add: the rows res + tl_index(outer, row) (of T, or a narrower R) are added to the input's
+// first, each sum rounded to T and written to the contiguous `sum` (add_rms_norm,
+// add_layer_norm: a residual add and the norm after it in one pass), and normalised as the
+// input would be (a template flag: the plain norms' code stays as it was tuned). The output
+// is of T or a narrower O (add_layer_norm's `dtype`: the norm's cast to a product's operand
+// type in the same pass).
+template <typename T, bool Rms, typename Row, bool Add, typename R = T, typename O = T>
 TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* __restrict__ in,
-                      const T* __restrict__ res, const T* __restrict__ w, i64 w_stride, const T* __restrict__ b,
-                      i64 b_stride, double eps, T* __restrict__ sum, T* __restrict__ out, bool ops_vec) {
+                      const R* __restrict__ res, const T* __restrict__ w, i64 w_stride, const T* __restrict__ b,
+                      i64 b_stride, double eps, T* __restrict__ sum, O* __restrict__ out, bool ops_vec) {
     typedef typename Tr<T>::acc A;
     enum { N = Row::N };
     __shared__ A smem_sq[TL_MAX_WARPS];
@@ -370,22 +387,24 @@ TL_DEV void norm_pass(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_s
     }
 }
 
-template <typename T, bool Rms, bool Add = false>
-TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in, const T* res,
-                      const T* w, i64 w_stride, const T* b, i64 b_stride, double eps, T* sum, T* out) {
+// (R and O are named, never deduced: the plain norms pass a null res.)
+template <typename T, bool Rms, bool Add = false, typename R = T, typename O = T>
+TL_DEV void norm_rows(i64 n_rows, i64 row_len, const Strided& outer, i64 inner_stride, const T* in,
+                      const typename TlId<R>::type* res, const T* w, i64 w_stride, const T* b, i64 b_stride,
+                      double eps, T* sum, typename TlId<O>::type* out) {
     // weight, bias and residual rows (where given) readable by vectors
     const bool ops_vec = (!w || (w_stride == 1 && tl_aligned16(w))) && (!b || (b_stride == 1 && tl_aligned16(b))) &&
                          (!Add || tl_rows_aligned16(outer, n_rows, res));
     if (ops_vec && rows_fit_regs<T>(n_rows, row_len, outer, inner_stride, in, out)) {
         if (row_fits_one_slot<T>(row_len))
-            norm_pass<T, Rms, RowRegs<T, 1>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
-                                                  b_stride, eps, sum, out, true);
+            norm_pass<T, Rms, RowRegs<T, 1>, Add, R, O>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride,
+                                                        b, b_stride, eps, sum, out, true);
         else
-            norm_pass<T, Rms, RowRegs<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
-                                               b_stride, eps, sum, out, true);
+            norm_pass<T, Rms, RowRegs<T>, Add, R, O>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
+                                                     b_stride, eps, sum, out, true);
     } else
-        norm_pass<T, Rms, RowCache<T>, Add>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride,
-                                            eps, sum, out, ops_vec);
+        norm_pass<T, Rms, RowCache<T>, Add, R, O>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b,
+                                                  b_stride, eps, sum, out, ops_vec);
 }
 
 struct View4 { i64 offset, s0, s1, s2, s3; };
@@ -583,6 +602,18 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
     }
 }
 
+// add_layer_norm_<t> (input, residual and output of T) and add_layer_norm_f32_<h> (an f32
+// input, a residual and an output of the half type h: a mixed-precision residual stream)
+#define ADD_LAYER_NORM_ENTRY(T, H, sfx)                                                   \
+    extern "C" __global__ void TL_MAX_REGS(TL_ROW_REGS_CAP) add_layer_norm_##sfx(i64 n_rows, \
+        i64 row_len, Strided outer, i64 inner_stride, const T* in, const H* res, const T* w, \
+        i64 w_stride, const T* b, i64 b_stride, double eps, T* sum, H* out) {              \
+        norm_rows<T, false, true, H, H>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, b, b_stride, \
+                                        eps, sum, out);                                   \
+    }
+ADD_LAYER_NORM_ENTRY(float, f16, f32_f16)
+ADD_LAYER_NORM_ENTRY(float, bf16, f32_bf16)
+
 #define FUSED_ENTRIES(T, sfx)                                                              \
     extern "C" __global__ void TL_MAX_REGS(TL_ROW_REGS_CAP) softmax_##sfx(i64 n_rows,     \
         i64 row_len, Strided outer, i64 inner_stride, const T* in, T* out) {              \
@@ -607,6 +638,7 @@ TL_DEV void attn_softmax_rows(i64 n_rows, i64 S, i64 L, i64 hq, int mask_kind, c
         tl_dependent_start();                                                             \
         norm_rows<T, true, true>(n_rows, row_len, outer, inner_stride, in, res, w, w_stride, 0, 0, eps, sum, out); \
     }                                                                                     \
+    ADD_LAYER_NORM_ENTRY(T, T, sfx)                                                       \
     extern "C" __global__ void rope_##sfx(i64 n, i64 n1, i64 n2, i64 d, View4 xv, View3 cv, \
         View3 sv, const T* x, const T* c, const T* s, T* out, int inverse, int heads) {   \
         rope_map<T, 0>(n, n1, n2, d, xv, cv, sv, x, c, s, out, inverse, heads);           \

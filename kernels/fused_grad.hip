@@ -143,11 +143,16 @@ template <typename A> struct NormSumsOp {
         return r;
     }
 };
-template <typename T, bool Rms, bool Vec>
+// add_layer_norm's backward (Vec rows only) is this with dy of H (T or a narrower half type),
+// the gradient of the residual sum `gs` (T, contiguous rows; nullable) added to dx, and dx
+// written in H as well where H is not T (`out_h`: the residual's gradient).
+template <typename T, bool Rms, bool Vec, typename H = T>
 TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, const Strided& go, i64 gi,
-                         const T* x, const T* g, const T* w, i64 w_stride, double eps,
-                         typename Tr<T>::acc* pw, typename Tr<T>::acc* pb, T* out) {
+                         const T* x, const typename TlId<H>::type* g, const T* w, i64 w_stride, double eps,
+                         typename Tr<T>::acc* pw, typename Tr<T>::acc* pb, T* out, const T* gs = 0,
+                         typename TlId<H>::type* out_h = 0) {
     typedef typename Tr<T>::acc A;
+    static_assert(Vec || TlSame<H, T>::value, "norm_bwd_fit: a narrower dy needs Vec rows");
     enum { N = NormFit<T>::N, V = NormFit<T>::V, S = NormFit<T>::S };
     __shared__ A smem[TL_NORM_FIT_THREADS / 16];  // one per warp: warps of >= 16 lanes
     __shared__ NormSums<A> tsmem[TL_NORM_FIT_THREADS / 16];
@@ -175,18 +180,19 @@ TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, con
         const bool valid = row < n_rows;
         const i64 len = valid ? row_len : 0;  // rows past the end: zeros, nothing read
         const T* xr = x + (valid ? tl_index(xo, row) : 0);
-        const T* gr = g + (valid ? tl_index(go, row) : 0);
-        Run<T, N> qx[V], qg[V];
-        if (Vec) {  // the host saw every row contiguous, 16-byte aligned, whole vectors
+        const H* gr = g + (valid ? tl_index(go, row) : 0);
+        Run<T, N> qx[V];
+        Run<H, N> qg[V];
+        if constexpr (Vec) {  // the host saw every row contiguous, 16-byte aligned, whole vectors
 #pragma unroll
             for (int c = 0; c < V; ++c) {  // every load issued before any is used
                 const i64 k = threadIdx.x + (i64)c * tpr;
                 if (k * N < len) {
                     qx[c] = ((const Run<T, N>*)xr)[k];
-                    qg[c] = ((const Run<T, N>*)gr)[k];
+                    qg[c] = ((const Run<H, N>*)gr)[k];
                 } else {
 #pragma unroll
-                    for (int e = 0; e < N; ++e) { qx[c].v[e] = Tr<T>::store(A(0)); qg[c].v[e] = qx[c].v[e]; }
+                    for (int e = 0; e < N; ++e) { qx[c].v[e] = Tr<T>::store(A(0)); qg[c].v[e] = Tr<H>::store(A(0)); }
                 }
             }
         } else {  // strided or misaligned rows, a partial last vector
@@ -214,7 +220,7 @@ TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, con
 #pragma unroll
             for (int e = 0; e < N; ++e) {
                 const A d = e < left ? Tr<T>::load(qx[c].v[e]) - mean : A(0);
-                const A gv = Tr<T>::load(qg[c].v[e]);  // 0 past the end
+                const A gv = Tr<H>::load(qg[c].v[e]);  // 0 past the end
                 const A gw = w ? gv * Tr<T>::load(qw[c].v[e]) : gv;
                 ts.sq += d * d; ts.g += gw; ts.gx += gw * d;
             }
@@ -227,17 +233,22 @@ TL_DEV void norm_bwd_fit(i64 n_rows, i64 row_len, const Strided& xo, i64 xi, con
 #pragma unroll
         for (int c = 0; c < V; ++c) {
             const i64 k = threadIdx.x + (i64)c * tpr, left = row_len - k * N;
-            A d[N];
+            A d[N], add[N];
+            if (gs && left > 0) widen_held<T, N>(((const Run<T, N>*)(gs + row * row_len))[k], add);  // Vec rows
 #pragma unroll
             for (int e = 0; e < N; ++e) {
-                const A gv = Tr<T>::load(qg[c].v[e]), xhat = (Tr<T>::load(qx[c].v[e]) - mean) * rstd;
+                const A gv = Tr<H>::load(qg[c].v[e]), xhat = (Tr<T>::load(qx[c].v[e]) - mean) * rstd;
                 d[e] = rstd * ((w ? gv * Tr<T>::load(qw[c].v[e]) : gv) - xhat * mean_gwx - mean_gw);
                 if (part) {  // columns past the end: never written out
                     mine[c * N + e] += gv * xhat;
                     mine[S + c * N + e] += gv;
                 }
+                if (gs) d[e] += add[e];
             }
-            if (left > 0) store_part<T, N>(o + k * N, d, left < N ? (int)left : (int)N);
+            if (left > 0) {
+                store_part<T, N>(o + k * N, d, left < N ? (int)left : (int)N);
+                if (out_h) store_part<H, N>(out_h + row * row_len + k * N, d, left < N ? (int)left : (int)N);
+            }
         }
     }
     if (!part) return;
@@ -576,6 +587,20 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, const Steps& steps) {
         norm_bwd_fit<T, true, Vec>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, pw, 0, out); \
     }
 
+// add_layer_norm_bwd_<t> (every operand of T) and add_layer_norm_bwd_f32_<h> (x, gs, w and dx
+// f32, dy and the residual's gradient of the half type h): norm_bwd_fit of Vec rows plus the
+// residual sum's gradient gs (nullable); out_h (nullable) gets dx in H too
+#define ADD_LAYER_NORM_BWD_ENTRY(T, H, sfx)                                                   \
+    extern "C" __global__ void __launch_bounds__(TL_NORM_FIT_THREADS, TL_NORM_FIT_VEC_BLOCKS(T)) \
+    add_layer_norm_bwd_##sfx(i64 n_rows, i64 row_len, Strided xo, i64 xi, Strided go, i64 gi,  \
+        const T* x, const H* g, const T* w, i64 w_stride, double eps, Tr<T>::acc* pw, Tr<T>::acc* pb, \
+        T* out, const T* gs, H* out_h) {                                                      \
+        norm_bwd_fit<T, false, true, H>(n_rows, row_len, xo, xi, go, gi, x, g, w, w_stride, eps, pw, pb, out, gs, \
+                                        out_h);                                               \
+    }
+ADD_LAYER_NORM_BWD_ENTRY(float, f16, f32_f16)
+ADD_LAYER_NORM_BWD_ENTRY(float, bf16, f32_bf16)
+
 #define FUSED_GRAD_ENTRIES(T, sfx)                                                             \
     extern "C" __global__ void softmax_bwd_##sfx(i64 n_rows, i64 row_len, Strided yo, i64 yi, \
         Strided go, i64 gi, const T* y, const T* g, T* out) {                                 \
@@ -597,6 +622,7 @@ TL_DEV void adamw_many_map(const AdamTable<T>& tb, const Steps& steps) {
     }                                                                                         \
     NORM_BWD_FIT_ENTRIES(T, sfx, fit, false, 1)                                                \
     NORM_BWD_FIT_ENTRIES(T, sfx, fit_vec, true, TL_NORM_FIT_VEC_BLOCKS(T))                                             \
+    ADD_LAYER_NORM_BWD_ENTRY(T, T, sfx)                                                        \
     extern "C" __global__ void norm_wgrad_##sfx(i64 n_rows, i64 row_len, i64 rows_per_chunk,  \
         Strided xo, i64 xi, Strided go, i64 gi, const T* x, const T* g, const Tr<T>::acc* stats, \
         Tr<T>::acc* pw, Tr<T>::acc* pb) {                                                     \

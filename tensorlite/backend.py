@@ -451,6 +451,41 @@ class BackendStorage(ABC):
         total = self.binary_impl("add", res, layout, res_layout)
         return total, total.rms_norm(Layout.contiguous(tuple(layout.shape)), weight, w_layout, eps)
 
+    def add_layer_norm(self, layout: Layout, res: "BackendStorage", res_layout: Layout,
+                       weight: Optional["BackendStorage"], w_layout: Optional[Layout],
+                       bias: Optional["BackendStorage"], b_layout: Optional[Layout], eps: float, out_dtype):
+        """(sum, normed): sum = self + res (one shape; res of self's float dtype or, where self is
+        float32, of a half type; contiguous, of self's dtype), normed = layer_norm(sum) cast to
+        out_dtype (self's dtype or res's). A pre-norm block's residual add, the next LayerNorm
+        and the cast of its output to the products' dtype (F.add_layer_norm's forward); this
+        default runs the ops, a backend may fuse them (the GPU's one kernel)."""
+        if res.dtype is not self.dtype:
+            res, res_layout = res.to_dtype(res_layout, self.dtype), Layout.contiguous(tuple(res_layout.shape))
+        total = self.binary_impl("add", res, layout, res_layout)
+        normed = total.layer_norm(Layout.contiguous(tuple(layout.shape)), weight, w_layout, bias, b_layout, eps)
+        if out_dtype is not self.dtype:
+            normed = normed.to_dtype(Layout.contiguous(tuple(layout.shape)), out_dtype)
+        return total, normed
+
+    def add_layer_norm_backward(self, layout: Layout, grad: "BackendStorage", grad_layout: Layout,
+                                grad_sum: Optional["BackendStorage"], gs_layout: Optional[Layout],
+                                weight: Optional["BackendStorage"], w_layout: Optional[Layout], eps: float,
+                                res_dtype, weight_grad: bool, bias_grad: bool):
+        """self is add_layer_norm's sum x (its dtype: the stream's). grad: the gradient of
+        normed (of add_layer_norm's out_dtype); grad_sum: that of the sum (self's dtype; None:
+        none). Returns (dsum, dres, dweight or None, dbias or None): dsum = layer_norm's dx +
+        grad_sum, the gradient of both addends, and dres = dsum cast to res_dtype (dsum itself
+        where that is self's dtype), dweight/dbias as layer_norm_backward's. A backend may fuse
+        it (the GPU's one row kernel)."""
+        if grad.dtype is not self.dtype:
+            grad, grad_layout = grad.to_dtype(grad_layout, self.dtype), Layout.contiguous(tuple(grad_layout.shape))
+        dx, dw, db = self.layer_norm_backward(layout, grad, grad_layout, weight, w_layout, eps, weight_grad,
+                                              bias_grad)
+        if grad_sum is not None:
+            dx = dx.binary_impl("add", grad_sum, Layout.contiguous(tuple(layout.shape)), gs_layout)
+        dres = dx if res_dtype is self.dtype else dx.to_dtype(Layout.contiguous(tuple(layout.shape)), res_dtype)
+        return dx, dres, dw, db
+
     @abstractmethod
     def rope(self, layout: Layout, cos: "BackendStorage", cos_layout: Layout, sin: "BackendStorage",
              sin_layout: Layout, variant: str) -> "BackendStorage":

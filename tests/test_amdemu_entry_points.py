@@ -229,6 +229,24 @@ def test_add_rms_norm(emu, rng, dtype, cols, start):
     _same(n_e, n_c, dtype, terms=cols)
 
 
+@pytest.mark.parametrize("stream, half", [(t, t) for t in D.FLOATS] + [(D.float32, D.float16), (D.float32, D.bfloat16)],
+                         ids=lambda d: d.name)
+def test_add_layer_norm(emu, rng, stream, half):
+    # add_layer_norm_<t> / _f32_<h> and their backward add_layer_norm_bwd_* (contiguous rows of
+    # whole vectors, both outputs used): the residual of `half`, the normed output cast to it
+    arrays = [random_array(rng, s, dt, -1.5, 1.5) for s, dt in (((3, 64), stream), ((3, 64), half), ((64,), stream),
+                                                                 ((64,), stream))]
+    results = []
+    for dev in ("cpu", emu):
+        x, r, w, b = (tl.tensor(a, device=dev, requires_grad=True) for a in arrays)
+        normed, total = F.add_layer_norm(x, r, 64, w, b, dtype=half)
+        proj = tl.tensor(np.linspace(-1, 1, 3 * 64).reshape(3, 64), dtype=stream, device=dev)
+        ((normed.to(stream) * proj).sum() + (total * proj).sum()).backward()
+        results.append((normed, total, x.grad, r.grad, w.grad, b.grad))
+    for got, ref in zip(*results):
+        _same(got, ref, got.dtype, terms=64)
+
+
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("start", [0, 1], ids=["vectors", "misaligned"])
 def test_rms_norm_linear(emu, rng, dtype, start):

@@ -387,6 +387,15 @@ def test_fused_and_random_launches_match_gfx90a_signatures(dev, dt):
         for causal in (False, True):
             out = q.sdpa(ql, k, kl, v, vl, mask, mlay if mask is not None else None, 0.3, causal)
             assert out.numel == 2 * 4 * 5 * 6
+    # add_layer_norm and its backward: one dtype, and f32 with each half type
+    for half in (dt,) + ((dtypes.float16, dtypes.bfloat16) if dt is dtypes.float32 else ()):
+        rows, w = Layout((6, 16)), _storage(dev, 16, dt)
+        res, g = _storage(dev, 6 * 16, half), _storage(dev, 6 * 16, half)
+        total, normed = x.add_layer_norm(rows, res, rows, w, Layout((16,)), w, Layout((16,)), 1e-5, half)
+        assert (total.dtype, normed.dtype) == (dt, half)
+        dx, dres, dw, db = total.add_layer_norm_backward(rows, g, rows, total, rows, w, Layout((16,)), 1e-5, half,
+                                                         True, True)
+        assert (dx.dtype, dres.dtype, dw.numel, db.numel) == (dt, half, 16, 16)
     random_fill(x, "uniform", -1.0, 1.0, 1234, 8)
     random_fill(x, "normal", 0.0, 2.0, 1234, 12)
     random_fill(_storage(dev, 10, dtypes.int64), "uniform", 0.0, 9.0, 1, 0)

@@ -140,6 +140,71 @@ def test_add_rms_norm_is_the_add_then_the_norm(device, rng, dtype, view):
         F.add_rms_norm(x, r.double(), x.shape[-1])
 
 
+@pytest.mark.parametrize("stream, half", [(tl.float32, None), (tl.float32, tl.bfloat16), (tl.float32, tl.float16),
+                                          (tl.bfloat16, None), (tl.float64, None)], ids=str)
+@pytest.mark.parametrize("view", ["contiguous", "odd", "misaligned"])
+def test_add_layer_norm_is_the_add_norm_and_cast(device, rng, stream, half, view):
+    """F.add_layer_norm(x, r, ..., dtype=half): (layer_norm(x + r) cast to half, x + r in the
+    stream's dtype), values and gradients equal to the ops it replaces, with both outputs used
+    and with only the normed one. One kernel each way on GPUs for contiguous rows (odd rows:
+    the forward's element path, the backward's ops; misaligned: the ops)."""
+    cols = {"contiguous": 64, "odd": 37, "misaligned": 64}[view]
+    rdt = half or stream
+    ax, ar = random_array(rng, (5, 3, cols), stream), random_array(rng, (5, 3, cols), rdt)
+    aw, ab = random_array(rng, (cols,), stream), random_array(rng, (cols,), stream)
+    proj_n, proj_t = (np.linspace(-1, 1, ax.size).reshape(ax.shape) * k for k in (1.0, 0.5))
+
+    def leaves():
+        def one(a, dt):
+            if view != "misaligned" or a.ndim == 1:
+                return tl.tensor(a, dtype=dt, device=device).requires_grad_()
+            flat = tl.tensor(np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)]), dtype=dt, device=device)
+            leaf = flat.requires_grad_()
+            return leaf, leaf[1:].reshape(a.shape)
+        return [one(a, dt) for a, dt in ((ax, stream), (ar, rdt), (aw, stream), (ab, stream))]
+
+    def tensors(ls):
+        return [t[1] if isinstance(t, tuple) else t for t in ls]
+
+    def grads(ls):
+        return [(t[0].grad[1:].reshape(t[1].shape) if isinstance(t, tuple) else t.grad) for t in ls]
+
+    for use_total in (True, False):
+        fused_leaves, ref_leaves = leaves(), leaves()
+        x, r, w, b = tensors(fused_leaves)
+        normed, total = F.add_layer_norm(x, r, cols, w, b, eps=1e-5, dtype=half)
+        assert normed.dtype is rdt and total.dtype is stream and normed.shape == total.shape == x.shape
+        xr, rr, wr, br = tensors(ref_leaves)
+        total_r = xr + rr.to(stream)
+        normed_r = F.layer_norm(total_r, (cols,), wr, br, eps=1e-5).to(rdt)
+        assert np.array_equal(total.numpy(), total_r.numpy())  # the sum rounded once, to the stream's dtype
+        assert_close(normed, normed_r.numpy().astype(np.float64), rdt, terms=cols)
+        for n_, t_ in ((normed, total), (normed_r, total_r)):
+            loss = (n_.to(stream) * tl.tensor(proj_n, dtype=stream, device=device)).sum()
+            if use_total:
+                loss = loss + (t_ * tl.tensor(proj_t, dtype=stream, device=device)).sum()
+            loss.backward()
+        for got, ref, dt in zip(grads(fused_leaves), grads(ref_leaves), (stream, rdt, stream, stream)):
+            assert got.dtype is dt
+            assert_close(got, ref.numpy().astype(np.float64), dt, terms=4 * cols)
+
+
+def test_add_layer_norm_rejects_bad_operands(device):
+    x, r = tl.ones(2, 4, device=device), tl.ones(2, 4, dtype=tl.bfloat16, device=device)
+    with pytest.raises(tl.ShapeError, match="add_layer_norm.*one shape"):
+        F.add_layer_norm(x, r[:, :2], 4)
+    with pytest.raises(tl.DTypeError, match="add_layer_norm.*floating"):
+        F.add_layer_norm(x, r.long(), 4)
+    with pytest.raises(tl.DTypeError, match="add_layer_norm.*dtype must be a floating"):
+        F.add_layer_norm(x, r, 4, dtype=tl.int32)
+    with pytest.raises(tl.ShapeError, match="add_layer_norm"):
+        F.add_layer_norm(x, r, 3)
+    with pytest.raises(tl.DTypeError, match="add_layer_norm"):  # weight of the sum's dtype
+        F.add_layer_norm(x, r, 4, tl.ones(4, dtype=tl.bfloat16, device=device))
+    normed, total = F.add_layer_norm(r, r, 4, dtype=tl.float32)  # two half operands: a half sum
+    assert total.dtype is tl.bfloat16 and normed.dtype is tl.float32
+
+
 def np_silu(x):
     return x / (1 + np.exp(-x))
 

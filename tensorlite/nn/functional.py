@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import amp as _amp, dtype as _dt
 from ..errors import ArgumentError, DeviceError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
-from ..autograd import is_grad_enabled, no_grad, note_write
+from ..autograd import attach_many, is_grad_enabled, no_grad, note_write
 from ..backend import batch_of_one, sdpa_layout
 from ..layout import Layout as _Layout
 from ..custom_op import custom_op, normalize_dim, result, storage_and_layout
@@ -287,6 +287,67 @@ def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
     total, normed = xs.add_rms_norm(xl, *storage_and_layout(r2), *storage_and_layout(w), eps)
     return (_reshaped(result(normed, x2.shape, x2.dtype), input.shape),
             _reshaped(result(total, x2.shape, x2.dtype), input.shape))
+
+
+_HALVES = (_dt.float16, _dt.bfloat16)
+
+
+def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, eps: float = 1e-5, dtype=None):
+    """(layer_norm(input + residual) in `dtype`, input + residual): a pre-norm transformer
+    block's residual add, the next LayerNorm and the cast of the normed rows to the dtype of
+    the products after it, with autograd. input and residual have one shape; the sum has their
+    promoted dtype (a float32 stream plus a bfloat16 or float16 branch output is float32, as
+    torch promotes), which weight and bias share; `dtype` (default: the sum's) is the normed
+    output's. On GPUs one kernel forward and one backward (which also adds the sum's gradient
+    and writes the residual's) for contiguous rows of one dtype, or of a float32 stream with a
+    half-type residual and output; otherwise the ops themselves. Not a PyTorch op.
+
+    >>> import tensorlite as tl
+    >>> x, r = tl.tensor([[1.0, 2.0]]), tl.tensor([[2.0, 4.0]], dtype=tl.bfloat16)
+    >>> normed, total = tl.nn.functional.add_layer_norm(x, r, 2, dtype=tl.bfloat16)
+    >>> total.tolist(), total.dtype, normed.tolist(), normed.dtype
+    ([[3.0, 6.0]], tensorlite.float32, [[-1.0, 1.0]], tensorlite.bfloat16)
+    """
+    op = "add_layer_norm"
+    input, weight, bias = _amp.full_precision(input, weight, bias)  # autocast: the norm in float32
+    if not isinstance(residual, Tensor) or tuple(input.shape) != tuple(residual.shape):
+        raise ShapeError(f"{describe(op, input=input, residual=residual)}: input and residual must have one shape")
+    if not (input.dtype.is_floating_point and residual.dtype.is_floating_point):
+        raise DTypeError(f"{describe(op, input=input, residual=residual)}: input and residual must be floating point")
+    sum_dt = _dt.promote_types(input.dtype, residual.dtype)
+    out_dt = sum_dt if dtype is None else _dt.get(dtype)
+    if not out_dt.is_floating_point:
+        raise DTypeError(f"{describe(op, input=input)}: dtype must be a floating dtype, got {out_dt.name}")
+    # x: the stream (the sum's dtype); r: the other addend, cast first unless a half type
+    # added to a float32 stream (which the GPU kernels read as it is)
+    x, r = (input, residual) if input.dtype is sum_dt else (residual, input)
+    if r.dtype is not sum_dt and not (sum_dt is _dt.float32 and r.dtype in _HALVES):
+        r = r._cast(sum_dt)
+    x2, (w, b), n = _flatten_normalized(op, x, normalized_shape, weight=weight, bias=bias)
+    r2 = _reshaped(r, x2.shape)
+    if r2._device is not x2._device:
+        raise DeviceError(f"{describe(op, input=input, residual=residual)}: input and residual must share a device")
+    (xs, xl), (rs, rl) = storage_and_layout(x2), storage_and_layout(r2)
+    total_st, normed_st = xs.add_layer_norm(xl, rs, rl, *storage_and_layout(w), *storage_and_layout(b), float(eps),
+                                            out_dt)
+    total, normed = result(total_st, x2.shape, sum_dt), result(normed_st, x2.shape, out_dt)
+
+    def grad(grads):
+        g_normed, g_total = grads
+        want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
+        if g_normed is None:  # only the sum was used: the add's gradient
+            return g_total, None if g_total is None else g_total._cast(r.dtype), None, None
+        (ts, tl_), (gs, gl) = storage_and_layout(total), storage_and_layout(g_normed._cast(out_dt))
+        gt = None if g_total is None else g_total._cast(sum_dt)
+        (gts, gtl), (ws, wl) = storage_and_layout(gt), storage_and_layout(w)
+        d_total, d_res, dw, db = ts.add_layer_norm_backward(tl_, gs, gl, gts, gtl, ws, wl, float(eps), r.dtype,
+                                                             want_w, want_b)
+        return (result(d_total, x2.shape, sum_dt), result(d_res, x2.shape, r.dtype),
+                None if dw is None else result(dw, (n,), sum_dt), None if db is None else result(db, (n,), sum_dt))
+    normed, total = attach_many([normed, total], (x2, r2, w, b), grad, op, saved=(total, w))
+    shape = input.shape
+    normed, total = _reshaped(normed, shape), _reshaped(total, shape)
+    return (normed, total)
 
 
 def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps=None, gated: bool = False):

@@ -25,20 +25,26 @@ from .index import ids_known_in_range
 if TYPE_CHECKING:
     from ..storage import GpuStorage
 
+# add_layer_norm's (and its backward's) mixed-precision entries, <stream>_<half>: an f32
+# residual stream whose residual and normed output are of the half type
+MIXED_NORM = ("f32_f16", "f32_bf16")
+
 # the entry points of this family's kernel sources (kernel_table.py assembles every family's);
 # attn_softmax is the GEMM path's masked softmax (ops/attention.py), gelu/silu_bwd the fused
 # unary backward (ops/elementwise.py)
 KERNELS = {
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm",
-                                              "rope", "rope_i", "rope_thd", "rope_kv_cache", "attn_softmax")
-                         for t in FLOATS),
+                                              "add_layer_norm", "rope", "rope_i", "rope_thd", "rope_kv_cache",
+                                              "attn_softmax")
+                         for t in FLOATS) + tuple(f"add_layer_norm_{t}" for t in MIXED_NORM),
     "fused_grad.hip": tuple(f"{op}_{t}" for op in ("softmax_bwd", "log_softmax_bwd", "layer_norm_bwd", "rms_norm_bwd",
                                                    "layer_norm_bwd_fit", "rms_norm_bwd_fit",
                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
                                                    "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
                                                    "cross_entropy_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd",
-                                                   "adamw", "adamw_many", "adamw_cap", "adamw_many_cap")
-                           for t in FLOATS),
+                                                   "adamw", "adamw_many", "adamw_cap", "adamw_many_cap",
+                                                   "add_layer_norm_bwd")
+                           for t in FLOATS) + tuple(f"add_layer_norm_bwd_{t}" for t in MIXED_NORM),
 }
 
 _ADAM_TENSORS, _ADAM_CHUNK = 24, 2048             # TL_ADAM_TENSORS, TL_ADAM_CHUNK in fused_grad.hip
@@ -140,20 +146,71 @@ class FusedOps:
                 or not (layout.is_contiguous() and res_layout.is_contiguous())):
             return super().add_rms_norm(layout, res, res_layout, weight, w_layout, eps)
         wargs = self._affine_operand("add_rms_norm", "weight", weight, w_layout, layout)
+        return self._add_norm(f"add_rms_norm_{self.dtype.short}", "add_rms_norm", layout, res, res_layout, wargs,
+                              eps, self.dtype)
+
+    def _add_norm(self, entry, op, layout, res, res_layout, affine, eps, out_dtype):
+        """(sum, normed) of add_rms_norm / add_layer_norm by their kernel `entry` over
+        contiguous self and res of one shape; `affine`: the weight (and bias) arguments."""
         dev = self.device
-        kernel = kernel_for(dev, f"add_rms_norm_{self.dtype.short}", "add_rms_norm", self=(self, layout),
-                            residual=(res, res_layout))
+        kernel = kernel_for(dev, entry, op, self=(self, layout), residual=(res, res_layout))
         # both row sets from their own first element (the rows' offsets in the launch are 0)
         n_rows, row_len, outer, inner_stride = rows_of(Layout.contiguous(tuple(layout.shape)))
-        total, out = self._new(layout.numel()), self._new(layout.numel())
+        total, out = self._new(layout.numel()), self._new(layout.numel(), out_dtype)
         if out.numel:
             launch_rows(dev, kernel, n_rows, row_len,
                         [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(outer)[0]),
                          ("int64", inner_stride), ("ptr", self.addr(layout.offset)),
-                         ("ptr", res.addr(res_layout.offset)), *wargs, ("double", float(eps)),
+                         ("ptr", res.addr(res_layout.offset)), *affine, ("double", float(eps)),
                          ("ptr", total.buffer.ptr), ("ptr", out.buffer.ptr)],
                         vector=row_vector(self.dtype, row_len, inner_stride), held=True)
         return total, out
+
+    def _add_norm_suffix(self, other, out_dtype):
+        """The add_layer_norm(_bwd) entry's suffix for a stream of self's dtype whose residual
+        (and normed output) are of `other` and `out_dtype`: one dtype throughout, or an f32
+        stream with both of one half type (MIXED_NORM); None where no entry takes them."""
+        t = self.dtype
+        if other is t and out_dtype is t and t.is_floating_point:
+            return t.short
+        sfx = f"{t.short}_{other.short}"
+        return sfx if out_dtype is other and sfx in MIXED_NORM else None
+
+    def add_layer_norm(self, layout, res, res_layout, weight, w_layout, bias, b_layout, eps, out_dtype):
+        # fused.hip norm_pass with Add (and a narrower output) over contiguous operands of one
+        # shape; anything else: the contract's ops
+        sfx = self._add_norm_suffix(res.dtype, out_dtype)
+        if sfx is None or tuple(res_layout.shape) != tuple(layout.shape) or layout.ndim == 0 \
+                or not (layout.is_contiguous() and res_layout.is_contiguous()):
+            return super().add_layer_norm(layout, res, res_layout, weight, w_layout, bias, b_layout, eps, out_dtype)
+        op = "add_layer_norm"
+        affine = (self._affine_operand(op, "weight", weight, w_layout, layout)
+                  + self._affine_operand(op, "bias", bias, b_layout, layout))
+        return self._add_norm(f"add_layer_norm_{sfx}", op, layout, res, res_layout, affine, eps, out_dtype)
+
+    def add_layer_norm_backward(self, layout, grad, grad_layout, grad_sum, gs_layout, weight, w_layout, eps,
+                                res_dtype, weight_grad, bias_grad):
+        # norm_bwd_fit's Vec rows with the sum's gradient added (and dx also written in the
+        # residual's dtype) in the same pass; anything else: the contract's ops
+        op = "add_layer_norm_backward"
+        sfx = self._add_norm_suffix(res_dtype, grad.dtype)
+        n_rows, row_len, xo, xi = rows_of(layout)
+        _, _, go, gi = rows_of(grad_layout)
+        if sfx is None or not n_rows * row_len or row_len > _NORM_FIT_THREADS * _norm_fit_cols(self.dtype) \
+                or tuple(grad_layout.shape) != tuple(layout.shape) \
+                or not (_rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len)) \
+                or (grad_sum is not None and (grad_sum.dtype is not self.dtype or not gs_layout.is_contiguous()
+                                              or tuple(gs_layout.shape) != tuple(layout.shape)
+                                              or grad_sum.addr(gs_layout.offset) % 16)):
+            return super().add_layer_norm_backward(layout, grad, grad_layout, grad_sum, gs_layout, weight, w_layout,
+                                                   eps, res_dtype, weight_grad, bias_grad)
+        wargs = self._affine_operand(op, "weight", weight, w_layout, layout)
+        dres = None if res_dtype is self.dtype else self._new(n_rows * row_len, res_dtype)
+        gs_ptr = 0 if grad_sum is None else grad_sum.addr(gs_layout.offset)
+        dx, dw, db = self._norm_backward_fit(
+            "add_layer_norm_bwd", op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad,
+            add=(sfx, [("ptr", gs_ptr), ("ptr", ptr_or_null(dres))]))
+        return dx, dx if dres is None else dres, dw, db
 
     def rope(self, layout, cos, cos_layout, sin, sin_layout, variant, _inverse=False):
         dnn = None if _inverse else dnn_for(self.device, "rope_i")  # the DNN library's rope: rope_i only
@@ -282,21 +339,22 @@ class FusedOps:
         self._norm_wgrad(layout, grad, grad_layout, stats, dw, db)
         return dx, dw, db
 
-    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad):
+    def _norm_backward_fit(self, name, op, layout, grad, grad_layout, wargs, eps, weight_grad, bias_grad, add=None):
         """Rows that fit a block of _NORM_FIT_THREADS (fused_grad.hip norm_bwd_fit): tpr threads
         per row (tpr * cols >= row_len), up to 256 // tpr rows per block, as many blocks per SM
         as stay resident (each sums its dweight/dbias partials over all of its rows), then
         norm_wgrad_finish over the blocks' partials. Rows of whole aligned vectors take the
-        _vec variant (fewer registers: more blocks per SM)."""
+        _vec variant (fewer registers: more blocks per SM). add: (entry suffix, its extra
+        arguments) of add_layer_norm_bwd, whose rows the caller saw vectorized."""
         dev, acc = self.device, self._acc_dtype()
         n_rows, row_len, xo, xi = rows_of(layout)
         _, _, go, gi = rows_of(grad_layout)
         dx = self._new(n_rows * row_len)
         dw = self._new(row_len) if weight_grad else None
         db = self._new(row_len) if bias_grad else None
-        vec = _rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len)
-        kernel = kernel_for(dev, f"{name}_fit{'_vec' if vec else ''}_{self.dtype.short}", op, self=(self, layout),
-                            grad=(grad, grad_layout))
+        vec = add is not None or (_rows_vectorized(self, xo, xi, row_len) and _rows_vectorized(grad, go, gi, row_len))
+        entry = f"{name}_{add[0]}" if add else f"{name}_fit{'_vec' if vec else ''}_{self.dtype.short}"
+        kernel = kernel_for(dev, entry, op, self=(self, layout), grad=(grad, grad_layout))
         cols = _norm_fit_cols(self.dtype)
         tpr = 1
         while tpr * cols < row_len:
@@ -312,7 +370,8 @@ class FusedOps:
         dev.launch(kernel, grid, (tpr, rpb),
                    [("int64", n_rows), ("int64", row_len), ("bytes", pack_strided(xo)[0]), ("int64", xi),
                     ("bytes", pack_strided(go)[0]), ("int64", gi), ("ptr", self.buffer.ptr),
-                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), *parts, ("ptr", dx.buffer.ptr)])
+                    ("ptr", grad.buffer.ptr), *wargs, ("double", float(eps)), *parts, ("ptr", dx.buffer.ptr),
+                    *(add[1] if add else ())])
         if dw is not None or db is not None:
             self._norm_wgrad_finish(grid, row_len, pw, pb, dw, db)
         return dx, dw, db
