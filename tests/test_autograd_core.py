@@ -284,3 +284,25 @@ def test_integer_ops_do_not_track_gradients():
     x = tl.tensor([1.0, 2.0], requires_grad=True)
     assert not (x > 1.0).requires_grad
     assert not x.argmax().requires_grad
+
+
+def test_backward_frees_an_output_that_its_op_saved_without_the_garbage_collector():
+    """softmax and add_layer_norm save their own output for the backward: a cycle through
+    the output's node, which backward breaks (else every activation of a training step would
+    wait for the garbage collector, and a GPU's memory with them)."""
+    import gc
+    import weakref
+    x = tl.randn(4, 8, requires_grad=True)
+    r = tl.randn(4, 8, dtype=tl.bfloat16, requires_grad=True)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        y = tl.nn.functional.softmax(x * 2, -1)
+        normed, total = tl.nn.functional.add_layer_norm(x, r, 8, dtype=tl.bfloat16)
+        alive = [weakref.ref(t._storage) for t in (y, normed, total)]
+        (y.sum() + normed.float().sum() + total.sum()).backward()
+        del y, normed, total
+        assert [ref() is None for ref in alive] == [True, True, True]
+    finally:
+        if was:
+            gc.enable()

@@ -31,6 +31,9 @@ CASES = {
     "layer_norm_plain": (lambda x: F.layer_norm(x, 5), [U(3, 5)]),
     "layer_norm_weight_only": (lambda x, w: F.layer_norm(x, [4], w, eps=1e-3), [U(2, 2, 4), U(4)]),
     "rms_norm_weight": (lambda x, w: F.rms_norm(x, 4, w, 1e-6), [U(3, 4), U(4)]),
+    # both outputs, each with its own weight in the sum (gradcheck sums the output)
+    "add_layer_norm": (lambda x, r, w, b: (lambda n, t: n + 0.5 * t)(*F.add_layer_norm(x, r, (2, 4), w, b, 1e-5)),
+                       [U(3, 2, 4), U(3, 2, 4), U(2, 4), U(2, 4)]),
     "rms_norm_2d_shape_default_eps": (lambda x: F.rms_norm(x, (2, 3)), [U(2, 2, 3)]),
     "gelu_erf": (lambda x: F.gelu(x), [U(2, 5)]),
     "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [U(2, 5)]),

@@ -52,7 +52,9 @@ STEPS = [
     ("logsumexp", lambda L, F, x, o: x - x.logsumexp(-1, keepdim=True), False),
     ("softmax", lambda L, F, x, o: F.softmax(x, -1), False),
     ("log_softmax", lambda L, F, x, o: F.log_softmax(x, dim=-1), False),
-    ("layer_norm", lambda L, F, x, o: F.layer_norm(x, (x.shape[-1],)), False),
+    # normalising x + o, not x: rows of near-equal values (tanh of exp's output is within 1% of 1)
+    # make layer_norm amplify float32 rounding by 1/std past any fixed tolerance against float64
+    ("layer_norm", lambda L, F, x, o: F.layer_norm(x + o, (x.shape[-1],)), True),
     ("var", lambda L, F, x, o: x * x.var(-1, keepdim=True), False),
     ("matmul", lambda L, F, x, o: (x @ o.transpose(-1, -2)) @ o * 0.1, True),
     ("clamp", lambda L, F, x, o: x.clamp(-0.5, 0.75), False),

@@ -330,24 +330,22 @@ def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, ep
     (xs, xl), (rs, rl) = storage_and_layout(x2), storage_and_layout(r2)
     total_st, normed_st = xs.add_layer_norm(xl, rs, rl, *storage_and_layout(w), *storage_and_layout(b), float(eps),
                                             out_dt)
-    total, normed = result(total_st, x2.shape, sum_dt), result(normed_st, x2.shape, out_dt)
+    total2, normed2 = result(total_st, x2.shape, sum_dt), result(normed_st, x2.shape, out_dt)
 
     def grad(grads):
         g_normed, g_total = grads
         want_w, want_b = w is not None and w.requires_grad, b is not None and b.requires_grad
         if g_normed is None:  # only the sum was used: the add's gradient
             return g_total, None if g_total is None else g_total._cast(r.dtype), None, None
-        (ts, tl_), (gs, gl) = storage_and_layout(total), storage_and_layout(g_normed._cast(out_dt))
+        (ts, tl_), (gs, gl) = storage_and_layout(total2), storage_and_layout(g_normed._cast(out_dt))
         gt = None if g_total is None else g_total._cast(sum_dt)
         (gts, gtl), (ws, wl) = storage_and_layout(gt), storage_and_layout(w)
         d_total, d_res, dw, db = ts.add_layer_norm_backward(tl_, gs, gl, gts, gtl, ws, wl, float(eps), r.dtype,
                                                              want_w, want_b)
         return (result(d_total, x2.shape, sum_dt), result(d_res, x2.shape, r.dtype),
                 None if dw is None else result(dw, (n,), sum_dt), None if db is None else result(db, (n,), sum_dt))
-    normed, total = attach_many([normed, total], (x2, r2, w, b), grad, op, saved=(total, w))
-    shape = input.shape
-    normed, total = _reshaped(normed, shape), _reshaped(total, shape)
-    return (normed, total)
+    attach_many([normed2, total2], (x2, r2, w, b), grad, op, saved=(total2, w))
+    return _reshaped(normed2, input.shape), _reshaped(total2, input.shape)
 
 
 def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps=None, gated: bool = False):
