@@ -49,26 +49,35 @@ def _register_null_device():
 
 
 class KernelTimer:
-    """Wraps a GpuDevice's launch and its BLAS's gemm so each call records a pair of events."""
+    """Wraps a GpuDevice's launch and its BLAS's GEMMs (plain and with an epilogue) so each
+    call records a pair of events."""
 
     def __init__(self, dev):
         self.dev, self.pending = dev, []
         self._launch, blas = dev.launch, dev.blas
-        self._gemm = blas.gemm_strided_batched
+        self._gemm, self._gemm_epilogue = blas.gemm_strided_batched, blas.gemm_epilogue
 
         def launch(func, *args, **kwargs):
             self._timed(func.name, self._launch, func, *args, **kwargs)
 
+        def name(dtype, trans_a, trans_b, m, n, k):
+            return f"gemm {dtypes.get(dtype).short} {'T' if trans_a else 'N'}{'T' if trans_b else 'N'} {m}x{n}x{k}"
+
         def gemm(dtype, trans_a, trans_b, m, n, k, *args, **kwargs):
-            name = f"gemm {dtypes.get(dtype).short} {'T' if trans_a else 'N'}{'T' if trans_b else 'N'} {m}x{n}x{k}"
-            self._timed(name, self._gemm, dtype, trans_a, trans_b, m, n, k, *args, **kwargs)
-        dev.launch, blas.gemm_strided_batched = launch, gemm
+            self._timed(name(dtype, trans_a, trans_b, m, n, k), self._gemm, dtype, trans_a, trans_b, m, n, k,
+                        *args, **kwargs)
+
+        def gemm_epilogue(dtype, trans_a, trans_b, m, n, k, *args):  # args[-1]: the epilogue
+            return self._timed(f"{name(dtype, trans_a, trans_b, m, n, k)} +{args[-1]}", self._gemm_epilogue, dtype,
+                               trans_a, trans_b, m, n, k, *args)
+        dev.launch, blas.gemm_strided_batched, blas.gemm_epilogue = launch, gemm, gemm_epilogue
         self._blas = blas
 
     def _timed(self, name, fn, *args, **kwargs):
         e0 = self.dev.event().record()
-        fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
         self.pending.append((name, e0, self.dev.event().record()))
+        return out
 
     def collect(self):
         """{name: (ms, count)} over the calls since the last collect (synchronises)."""
@@ -83,7 +92,7 @@ class KernelTimer:
 
     def remove(self):
         del self.dev.launch
-        self._blas.gemm_strided_batched = self._gemm
+        self._blas.gemm_strided_batched, self._blas.gemm_epilogue = self._gemm, self._gemm_epilogue
 
 
 def main(argv=None):
