@@ -466,10 +466,11 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
                 _check_saved(v.name, v.saved, v.stamp)
             in_grads = _recorded_backward(v, g) if create_graph else v.backward_fn(g)
             if not retain_graph and v.name not in _READS_NO_TENSOR:
-                # freed, saved tensors too: an op that saved its own output (softmax,
-                # add_layer_norm) forms a cycle through its node that would otherwise keep the
-                # step's activations alive until the garbage collector runs
-                v.backward_fn, v.saved = None, ()
+                # freed with the tensors the node holds, as PyTorch frees saved tensors: a loss
+                # kept after backward would otherwise keep the step's activations alive (through
+                # its graph's inputs), and an op that saved its own output (softmax,
+                # add_layer_norm) forms a cycle that only the garbage collector breaks
+                v.backward_fn, v.saved, v.inputs = None, (), ()
             for e, ig in zip(v.edges, in_grads):
                 if e is None or ig is None:
                     continue

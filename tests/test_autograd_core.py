@@ -286,7 +286,7 @@ def test_integer_ops_do_not_track_gradients():
     assert not x.argmax().requires_grad
 
 
-def test_backward_frees_an_output_that_its_op_saved_without_the_garbage_collector():
+def test_backward_frees_the_graphs_tensors_without_the_garbage_collector():
     """softmax and add_layer_norm save their own output for the backward: a cycle through
     the output's node, which backward breaks (else every activation of a training step would
     wait for the garbage collector, and a GPU's memory with them)."""
@@ -303,6 +303,17 @@ def test_backward_frees_an_output_that_its_op_saved_without_the_garbage_collecto
         (y.sum() + normed.float().sum() + total.sum()).backward()
         del y, normed, total
         assert [ref() is None for ref in alive] == [True, True, True]
+        # an activation while the loss is still referenced (a training loop's last loss, kept
+        # through the next step's forward): freed by the backward, as PyTorch frees what it saved
+        w = tl.randn(8, 8, requires_grad=True)
+        h = (tl.randn(4, 8) @ w).relu()
+        activation = weakref.ref(h._storage)
+        loss = (h * 2).sum()
+        del h
+        loss.backward()
+        assert activation() is None and w.grad is not None
+        with pytest.raises(tl.TensorliteError, match="freed by an earlier backward"):
+            loss.backward()
     finally:
         if was:
             gc.enable()
