@@ -85,7 +85,8 @@ class DenseAddNorm(nn.Module):
         self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
 
     def forward(self, h, residual):
-        return self.LayerNorm(residual + self.dense(h))
+        ln = self.LayerNorm  # the add and the norm as one op (one kernel on GPUs)
+        return F.add_layer_norm(residual, self.dense(h), ln.normalized_shape, ln.weight, ln.bias, ln.eps)[0]
 
 
 class Attention(nn.Module):
