@@ -174,14 +174,15 @@ def main():
         layers = [
             ("Tensor layer", lambda: a + b),
             ("storage (lookup, alloc, layouts, grid)", lambda: sa.binary_impl("add", sb, la, lb)),
+            ("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
         ]
         if queue is None:
-            layers += [("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)), bare]
+            layers.append(bare)
         else:
             put, ring = dev._put, queue.queue
-            layers += [("launch (checks, packing)", lambda: dev.launch(kernel, grid, 256, launch_args)),
-                       ("put in the launch queue", lambda: put(ring, handle, grid, 1, 1, 256, 1, 1, 0, stream, params,
-                                                               lay.nargs, lay.cbuf, lay.nbytes, dev._launch_last))]
+            layers.append(("put in the launch queue", lambda: put(ring, handle, grid, 1, 1, 256, 1, 1, 0, stream,
+                                                                  params, lay.nargs, lay.cbuf, lay.nbytes,
+                                                                  dev._launch_last)))
         if noop is not None:
             dev._launch_last = dev.platform.ffi.cast("void*", noop)
         try:

@@ -24,7 +24,6 @@ from . import backend, dtype as _dt
 from .errors import ArgumentError, DTypeError
 
 _state = threading.local()  # .mode: (device type, dtype) of the innermost enabled region, or None
-_LOW = (_dt.float16, _dt.bfloat16)
 
 
 class autocast:
@@ -36,7 +35,7 @@ class autocast:
         if device_type not in names:
             raise ArgumentError(f"autocast: device_type must be one of {names}, got {device_type!r}")
         dtype = _dt.get(dtype) if dtype is not None else (_dt.bfloat16 if device_type == "cpu" else _dt.float16)
-        if dtype not in _LOW:
+        if dtype not in _dt.HALVES:
             raise DTypeError(f"autocast: dtype must be float16 or bfloat16, got {dtype.name}")
         self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
 
@@ -79,13 +78,13 @@ def low_precision(*tensors):
     """The operands of a matmul-like op: float32 ones on the autocast device in its dtype.
     Outside autocast, the operands unchanged."""
     mode = getattr(_state, "mode", None)
-    return tensors if mode is None else _cast(tensors, (_dt.float32,) + _LOW, mode[1])
+    return tensors if mode is None else _cast(tensors, (_dt.float32,) + _dt.HALVES, mode[1])
 
 
 def full_precision(*tensors):
     """The operands of an op that autocast runs in float32: 16-bit ones on the autocast device
     as float32. Outside autocast, the operands unchanged."""
-    return tensors if getattr(_state, "mode", None) is None else _cast(tensors, _LOW, _dt.float32)
+    return tensors if getattr(_state, "mode", None) is None else _cast(tensors, _dt.HALVES, _dt.float32)
 
 
 class GradScaler:

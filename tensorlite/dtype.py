@@ -57,6 +57,7 @@ float64 = DType("float64", "f64", np.dtype(np.float64), True, True, 12)
 
 ALL = (float32, float16, bfloat16, float64, uint8, uint32, int64, bool_, int8, int16, int32)
 FLOATS = (float32, float16, bfloat16, float64)
+HALVES = (float16, bfloat16)  # the 16-bit floats: arithmetic in float32
 INTEGERS = (uint8, uint32, int64, int8, int16, int32)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({d.short: d for d in ALL})

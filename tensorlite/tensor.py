@@ -2923,7 +2923,7 @@ class Tensor:
         if not lambd > 0:
             raise ArgumentError(f"{describe('exponential_', self=self)}: lambd must be positive, got {lambd}")
         self._check_random_fill("exponential_")
-        u = rand(self.shape, dtype=_dt.float32 if self.dtype in (_dt.float16, _dt.bfloat16) else self.dtype,
+        u = rand(self.shape, dtype=_dt.float32 if self.dtype in _dt.HALVES else self.dtype,
                  device=self._device)
         return _setitem(self, Ellipsis, (1.0 - u).log() * (-1.0 / lambd), "exponential_")
 

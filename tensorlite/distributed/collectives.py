@@ -55,7 +55,6 @@ class ReduceOp:
 
 _OPS = ("sum", "avg", "product", "max", "min")
 _LOGICAL = {"sum": "max", "max": "max", "product": "min", "min": "min"}  # bool as uint8: or / and
-_HALF = (dtypes.float16, dtypes.bfloat16)
 
 
 class Work:
@@ -314,14 +313,14 @@ def _wire(dtype, array, op: str):
     if dtype is dtypes.bool_:
         return array.view(np.uint8), _LOGICAL[op]
     wire_op = "sum" if op == "avg" else op
-    return (array.astype(np.float32) if dtype in _HALF else array), wire_op
+    return (array.astype(np.float32) if dtype in dtypes.HALVES else array), wire_op
 
 
 def _unwire(w, dtype, buf, array, op: str) -> None:
     """The reduced wire buffer's values into `array`: AVG's division, the 16-bit floats' one rounding."""
     if op == "avg":
         np.divide(buf, w.size, out=buf)
-    if dtype in _HALF:
+    if dtype in dtypes.HALVES:
         array[...] = buf.astype(array.dtype)
 
 
@@ -559,7 +558,7 @@ def _reduce_scatter(w, out, inp, op: str) -> Work:
     host_out, host_in = _Host(work), _Host(src)
     send, wire_op = _wire(src.dtype, host_in.array, op)
     # the receive buffer in the wire's dtype: the output itself, its uint8 view (bool), a float32 one (f16/bf16)
-    recv = np.empty(n, np.float32) if src.dtype in _HALF else host_out.array.view(send.dtype)
+    recv = np.empty(n, np.float32) if src.dtype in dtypes.HALVES else host_out.array.view(send.dtype)
     request = w.host.Ireduce_scatter_block(send, recv, wire_op)
 
     def finish():

@@ -289,9 +289,6 @@ def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
             _reshaped(result(total, x2.shape, x2.dtype), input.shape))
 
 
-_HALVES = (_dt.float16, _dt.bfloat16)
-
-
 def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, eps: float = 1e-5, dtype=None):
     """(layer_norm(input + residual) in `dtype`, input + residual): a pre-norm transformer
     block's residual add, the next LayerNorm and the cast of the normed rows to the dtype of
@@ -321,7 +318,7 @@ def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, ep
     # x: the stream (the sum's dtype); r: the other addend, cast first unless a half type
     # added to a float32 stream (which the GPU kernels read as it is)
     x, r = (input, residual) if input.dtype is sum_dt else (residual, input)
-    if r.dtype is not sum_dt and not (sum_dt is _dt.float32 and r.dtype in _HALVES):
+    if r.dtype is not sum_dt and not (sum_dt is _dt.float32 and r.dtype in _dt.HALVES):
         r = r._cast(sum_dt)
     x2, (w, b), n = _flatten_normalized(op, x, normalized_shape, weight=weight, bias=bias)
     r2 = _reshaped(r, x2.shape)
@@ -417,7 +414,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ArgumentError("batch_norm: running_mean and running_var are required when training=False")
     dims = (0,) + tuple(range(2, x.ndim))
     bshape = (1, c) + (1,) * (x.ndim - 2)
-    cdt = _dt.float32 if x.dtype in (_dt.float16, _dt.bfloat16) else x.dtype
+    cdt = _dt.float32 if x.dtype in _dt.HALVES else x.dtype
     n = prod(x.shape) // c if c else 0
     if training and n <= 1:
         raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, "
@@ -850,7 +847,7 @@ def _reduction(op, size_average, reduce, reduction, extra=()):
 
 def _up(t):
     """f16/bf16 -> float32: the losses compute in float32 and round once (PyTorch's opmath)."""
-    return t._cast(_dt.float32) if isinstance(t, Tensor) and t.dtype in (_dt.float16, _dt.bfloat16) else t
+    return t._cast(_dt.float32) if isinstance(t, Tensor) and t.dtype in _dt.HALVES else t
 
 
 def _loss(op, input, target, reduction, fn, weight=None, shapes="warn", weight_rule=None):

@@ -301,7 +301,7 @@ def flash_wgmma(dev) -> bool:
 def flash_mma(dev, dtype, dp: int) -> bool:
     """Whether the matrix-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
     `dev`: f16/bf16, padded head dim 64 or 128, an arch with matrix cores (its platform says)."""
-    if dtype not in (dtypes.float16, dtypes.bfloat16) or dp not in (64, 128):
+    if dtype not in dtypes.HALVES or dp not in (64, 128):
         return False
     return dev.platform.matrix_cores(dev.arch) is not None
 
