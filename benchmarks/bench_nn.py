@@ -12,11 +12,12 @@ groups too, after its own). Groups:
          x plus the weights / cos / sin; % of the measured d2d copy. torch: torch.softmax,
          F.layer_norm, F.rms_norm, and rope the Hugging Face way (x*cos + rotate_half(x)*sin with
          (t, d) tables). Target: >= 90% of copy and >= 1.0x torch.
-  sdpa   scaled_dot_product_attention b8 h16 s2048 d128 bf16 causal, forward and forward +
-         backward, vs torch.nn.functional.scaled_dot_product_attention. TFLOP/s counting the
-         causal half: 4*b*h*s*s*d/2 forward, 2.5x that backward (3.5x for forward + backward).
-         Runs with TENSORLITE_SDPA as set (default auto; the row says which kernel auto took),
-         and again with TENSORLITE_SDPA=gemm. Target: >= 0.5x torch.
+  sdpa   scaled_dot_product_attention b8 h16 s2048 d128 bf16 causal, and the gpt group's
+         attention (b32 h8 s256 d64 causal) in f32, forward and forward + backward, vs
+         torch.nn.functional.scaled_dot_product_attention (f32: torch's memory-efficient kernel).
+         TFLOP/s counting the causal half: 4*b*h*s*s*d/2 forward, 2.5x that backward (3.5x for
+         forward + backward). Runs with TENSORLITE_SDPA as set (default auto; the row says which
+         kernel auto took), and again with TENSORLITE_SDPA=gemm. Target: >= 0.5x torch.
   conv   ResNet-like 3x3 conv2d, N32 C128 56x56 -> 128, pad 1, no bias, f32 and bf16 forward,
          TFLOP/s; with TENSORLITE_DNN as set (default auto: cuDNN / MIOpen where it loads) and
          with TENSORLITE_DNN=0 (portable kernels). Both without TF32 in f32 (torch's cuDNN
@@ -159,17 +160,23 @@ def _sdpa_path(b, fn):
 
 
 def sdpa_cases(b):
+    cases = [((1, 2, 128, 64) if b.smoke else (8, 16, 2048, 128), "bfloat16"),
+             ((1, 2, 128, 64) if b.smoke else (32, 8, 256, 64), "float32")]  # the gpt group's attention
+    for (bs, h, s, d), dt in cases:
+        with b.guard(f"sdpa {_short(dt)}"):
+            _sdpa_case(b, bs, h, s, d, dt)
+
+
+def _sdpa_case(b, bs, h, s, d, dt):
     tl, torch = b.tl, b.torch
     F, tF = tl.nn.functional, torch.nn.functional
-    bs, h, s, d = (1, 2, 128, 64) if b.smoke else (8, 16, 2048, 128)
-    dt = "bfloat16"
     flops_fwd = 4 * bs * h * s * s * d / 2
-    shape = f"b{bs} h{h} s{s} d{d} bf16 causal"
+    shape = f"b{bs} h{h} s{s} d{d} {_short(dt)} causal"
     q_tl, q_t = b.pair((bs, h, s, d), dt)
     k_tl, k_t = b.pair((bs, h, s, d), dt)
     v_tl, v_t = b.pair((bs, h, s, d), dt)
     g_tl, g_t = b.pair((bs, h, s, d), dt)
-    iters = 3 if b.gpu else 1
+    iters = (3 if s >= 1024 else 20) if b.gpu else 1
 
     def fwd_tl():
         with tl.no_grad():

@@ -8,10 +8,11 @@
 // Entry points (DP = head dim the instantiation is padded to: 32, 64 or 128; the host
 // picks the smallest DP >= max(d, dv)):
 //   flash_fwd{DP}_<t>   out (b, hq, L, dv) through its view ov, lse (b, hq, L) f32 contiguous (may be null)
-//   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 and DP 64/128 only, where the
-//                       device has them (TL_HAS_MMA, compat.h Part 3; the host checks the arch)
-//   flash_fwd_wg{DP}_<t>   flash_fwd_mma's cases on Hopper's warpgroup products (wgmma: code
-//                       built for sm_90a only; the host picks it there)
+//   flash_fwd_mma{DP}_<t>  the same on tensor cores, f16/bf16 at DP 64/128 and f32 at DP 64,
+//                       where the device has them (TL_HAS_MMA, compat.h Part 3; the host checks
+//                       the arch). f32 runs on NVIDIA as 3xTF32, on AMD as f32 MFMA.
+//   flash_fwd_wg{DP}_<t>   flash_fwd_mma's f16/bf16 cases on Hopper's warpgroup products
+//                       (wgmma: code built for sm_90a only; the host picks it there)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
 //   flash_bwd_wg{DP}_<t>   flash_bwd_mma's cases on warpgroup products (as flash_fwd_wg)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
@@ -541,16 +542,17 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
     }
 }
 
-// ---- tensor-core forward (f16/bf16, DP 64 or 128) --------------------------------------
+// ---- tensor-core forward (f16/bf16 at DP 64 or 128, f32 at 64) --------------------------
 // Same contract as flash_fwd. A block is (warpSize, MMA_FWD_WARPS) threads; warp w owns query
 // rows l0 + RT*16*w .. +RT*16 (RT 16-row tiles, so each K / V fragment read from shared memory
 // feeds RT products) and keeps the scores S = Q K^T of a key tile and the output accumulator
 // in tensor-core tiles (compat.h Part 3); its Q fragments are re-read from shared memory
 // (too many registers otherwise). Softmax runs in f32 on the accumulator elements, in the
-// log2 domain (exp2); P is rounded to T as the A operand of P V. Q and STAGES K and V tiles
+// log2 domain (exp2); P is rounded to T as the A operand of P V. An f32 warp owns one
+// 16-row tile (RT 1: the f32 fragments take twice the registers). Q and STAGES K and V tiles
 // are staged row-major in dynamic shared memory (MmaFwdTile::SMEM bytes, above the 48 KiB of
-// static shared memory: the host opts in), rows padded by 8 elements (16 bytes: fragment
-// loads stay aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
+// static shared memory: the host opts in), rows padded by 8 elements (fragment loads stay
+// aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
 #define MMA_FWD_WARPS 4  // forward
 // backward: 16 keys per warp. NVIDIA: 8 warps (128 keys, 78.5 KiB of shared memory at DP 128;
 // each staged Q / dO tile then serves twice the keys: fwd+bwd 149 -> 159 TFLOP/s on the H100);
@@ -561,7 +563,7 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 #define MMA_WARPS 4
 #endif
 template <typename T, int DP, int NW> struct MmaFwdTile {
-    static const int RT = 2;                                   // 16-row tiles per warp
+    static const int RT = sizeof(T) == 4 ? 1 : 2;              // 16-row tiles per warp (f32: registers)
     static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (the tile header)
     // keys per tile: 64 (half the barriers, online-softmax updates and tile waits per key of
     // 32: 203 -> 212 TFLOP/s on the H100) where the shared memory holds two stages of them
@@ -893,12 +895,12 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
                 for (int n = 0; n < NT; ++n) tl_mma_zero(s[t][n]);
 #pragma unroll
             for (int c = 0; c < KD; ++c) {  // dims outer: RT * NT independent accumulations in flight
-                TlFragA qa[RT];
+                TlA<T> qa[RT];
 #pragma unroll
                 for (int t = 0; t < RT; ++t) tl_mma_load_a(qa[t], sqw + 16 * t * LD + 16 * c, LD);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
-                    TlFragB kb;
+                    TlB<T> kb;
                     tl_mma_load_b_nk(kb, sk + 16 * n * LD + 16 * c, LD);
 #pragma unroll
                     for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
@@ -915,12 +917,12 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         if (!active) continue;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-            TlFragA pa[RT];
+            TlA<T> pa[RT];
 #pragma unroll
             for (int t = 0; t < RT; ++t) tl_mma_acc_to_a<T>(pa[t], s[t][n]);
 #pragma unroll
             for (int c = 0; c < KD; ++c) {
-                TlFragB vb;
+                TlB<T> vb;
                 tl_mma_load_b_kn(vb, sv + 16 * n * LD + 16 * c, LD);
 #pragma unroll
                 for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(o[t][c], pa[t], vb);
@@ -1067,7 +1069,7 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 #endif
 }
 
-// ---- tensor-core backward (f16/bf16, DP 64 or 128) -------------------------------------
+// ---- tensor-core backward (f16/bf16 at DP 64 or 128, f32 at 64) -------------------------
 // Same contract as flash_bwd. A block is (warpSize, NW) threads and owns BN = 16 * NW keys
 // of one kv head; warp w owns keys j0 + 16*w .. +16: its V fragments (registers), its rows of
 // S^T = K Q^T, dP^T = V dO^T and of the dK / dV accumulators. P^T and dS^T are formed on the
@@ -1082,8 +1084,10 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 #define MMA_BWD_STAGES 2
 template <typename T, int DP, int NW> struct MmaBwdTile {
     static const int BN = 16 * NW;            // keys per block
-    static const int BM = DP > 64 ? 32 : 64;  // query rows per step
-    static const int LD = DP + 8, LDS = BM + 8, ST = MMA_BWD_STAGES;
+    static const int BM = DP > 64 || sizeof(T) == 4 ? 32 : 64;  // query rows per step
+    // padded rows (fragment loads stay aligned; rows fall on different banks): 8 elements,
+    // dS^T's 16 bytes (f32 at DP 64 then fits AMD's 64 KiB of LDS: 63.5 KiB)
+    static const int LD = DP + 8, LDS = BM + 16 / (int)sizeof(T), ST = MMA_BWD_STAGES;
     // dQ (BM x DP) as 16x16 tiles: warp w takes row tile w % RT and every QW-th dim tile
     static const int RT = BM / 16, QW = NW / RT, CPW = DP / 16 / QW;
     struct Smem {
@@ -1250,7 +1254,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     mma_load_tile<T, BN, DP, PaddedRows<LD> >(sm.qg[0], v, vv, bi, hkv, j0, p.S, p.dv);
     tl_cp_async_wait_all();
     __syncthreads();
-    TlFragA vf[KD];
+    TlA<T> vf[KD];
 #pragma unroll
     for (int c = 0; c < KD; ++c) tl_mma_load_a(vf[c], sm.qg[0] + 16 * w * LD + 16 * c, LD);
     TlAcc adk[KD], adv[KD];
@@ -1308,11 +1312,11 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         if (active) {
 #pragma unroll
             for (int c = 0; c < KD; ++c) {
-                TlFragA ka;
+                TlA<T> ka;
                 tl_mma_load_a(ka, sm.k + 16 * w * LD + 16 * c, LD);
 #pragma unroll
                 for (int n = 0; n < MT; ++n) {
-                    TlFragB qb, gb;
+                    TlB<T> qb, gb;
                     tl_mma_load_b_nk(qb, sq + 16 * n * LD + 16 * c, LD);
                     tl_mma_16x16x16<T>(s[n], ka, qb);
                     tl_mma_load_b_nk(gb, sg + 16 * n * LD + 16 * c, LD);
@@ -1323,12 +1327,12 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
             // dV += P^T dO, dK += dS^T Q
 #pragma unroll
             for (int n = 0; n < MT; ++n) {
-                TlFragA pa, da;
+                TlA<T> pa, da;
                 tl_mma_acc_to_a<T>(pa, s[n]);
                 tl_mma_acc_to_a<T>(da, dpt[n]);
 #pragma unroll
                 for (int c = 0; c < KD; ++c) {
-                    TlFragB gb, qb;
+                    TlB<T> gb, qb;
                     tl_mma_load_b_kn(gb, sg + 16 * n * LD + 16 * c, LD);
                     tl_mma_16x16x16<T>(adv[c], pa, gb);
                     tl_mma_load_b_kn(qb, sq + 16 * n * LD + 16 * c, LD);
@@ -1357,11 +1361,11 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         for (int t = 0; t < CPW; ++t) tl_mma_zero(aq[t]);
 #pragma unroll
         for (int kc = 0; kc < BN / 16; ++kc) {
-            TlFragA da;
+            TlA<T> da;
             tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
 #pragma unroll
             for (int t = 0; t < CPW; ++t) {
-                TlFragB kb;
+                TlB<T> kb;
                 tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + 16 * (w / RT + QW * t), LD);
                 tl_mma_16x16x16<T>(aq[t], da, kb);
             }
@@ -1550,17 +1554,18 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
         flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);       \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \
-        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
-        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
-        flash_fwd_wg<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                       \
-    }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
         View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
         flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
                                         dq, dk, dv);                                               \
+    }
+#define ATT_WG_ENTRIES(T, sfx, DP)                                                                  \
+    extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
+        flash_fwd_wg<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                       \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd_wg##DP##_##sfx(                 \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
@@ -1568,8 +1573,11 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
         flash_bwd_wg<T, DP>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
-ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
+ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128) ATT_WG_ENTRIES(f16, f16, 64) ATT_WG_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
+ATT_WG_ENTRIES(bf16, bf16, 64) ATT_WG_ENTRIES(bf16, bf16, 128)
+// f32 at head dim 64 only: at 128 its tiles overflow AMD's 64 KiB of LDS (and the registers)
+ATT_MMA_ENTRIES(float, f32, 64)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
     extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS, 2) flash_fwd##DP##_##sfx(         \

@@ -591,7 +591,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #include "nvidia.h"  // PTX: 16-bit pairs, 16-byte stores, shared addresses, cp.async
 #endif
 
-// ---- warp-level tensor-core tiles (f16/bf16 in, f32 accumulate) ------------------------
+// ---- warp-level tensor-core tiles (f16/bf16/f32 in, f32 accumulate) --------------------
 // One warp (wavefront) computes a 16x16 f32 tile C += A (16x16) * B (16x16) per
 // tl_mma_16x16x16<T>. The register layouts differ per vendor and stay in the vendor headers:
 // callers load fragments from shared memory with the helpers there and touch the accumulator
@@ -603,6 +603,8 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 //                  per lane); fragments come from ldmatrix (shared-memory rows 16-byte aligned).
 //   AMD gfx90a/gfx94x (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
 //                  4 floats per lane).
+// f32 operands take their own fragment types (TlFragA32/TlFragB32: NVIDIA 3xTF32, AMD
+// v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>.
 // TL_HAS_MMA is defined only where one of these exists; the host never launches an MMA
 // kernel elsewhere. Every lane of the warp must call each helper (they exchange registers);
 // the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
@@ -617,6 +619,10 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_STAGES 1
 #endif
 #if defined(TL_HAS_MMA)
+template <typename T> struct TlFrags { typedef TlFragA A; typedef TlFragB B; };
+template <> struct TlFrags<float> { typedef TlFragA32 A; typedef TlFragB32 B; };
+template <typename T> using TlA = typename TlFrags<T>::A;  // the A / B fragments of T operands
+template <typename T> using TlB = typename TlFrags<T>::B;
 TL_DEV void tl_mma_zero(TlAcc& c) {
 #pragma unroll
     for (int i = 0; i < TL_MMA_ACC_N; ++i) c.x[i] = 0.0f;

@@ -67,20 +67,25 @@ TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale
     for (int i = 0; i < 4; ++i) atomicAdd(p + (4 * (l >> 4) + i) * ld + (l & 15), c.x[i] * scale);
 }
 // The accumulator is the transpose of the A layout: lane l needs C[l % 16][4 * (l / 16) + i],
-// held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4.
-template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
+// held by lane 4 * (l / 16) + i + 16 * ((l % 16) / 4) in its register l % 4. a[i] = that value.
+TL_DEV void tl_mma_acc_in_a_layout(float (&a)[4], const TlAcc& c) {
     const int l = tl_lane();
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int src = 4 * (l >> 4) + i + 16 * ((l & 15) >> 2);
-        float v = 0.0f;
+        a[i] = 0.0f;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const float x = __shfl(c.x[r], src, 64);
-            if ((l & 3) == r) v = x;
+            if ((l & 3) == r) a[i] = x;
         }
-        f.x[i] = (short)Tr<T>::store(v).bits;
     }
+}
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
+    float a[4];
+    tl_mma_acc_in_a_layout(a, c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = (short)Tr<T>::store(a[i]).bits;
 }
 template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
 template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
@@ -93,6 +98,47 @@ template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const T
 template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
     tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
     acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, acc, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
+}
+
+// ---- f32 operands: v_mfma_f32_16x16x4f32 ------------------------------------------------
+// A 16x16x16 f32 product is 4 of them (exact f32 products). Fragments keep the 16-bit
+// layout (lane l: A[l % 16][4 (l / 16) + i], B[4 (l / 16) + i][l % 16]) and product i takes
+// element i of each lane: k = 4 (l / 16) + i, the same k for A and B, so the sum is the
+// product's whatever order the four products take the k values in.
+struct TlFragA32 { float x[4]; };
+struct TlFragB32 { float x[4]; };
+TL_DEV void tl_mma_load_a(TlFragA32& f, const float* p, int ld) {
+    const int l = tl_lane();
+    const float* q = p + (l & 15) * ld + 4 * (l >> 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = q[i];
+}
+TL_DEV void tl_mma_load_b_nk(TlFragB32& f, const float* p, int ld) {
+    const int l = tl_lane();
+    const float* q = p + (l & 15) * ld + 4 * (l >> 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = q[i];
+}
+TL_DEV void tl_mma_load_b_kn(TlFragB32& f, const float* p, int ld) {
+    const int l = tl_lane();
+    const float* q = p + 4 * (l >> 4) * ld + (l & 15);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = q[i * ld];
+}
+TL_DEV void tl_mma_load_a_t(TlFragA32& f, const float* p, int ld) {
+    const int l = tl_lane();
+    const float* q = p + 4 * (l >> 4) * ld + (l & 15);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = q[i * ld];
+}
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA32& f, const TlAcc& c) { tl_mma_acc_in_a_layout(f.x, c); }
+template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA32& a, const TlFragB32& b);
+template <> TL_DEV void tl_mma_16x16x16<float>(TlAcc& c, const TlFragA32& a, const TlFragB32& b) {
+    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc = __builtin_amdgcn_mfma_f32_16x16x4f32(a.x[i], b.x[i], acc, 0, 0, 0);
 #pragma unroll
     for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
 }

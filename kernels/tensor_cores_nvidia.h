@@ -118,6 +118,113 @@ template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const T
 }
 #undef TL_MMA_PTX
 
+// ---- f32 operands: 3xTF32 --------------------------------------------------------------
+// A 16x16x16 f32 product is 2 (n) x 2 (k) mma.sync.m16n8k8 tf32 products, each operand
+// split into a tf32 head and the tf32 rounding of its remainder: a b ~ ah bh + ah bl + al bh
+// (al bl and the tail's own rounding are below f32's last bit of the sum: errors near
+// 2^-21 relative, where one tf32 product has 2^-11). Within each group of 8 k values the
+// fragments take k in pair order -- the product's k = t is element 2t, k = t + 4 element
+// 2t + 1 -- so that an accumulator's column pairs are an A fragment's k pairs (the A of P V
+// is the accumulator itself, no shuffle) and A rows / B columns load as 8-byte pairs.
+// Lane l = 4g + t: x[4kh + j] of A is A[g + 8 (j & 1)][8kh + 2t + (j >> 1)]; x[4nh + 2kh + j]
+// of B is B[8kh + 2t + j][8nh + g].
+struct TlFragA32 { float x[8]; };
+struct TlFragB32 { float x[8]; };
+// A[r][k] = p[r * ld + k] (ld even, p 8-byte aligned)
+TL_DEV void tl_mma_load_a(TlFragA32& f, const float* p, int ld) {
+    const int l = tl_lane(), g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float2 u = *(const float2*)(p + (g + 8 * h) * ld + 8 * kh + 2 * t);
+            f.x[4 * kh + h] = u.x;
+            f.x[4 * kh + 2 + h] = u.y;
+        }
+}
+// B[k][n] = p[n * ld + k]
+TL_DEV void tl_mma_load_b_nk(TlFragB32& f, const float* p, int ld) {
+    const int l = tl_lane(), g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+        for (int kh = 0; kh < 2; ++kh) {
+            const float2 u = *(const float2*)(p + (8 * nh + g) * ld + 8 * kh + 2 * t);
+            f.x[4 * nh + 2 * kh] = u.x;
+            f.x[4 * nh + 2 * kh + 1] = u.y;
+        }
+}
+// B[k][n] = p[k * ld + n]
+TL_DEV void tl_mma_load_b_kn(TlFragB32& f, const float* p, int ld) {
+    const int l = tl_lane(), g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+        for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) f.x[4 * nh + 2 * kh + j] = p[(8 * kh + 2 * t + j) * ld + 8 * nh + g];
+}
+// A[r][k] = p[k * ld + r]
+TL_DEV void tl_mma_load_a_t(TlFragA32& f, const float* p, int ld) {
+    const int l = tl_lane(), g = l >> 2, t = l & 3;
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) f.x[4 * kh + j] = p[(8 * kh + 2 * t + (j >> 1)) * ld + g + 8 * (j & 1)];
+}
+template <> TL_DEV void tl_mma_store_acc<float>(float* p, int ld, const TlAcc& c) {
+    const int l = tl_lane();
+#pragma unroll
+    for (int i = 0; i < 8; i += 2)
+        *(float2*)(p + ((l >> 2) + 8 * ((i >> 1) & 1)) * ld + 8 * (i >> 2) + 2 * (l & 3)) =
+            make_float2(c.x[i], c.x[i + 1]);
+}
+// The accumulator as an A fragment: its column pairs are the fragment's k pairs.
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA32& f, const TlAcc& c) {
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+        f.x[4 * kh] = c.x[4 * kh];
+        f.x[4 * kh + 1] = c.x[4 * kh + 2];
+        f.x[4 * kh + 2] = c.x[4 * kh + 1];
+        f.x[4 * kh + 3] = c.x[4 * kh + 3];
+    }
+}
+// x = hi + lo as two tf32 values (the bits mma's tf32 operands take)
+TL_DEV void tl_tf32_split(float x, u32& hi, u32& lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+TL_DEV void tl_mma_tf32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA32& a, const TlFragB32& b);
+template <> TL_DEV void tl_mma_16x16x16<float>(TlAcc& c, const TlFragA32& a, const TlFragB32& b) {
+    u32 ah[8], al[8], bh[8], bl[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        tl_tf32_split(a.x[i], ah[i], al[i]);
+        tl_tf32_split(b.x[i], bh[i], bl[i]);
+    }
+#pragma unroll
+    for (int nh = 0; nh < 2; ++nh) {
+        float d[4] = {c.x[4 * nh], c.x[4 * nh + 1], c.x[4 * nh + 2], c.x[4 * nh + 3]};
+#pragma unroll
+        for (int kh = 0; kh < 2; ++kh) {
+            const u32 aH[4] = {ah[4 * kh], ah[4 * kh + 1], ah[4 * kh + 2], ah[4 * kh + 3]};
+            const u32 aL[4] = {al[4 * kh], al[4 * kh + 1], al[4 * kh + 2], al[4 * kh + 3]};
+            const int j = 4 * nh + 2 * kh;
+            tl_mma_tf32(d, aL, bh[j], bh[j + 1]);  // the small terms first
+            tl_mma_tf32(d, aH, bl[j], bl[j + 1]);
+            tl_mma_tf32(d, aH, bh[j], bh[j + 1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c.x[4 * nh + i] = d[i];
+    }
+}
+
 // ---- Hopper warpgroup products (sm_90a: wgmma) -------------------------------------------
 // A warpgroup (4 consecutive warps, the first a multiple of 4 in the block) computes a 64 x N
 // f32 tile D (+)= A (64 x 16) B (16 x N) asynchronously: products are issued after

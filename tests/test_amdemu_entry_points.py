@@ -360,7 +360,7 @@ def test_attention_decode(emu, rng, dtype, d, dv):
     _same(got, ref, dtype, terms=70)
 
 
-@pytest.mark.parametrize("dtype", [D.float16, D.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", [D.float32, D.float16, D.bfloat16], ids=lambda d: d.name)
 def test_attention_rescale_of_a_row_in_the_upper_lanes(emu, rng, dtype):
     # Only query row 11 of a 16-row tile meets a larger score in the second key tile: its
     # output must be rescaled. On a wave64 matrix-core tile that row sits in lanes 32-47;

@@ -271,10 +271,10 @@ def _mma_or_skip(device, monkeypatch):
 
 
 def _flash_paths(attention, device, op, dp, dtype):
-    """The flash_{op} kernels a half-precision case can run on `device`: path -> (the tensor-core
-    selector's answer, TENSORLITE_WGMMA, the kernel expected) for the scalar and mma.sync
-    kernels and, on Hopper, the wgmma one; and the tensor-core kernel the default selection picks."""
-    hopper = attention.flash_wgmma(get_device(device))
+    """The flash_{op} kernels a case can run on `device`: path -> (the tensor-core selector's
+    answer, TENSORLITE_WGMMA, the kernel expected) for the scalar and mma.sync kernels and, on
+    Hopper with f16/bf16, the wgmma one; and the tensor-core kernel the default selection picks."""
+    hopper = attention.flash_wgmma(get_device(device), dtype)
     paths = {"scalar": (False, "1", f"flash_{op}{dp}_{dtype.short}"),
              "mma": (True, "0", f"flash_{op}_mma{dp}_{dtype.short}")}
     if hopper:
@@ -283,10 +283,11 @@ def _flash_paths(attention, device, op, dp, dtype):
 
 
 @pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (40, 24, tl.bfloat16),
-                                        (96, 128, tl.float16)], ids=str)
+                                        (96, 128, tl.float16), (64, 64, tl.float32), (40, 24, tl.float32)], ids=str)
 def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
     """On devices with tensor cores the f16/bf16 forward with padded head dim 64/128 runs
-    flash_fwd_mma* (on Hopper flash_fwd_wg*, or flash_fwd_mma* with TENSORLITE_WGMMA=0); each
+    flash_fwd_mma* (on Hopper flash_fwd_wg*, or flash_fwd_mma* with TENSORLITE_WGMMA=0), and
+    so does f32 at 64 (3xTF32 / f32 MFMA, to f32's tolerance); each
     tensor-core kernel's output and lse match the scalar flash kernel (forced through the
     selector) and the float64 reference, over several key and query tiles, causal skipping,
     GQA, masks, dead rows and transposed views."""
@@ -321,10 +322,12 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
             assert _rel_err(got, scalar[0]) < REL_TOL[dtype.name], path
             np.testing.assert_array_equal(np.isneginf(lse), dead, err_msg=path)
             np.testing.assert_allclose(lse[~dead], scalar[1][~dead], rtol=2e-3, atol=2e-3, err_msg=path)
-    # the default selector picks the tensor-core kernel for this case, and the scalar one for f32
+    # the default selector picks the tensor-core kernel for this case, and for f32 at head dim
+    # 128 the scalar one
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd{dp}_f32")):
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd{dp}_f32" if dp > 64 else
+                                                            f"flash_fwd_mma{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
         names.clear()
@@ -333,10 +336,12 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
 
 
 @pytest.mark.parametrize("d,dv,dtype", [(64, 64, tl.bfloat16), (128, 128, tl.float16), (80, 80, tl.bfloat16),
-                                        (40, 24, tl.float16), (96, 128, tl.bfloat16)], ids=str)
+                                        (40, 24, tl.float16), (96, 128, tl.bfloat16), (64, 64, tl.float32),
+                                        (40, 24, tl.float32)], ids=str)
 def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng, monkeypatch, d, dv, dtype):
     """On devices with tensor cores the f16/bf16 backward with padded head dim 64/128 runs
-    flash_bwd_mma* (on Hopper flash_bwd_wg*, or flash_bwd_mma* with TENSORLITE_WGMMA=0); each
+    flash_bwd_mma* (on Hopper flash_bwd_wg*, or flash_bwd_mma* with TENSORLITE_WGMMA=0), and
+    so does f32 at 64; each
     tensor-core kernel's gradients match the scalar flash_bwd (forced through the selector)
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
@@ -365,10 +370,12 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
             for (what, got, _), (_, want, ref) in zip(run, scalar):
                 err = np.abs(got.astype(np.float64) - want).max() / max(np.abs(ref).max(), 1e-30)
                 assert err < REL_TOL[dtype.name], f"{what}: {path} vs scalar {err:.2e} in case {case}"
-    # the default selector picks the tensor-core backward for this case, and the scalar one for f32
+    # the default selector picks the tensor-core backward for this case, and for f32 at head
+    # dim 128 the scalar one
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd{dp}_f32")):
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd{dp}_f32" if dp > 64 else
+                                                            f"flash_bwd_mma{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
         names.clear()

@@ -29,9 +29,9 @@ def _not_launched(arch: str) -> List[Tuple[re.Pattern, str]]:
         out.append((re.compile(r"flash_(fwd|bwd)_mma\d+_"),
                     f"matrix-core attention: {arch} has no MFMA (TL_HAS_MMA), the storage takes flash_fwd/bwd"))
     else:
-        out.append((re.compile(r"flash_(fwd|bwd)(64|128)_(f16|bf16)$"),
-                    f"f16/bf16 attention at head dims 64/128: on {arch} the storage always takes the MFMA "
-                    "kernels (flash_*_mma*) instead"))
+        out.append((re.compile(r"flash_(fwd|bwd)((64|128)_(f16|bf16)|64_f32)$"),
+                    f"f16/bf16 attention at head dims 64/128, f32 at 64: on {arch} the storage always takes "
+                    "the MFMA kernels (flash_*_mma*) instead"))
     return out
 
 

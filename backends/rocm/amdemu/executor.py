@@ -1186,18 +1186,19 @@ def _prepare_fma_mix(ins, ex):
 
 
 def _prepare_mfma(ins, ex):
-    """V_MFMA_F32_16X16X16{F16,BF16}: D = A B + C on a wave64, one 16x16x16 block. Lane and
-    register layout after AMD's CDNA3 ISA guide (matrix fused multiply-add section) and the
-    matrix instruction calculator: A[i][k] in lane i + 16 (k / 4), half k % 4 of its two
-    VGPRs; B[k][j] in lane j + 16 (k / 4), half k % 4; C/D[i][j] in lane j + 16 (i / 4),
-    register i % 4."""
+    """V_MFMA_F32_16X16X16{F16,BF16} and V_MFMA_F32_16X16X4F32: D = A B + C on a wave64, one
+    16x16xK block. Lane and register layout after AMD's CDNA3 ISA guide (matrix fused
+    multiply-add section) and the matrix instruction calculator: K 16: A[i][k] in lane
+    i + 16 (k / 4), half k % 4 of its two VGPRs; B[k][j] in lane j + 16 (k / 4), half k % 4.
+    K 4 (f32): A[i][k] in lane i + 16 k of its VGPR, B[k][j] in lane j + 16 k. C/D[i][j] in
+    lane j + 16 (i / 4), register i % 4."""
     inst, name = ins.inst, ins.name
-    m = re.match(r"V_MFMA_F32_16X16X16_?(F16|BF16)(_1K)?$", name)
+    m = re.match(r"V_MFMA_F32_16X16X(?:16_?(F16|BF16)(_1K)?|4_?(F32))$", name)
     if not m or ex.lanes != 64:
         raise UnsupportedInstruction(f"{name}")
     if any(_field(inst, f, 0) for f in ("cbsz", "abid", "blgp")):
         raise UnsupportedInstruction(f"{name} with broadcast controls (cbsz/abid/blgp)")
-    bf16 = m.group(1) == "BF16"
+    bf16, f32 = m.group(1) == "BF16", m.group(3) == "F32"
     a_code, b_code, c_code, vdst = (_field(inst, f) for f in ("src0", "src1", "src2", "vdst"))
     acc_cd = bool(_field(inst, "acc_cd", 0))
     acc_ab = _field(inst, "acc", 0)           # bit 0: A from AGPRs, bit 1: B
@@ -1217,12 +1218,18 @@ def _prepare_mfma(ins, ex):
             return (h << np.uint64(16)).astype(np.uint32).view(np.float32)
         return h.astype(np.uint16).view(np.float16).astype(np.float32)
 
+    def floats(st, w, code, from_agpr):
+        file = st.agpr if from_agpr else st.vgpr
+        return file[w, code - 256, :].astype(np.uint32).view(np.float32)  # (n, 64)
+
     def run(st, w):
         n = _n(st, w)
-        ha = to_f32(halves(st, w, a_code, acc_ab & 1))
-        hb = to_f32(halves(st, w, b_code, acc_ab & 2))
-        A = ha[:, a_lane, a_half]                 # (n, 16, 16): A[i][k]
-        B = hb[:, _B_LANE, _B_HALF]               # B[k][j]
+        if f32:
+            A = floats(st, w, a_code, acc_ab & 1)[:, _A4_LANE]  # (n, 16, 4): A[i][k]
+            B = floats(st, w, b_code, acc_ab & 2)[:, _B4_LANE]  # (n, 4, 16): B[k][j]
+        else:
+            A = to_f32(halves(st, w, a_code, acc_ab & 1))[:, a_lane, a_half]  # (n, 16, 16): A[i][k]
+            B = to_f32(halves(st, w, b_code, acc_ab & 2))[:, _B_LANE, _B_HALF]  # B[k][j]
         if c_code >= 256:
             cfile = st.agpr if acc_cd else st.vgpr
             cregs = np.stack([cfile[w, c_code - 256 + r, :] for r in range(4)], axis=-1).view(np.float32)
@@ -1248,6 +1255,8 @@ _OUT_J = _L64 % 16
 _OUT_I = [r + 4 * (_L64 // 16) for r in range(4)]
 _K, _J = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
 _B_LANE, _B_HALF = _J + 16 * (_K // 4), _K % 4           # B[k][j]
+_A4_LANE = np.arange(16)[:, None] + 16 * np.arange(4)[None, :]  # A[i][k] of a K-4 MFMA: lane i + 16 k
+_B4_LANE = _A4_LANE.T                                             # B[k][j]: lane j + 16 k
 _I, _J2 = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
 _D_LANE, _D_REG = _J2 + 16 * (_I // 4), _I % 4            # C[i][j]
 

@@ -1,8 +1,9 @@
 """Scaled dot-product attention and its backward (attention.hip).
 
-Three tiers of flash kernels, chosen per call: the warpgroup kernels (flash_*_wg*), the
-matrix-core kernels (flash_*_mma*), and portable ones for f32 or other GPUs; which tier a
-device has is its platform's knowledge (`platform.matrix_cores`: "wgmma", "mma" or None;
+Three tiers of flash kernels, chosen per call: the warpgroup kernels (flash_*_wg*, f16/bf16),
+the matrix-core kernels (flash_*_mma*; f32 at head dim 64 too), and portable ones for the rest
+(head dim 32, f32 at 128, GPUs without matrix cores); which tier a device has is its
+platform's knowledge (`platform.matrix_cores`: "wgmma", "mma" or None;
 hip.py and cuda.py say for which architectures). Where no flash kernel covers the case (f64, head dims over 128)
 or TENSORLITE_SDPA=gemm asks for it, scores go through `gemm`, a masked softmax and `gemm`.
 A forward of a few query rows (a decode step) without lse takes the split-key decode
@@ -33,6 +34,7 @@ KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd")
                                   for t in _FLASH_DTYPES)
            + tuple(f"flash_bwd_pre_{t}" for t in _FLASH_DTYPES)
            + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
+           + tuple(f"flash_{op}_mma64_f32" for op in ("fwd", "bwd"))
            + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"attn_decode_part{dp}_{t}" for dp in (32, 64, 128) for t in _FLASH_DTYPES)
            + tuple(f"attn_decode_combine_{t}" for t in _FLASH_DTYPES)}
@@ -115,14 +117,14 @@ class AttentionOps:
         q, layout = _flash_operand(self, layout, dp, mma)
         k, k_layout = _flash_operand(k, k_layout, dp, mma)
         v, v_layout = _flash_operand(v, v_layout, dp, mma)
-        if mma and flash_wgmma(dev):  # warpgroups of 4 warps, 64 rows each
+        if mma and flash_wgmma(dev, self.dtype):  # warpgroups of 4 warps, 64 rows each
             kernel = kernel_for(dev, f"flash_fwd_wg{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 64 * _WG_FWD_GROUPS, (dev.warp_size, 4 * _WG_FWD_GROUPS)
             # WgFwdTile::SMEM: Q, the K/V stages, 1 KiB to align them to 1 KiB
             smem = (bm + 2 * _WG_FWD_STAGES * _WG_FWD_BN) * dp * self.dtype.itemsize + 1024
-        elif mma:  # matrix cores: blocks of MMA_FWD_WARPS warps, 32 rows each
+        elif mma:  # matrix cores: blocks of MMA_FWD_WARPS warps, 32 rows each (f32: 16)
             kernel = kernel_for(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
-            bm, block = 32 * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
+            bm, block = (16 if self.dtype.itemsize == 4 else 32) * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
             stages = _mma_stages(dev)
             bn = 32 if dp > 64 and stages == 1 else 64
             smem = (bm + 2 * stages * bn) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
@@ -177,7 +179,7 @@ class AttentionOps:
             v, v_layout = _flash_operand(v, v_layout, dp, mma)
             grad, grad_layout = _flash_operand(grad, grad_layout, dp, mma)
             smem = 0
-            if mma and flash_wgmma(dev):  # two warpgroups, 64 keys each
+            if mma and flash_wgmma(dev, self.dtype):  # two warpgroups, 64 keys each
                 kernel = kernel_for(dev, f"flash_bwd_wg{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn, block, bm, st = _WG_BWD_BN, (dev.warp_size, 8), 8192 // dp, _WG_BWD_STAGES
                 # WgBwdTile::SMEM: K, V, the Q/dO stages, dS^T, lse/Dr stages, 1 KiB alignment slack
@@ -186,8 +188,9 @@ class AttentionOps:
                 kernel = kernel_for(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
                 warps = _mma_bwd_warps(dev)
                 bn, block = 16 * warps, (dev.warp_size, warps)
-                bm, st = (32 if dp > 64 else 64), _MMA_BWD_STAGES  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
-                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * (bm + 8)) * self.dtype.itemsize + st * 2 * bm * 4
+                bm, st = (32 if dp > 64 or self.dtype.itemsize == 4 else 64), _MMA_BWD_STAGES
+                lds = bm + 16 // self.dtype.itemsize  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
+                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * lds) * self.dtype.itemsize + st * 2 * bm * 4
             else:
                 kernel = kernel_for(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
@@ -289,19 +292,20 @@ def _mma_bwd_warps(dev) -> int:
     return 8 if _mma_stages(dev) > 1 else 4
 
 
-def flash_wgmma(dev) -> bool:
+def flash_wgmma(dev, dtype) -> bool:
     """Whether sdpa and its backward take the warpgroup kernels (flash_{fwd,bwd}_wg*, TL_HAS_WGMMA
-    in the vendor's tile header) where the matrix-core kernels cover the case: the platform says
-    the arch has them ("wgmma"), unless TENSORLITE_WGMMA=0 (read at every call) asks for the
-    flash_*_mma* kernels instead."""
-    return (dev.platform.matrix_cores(dev.arch) == "wgmma"
+    in the vendor's tile header) where the matrix-core kernels cover the case: f16/bf16 on an arch
+    the platform says has them ("wgmma"), unless TENSORLITE_WGMMA=0 (read at every call) asks for
+    the flash_*_mma* kernels instead."""
+    return (dtype in dtypes.HALVES and dev.platform.matrix_cores(dev.arch) == "wgmma"
             and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0")
 
 
 def flash_mma(dev, dtype, dp: int) -> bool:
     """Whether the matrix-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
-    `dev`: f16/bf16, padded head dim 64 or 128, an arch with matrix cores (its platform says)."""
-    if dtype not in dtypes.HALVES or dp not in (64, 128):
+    `dev`: f16/bf16 at padded head dim 64 or 128, f32 at 64 (NVIDIA: 3xTF32, AMD: f32 MFMA; its
+    tiles at 128 would not fit AMD's LDS), on an arch with matrix cores (its platform says)."""
+    if dp not in ((64,) if dtype is dtypes.float32 else (64, 128) if dtype in dtypes.HALVES else ()):
         return False
     return dev.platform.matrix_cores(dev.arch) is not None
 
