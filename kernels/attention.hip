@@ -1573,10 +1573,11 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
         flash_bwd_wg<T, DP>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, dq, dk, dv); \
     }
-ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128) ATT_WG_ENTRIES(f16, f16, 64) ATT_WG_ENTRIES(f16, f16, 128)
+ATT_MMA_ENTRIES(f16, f16, 64) ATT_MMA_ENTRIES(f16, f16, 128)
 ATT_MMA_ENTRIES(bf16, bf16, 64) ATT_MMA_ENTRIES(bf16, bf16, 128)
+ATT_WG_ENTRIES(f16, f16, 64) ATT_WG_ENTRIES(f16, f16, 128)
 ATT_WG_ENTRIES(bf16, bf16, 64) ATT_WG_ENTRIES(bf16, bf16, 128)
-// f32 at head dim 64 only: at 128 its tiles overflow AMD's 64 KiB of LDS (and the registers)
+// f32 at head dim 64 only: at 128 its tiles would overflow AMD's 64 KiB of LDS
 ATT_MMA_ENTRIES(float, f32, 64)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
