@@ -13,6 +13,7 @@ from ..errors import (ArgumentError, DTypeError, IndexOutOfRange, ShapeError, St
                       describe)
 from ..tensor import Tensor, as_tuple, cat, empty, ones, stack, tensor, zeros, zeros_like
 from . import functional as F
+from .functional.attention import attention_probs
 from . import init
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -1400,7 +1401,7 @@ class MultiheadAttention(Module):
                                         (N, 1, 1, S), q))
         p = self.dropout if self.training else 0.0
         if need_weights:
-            weights = F.dropout(F._attention_probs(q, k, mask, 1.0 / math.sqrt(self.head_dim), False), p)
+            weights = F.dropout(attention_probs(q, k, mask, 1.0 / math.sqrt(self.head_dim), False), p)
             out = weights @ v
             weights = weights.mean(1) if average_attn_weights else weights
         else:
