@@ -22,11 +22,12 @@ from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureErr
 from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
                      conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
                      flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,
-                     logsumexp, manual_seed, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
+                     logsumexp, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
                      ones, ones_like, permute, rand, randint, randn, randperm, reshape, scatter_add, split, squeeze, stack,
-                     std, sum, synchronize, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
+                     std, sum, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
                      zeros_like)
 from .tensor import prod_ as prod
+from ._core import manual_seed, synchronize
 from .tensor import (all_ as all, allclose, any_ as any, count_nonzero, fmod, isclose, isfinite_ as isfinite,  # noqa: A004
                      isinf, isnan, isneginf, isposinf, lerp, logical_and, logical_not, logical_or, logical_xor)
 from .sorting import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, kthvalue, median, msort,  # noqa: E402

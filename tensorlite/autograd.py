@@ -26,7 +26,8 @@ _RETAINED = weakref.WeakValueDictionary()  # id(t) -> t, the non-leaf tensors re
 _READS_NO_TENSOR = frozenset({
     "split", "unbind", "cat", "reshape", "permute", "transpose", "narrow", "select", "unsqueeze", "squeeze",
     "broadcast_to", "diagonal", "sum", "contiguous", "clone", "cast", "to(device)"})
-_HOOK_KEYS = itertools.count()
+HOOK_KEYS = itertools.count()  # the keys of every hook registry (tensors' here, nn.Module's forward hooks)
+_HOOK_KEYS = HOOK_KEYS  # the old name, for tensorlite.nn until it imports HOOK_KEYS (to be removed then)
 
 
 def note_write(storage) -> None:
@@ -195,7 +196,7 @@ def attach_many(outs, inputs, backward_fn, name="op", saved=()):
     return outs
 
 
-def _topo_order(starts):
+def topo_order(starts):
     """Nodes and leaves reachable from `starts` (Nodes, or leaf tensors), each before every
     vertex that it feeds a gradient."""
     order, seen, stack = [], set(), [(s, False) for s in starts]
@@ -281,7 +282,7 @@ def _add_hook(registry, v, hook) -> RemovableHandle:
     if fns is None:
         fns = registry[id(v)] = {}
         weakref.finalize(v, registry.pop, id(v), None)
-    key = next(_HOOK_KEYS)
+    key = next(HOOK_KEYS)
     fns[key] = hook
     return RemovableHandle(fns, key)
 
@@ -413,7 +414,7 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
         s = r._node or r
         starts.append(s)
         acc[id(s)] = g if id(s) not in acc else acc[id(s)] + g
-    order = _topo_order(starts)
+    order = topo_order(starts)
     want = run = None
     if inputs is not None:  # the inputs' vertices, and the nodes whose backward leads to one
         want, run = {}, set()

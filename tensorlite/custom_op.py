@@ -22,12 +22,15 @@ on every device.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from . import autograd as _autograd
 from .autograd import attach
 from .layout import Layout
-from .tensor import Tensor, _norm_dim, _wrap
+from ._core import norm_dim, wrap
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 
 def storage_and_layout(t: Optional[Tensor]):
@@ -38,7 +41,7 @@ def storage_and_layout(t: Optional[Tensor]):
 def result(storage, shape: Sequence[int], dtype, layout: Optional[Layout] = None) -> Tensor:
     """A tensor over `storage`, a contract method's fresh result of `shape` and `dtype`: stored
     contiguously, or as the dense `layout` where the method says so (e.g. sdpa_layout)."""
-    t = _wrap(storage, tuple(shape), dtype)
+    t = wrap(storage, tuple(shape), dtype)
     if layout is not None:
         t._layout = layout
     fused = getattr(_autograd._state, "fused", None)  # set while create_graph runs a backward: a
@@ -54,4 +57,4 @@ custom_op = attach
 
 # normalize_dim(dim, ndim, op, x=None) -> dim in [0, ndim) (negative dims count from the end);
 # IndexOutOfRange naming `op` and x otherwise: the check every op of tensor.py makes.
-normalize_dim = _norm_dim
+normalize_dim = norm_dim

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 
 from . import backend, dtype as _dt
+from ._core import TensorBase, wrap
 from .errors import DeviceError, DTypeError, ShapeError
 from .layout import Layout
 
@@ -170,8 +171,7 @@ def from_dlpack(obj, *, stream=None):
     >>> tl.from_dlpack(np.ones((2, 2), dtype=np.int64)).sum().item()
     4
     """
-    from .tensor import Tensor, _wrap
-    if isinstance(obj, Tensor):
+    if isinstance(obj, TensorBase):
         return obj
     capsule = _capsule_of(obj, stream)
     kind = next((k for k, name in _NAMES.items() if _capi.PyCapsule_IsValid(capsule, name)), None)
@@ -203,6 +203,6 @@ def from_dlpack(obj, *, stream=None):
         if owner is None and m.deleter:
             m.deleter(ctypes.addressof(m))
         raise
-    out = _wrap(dev.wrap_memory(owner, span, dtype), shape, dtype)
+    out = wrap(dev.wrap_memory(owner, span, dtype), shape, dtype)
     out._layout = lay
     return out.clone() if kind is _Versioned and m.flags & _READ_ONLY else out

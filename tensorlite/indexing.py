@@ -3,15 +3,18 @@ masked_scatter (each with its in-place form) and take_along_dim, with PyTorch's 
 gradients. `x[idx] = v` is tensor.py's _setitem, on the same _put."""
 from __future__ import annotations
 
+
 import numpy as np
 
 from . import dtype as _dt
+from ._core import is_scalar, norm_dim, same_device, scalar_tensor, wrap
 from .autograd import attach as _attach, is_grad_enabled, no_grad, note_write
 from .errors import ArgumentError, DTypeError, ShapeError, describe
 from .layout import broadcast_shapes
 from .tensor import (Tensor, _basic_index, _check_ids, _check_index_source, _check_scatter, _corner, _inplace,
-                     _inplace_method, _is_scalar, _norm_dim, _put, _same_device, _scalar_self, _scalar_tensor, _wrap,
-                     broadcast_to, floor_divide, gather, ones_like, tensor, where, zeros_like)
+                     _inplace_method, _put, _scalar_self, broadcast_to, floor_divide, gather, ones_like, tensor, where,
+                     zeros_like)
+
 
 METHODS = ("scatter", "scatter_", "scatter_reduce", "scatter_reduce_", "index_copy", "index_copy_", "index_fill",
            "index_fill_", "index_put", "index_put_", "masked_scatter", "masked_scatter_", "masked_select",
@@ -21,16 +24,16 @@ METHODS = ("scatter", "scatter_", "scatter_reduce", "scatter_reduce_", "index_co
 def _raw(x, dim, index, src, reduce):
     """The storage's scatter, unrecorded: x with src written (or reduced) at index along dim."""
     st = x._storage.scatter(x._layout, index._storage, index._layout, src._storage, src._layout, dim, reduce)
-    return _wrap(st, x.shape, x.dtype)
+    return wrap(st, x.shape, x.dtype)
 
 
 def _number_src(op, x, index, src):
     """src, or a number as a src of index's shape (a broadcast 0-d tensor of x's dtype)."""
     if isinstance(src, Tensor):
         return src
-    if not _is_scalar(src):
+    if not is_scalar(src):
         raise DTypeError(f"{describe(op, self=x)}: src must be a tensor or a number, got {type(src).__name__}")
-    return broadcast_to(_scalar_tensor(src, x.dtype, x._device, op), index.shape)
+    return broadcast_to(scalar_tensor(src, x.dtype, x._device, op), index.shape)
 
 
 @_scalar_self
@@ -127,13 +130,13 @@ def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     [[0.0, 5.0], [0.0, 5.0]]
     """
     v = value if isinstance(value, Tensor) else None
-    if not (_is_scalar(value) or v is not None and v.ndim == 0):
+    if not (is_scalar(value) or v is not None and v.ndim == 0):
         raise DTypeError(f"{describe('index_fill', self=x)}: value must be a number or a 0-d tensor")
     dim = _check_ids("index_fill", index, x, dim, **({"value": v} if v is not None else {}))
     index = index.reshape(-1)
     shape = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1:] if x.ndim else ()
     with no_grad():
-        val = v._cast(x.dtype) if v is not None else _scalar_tensor(value, x.dtype, x._device, "index_fill")
+        val = v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, "index_fill")
         out = index_copy(x, dim, index, broadcast_to(val, shape))
 
     def grad(g):
@@ -169,7 +172,7 @@ def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         raise DTypeError(f"{describe('masked_scatter', self=x)}: expected a bool mask tensor and a source tensor")
     if source.dtype is not x.dtype:
         raise DTypeError(f"{describe('masked_scatter', self=x, source=source)}: source must have the dtype of self")
-    _same_device("masked_scatter", self=x, mask=mask, source=source)
+    same_device("masked_scatter", self=x, mask=mask, source=source)
     if broadcast_shapes(mask.shape, x.shape) != x.shape:
         raise ShapeError(f"{describe('masked_scatter', self=x, mask=mask)}: mask does not broadcast to self's shape")
     at = np.flatnonzero(broadcast_to(mask, x.shape).numpy())  # the mask is read on the host, as x[mask]'s
@@ -189,7 +192,7 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """
     if not (isinstance(mask, Tensor) and mask.dtype is _dt.bool_):
         raise DTypeError(f"{describe('masked_select', self=x)}: mask must be a bool tensor")
-    _same_device("masked_select", self=x, mask=mask)
+    same_device("masked_select", self=x, mask=mask)
     shape = broadcast_shapes(x.shape, mask.shape)
     if shape is None:
         raise ShapeError(f"{describe('masked_select', self=x, mask=mask)}: shapes do not broadcast")
@@ -207,7 +210,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim=None) -> Tensor:
         raise DTypeError(f"{describe('take_along_dim', self=x)}: indices must be a tensor")
     if dim is None:
         return gather(x.reshape(-1), 0, indices.reshape(-1))
-    d = _norm_dim(dim, x.ndim, "take_along_dim", x)
+    d = norm_dim(dim, x.ndim, "take_along_dim", x)
     if x.ndim != indices.ndim:
         raise ShapeError(f"{describe('take_along_dim', self=x, indices=indices)}: input and indices must have the "
                          "same number of dims")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 import numbers
 
+from ._core import dtype_of, norm_dim, norm_dims, opmath
 from .autograd import attach as _attach, no_grad
 from .errors import ArgumentError, DTypeError, ShapeError, describe
 from .layout import broadcast_shapes
-from .tensor import (Tensor, _dtype_of, _norm_dim, _norm_dims, _opmath, broadcast_to, matmul, tensor, where,
-                     zeros_like)
+from .tensor import Tensor, broadcast_to, tensor, where, zeros_like
+
 
 __all__ = ["cross", "matmul", "matrix_norm", "norm", "vecdot", "vector_norm"]
 
@@ -18,7 +19,7 @@ __all__ = ["cross", "matmul", "matrix_norm", "norm", "vecdot", "vector_norm"]
 def _vector_norm(x: Tensor, p, dim, keepdim=True) -> Tensor:
     """||x||_p over dim (an int, a tuple, None: all), with PyTorch's gradient (0 where the norm
     is 0, where the composite's would be 0 * inf; ties of the inf norms share it evenly)."""
-    dims = _norm_dims(dim, x.ndim, "vector_norm", x)
+    dims = norm_dims(dim, x.ndim, "vector_norm", x)
     kept = dict(dim=dims, keepdim=True)
     with no_grad():
         a = x.abs()
@@ -50,7 +51,7 @@ def _vector_norm(x: Tensor, p, dim, keepdim=True) -> Tensor:
 def _float_input(op, x, dtype):
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op}: expected a tensor, got {type(x).__name__}")
-    x = x if dtype is None else x._cast(_dtype_of(dtype, op=op))
+    x = x if dtype is None else x._cast(dtype_of(dtype, op=op))
     if not x.dtype.is_floating_point:
         raise DTypeError(f"{describe(op, input=x)}: expected a floating point input (or dtype=)")
     return x
@@ -66,10 +67,10 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, *, dtype=None) -> Ten
     x = _float_input("linalg.vector_norm", x, dtype)
     if not isinstance(ord, numbers.Real) or isinstance(ord, bool):
         raise ArgumentError(f"{describe('linalg.vector_norm', input=x)}: ord must be a number, got {ord!r}")
-    dims = _norm_dims(dim, x.ndim, "linalg.vector_norm", x)
+    dims = norm_dims(dim, x.ndim, "linalg.vector_norm", x)
     if ord in (math.inf, -math.inf) and any(x.shape[d] == 0 for d in dims) or x.numel() == 0 and ord < 0:
         raise ShapeError(f"{describe('linalg.vector_norm', input=x)}: the {ord} norm of an empty set is undefined")
-    wide = _opmath(x.dtype, x.dtype)
+    wide = opmath(x.dtype, x.dtype)
     return _vector_norm(x._cast(wide), float(ord), dim, keepdim)._cast(x.dtype)
 
 
@@ -85,7 +86,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     if len(dims) != 2 or A.ndim < 2:
         raise ShapeError(f"{op}: expects a 2-tuple dim and an input of at least 2 dims, got dim={dim}")
-    d0, d1 = (_norm_dim(d, A.ndim, "linalg.matrix_norm", A) for d in dims)
+    d0, d1 = (norm_dim(d, A.ndim, "linalg.matrix_norm", A) for d in dims)
     if d0 == d1:
         raise ArgumentError(f"{op}: the two dims must differ, got {dim}")
     if ord == "fro":
@@ -98,7 +99,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None
     summed, over = (d1, d0) if abs(ord) == math.inf else (d0, d1)
     if A.shape[over] == 0:
         raise ShapeError(f"{op}: the {ord} norm of an empty matrix is undefined")
-    s = A._cast(_opmath(A.dtype, A.dtype)).abs().sum(summed, keepdim=True)
+    s = A._cast(opmath(A.dtype, A.dtype)).abs().sum(summed, keepdim=True)
     out = (s.amax(over, keepdim=True) if ord > 0 else s.amin(over, keepdim=True))._cast(A.dtype)
     return out if keepdim else out.squeeze((d0, d1))
 
@@ -130,7 +131,7 @@ def _cross(a: Tensor, b: Tensor, dim, op) -> Tensor:
     shape = broadcast_shapes(a.shape, b.shape)
     if shape is None or not shape:
         raise ShapeError(f"{describe(op, input=a, other=b)}: shapes do not broadcast to at least 1 dim")
-    d = _norm_dim(dim, len(shape), op, a, False)
+    d = norm_dim(dim, len(shape), op, a, False)
     if shape[d] != 3:
         raise ShapeError(f"{describe(op, input=a, other=b)}: dim {dim} must have size 3")
     if a.dtype is not b.dtype:

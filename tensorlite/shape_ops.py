@@ -9,30 +9,21 @@ from math import prod
 
 import numpy as np
 
-from . import dtype as _dt
-from . import amp as _amp
+from . import amp as _amp, dtype as _dt
+from ._core import as_view, dims_arg, dtype_of, fail, ints, norm_dim, norm_dims, same_device, shape_arg
 from .autograd import attach as _attach, attach_many as _attach_many, is_grad_enabled
 from .custom_op import result, storage_and_layout
-from .errors import ArgumentError, DTypeError, ShapeError, describe
+from .errors import ArgumentError, DTypeError, ShapeError
 from .layout import Layout, broadcast_shapes
 from .linalg import _cross, matrix_norm, vector_norm
-from .tensor import (Tensor, _dtype_of, _ints, _like, _norm_dim, _norm_dims, _same_device, _shape_arg, _tensor_list,
-                     _view, arange, broadcast_to, cat, empty, full, index_select, matmul, mean, narrow, ones, rand,
-                     randint, randn, stack, tensor, var, zeros)
+from .tensor import (Tensor, _like, _tensor_list, arange, broadcast_to, cat, empty, full, index_select, matmul, mean,
+                     narrow, ones, rand, randint, randn, stack, tensor, var, zeros)
+
 
 METHODS = ("flip", "fliplr", "flipud", "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "diff", "outer",
            "ger", "movedim", "moveaxis", "swapaxes", "swapdims", "unbind", "t", "mm", "bmm", "dot", "vdot", "inner",
            "mv", "addmm", "baddbmm", "diag", "diagonal", "diag_embed", "trace", "cross", "kron", "rot90", "new_zeros",
            "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as", "expand_as", "norm")
-
-
-def _dims(dims, more, op, x):
-    """dims given as one int, one sequence, or several ints (x.flip(0, 1)): a tuple of ints."""
-    return _shape_arg((dims, *more) if more else (dims,), op, x)
-
-
-def _fail(cls, op, msg, **operands):
-    raise cls(f"{describe(op, **operands)}: {msg}")
 
 
 def _listed(op, tensors):
@@ -45,17 +36,13 @@ def _copied(out: Tensor, x: Tensor) -> Tensor:
     return out.clone() if out._storage is x._storage else out
 
 
-# =====================================================================================
-# Rearranging
-# =====================================================================================
-
 def flip(x: Tensor, dims, *more) -> Tensor:
     """Reverse the order of elements along `dims` (a copy, as torch.flip).
 
     >>> import tensorlite as tl
     >>> tl.tensor([[1, 2], [3, 4]]).flip(0, 1).tolist()
     [[4, 3], [2, 1]]"""
-    dims = _norm_dims(_dims(dims, more, "flip", x), x.ndim, "flip", x, False)
+    dims = norm_dims(dims_arg(dims, more, "flip", x), x.ndim, "flip", x, False)
     out = x
     for d in dims:
         if x.shape[d] > 1:
@@ -70,7 +57,7 @@ def fliplr(x: Tensor) -> Tensor:
     >>> tl.tensor([[1, 2], [3, 4]]).fliplr().tolist()
     [[2, 1], [4, 3]]"""
     if x.ndim < 2:
-        _fail(ShapeError, "fliplr", "input must be at least 2-D", input=x)
+        fail(ShapeError, "fliplr", "input must be at least 2-D", input=x)
     return flip(x, 1)
 
 
@@ -81,7 +68,7 @@ def flipud(x: Tensor) -> Tensor:
     >>> tl.tensor([[1, 2], [3, 4]]).flipud().tolist()
     [[3, 4], [1, 2]]"""
     if x.ndim < 1:
-        _fail(ShapeError, "flipud", "input must be at least 1-D", input=x)
+        fail(ShapeError, "flipud", "input must be at least 1-D", input=x)
     return flip(x, 0)
 
 
@@ -91,17 +78,17 @@ def roll(x: Tensor, shifts, dims=None) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.tensor([1, 2, 3, 4]).roll(1).tolist()
     [4, 1, 2, 3]"""
-    shifts = _dims(shifts, (), "roll", x)
+    shifts = dims_arg(shifts, (), "roll", x)
     if dims is None:
         if len(shifts) != 1:
-            _fail(ArgumentError, "roll", f"dims None takes one shift, got {shifts}", input=x)
+            fail(ArgumentError, "roll", f"dims None takes one shift, got {shifts}", input=x)
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
-    dims = _dims(dims, (), "roll", x)
+    dims = dims_arg(dims, (), "roll", x)
     if len(shifts) != len(dims):
-        _fail(ArgumentError, "roll", f"shifts {shifts} and dims {dims} must have the same length", input=x)
+        fail(ArgumentError, "roll", f"shifts {shifts} and dims {dims} must have the same length", input=x)
     out = x
     for s, d in zip(shifts, dims):
-        d = _norm_dim(d, x.ndim, "roll", x, False)
+        d = norm_dim(d, x.ndim, "roll", x, False)
         n = x.shape[d]
         s = s % n if n else 0
         if s:
@@ -115,9 +102,9 @@ def repeat(x: Tensor, *sizes) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.tensor([1, 2]).repeat(2, 2).tolist()
     [[1, 2, 1, 2], [1, 2, 1, 2]]"""
-    sizes = _shape_arg(sizes, "repeat", x)
+    sizes = shape_arg(sizes, "repeat", x)
     if len(sizes) < x.ndim or builtins.min(sizes, default=0) < 0:
-        _fail(ShapeError, "repeat", f"sizes {sizes} must be non-negative and at least one per dim", self=x)
+        fail(ShapeError, "repeat", f"sizes {sizes} must be non-negative and at least one per dim", self=x)
     shape = (1,) * (len(sizes) - x.ndim) + x.shape
     pairs = [v for n in shape for v in (1, n)]  # (1, n0, 1, n1, ...) broadcast to (r0, n0, r1, n1, ...)
     out = broadcast_to(x.reshape(pairs), [v for r, n in zip(sizes, shape) for v in (r, n)])
@@ -130,7 +117,7 @@ def tile(x: Tensor, dims, *more) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.tensor([1, 2]).tile(2).tolist()
     [1, 2, 1, 2]"""
-    dims = _dims(dims, more, "tile", x)
+    dims = dims_arg(dims, more, "tile", x)
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
@@ -146,26 +133,26 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None, *, output_size=None) ->
         return repeat_interleave(arange(x.numel(), device=x._device), x, 0, output_size=output_size)
     if dim is None:
         x, dim = x.reshape(-1), 0
-    d = _norm_dim(dim, x.ndim, op, x)
+    d = norm_dim(dim, x.ndim, op, x)
     if x.ndim == 0:
         x = x.reshape(1)
     n = x.shape[d]
     if isinstance(repeats, Tensor):
         if repeats.dtype.is_floating_point or repeats.dtype is _dt.bool_ or repeats.ndim > 1 or \
                 repeats.numel() not in (1, n):
-            _fail(ShapeError, op, f"repeats must be an integer tensor of 0 or 1 dims with 1 or {n} elements",
+            fail(ShapeError, op, f"repeats must be an integer tensor of 0 or 1 dims with 1 or {n} elements",
                   input=x, repeats=repeats)
-        _same_device(op, input=x, repeats=repeats)
+        same_device(op, input=x, repeats=repeats)
         reps = repeats.numpy().reshape(-1).astype(np.int64)
         if reps.size == 1 and n != 1:
             repeats = int(reps[0])
     else:
-        reps = np.array([_ints(op, "repeats", repeats, input=x)])
+        reps = np.array([ints(op, "repeats", repeats, input=x)])
     if (reps < 0).any():
-        _fail(ArgumentError, op, "repeats must be non-negative", input=x)
+        fail(ArgumentError, op, "repeats must be non-negative", input=x)
     total = int(reps.sum()) * (n if reps.size == 1 else 1)
     if output_size is not None and output_size != total:
-        _fail(ArgumentError, op, f"output_size {output_size} is not the {total} elements the repeats give", input=x)
+        fail(ArgumentError, op, f"output_size {output_size} is not the {total} elements the repeats give", input=x)
     if isinstance(repeats, Tensor):
         return index_select(x, d, tensor(np.repeat(np.arange(n), reps), device=x._device))
     r = int(reps[0])
@@ -174,8 +161,8 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None, *, output_size=None) ->
 
 def _tri(op, x, diagonal, lower):
     if x.ndim < 2:
-        _fail(ShapeError, op, "input must have at least 2 dims", input=x)
-    k = _ints(op, "diagonal", diagonal, input=x)
+        fail(ShapeError, op, "input must have at least 2 dims", input=x)
+    k = ints(op, "diagonal", diagonal, input=x)
     m, n = x.shape[-2:]
     above = arange(n, device=x._device) - arange(m, device=x._device).reshape(m, 1)  # column - row
     return x.masked_fill(above > k if lower else above < k, 0)
@@ -206,12 +193,12 @@ def diff(x: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Ten
     >>> tl.tensor([1, 4, 9, 16]).diff().tolist()
     [3, 5, 7]"""
     if not isinstance(x, Tensor) or x.ndim == 0:
-        _fail(ShapeError, "diff", "input must be a tensor of at least 1 dim", input=x)
-    d = _norm_dim(dim, x.ndim, "diff", x)
-    n = _ints("diff", "n", n, low=0, input=x)
+        fail(ShapeError, "diff", "input must be a tensor of at least 1 dim", input=x)
+    d = norm_dim(dim, x.ndim, "diff", x)
+    n = ints("diff", "n", n, low=0, input=x)
     for name, t in (("prepend", prepend), ("append", append)):
         if t is not None and (not isinstance(t, Tensor) or t.ndim != x.ndim):
-            _fail(ShapeError, "diff", f"{name} must be a tensor with the dims of the input", input=x, **{name: t})
+            fail(ShapeError, "diff", f"{name} must be a tensor with the dims of the input", input=x, **{name: t})
     x = cat([t for t in (prepend, x, append) if t is not None], d) if prepend is not None or append is not None else x
     for _ in range(n):
         k = builtins.max(x.shape[d] - 1, 0)
@@ -226,11 +213,11 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3, 4).movedim(0, -1).shape
     (3, 4, 2)"""
-    src, dst = _dims(source, (), "movedim", x), _dims(destination, (), "movedim", x)
-    src = [_norm_dim(d, x.ndim, "movedim", x) for d in src]
-    dst = [_norm_dim(d, x.ndim, "movedim", x) for d in dst]
+    src, dst = dims_arg(source, (), "movedim", x), dims_arg(destination, (), "movedim", x)
+    src = [norm_dim(d, x.ndim, "movedim", x) for d in src]
+    dst = [norm_dim(d, x.ndim, "movedim", x) for d in dst]
     if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        _fail(ArgumentError, "movedim", f"source {source} and destination {destination} must be as many "
+        fail(ArgumentError, "movedim", f"source {source} and destination {destination} must be as many "
               "distinct dims", input=x)
     if x.ndim == 0:
         return x
@@ -262,8 +249,8 @@ def unbind(x: Tensor, dim: int = 0):
     >>> import tensorlite as tl
     >>> [t.tolist() for t in tl.tensor([[1, 2], [3, 4]]).unbind(1)]
     [[1, 3], [2, 4]]"""
-    d = _norm_dim(dim, x.ndim, "unbind", x, False)
-    outs = [_view(x, x._layout.index(d, i)) for i in range(x.shape[d])]
+    d = norm_dim(dim, x.ndim, "unbind", x, False)
+    outs = [as_view(x, x._layout.index(d, i)) for i in range(x.shape[d])]
 
     shape = outs[0].shape if outs else None  # not the outputs: the node outlives a backward (_READS_NO_TENSOR)
 
@@ -280,7 +267,7 @@ def t(x: Tensor) -> Tensor:
     >>> tl.zeros(2, 3).t().shape
     (3, 2)"""
     if x.ndim > 2:
-        _fail(ShapeError, "t", f"expects a tensor of at most 2 dims, got {x.ndim}", self=x)
+        fail(ShapeError, "t", f"expects a tensor of at most 2 dims, got {x.ndim}", self=x)
     return x.transpose(0, 1) if x.ndim == 2 else x
 
 
@@ -290,21 +277,17 @@ def rot90(x: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.tensor([[1, 2], [3, 4]]).rot90().tolist()
     [[2, 4], [1, 3]]"""
-    dims = _dims(dims, (), "rot90", x)
+    dims = dims_arg(dims, (), "rot90", x)
     if len(dims) != 2 or x.ndim < 2:
-        _fail(ShapeError, "rot90", f"expects 2 dims and an input of at least 2 dims, got dims {dims}", input=x)
-    d0, d1 = (_norm_dim(d, x.ndim, "rot90", x) for d in dims)
+        fail(ShapeError, "rot90", f"expects 2 dims and an input of at least 2 dims, got dims {dims}", input=x)
+    d0, d1 = (norm_dim(d, x.ndim, "rot90", x) for d in dims)
     if d0 == d1:
-        _fail(ArgumentError, "rot90", f"the two dims must differ, got {dims}", input=x)
-    k = _ints("rot90", "k", k, input=x) % 4
+        fail(ArgumentError, "rot90", f"the two dims must differ, got {dims}", input=x)
+    k = ints("rot90", "k", k, input=x) % 4
     if k in (0, 2):
         return flip(x, (d0, d1)) if k else x.clone()
     return flip(x, d1 if k == 1 else d0).transpose(d0, d1)
 
-
-# =====================================================================================
-# Combining
-# =====================================================================================
 
 def _atleast(nd, tensors):
     single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
@@ -392,7 +375,7 @@ def broadcast_tensors(*tensors):
     ts = _listed("broadcast_tensors", tensors)
     shape = broadcast_shapes(*[t.shape for t in ts])
     if shape is None:
-        _fail(ShapeError, "broadcast_tensors", "shapes do not broadcast", **{f"t{i}": t for i, t in enumerate(ts)})
+        fail(ShapeError, "broadcast_tensors", "shapes do not broadcast", **{f"t{i}": t for i, t in enumerate(ts)})
     return tuple(broadcast_to(t, shape) for t in ts)
 
 
@@ -405,10 +388,10 @@ def meshgrid(*tensors, indexing: str = "ij"):
     ts = _listed("meshgrid", tensors)
     named = {f"t{i}": t for i, t in enumerate(ts)}
     if indexing not in ("ij", "xy"):
-        _fail(ArgumentError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}", **named)
+        fail(ArgumentError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}", **named)
     if builtins.any(t.ndim > 1 or t.dtype is not ts[0].dtype for t in ts):
-        _fail(ShapeError, "meshgrid", "expects 0-d or 1-d tensors of one dtype", **named)
-    _same_device("meshgrid", **named)
+        fail(ShapeError, "meshgrid", "expects 0-d or 1-d tensors of one dtype", **named)
+    same_device("meshgrid", **named)
     swap = indexing == "xy" and len(ts) > 1
     if swap:
         ts[0], ts[1] = ts[1], ts[0]
@@ -427,7 +410,7 @@ def cartesian_prod(*tensors) -> Tensor:
     [[1, 3], [1, 4], [2, 3], [2, 4]]"""
     ts = _tensor_list("cartesian_prod", tensors)
     if builtins.any(t.ndim != 1 for t in ts):
-        _fail(ShapeError, "cartesian_prod", "expects 1-d tensors", **{f"t{i}": t for i, t in enumerate(ts)})
+        fail(ShapeError, "cartesian_prod", "expects 1-d tensors", **{f"t{i}": t for i, t in enumerate(ts)})
     return ts[0] if len(ts) == 1 else stack([g.reshape(-1) for g in meshgrid(*ts, indexing="ij")], 1)
 
 
@@ -453,16 +436,16 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     >>> tl.tensordot(tl.ones(3, 2), tl.ones(2, 3), dims=([0], [1])).shape
     (2, 2)"""
     if isinstance(dims, (tuple, list)) and len(dims) == 2 and all(isinstance(d, (tuple, list)) for d in dims):
-        da = [_norm_dim(d, a.ndim, "tensordot", a) for d in dims[0]]
-        db = [_norm_dim(d, b.ndim, "tensordot", b) for d in dims[1]]
+        da = [norm_dim(d, a.ndim, "tensordot", a) for d in dims[0]]
+        db = [norm_dim(d, b.ndim, "tensordot", b) for d in dims[1]]
     else:
-        k = _ints("tensordot", "dims", dims, low=0)
+        k = ints("tensordot", "dims", dims, low=0)
         if k > builtins.min(a.ndim, b.ndim):
-            _fail(ShapeError, "tensordot", f"dims={k} exceeds the operands' dims", a=a, b=b)
+            fail(ShapeError, "tensordot", f"dims={k} exceeds the operands' dims", a=a, b=b)
         da, db = list(range(a.ndim - k, a.ndim)), list(range(k))
     if len(da) != len(db) or len(set(da)) != len(da) or len(set(db)) != len(db) or \
             any(a.shape[i] != b.shape[j] for i, j in zip(da, db)):
-        _fail(ShapeError, "tensordot", f"contracted dims {da} of a and {db} of b must pair up with equal sizes",
+        fail(ShapeError, "tensordot", f"contracted dims {da} of a and {db} of b must pair up with equal sizes",
               a=a, b=b)
     free_a = [i for i in range(a.ndim) if i not in da]
     free_b = [j for j in range(b.ndim) if j not in db]
@@ -484,19 +467,15 @@ def cross(a: Tensor, b: Tensor, dim=None) -> Tensor:
     return _cross(a, b, dim, "cross")
 
 
-# =====================================================================================
-# Products
-# =====================================================================================
-
 def _operands(op, ndims, **ts):
     """Check the operands of mm, bmm, mv, dot: tensors of these dims, one dtype, one device."""
     if not builtins.all(isinstance(t, Tensor) for t in ts.values()):
-        _fail(DTypeError, op, "operands must be tensors", **ts)
+        fail(DTypeError, op, "operands must be tensors", **ts)
     if tuple(t.ndim for t in ts.values()) != ndims:
-        _fail(ShapeError, op, f"expects operands of {' and '.join(map(str, ndims))} dims", **ts)
+        fail(ShapeError, op, f"expects operands of {' and '.join(map(str, ndims))} dims", **ts)
     if len({t.dtype for t in ts.values()}) > 1:
-        _fail(DTypeError, op, "operands must have the same dtype", **ts)
-    _same_device(op, **ts)
+        fail(DTypeError, op, "operands must have the same dtype", **ts)
+    same_device(op, **ts)
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
@@ -517,7 +496,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
     (2, 1, 1)"""
     _operands("bmm", (3, 3), self=a, mat2=b)
     if a.shape[0] != b.shape[0]:
-        _fail(ShapeError, "bmm", "batch sizes differ", self=a, mat2=b)
+        fail(ShapeError, "bmm", "batch sizes differ", self=a, mat2=b)
     return matmul(a, b)
 
 
@@ -553,7 +532,7 @@ def inner(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
         return a * b
     if a.shape[-1] != b.shape[-1]:
-        _fail(ShapeError, "inner", "the last dims differ", self=a, other=b)
+        fail(ShapeError, "inner", "the last dims differ", self=a, other=b)
     return matmul(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]).mT).reshape(a.shape[:-1] + b.shape[:-1])
 
 
@@ -564,7 +543,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
     >>> tl.outer(tl.tensor([1, 2]), tl.tensor([1, 10])).tolist()
     [[1, 10], [2, 20]]"""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.ndim != 1 or b.ndim != 1:
-        _fail(ShapeError, "outer", "expects two 1-d tensors", self=a, vec2=b)
+        fail(ShapeError, "outer", "expects two 1-d tensors", self=a, vec2=b)
     return a.reshape(-1, 1) * b
 
 
@@ -573,7 +552,7 @@ ger = outer
 
 def _add_product(op, x, product, beta, alpha):
     if not isinstance(x, Tensor) or broadcast_shapes(x.shape, product.shape) != product.shape:
-        _fail(ShapeError, op, f"input does not broadcast to the product's shape {product.shape}", input=x)
+        fail(ShapeError, op, f"input does not broadcast to the product's shape {product.shape}", input=x)
     out = product if alpha == 1 else product * alpha
     return out if beta == 0 else out + (x if beta == 1 else x * beta)  # beta 0 ignores input (NaN too)
 
@@ -606,10 +585,6 @@ def baddbmm(x: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Te
     return _add_product("baddbmm", x, bmm(batch1, batch2), beta, alpha)
 
 
-# =====================================================================================
-# Diagonals
-# =====================================================================================
-
 def _diag_fill(v: Tensor, shape, offset: int, d1: int, d2: int) -> Tensor:
     """zeros of `shape` with v (the other dims of shape in order, then the diagonal) on the
     offset-th diagonal of dims d1, d2: diagonal's gradient and diag_embed, out of place."""
@@ -628,10 +603,10 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     >>> import tensorlite as tl
     >>> tl.tensor([[1, 2], [3, 4]]).diagonal().tolist()
     [1, 4]"""
-    d1, d2 = (_norm_dim(d, x.ndim, "diagonal", x, False) for d in (dim1, dim2))
+    d1, d2 = (norm_dim(d, x.ndim, "diagonal", x, False) for d in (dim1, dim2))
     if d1 == d2:
-        _fail(ArgumentError, "diagonal", f"dim1 and dim2 must differ, got {dim1} and {dim2}", input=x)
-    offset = _ints("diagonal", "offset", offset, input=x)
+        fail(ArgumentError, "diagonal", f"dim1 and dim2 must differ, got {dim1} and {dim2}", input=x)
+    offset = ints("diagonal", "offset", offset, input=x)
     (n1, n2), (s1, s2) = (x.shape[d1], x.shape[d2]), (x.stride(d1), x.stride(d2))
     n = builtins.max(builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2), 0)
     start = (offset * s2 if offset >= 0 else -offset * s1) if n else 0
@@ -639,7 +614,7 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     lay = Layout(tuple(x.shape[d] for d in keep) + (n,), tuple(x.stride(d) for d in keep) + (s1 + s2,),
                  x._layout.offset + start)
     shape = x.shape
-    return _attach(_view(x, lay), (x,), lambda g: (_diag_fill(g, shape, offset, d1, d2),), "diagonal")
+    return _attach(as_view(x, lay), (x,), lambda g: (_diag_fill(g, shape, offset, d1, d2),), "diagonal")
 
 
 def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
@@ -649,11 +624,11 @@ def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Te
     >>> tl.diag_embed(tl.tensor([1, 2])).tolist()
     [[1, 0], [0, 2]]"""
     if x.ndim == 0:
-        _fail(ShapeError, "diag_embed", "input must have at least 1 dim", input=x)
-    d1, d2 = (_norm_dim(d, x.ndim + 1, "diag_embed", x) for d in (dim1, dim2))
+        fail(ShapeError, "diag_embed", "input must have at least 1 dim", input=x)
+    d1, d2 = (norm_dim(d, x.ndim + 1, "diag_embed", x) for d in (dim1, dim2))
     if d1 == d2:
-        _fail(ArgumentError, "diag_embed", f"dim1 and dim2 must differ, got {dim1} and {dim2}", input=x)
-    offset = _ints("diag_embed", "offset", offset, input=x)
+        fail(ArgumentError, "diag_embed", f"dim1 and dim2 must differ, got {dim1} and {dim2}", input=x)
+    offset = ints("diag_embed", "offset", offset, input=x)
     rest, n = iter(x.shape[:-1]), x.shape[-1] + abs(offset)
     return _diag_fill(x, [n if d in (d1, d2) else next(rest) for d in range(x.ndim + 1)], offset, d1, d2)
 
@@ -665,7 +640,7 @@ def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     >>> tl.diag(tl.tensor([[1, 2], [3, 4]]), 1).tolist()
     [2]"""
     if x.ndim not in (1, 2):
-        _fail(ShapeError, "diag", "input must be 1-d or 2-d", input=x)
+        fail(ShapeError, "diag", "input must be 1-d or 2-d", input=x)
     return diag_embed(x, diagonal) if x.ndim == 1 else x.diagonal(diagonal).clone()
 
 
@@ -676,13 +651,9 @@ def trace(x: Tensor) -> Tensor:
     >>> tl.tensor([[1, 2], [3, 4]]).trace().item()
     5"""
     if x.ndim != 2:
-        _fail(ShapeError, "trace", "input must be 2-d", input=x)
+        fail(ShapeError, "trace", "input must be 2-d", input=x)
     return diagonal(x).sum()
 
-
-# =====================================================================================
-# einsum
-# =====================================================================================
 
 def _subscripts(term, nd, i, fail):
     """A term's labels, one per dim: letters, and -k..-1 for the dims an ellipsis covers."""
@@ -706,40 +677,40 @@ def einsum(equation: str, *operands) -> Tensor:
     ops = _listed("einsum", operands)
     named = {f"t{i}": t for i, t in enumerate(ops)}
 
-    def fail(msg, cls=ShapeError):
-        _fail(cls, "einsum", msg, equation=equation, **named)
+    def refuse(msg, cls=ShapeError):
+        fail(cls, "einsum", msg, equation=equation, **named)
     if not isinstance(equation, str):
-        fail("the equation must be a string (the sublist form is not supported)", DTypeError)
+        refuse("the equation must be a string (the sublist form is not supported)", DTypeError)
     lhs, arrow, rhs = equation.replace(" ", "").partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ops):
-        fail(f"{len(terms)} subscripts for {len(ops)} operands", ArgumentError)
+        refuse(f"{len(terms)} subscripts for {len(ops)} operands", ArgumentError)
     if len({t.dtype for t in ops}) > 1:
-        fail("operands must have the same dtype", DTypeError)
-    _same_device("einsum", **named)
+        refuse("operands must have the same dtype", DTypeError)
+    same_device("einsum", **named)
     labels, sizes, everything = [], {}, []
     for i, (term, x) in enumerate(zip(terms, ops)):
-        ls = _subscripts(term, x.ndim, i, fail)
+        ls = _subscripts(term, x.ndim, i, refuse)
         everything += ls
         for l, n in zip(ls, x.shape):
             prev = sizes.setdefault(l, n)
             if 1 not in (n, prev) and n != prev:
-                fail(f"subscript {l} has size {n} in operand {i}, which does not broadcast with size {prev}")
+                refuse(f"subscript {l} has size {n} in operand {i}, which does not broadcast with size {prev}")
             sizes[l] = n if prev == 1 else prev
         while len(set(ls)) < len(ls):  # a repeated label: take that diagonal (it becomes the last dim)
             j = next(j for j, l in enumerate(ls) if ls.index(l) != j)
             a = ls.index(ls[j])
             if ops[i].shape[a] != ops[i].shape[j]:
-                fail(f"subscript {ls[j]} is repeated in operand {i} for dims of sizes {ops[i].shape[a]} and "
+                refuse(f"subscript {ls[j]} is repeated in operand {i} for dims of sizes {ops[i].shape[a]} and "
                      f"{ops[i].shape[j]}")
             ops[i] = diagonal(ops[i], 0, a, j)
             ls = [l for k, l in enumerate(ls) if k not in (a, j)] + [ls[j]]
         labels.append(ls)
     if arrow:
         ell = builtins.max([-l for l in everything if isinstance(l, int)], default=0)
-        out = _subscripts(rhs, len(rhs) - 3 + ell if "..." in rhs else len(rhs), "out", fail)
+        out = _subscripts(rhs, len(rhs) - 3 + ell if "..." in rhs else len(rhs), "out", refuse)
         if len(set(out)) < len(out) or builtins.any(l not in everything for l in out):
-            fail(f"output subscripts {rhs!r} must be distinct and appear in an input", ArgumentError)
+            refuse(f"output subscripts {rhs!r} must be distinct and appear in an input", ArgumentError)
     else:  # implicit: the ellipsis dims, then the labels that appear once, in alphabetical order
         once = [l for l in everything if everything.count(l) == 1 and isinstance(l, str)]
         out = sorted({l for l in everything if isinstance(l, int)}) + sorted(once)
@@ -776,12 +747,8 @@ def _contract(a, la, b, lb, keep):
     return out, batch + left + right
 
 
-# =====================================================================================
-# Creation and Tensor conveniences
-# =====================================================================================
-
 def _new(fn, x, size, *args, dtype=None, device=None, requires_grad=False):
-    return fn(_shape_arg(size, fn.__name__), *args, dtype=x.dtype if dtype is None else dtype,
+    return fn(shape_arg(size, fn.__name__), *args, dtype=x.dtype if dtype is None else dtype,
               device=device or x._device, requires_grad=requires_grad)
 
 
@@ -868,9 +835,9 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 def _random_like(fn, x, dtype=None, **kw):
     op = f"{fn.__name__}_like"
-    dt = x.dtype if dtype is None else _dtype_of(dtype, op=op)
+    dt = x.dtype if dtype is None else dtype_of(dtype, op=op)
     if not dt.is_floating_point:
-        _fail(DTypeError, op, f"expected a floating dtype, got {dt.name}", input=x)
+        fail(DTypeError, op, f"expected a floating dtype, got {dt.name}", input=x)
     return _like(fn, x, dtype=dt, **kw)
 
 
@@ -958,7 +925,7 @@ def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None) -> Tensor:
     >>> import tensorlite as tl
     >>> tl.tensor([3.0, 4.0]).norm().item()
     5.0"""
-    dims = None if dim is None else _dims(dim, (), "norm", x)
+    dims = None if dim is None else dims_arg(dim, (), "norm", x)
     if isinstance(p, str) and (p != "fro" or dims is not None and len(dims) > 2):
         return matrix_norm(x, p, dims if dims is not None else tuple(range(x.ndim)), keepdim, dtype=dtype)
     return vector_norm(x, 2 if p in ("fro", None) else p, dims, keepdim, dtype=dtype)
@@ -971,7 +938,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
     >>> tl.cdist(tl.tensor([[0.0, 0.0]]), tl.tensor([[3.0, 4.0], [0.0, 1.0]])).tolist()
     [[5.0, 1.0]]"""
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
-        _fail(ShapeError, "cdist", "expects (..., P, M) and (..., R, M) tensors", x1=x1, x2=x2)
+        fail(ShapeError, "cdist", "expects (..., P, M) and (..., R, M) tensors", x1=x1, x2=x2)
     if not isinstance(p, numbers.Real) or p < 0:
-        _fail(ArgumentError, "cdist", f"p must be a non-negative number, got {p!r}", x1=x1, x2=x2)
+        fail(ArgumentError, "cdist", f"p must be a non-negative number, got {p!r}", x1=x1, x2=x2)
     return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)

@@ -10,10 +10,11 @@ import builtins
 from math import prod
 
 from . import dtype as _dt
+from ._core import MinMax, dtype_of, ints, norm_dim, same_device, wrap
 from .autograd import attach as _attach
 from .errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
-from .tensor import (MinMax, Tensor, _dtype_of, _ints, _norm_dim, _same_device, _wrap, arange, cat, rand, stack,
-                     tensor, where, zeros)
+from .tensor import Tensor, arange, cat, rand, stack, tensor, where, zeros
+
 
 METHODS = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "cumsum", "cumprod", "unique",
            "unique_consecutive", "bincount", "nonzero", "argwhere", "multinomial")
@@ -29,7 +30,7 @@ def _along(x, d, fn):
     """fn(storage, layout with dim d of x last) -> storage(s) of that shape, as tensors with d back in place."""
     y = x.transpose(d, -1)
     outs = fn(y._storage, y._layout)
-    res = [_wrap(st, y.shape).transpose(d, -1) for st in (outs if isinstance(outs, tuple) else (outs,))]
+    res = [wrap(st, y.shape).transpose(d, -1) for st in (outs if isinstance(outs, tuple) else (outs,))]
     return res if isinstance(outs, tuple) else res[0]
 
 
@@ -54,8 +55,8 @@ def sort(input, dim=-1, descending=False, stable=False):
     """
     x = _tensor("sort", input)
     if x.ndim == 0:
-        return _scalar_as_1d(sort, x, _norm_dim(dim, 0, "sort", x), descending)
-    d = _norm_dim(dim, x.ndim, "sort", x)
+        return _scalar_as_1d(sort, x, norm_dim(dim, 0, "sort", x), descending)
+    d = norm_dim(dim, x.ndim, "sort", x)
     values, indices = _along(x, d, lambda st, lay: st.sort(lay, bool(descending)))
     if x.dtype.is_floating_point:
         shape = x.shape
@@ -85,7 +86,7 @@ def msort(input):
 
 def _k_of(op, x, d, k, low):
     n = x.shape[d]
-    k = _ints(op, "k", k, self=x)
+    k = ints(op, "k", k, self=x)
     if not low <= k <= n:
         raise IndexOutOfRange(f"{describe(op, self=x)}: selected number k={k} out of range for a dim of size {n}")
     return k
@@ -100,8 +101,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     """
     x = _tensor("topk", input)
     if x.ndim == 0:
-        return _scalar_as_1d(topk, x, k, _norm_dim(dim, 0, "topk", x), largest, sorted)
-    d = _norm_dim(dim, x.ndim, "topk", x)
+        return _scalar_as_1d(topk, x, k, norm_dim(dim, 0, "topk", x), largest, sorted)
+    d = norm_dim(dim, x.ndim, "topk", x)
     k = _k_of("topk", x, d, k, 0)
     values, indices = sort(x, d, descending=largest)
     return MinMax(values.narrow(d, 0, k), indices.narrow(d, 0, k))
@@ -116,8 +117,8 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     """
     x = _tensor("kthvalue", input)
     if x.ndim == 0:
-        return _scalar_as_1d(kthvalue, x, k, _norm_dim(dim, 0, "kthvalue", x), keepdim)
-    d = _norm_dim(dim, x.ndim, "kthvalue", x)
+        return _scalar_as_1d(kthvalue, x, k, norm_dim(dim, 0, "kthvalue", x), keepdim)
+    d = norm_dim(dim, x.ndim, "kthvalue", x)
     k = _k_of("kthvalue", x, d, k, 1)
     values, indices = sort(x, d)
     values, indices = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)
@@ -131,8 +132,8 @@ def _median(x, op, dim, keepdim, skip_nan):
             return tensor(float("nan"), dtype=x.dtype, device=x._device)
         return _median(flat, op, 0, False, skip_nan).values
     if x.ndim == 0:
-        return _scalar_as_1d(_median, x, op, _norm_dim(dim, 0, op, x), keepdim, skip_nan)
-    d = _norm_dim(dim, x.ndim, op, x)
+        return _scalar_as_1d(_median, x, op, norm_dim(dim, 0, op, x), keepdim, skip_nan)
+    d = norm_dim(dim, x.ndim, op, x)
     n = x.shape[d]
     if n == 0:
         raise IndexOutOfRange(f"{describe(op, self=x)}: cannot take the median of an empty dim {d}")
@@ -189,10 +190,10 @@ def _cumprod_grad(g, x, out, d, reverse):
 def _cumulative(x, op, dim, dtype):
     x = _tensor(op, x)
     if dtype is not None:
-        x = x._cast(_dtype_of(dtype, op=op))
+        x = x._cast(dtype_of(dtype, op=op))
     if x.ndim == 0:
-        return _scalar_as_1d(_cumulative, x, op, _norm_dim(dim, 0, op, x), None)
-    return _scan(op[3:], x, _norm_dim(dim, x.ndim, op, x))
+        return _scalar_as_1d(_cumulative, x, op, norm_dim(dim, 0, op, x), None)
+    return _scan(op[3:], x, norm_dim(dim, x.ndim, op, x))
 
 
 def cumsum(input, dim, dtype=None):
@@ -229,7 +230,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
             raise ArgumentError(f"{op}: side must be 'left' or 'right' and agree with right={right}, got {side!r}")
         right = side == "right"
     v = values if isinstance(values, Tensor) else tensor(values, device=s._device)
-    _same_device(op, sorted_sequence=s, values=v)
+    same_device(op, sorted_sequence=s, values=v)
     if sorter is not None:
         s = s.gather(-1, _tensor(op, sorter, "sorter"))
     if s.ndim == 0 or (s.ndim > 1 and s.shape[:-1] != v.shape[:-1]):
@@ -239,9 +240,9 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     s, v = s._cast(dt), v._cast(dt)
     s2 = s.reshape(prod(s.shape[:-1]), s.shape[-1])
     v2 = v.reshape(1, v.numel()) if s.ndim == 1 else v.reshape(prod(v.shape[:-1]), v.shape[-1])
-    out = _wrap(s2._storage.searchsorted(s2._layout, v2._storage, v2._layout, bool(right)), v2.shape).reshape(v.shape)
+    out = wrap(s2._storage.searchsorted(s2._layout, v2._storage, v2._layout, bool(right)), v2.shape).reshape(v.shape)
     if out_int32:
-        return out._cast(_dtype_of("int32", op=op))
+        return out._cast(dtype_of("int32", op=op))
     return out
 
 
@@ -262,7 +263,7 @@ def _unique(op, x, consecutive, return_inverse, return_counts, dim):
     if dim is None:
         rows, perm = x.reshape(-1, 1), [0]
     else:
-        d = _norm_dim(dim, x.ndim, op, x, scalar_ok=False)
+        d = norm_dim(dim, x.ndim, op, x, scalar_ok=False)
         perm = [d] + [i for i in range(x.ndim) if i != d]
         rows = x.permute(*perm)
         rows = rows.reshape(rows.shape[0], -1)
@@ -317,7 +318,7 @@ def bincount(input, weights=None, minlength=0):
     [1, 0, 2]
     """
     x = _tensor("bincount", input)
-    minlength = _ints("bincount", "minlength", minlength, low=0)
+    minlength = ints("bincount", "minlength", minlength, low=0)
     if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is _dt.bool_:
         raise DTypeError(f"{describe('bincount', self=x)}: bincount only supports 1-d non-negative integral inputs")
     lo, hi = stack([x.min(), x.max()]).tolist() if x.numel() else (0, -1)
@@ -379,7 +380,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise DTypeError(f"{describe(op, self=p)}: expected a 1-D or 2-D floating tensor of probabilities")
     if generator is not None:
         raise ArgumentError(f"{op}: generator is not supported; seed the device's generator with tl.manual_seed")
-    k = _ints(op, "num_samples", num_samples, low=1, self=p)
+    k = ints(op, "num_samples", num_samples, low=1, self=p)
     rows = p.reshape(1, -1) if p.ndim == 1 else p
     n = rows.shape[-1]
     if not replacement and k > n:

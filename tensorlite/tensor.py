@@ -10,171 +10,24 @@ import builtins
 import functools
 import itertools
 import numbers
-import operator
-from collections import namedtuple
 from math import isfinite, prod
 from typing import List, Sequence
 
 import numpy as np
 
 from . import amp as _amp, dlpack as _dlpack, dtype as _dt
+from ._core import (MinMax, TensorBase, as_view, check_size, copy_of, dtype_of, fits, full_storage, grad_flag, ints, is_scalar,
+                    norm_dim, norm_dims, opmath, resolve_device, same_device, scalar_tensor, shape_arg, sizes_arg, wrap,
+                    register_tensor_class)
 from .autograd import (attach as _attach, attach_many as _attach_many, backward as _backward, is_grad_enabled, no_grad,
                        note_write as _note_write, register_hook as _register_hook,
                        register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
                        retain_grad as _retain_grad, retains_grad as _retains_grad)
-from .backend import BackendDevice, BackendStorage, ConvParams, Device, PoolParams, default_device, get_device
-from .errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError,
-                     TensorliteError, describe)
-from .layout import Layout, broadcast_shapes, cached
+from .backend import BackendDevice, ConvParams, Device, PoolParams
+from .errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, ShapeError, TensorliteError, describe
+from .layout import Layout, broadcast_shapes
 from .op_table import BINARY, BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
 
-MinMax = namedtuple("MinMax", ["values", "indices"])
-_SEED = [None]          # seed set by manual_seed, applied to devices created later
-_SEEDED = set()
-
-
-def _device(spec=None):
-    dev = get_device(spec if spec is not None else default_device())
-    if _SEED[0] is not None and id(dev) not in _SEEDED:
-        dev.set_seed(_SEED[0])
-        _SEEDED.add(id(dev))
-    return dev
-
-
-def manual_seed(seed: int) -> None:
-    """Seed the random generators of every device (created now or later)."""
-    from .backend import initialized_devices
-    _SEED[0] = int(seed)
-    _SEEDED.clear()
-    for dev in initialized_devices():
-        dev.set_seed(int(seed))
-        _SEEDED.add(id(dev))
-
-
-_CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layouts are never mutated)
-
-
-def _contiguous_layout(shape) -> Layout:
-    if type(shape) is not tuple:
-        return Layout.contiguous(shape)
-    return cached(_CONTIG_LAYOUTS, shape, lambda s: Layout.contiguous(tuple([int(n) for n in s])))
-
-
-def _wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
-    t = Tensor.__new__(Tensor)
-    lay = _CONTIG_LAYOUTS.get(shape) if type(shape) is tuple else None  # _contiguous_layout's hit, inlined
-    t._storage, t._layout = storage, lay if lay is not None else _contiguous_layout(shape)
-    t.dtype = dtype if dtype is not None else storage.dtype
-    t._device = storage.device
-    t.requires_grad, t.grad, t._node, t._base = False, None, None, None
-    return t
-
-
-def _view(x: "Tensor", layout: Layout) -> "Tensor":
-    """A view of x: x's storage through another layout. Its _base is the tensor whose storage
-    it views and _base_node that tensor's history when the view was taken: autograd refuses
-    a view whose base has had a new history since (an in-place op recorded on the base), and
-    in-place ops on views while recording."""
-    t = Tensor.__new__(Tensor)
-    t._storage, t._layout, t.dtype, t._device = x._storage, layout, x.dtype, x._device
-    base = x._base if x._base is not None else x
-    t.requires_grad, t.grad, t._node, t._base, t._base_node = False, None, None, base, base._node
-    return t
-
-
-# d in [-ndim, ndim) as a dim in [0, ndim); a 0-d tensor takes 0 and -1 where scalar_ok (PyTorch)
-def _norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
-    """A dim in [-ndim, ndim) as one in [0, ndim), as PyTorch wraps it; else IndexOutOfRange naming `op`."""
-    n = builtins.max(ndim, 1) if scalar_ok else ndim
-    if type(d) is not int or not -n <= d < n:
-        who = describe(op, self=x) if x is not None else op
-        if not isinstance(d, numbers.Integral):
-            raise DTypeError(f"{who}: dim must be an integer, got {d!r}")
-        if not -n <= d < n:
-            raise IndexOutOfRange(f"{who}: dimension {d} out of range for {ndim} dims (expected {-n}..{n - 1})")
-    return d % n
-
-
-# dim (None, an int or a sequence of them) as sorted dims in [0, ndim): None and, for the
-# reductions, () are every dim; a 0-d tensor takes dim 0 or -1 and has none (PyTorch)
-def _norm_dims(dim, ndim, op, x=None, empty_is_all=True):
-    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and not dim):
-        return tuple(range(ndim))
-    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
-    out = tuple(sorted({_norm_dim(d, ndim, op, x) for d in dims}))
-    if len(out) != len(dims):
-        raise ShapeError(f"{describe(op, self=x) if x is not None else op}: repeated dims in {dim}")
-    return out if ndim else ()
-
-
-# sizes given as ints or as one sequence, as a tuple of ints (floats are refused, as PyTorch)
-def _shape_arg(shape, op="size", x=None):
-    try:
-        if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
-            shape = tuple(shape[0])
-        for s in shape:  # the common case, plain ints, passes as it is
-            if type(s) is not int:
-                return tuple([operator.index(s) for s in shape])
-        return shape
-    except TypeError:
-        raise DTypeError(f"{describe(op, self=x) if x is not None else op}: sizes must be integers, got {shape!r}") \
-            from None
-
-
-def _sizes(op, sizes, size=None):
-    """The shape of a creation function: its positional sizes (ints or one sequence), or the
-    keyword `size`, as torch.zeros(size=...) takes it."""
-    if size is None:
-        return _shape_arg(sizes, op)
-    if sizes:
-        raise ArgumentError(f"{op}: sizes given both as arguments {sizes!r} and as size={size!r}")
-    return _shape_arg((size,), op)
-
-
-# The one check of a new tensor's shape: no negative size, and no more bytes than the device
-# has (OutOfMemoryError at once, before any host or device work)
-def _check_size(op, shape, dtype, dev):
-    if builtins.min(shape, default=0) < 0:
-        raise ShapeError(f"{op}: negative size in {tuple(shape)}")
-    limit = dev.total_memory()
-    if limit is not None and prod(shape) * dtype.itemsize > limit:
-        raise OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} tensor needs {prod(shape) * dtype.itemsize} "
-                               f"bytes, more than the {limit} bytes of {dev}")
-    return shape
-
-
-# An int argument (n None) or n of them (one int repeated, or a sequence of n), each >= low: the
-# check of every stride, padding, count; DTypeError / ArgumentError naming the op otherwise
-def _ints(op, name, v, n=None, low=None, **operands):
-    what = ("an integer" if n is None else f"{n} integers") + ("" if low is None else f" >= {low}")
-    try:
-        out = operator.index(v) if n is None else tuple(operator.index(i) for i in v) \
-            if isinstance(v, (tuple, list)) else (operator.index(v),) * n
-        bad = (n is not None and len(out) != n) or (low is not None and builtins.min(out if n else (out,)) < low)
-    except TypeError:
-        out = bad = None
-    if bad is not False:
-        raise (DTypeError if bad is None else ArgumentError)(
-            f"{describe(op, **operands) if operands else op}: {name} must be {what}, got {v!r}")
-    return out
-
-
-def _same_device(op, **ts):
-    devs = {id(t._device) for t in ts.values()}
-    if len(devs) > 1:
-        raise DeviceError(f"{describe(op, **ts)}: operands are on different devices; move them with .to()")
-
-
-def _copy(x: Tensor) -> Tensor:
-    dst = x._device.alloc_uninit(x.shape, x.dtype)
-    if x.numel():
-        x._storage.copy_strided_src(dst, 0, x._layout)
-    return _wrap(dst, x.shape, x.dtype)
-
-
-# =====================================================================================
-# Views: only the Layout changes
-# =====================================================================================
 
 def _infer_shape(shape, numel, op, x):
     if -1 not in shape and prod(shape) == numel and builtins.min(shape, default=0) >= 0:
@@ -194,16 +47,16 @@ def _infer_shape(shape, numel, op, x):
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """A view when strides can express the new shape, else a contiguous copy."""
-    shape = _infer_shape(_shape_arg(shape, "reshape", x), x._layout.numel(), "reshape", x)
+    shape = _infer_shape(shape_arg(shape, "reshape", x), x._layout.numel(), "reshape", x)
     lay = x._layout.reshape(shape)
-    out = _view(x, lay) if lay is not None else _wrap(_copy(x)._storage, shape, x.dtype)
+    out = as_view(x, lay) if lay is not None else wrap(copy_of(x)._storage, shape, x.dtype)
     src = x._layout.shape
     return _attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
 
 
 def view(x: Tensor, *shape) -> Tensor:
     """Like reshape, but never copies: raises if strides cannot express the shape."""
-    shape = _infer_shape(_shape_arg(shape, "view", x), x.numel(), "view", x)
+    shape = _infer_shape(shape_arg(shape, "view", x), x.numel(), "view", x)
     if x._layout.reshape(shape) is None:
         raise ShapeError(f"{describe('view', self=x)}: strides {x.stride()} cannot be viewed as {shape}; "
                          "use reshape() (which copies) or .contiguous() first")
@@ -217,13 +70,13 @@ def permute(x: Tensor, *dims) -> Tensor:
     >>> tl.zeros(2, 3, 4).permute(2, 0, 1).shape
     (4, 2, 3)
     """
-    dims = _shape_arg(dims, "permute", x)
+    dims = shape_arg(dims, "permute", x)
     nd = x.ndim
-    normed = [_norm_dim(d, nd, "permute", x) for d in dims]
+    normed = [norm_dim(d, nd, "permute", x) for d in dims]
     if sorted(normed) != list(range(nd)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
     inv = [normed.index(d) for d in range(nd)]
-    return _attach(_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
+    return _attach(as_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
 
 
 def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
@@ -236,8 +89,8 @@ def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
     nd = len(x._layout.shape)
     if nd == 0:
         return x
-    a, b = _norm_dim(d0, nd, "transpose", x), _norm_dim(d1, nd, "transpose", x)
-    return _attach(_view(x, x._layout.transpose(a, b)), (x,), lambda g: (g.transpose(a, b),), "transpose")
+    a, b = norm_dim(d0, nd, "transpose", x), norm_dim(d1, nd, "transpose", x)
+    return _attach(as_view(x, x._layout.transpose(a, b)), (x,), lambda g: (g.transpose(a, b),), "transpose")
 
 
 def _embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
@@ -253,18 +106,18 @@ def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tenso
     >>> tl.arange(6).narrow(0, 1, 3).tolist()
     [1, 2, 3]
     """
-    dim = _norm_dim(dim, x.ndim, "narrow", x, False)
+    dim = norm_dim(dim, x.ndim, "narrow", x, False)
     n = x.shape[dim]
     if type(start) is not int or type(length) is not int or type(step) is not int or step < 1:
-        start, length = _ints("narrow", "start", start, self=x), _ints("narrow", "length", length, self=x)
-        step = _ints("narrow", "step", step, low=1, self=x)
+        start, length = ints("narrow", "start", start, self=x), ints("narrow", "length", length, self=x)
+        step = ints("narrow", "step", step, low=1, self=x)
     if start < 0:
         start += n
     if not (0 <= start <= n and length >= 0 and start + (length - 1) * step < n + (length == 0)):
         raise IndexOutOfRange(f"{describe('narrow', self=x)}: start {start}, length {length} out of range "
                               f"for dim {dim} of size {n}")
     shape = x.shape
-    out = _view(x, x._layout.narrow(dim, start, length, step))
+    out = as_view(x, x._layout.narrow(dim, start, length, step))
     return _attach(out, (x,), lambda g: (_embed(g, shape, dim, start, step),), "narrow")
 
 
@@ -275,14 +128,14 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
     >>> tl.tensor([[1, 2], [3, 4]]).select(1, 0).tolist()
     [1, 3]
     """
-    dim = _norm_dim(dim, x.ndim, "select", x, False)
+    dim = norm_dim(dim, x.ndim, "select", x, False)
     n = x.shape[dim]
-    index = index if type(index) is int else _ints("select", "index", index, self=x)
+    index = index if type(index) is int else ints("select", "index", index, self=x)
     if not -n <= index < n:
         raise IndexOutOfRange(f"{describe('select', self=x)}: index {index} out of range for dim {dim} of size {n}")
     index %= n
     shape = x.shape
-    out = _view(x, x._layout.index(dim, index))
+    out = as_view(x, x._layout.index(dim, index))
     return _attach(out, (x,), lambda g: (_embed(g.unsqueeze(dim), shape, dim, index),), "select")
 
 
@@ -293,8 +146,8 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     >>> tl.zeros(2, 3).unsqueeze(1).shape
     (2, 1, 3)
     """
-    dim = _norm_dim(dim, x.ndim + 1, "unsqueeze", x)
-    return _attach(_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
+    dim = norm_dim(dim, x.ndim + 1, "unsqueeze", x)
+    return _attach(as_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
@@ -304,11 +157,11 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
     >>> tl.zeros(2, 1, 3, 1).squeeze().shape
     (2, 3)
     """
-    dims = [d for d in _norm_dims(dim, x.ndim, "squeeze", x, False) if x.shape[d] == 1] if x.ndim else []
+    dims = [d for d in norm_dims(dim, x.ndim, "squeeze", x, False) if x.shape[d] == 1] if x.ndim else []
     if not dims:
         return x
     shape = x.shape
-    return _attach(_view(x, x._layout.squeeze(dims)), (x,), lambda g: (g.reshape(shape),), "squeeze")
+    return _attach(as_view(x, x._layout.squeeze(dims)), (x,), lambda g: (g.reshape(shape),), "squeeze")
 
 
 def _sum_to(g: Tensor, shape) -> Tensor:
@@ -329,14 +182,14 @@ def broadcast_to(x: Tensor, *shape) -> Tensor:
     >>> tl.tensor([1, 2]).broadcast_to(2, 2).tolist()
     [[1, 2], [1, 2]]
     """
-    shape = _shape_arg(shape, "broadcast_to", x)
+    shape = shape_arg(shape, "broadcast_to", x)
     if shape == x.shape:
         return x
     lay = x._layout.broadcast_as(shape) if builtins.min(shape, default=0) >= 0 else None
     if lay is None:
         raise ShapeError(f"{describe('broadcast_to', self=x)}: cannot broadcast to {shape}")
     src = x.shape
-    return _attach(_view(x, lay), (x,), lambda g: (_sum_to(g, src),), "broadcast_to")
+    return _attach(as_view(x, lay), (x,), lambda g: (_sum_to(g, src),), "broadcast_to")
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
@@ -346,7 +199,7 @@ def expand(x: Tensor, *sizes) -> Tensor:
     >>> tl.zeros(3, 1).expand(-1, 4).shape
     (3, 4)
     """
-    sizes = _shape_arg(sizes, "expand", x)
+    sizes = shape_arg(sizes, "expand", x)
     lead = len(sizes) - x.ndim
     if -1 in sizes[:builtins.max(lead, 0)]:
         raise ShapeError(f"{describe('expand', self=x)}: -1 (keep the size) is not allowed for a new leading dim, "
@@ -364,7 +217,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """
     if x.ndim == 0:
         return x.reshape(1)
-    s, e = _norm_dim(start_dim, x.ndim, "flatten", x), _norm_dim(end_dim, x.ndim, "flatten", x)
+    s, e = norm_dim(start_dim, x.ndim, "flatten", x), norm_dim(end_dim, x.ndim, "flatten", x)
     if s > e:
         raise ArgumentError(f"{describe('flatten', self=x)}: start_dim {start_dim} comes after end_dim {end_dim}")
     return x.reshape(x.shape[:s] + (prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
@@ -377,8 +230,8 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     >>> tl.zeros(2, 12).unflatten(1, (3, -1)).shape
     (2, 3, 4)
     """
-    dim = _norm_dim(dim, x.ndim, "unflatten", x, False)
-    sizes = _infer_shape(_shape_arg((sizes,), "unflatten", x), x.shape[dim], "unflatten", x)
+    dim = norm_dim(dim, x.ndim, "unflatten", x, False)
+    sizes = _infer_shape(shape_arg((sizes,), "unflatten", x), x.shape[dim], "unflatten", x)
     return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
 
 
@@ -391,17 +244,17 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
     >>> [t.tolist() for t in tl.arange(5).split(2)]
     [[0, 1], [2, 3], [4]]
     """
-    dim = _norm_dim(dim, x.ndim, "split", x, False)
+    dim = norm_dim(dim, x.ndim, "split", x, False)
     n = x.shape[dim]
     if not isinstance(split_size_or_sections, (tuple, list)):
-        step = _ints("split", "split_size", split_size_or_sections, low=0 if n == 0 else 1, self=x)
+        step = ints("split", "split_size", split_size_or_sections, low=0 if n == 0 else 1, self=x)
         sizes = [builtins.min(step, n - i) for i in range(0, n, step)] if n else [0]
     else:
-        sizes = list(_shape_arg((split_size_or_sections,), "split", x))
+        sizes = list(shape_arg((split_size_or_sections,), "split", x))
         if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ShapeError(f"{describe('split', self=x)}: sections {sizes} do not sum to {n} along dim {dim}")
     starts = itertools.accumulate(sizes, initial=0)
-    outs = [_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(starts, sizes)]
+    outs = [as_view(x, x._layout.narrow(dim, start, s)) for start, s in zip(starts, sizes)]
 
     shapes = [o.shape for o in outs]  # not the outputs: the node outlives a backward (_READS_NO_TENSOR)
 
@@ -417,11 +270,9 @@ def chunk(x: Tensor, chunks: int, dim: int = 0):
     >>> [t.tolist() for t in tl.arange(6).chunk(3)]
     [[0, 1], [2, 3], [4, 5]]
     """
-    n = x.shape[_norm_dim(dim, x.ndim, "chunk", x, False)]
-    return split(x, builtins.max(-(-n // _ints("chunk", "chunks", chunks, low=1, self=x)), 1), dim)
+    n = x.shape[norm_dim(dim, x.ndim, "chunk", x, False)]
+    return split(x, builtins.max(-(-n // ints("chunk", "chunks", chunks, low=1, self=x)), 1), dim)
 
-
-# ---- indexing -----------------------------------------------------------------------
 
 def _index_tensor(i, x):
     if isinstance(i, Tensor):
@@ -558,8 +409,8 @@ def _put(t: Tensor, adv, values, accumulate: bool, x: Tensor, op: str) -> Tensor
     p, d0, k, shape, flat, undo, ids = _adv_plan(t, adv, x, op)
     q = flatten(p, d0, d0 + k - 1)
     want = p.shape[:d0] + shape + p.shape[d0 + k:]
-    v = values if isinstance(values, Tensor) else _scalar_tensor(values, t.dtype, t._device, op)
-    _same_device(op, self=x, values=v)
+    v = values if isinstance(values, Tensor) else scalar_tensor(values, t.dtype, t._device, op)
+    same_device(op, self=x, values=v)
     while v.ndim > len(want) and v.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
         v = v.reshape(v.shape[1:])
     if broadcast_shapes(v.shape, want) != want:
@@ -603,7 +454,7 @@ def _before(x: Tensor, copy: bool) -> Tensor:
     """A stand-in for x as it is now, with x's history: the input an in-place op records
     before x takes the op's history. `copy`: with its own copy of x's values (the op's
     backward may read them after the write)."""
-    t = _wrap(_copy(x)._storage, x.shape, x.dtype) if copy else _view(x, x._layout)
+    t = wrap(copy_of(x)._storage, x.shape, x.dtype) if copy else as_view(x, x._layout)
     t.requires_grad, t._node, t._base, t._base_node = x.requires_grad, x._node, None, None
     return t
 
@@ -630,7 +481,7 @@ def _write(dst: Tensor, src, op: str) -> None:
 
 def _write_converted(dst: Tensor, src: Tensor, op: str, rows) -> None:
     """_write's general case: src broadcast and cast first, dst written in its memory order."""
-    _same_device(op, self=dst, src=src)
+    same_device(op, self=dst, src=src)
     lead = src.shape[:builtins.max(src.ndim - dst.ndim, 0)]
     if broadcast_shapes(src.shape[len(lead):], dst.shape) != dst.shape or builtins.any(n != 1 for n in lead):
         raise ShapeError(f"{describe(op, self=dst, src=src)}: src does not broadcast to the tensor's shape")
@@ -639,7 +490,7 @@ def _write_converted(dst: Tensor, src: Tensor, op: str, rows) -> None:
             src = src.reshape(src.shape[src.ndim - dst.ndim:])
         src = broadcast_to(src._cast(dst.dtype), dst.shape)
         if src._storage is dst._storage:  # overlapping memory: read it all before writing
-            src = _copy(src)
+            src = copy_of(src)
         if rows is None:  # not rows in dst's dim order (a transposed view): its memory order
             order = sorted(range(dst.ndim), key=lambda d: -dst._layout.strides[d])
             dst, src = permute(dst, order), permute(src, order)
@@ -671,9 +522,9 @@ def _setitem(x: Tensor, idx, value, op="__setitem__"):
     v = value if isinstance(value, Tensor) else None
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
-            m, val = adv[0][1], v._cast(x.dtype) if v is not None else _scalar_tensor(value, x.dtype, x._device, op)
+            m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)
             if len(adv) == 1 and m.dtype is _dt.bool_ and m.shape == target.shape and val.ndim == 0:
-                _same_device(op, self=x, mask=m, value=val)
+                same_device(op, self=x, mask=m, value=val)
                 value = where(m, val, target)  # x[mask] = number: no host read of the mask
             else:
                 value = _put(target, adv, val, False, x, op)
@@ -727,18 +578,6 @@ def _inplace_method(name: str, fn):
     return method
 
 
-# =====================================================================================
-# Elementwise
-# =====================================================================================
-
-def _is_scalar(v):
-    return isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, Tensor)
-
-
-def _scalar_tensor(v, dtype, dev, op="scalar"):
-    return _wrap(_const(op, dev, (), v, dtype), (), dtype)
-
-
 def _coerce(op, a, b):
     """Two operands -> two tensors on one device with the promoted dtype (an ndarray becomes a
     tensor on the other operand's device; a numpy scalar is a Python scalar of its kind)."""
@@ -746,19 +585,19 @@ def _coerce(op, a, b):
         a = tensor(a, device=b._device)
     elif isinstance(b, np.ndarray) and isinstance(a, Tensor):
         b = tensor(b, device=a._device)
-    if _is_scalar(b):
+    if is_scalar(b):
         if not isinstance(a, (Tensor, list, tuple, np.ndarray)):
             raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
         a = a if isinstance(a, Tensor) else tensor(a)
         dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
         if isinstance(b, numbers.Integral) and dt.np.kind in "iu" and -2 ** 63 <= b < 2 ** 63:
             b = int(np.array(b, np.int64).astype(dt.np))  # an int64 operand wraps into dt, as PyTorch's
-        return a._cast(dt), _scalar_tensor(b, dt, a._device, op)
-    if _is_scalar(a):
+        return a._cast(dt), scalar_tensor(b, dt, a._device, op)
+    if is_scalar(a):
         return _coerce(op, b, a)[::-1]  # the scalar first: as above, the operands swapped back
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
-    _same_device(op, lhs=a, rhs=b)
+    same_device(op, lhs=a, rhs=b)
     if a.dtype is b.dtype:
         return a, b
     if (a.ndim == 0) != (b.ndim == 0):
@@ -799,14 +638,14 @@ def _binary(op, a, b, name=None):
                 return affine(a, *_AFFINE[op](b, False))
             if type(b) is Tensor and type(a) in (int, float) and b.dtype.is_floating_point:
                 return affine(b, *_AFFINE[op](a, True))
-        if not row.integers and (_is_scalar(a) or _is_scalar(b)):  # an int scalar must not wrap into int dtypes first
+        if not row.integers and (is_scalar(a) or is_scalar(b)):  # an int scalar must not wrap into int dtypes first
             a, b = (t._cast(_dt.get_default_dtype()) if isinstance(t, Tensor) and not t.dtype.is_floating_point
                     else t for t in (a, b))
         a, b = _coerce(name, a, b)
         if not row.integers and not a.dtype.is_floating_point:  # true division, atan2: in float, as PyTorch
             a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
         shape, la, lb = _broadcast_pair(name, a, b)
-    out = _wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
+    out = wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what _attach would return: nothing to record
     return _attach(out, (a, b), lambda g: tuple(_sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
@@ -814,26 +653,26 @@ def _binary(op, a, b, name=None):
 
 
 def _cmp(op, a, b):
-    if not isinstance(b, (Tensor, np.ndarray)) and not _is_scalar(b):
+    if not isinstance(b, (Tensor, np.ndarray)) and not is_scalar(b):
         if op in ("eq", "ne"):
             return NotImplemented  # lets `t == None`, `t in list` fall back to identity
         raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
     a, b = _coerce(op, a, b)
     shape, la, lb = _broadcast_pair(op, a, b)
-    return _wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
+    return wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
 
 
 def _fused_unary_grad(op, g, x):
     """g * op'(x) in one kernel (storage unary_backward; composite forms in tests)."""
     g = g if g.dtype is x.dtype else g._cast(x.dtype)
-    return _wrap(x._storage.unary_backward(op, x._layout, g._storage, g._layout), x.shape, x.dtype)
+    return wrap(x._storage.unary_backward(op, x._layout, g._storage, g._layout), x.shape, x.dtype)
 
 
 def _unary(op, x):
     row = UNARY_BY_NAME[op]
     if not x.dtype.is_floating_point and not row.integers:
         x = x._cast(_dt.get_default_dtype())
-    out = _wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
+    out = wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
     if row.grad is None or not x.dtype.is_floating_point:
         return out
     if row.grad == FUSED:
@@ -848,7 +687,7 @@ def affine(x: Tensor, mul: float, add: float) -> Tensor:
     >>> tl.tensor([1.0, 2.0]).affine(2.0, 1.0).tolist()
     [3.0, 5.0]
     """
-    out = _wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
+    out = wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
     return _attach(out, (x,), lambda g: (g * mul,), "affine")
 
 
@@ -859,12 +698,12 @@ def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     >>> tl.tensor([1.0, 0.0]).elu().tolist()
     [1.0, 0.0]
     """
-    out = _wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
+    out = wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
     return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu", (x, out))
 
 
 def _pow(x, e):
-    if isinstance(e, Tensor) or not _is_scalar(e):
+    if isinstance(e, Tensor) or not is_scalar(e):
         return _pow_tensor(*_coerce("pow", x, e))
     if not x.dtype.is_floating_point:
         if isinstance(e, numbers.Integral) and e >= 0:  # exact integer power by squaring
@@ -874,7 +713,7 @@ def _pow(x, e):
             return out
         x = x._cast(_dt.get_default_dtype())
     e = float(e)
-    out = _wrap(x._storage.powf(x._layout, e), x.shape, x.dtype)
+    out = wrap(x._storage.powf(x._layout, e), x.shape, x.dtype)
     # d/dx = e * x^(e-1), and 0 for e == 0 (PyTorch's: no 0 * inf at x = 0)
     return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1) if e else zeros_like(g),), "pow", (x,))
 
@@ -913,25 +752,19 @@ def _rpow(x, base):
     return _pow_tensor(*_coerce("pow", base, x))
 
 
-def _opmath(dt, for_integers):
-    """The dtype a composite computes in: float32 for 16-bit floats (PyTorch's opmath: a sum of
-    them overflows their range long before their mean does), `for_integers` for integers."""
-    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else dt if dt.is_floating_point else for_integers
-
-
 def _division(op, a, b):
     """floor_divide's / remainder's operands coerced and cast to their opmath (integers to
     float64: exact below 2**53), and the result's dtype. Integer division by zero raises, as
     PyTorch does on the cpu (the host reads b)."""
     a, b = _nonzero_divisor(op, a, b)
-    wide = _opmath(a.dtype, _dt.float64)
+    wide = opmath(a.dtype, _dt.float64)
     return a._cast(wide), b._cast(wide), a.dtype
 
 
 def _nonzero_divisor(op, a, b):
     """a and b coerced; an integer division by zero raises. A scalar divisor is checked as it is,
     a tensor one is read back (the host waits for the device)."""
-    scalar = b if _is_scalar(b) else None
+    scalar = b if is_scalar(b) else None
     a, b = _coerce(op, a, b)
     _broadcast_pair(op, a, b)
     if not b.dtype.is_floating_point and b.numel() and (
@@ -978,15 +811,15 @@ def where(cond: Tensor, x=None, y=None) -> Tensor:
     if not isinstance(cond, Tensor) or cond.dtype is not _dt.bool_:
         raise DTypeError(f"where: condition must be a bool tensor, got "
                          f"{cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__}")
-    if _is_scalar(x) and _is_scalar(y):
-        x = _scalar_tensor(x, _dt.result_type_scalar(_dt.get(type(x)), y), cond._device)
+    if is_scalar(x) and is_scalar(y):
+        x = scalar_tensor(x, _dt.result_type_scalar(_dt.get(type(x)), y), cond._device)
     x, y = _coerce("where", x, y)
-    _same_device("where", cond=cond, x=x, y=y)
+    same_device("where", cond=cond, x=x, y=y)
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     if shape is None:
         raise ShapeError(f"{describe('where', cond=cond, x=x, y=y)}: shapes do not broadcast")
     lc, lx, ly = (t._layout.broadcast_as(shape) for t in (cond, x, y))
-    out = _wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
+    out = wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
     if not x.dtype.is_floating_point:
         return out
     return _attach(out, (x, y), lambda g: (_sum_to(where(cond, g, 0.0), x.shape),
@@ -1089,7 +922,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     with no_grad():
         close = a == b
         if a.dtype is not _dt.bool_:
-            wide = _opmath(a.dtype, _dt.float64)
+            wide = opmath(a.dtype, _dt.float64)
             a, b = a._cast(wide), b._cast(wide)
             d = (a - b).abs()
             close = close | ((d <= b.abs() * rtol + atol) & (d < np.inf))  # an infinite error is never close
@@ -1175,27 +1008,23 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     [0, 2, 0]
     """
     v = {"value": value} if isinstance(value, Tensor) else {}
-    if not isinstance(mask, Tensor) or mask.dtype is not _dt.bool_ or not (_is_scalar(value) or v and value.ndim == 0):
+    if not isinstance(mask, Tensor) or mask.dtype is not _dt.bool_ or not (is_scalar(value) or v and value.ndim == 0):
         raise DTypeError(f"{describe('masked_fill', self=x, mask=mask, **v)}: expected a bool mask and a number "
                          "or 0-d tensor value")
-    _same_device("masked_fill", self=x, mask=mask, **v)
+    same_device("masked_fill", self=x, mask=mask, **v)
     if broadcast_shapes(mask.shape, x.shape) != x.shape:
         raise ShapeError(f"{describe('masked_fill', self=x, mask=mask)}: mask does not broadcast to self's shape")
-    return where(mask, _scalar_tensor(value, x.dtype, x._device, "masked_fill") if not v else value._cast(x.dtype), x)
+    return where(mask, scalar_tensor(value, x.dtype, x._device, "masked_fill") if not v else value._cast(x.dtype), x)
 
-
-# =====================================================================================
-# Reductions
-# =====================================================================================
 
 def _reduce(op, x, dim, keepdim, name):
-    dims = _norm_dims(dim, x.ndim, name, x)
+    dims = norm_dims(dim, x.ndim, name, x)
     if x.ndim == 0:
         return _reduce(op, x.reshape(1), 0, True, name).reshape(())
     kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
-    out = _wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
+    out = wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
     if not keepdim:
-        out = _view(out, out._layout.squeeze(dims))
+        out = as_view(out, out._layout.squeeze(dims))
     return out
 
 
@@ -1207,13 +1036,13 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     [4, 6]
     """
     if dtype is not None:
-        x = x._cast(_dtype_of(dtype, op="sum"))
+        x = x._cast(dtype_of(dtype, op="sum"))
     elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
     if not x.dtype.is_floating_point:
         return out
-    dims, shape = _norm_dims(dim, x.ndim, "sum", x), x.shape
+    dims, shape = norm_dims(dim, x.ndim, "sum", x), x.shape
 
     def grad(g):  # g with the summed dims kept (as size 1), broadcast back to x's shape
         kept = g if keepdim else g.reshape(tuple(1 if i in dims else n for i, n in enumerate(shape)))
@@ -1228,8 +1057,8 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     >>> tl.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(1).tolist()
     [1.5, 3.5]
     """
-    dt = _opmath(x.dtype, _dt.get_default_dtype())
-    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "mean", x))
+    dt = opmath(x.dtype, _dt.get_default_dtype())
+    n = prod(x.shape[d] for d in norm_dims(dim, x.ndim, "mean", x))
     out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
 
@@ -1271,7 +1100,7 @@ def _check_nonempty(op, x, dims):
 
 def _amaxmin(op, x, dim, keepdim, name=None):
     """Values only, over any dims; ties share the gradient evenly (PyTorch's amax rule)."""
-    dims = _norm_dims(dim, x.ndim, name or op, x)
+    dims = norm_dims(dim, x.ndim, name or op, x)
     _check_nonempty(name or op, x, dims)
     out = _reduce(op, x, dim, True, name or op)
     if x.dtype.is_floating_point:
@@ -1285,7 +1114,7 @@ def _amaxmin(op, x, dim, keepdim, name=None):
 def _minmax(op, x, dim, keepdim):
     if dim is None:
         return _amaxmin(op, x, None, False)
-    d = _norm_dim(dim, x.ndim, op, x)
+    d = norm_dim(dim, x.ndim, op, x)
     if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor: its value, at index 0 (PyTorch)
         return MinMax(*_minmax(op, x.reshape(1), 0, False))
     _check_nonempty(op, x, (d,))
@@ -1345,7 +1174,7 @@ def _arg(op, x, dim, keepdim):
     if dim is None:
         out = _reduce(op, x.reshape(-1), 0, False, op)
         return out.reshape((1,) * x.ndim) if keepdim else out
-    return _reduce(op, x, _norm_dim(dim, x.ndim, op, x), keepdim, op)
+    return _reduce(op, x, norm_dim(dim, x.ndim, op, x), keepdim, op)
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -1377,8 +1206,8 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """
     if unbiased is not None:
         correction = int(unbiased)
-    dt = _opmath(x.dtype, _dt.get_default_dtype())
-    n = prod(x.shape[d] for d in _norm_dims(dim, x.ndim, "var", x))
+    dt = opmath(x.dtype, _dt.get_default_dtype())
+    n = prod(x.shape[d] for d in norm_dims(dim, x.ndim, "var", x))
     xs = x._cast(dt)
     c = xs - mean(xs, dim, keepdim=True)
     out = sum(c * c, dim, keepdim) * (1.0 / builtins.max(n - correction, 0) if n > correction else float("nan"))
@@ -1392,7 +1221,7 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     >>> round(tl.tensor([1.0, 3.0]).std().item(), 4)
     1.4142
     """
-    _norm_dims(dim, x.ndim, "std", x)  # errors name std, not the var it is made of
+    norm_dims(dim, x.ndim, "std", x)  # errors name std, not the var it is made of
     v = var(x, dim, keepdim, correction, unbiased)
     with no_grad():
         out = v.sqrt()
@@ -1406,11 +1235,11 @@ def prod_(x, dim=None, keepdim=False):
     if dim is None:
         return prod_(x.reshape(-1), 0, False).reshape((1,) * x.ndim if keepdim else ())
     if not isinstance(dim, numbers.Integral):
-        dims = _norm_dims(dim, x.ndim, "prod", x)
+        dims = norm_dims(dim, x.ndim, "prod", x)
         for d in dims:
             x = prod_(x, d, True)
         return x if keepdim else x.squeeze(dims)
-    d = _norm_dim(dim, x.ndim, "prod", x)
+    d = norm_dim(dim, x.ndim, "prod", x)
     if not x.dtype.is_floating_point and x.dtype is not _dt.int64:
         x = x._cast(_dt.int64)
     y = x.transpose(d, -1) if x.ndim else x.reshape(1)
@@ -1434,7 +1263,7 @@ def logsumexp(x, dim=None, keepdim=False):
     """
     if not x.dtype.is_floating_point:
         x = x._cast(_dt.get_default_dtype())
-    dims = _norm_dims(dim, x.ndim, "logsumexp", x)
+    dims = norm_dims(dim, x.ndim, "logsumexp", x)
     if any(x.shape[d] == 0 for d in dims):
         m = zeros((1,) * x.ndim, dtype=x.dtype, device=x._device)
     else:
@@ -1444,15 +1273,11 @@ def logsumexp(x, dim=None, keepdim=False):
     return out if keepdim else squeeze(out, dims)
 
 
-# =====================================================================================
-# matmul, index ops, joins
-# =====================================================================================
-
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """PyTorch matmul: 1-D operands are promoted and squeezed, batch dims broadcast."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError(f"matmul: operands must be tensors, got {type(a).__name__} and {type(b).__name__}")
-    _same_device("matmul", lhs=a, rhs=b)
+    same_device("matmul", lhs=a, rhs=b)
     a, b = _amp.low_precision(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: both operands need at least 1 dim")
@@ -1469,7 +1294,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     la = broadcast_to(a2, batch + (m, k)).reshape(bs, m, k)
     lb = broadcast_to(b2, batch + (k, n)).reshape(bs, k, n)
     st = la._storage.matmul(lb._storage, (bs, m, n, k), la._layout, lb._layout)
-    out = _wrap(st, batch + (m, n), a.dtype)
+    out = wrap(st, batch + (m, n), a.dtype)
     if a.ndim == 1:
         out = out.squeeze(-2)
     if b.ndim == 1:
@@ -1490,8 +1315,8 @@ def _check_ids(op, ids, x, dim, **more):  # the checks of the index ops' operand
             not builtins.all(isinstance(t, Tensor) for t in more.values()):
         raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor"
                          f"{' and ' + ', '.join(more) + ' a tensor' if more else ''}")
-    _same_device(op, self=x, index=ids, **more)
-    return _norm_dim(dim, x.ndim, op, x)
+    same_device(op, self=x, index=ids, **more)
+    return norm_dim(dim, x.ndim, op, x)
 
 
 def _check_scatter(op, x, dim, index, src=None):  # scatter's operands, PyTorch's rules; dim in [0, x.ndim)
@@ -1533,7 +1358,7 @@ def _scalar_self(fn):
     def op(x, dim, index, *args, **kwargs):
         if not (isinstance(x, Tensor) and x.ndim == 0 and isinstance(index, Tensor)):
             return fn(x, dim, index, *args, **kwargs)
-        _norm_dim(dim, 0, fn.__name__, x)
+        norm_dim(dim, 0, fn.__name__, x)
         if fn.__name__ != "gather" and index.numel() != 1:
             raise ShapeError(f"{describe(fn.__name__, self=x, index=index)}: an index into a 0-d tensor must have "
                              f"exactly one value, got {index.numel()}")
@@ -1557,7 +1382,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
             return index_select(x, dim, index.reshape(1))
         raise ShapeError(f"{describe('index_select', self=x, index=index)}: index must be 1-D")
     shape = x.shape[:dim] + (index.shape[0],) + x.shape[dim + 1:]
-    out = _wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
+    out = wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
     src = x.shape
     return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).index_add(dim, index, g),),
                    "index_select", (index,))
@@ -1571,7 +1396,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     [[2], [3]]
     """
     dim = _check_scatter("gather", x, dim, index)
-    out = _wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
+    out = wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
     src = x.shape
     return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
                    "gather", (index,))
@@ -1586,7 +1411,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """
     dim = _check_scatter("scatter_add", x, dim, index, src)
     st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
-    return _attach(_wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, _corner(g.gather(dim, index), src.shape)),
+    return _attach(wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, _corner(g.gather(dim, index), src.shape)),
                    "scatter_add", (index,))
 
 
@@ -1600,7 +1425,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Te
     source = source * alpha if alpha != 1 and isinstance(source, Tensor) else source
     dim, index = _check_index_source("index_add", x, dim, index, source)
     st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
-    return _attach(_wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
+    return _attach(wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
                    "index_add", (index,))
 
 
@@ -1624,8 +1449,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     named = {f"t{i}": t for i, t in enumerate(tensors)}
     if first.ndim == 0:
         raise ShapeError(f"{describe('cat', **named)}: zero-dimensional tensors cannot be concatenated; use stack")
-    dim = _norm_dim(dim, first.ndim, "cat", first)
-    _same_device("cat", **named)
+    dim = norm_dim(dim, first.ndim, "cat", first)
+    same_device("cat", **named)
     dt = functools.reduce(_dt.promote_types, [t.dtype for t in tensors])
     if any(t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]
            for t in tensors):
@@ -1644,7 +1469,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     else:
         for st, src_offset, dst_offset, n in pieces:
             st.copy2d(dst, rows, n, n, shape[dim] * inner, src_offset, dst_offset)
-    return _attach(_wrap(dst, shape, dt), tuple(tensors), lambda g: split(g, sizes, dim), "cat")
+    return _attach(wrap(dst, shape, dt), tuple(tensors), lambda g: split(g, sizes, dim), "cat")
 
 
 def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
@@ -1664,7 +1489,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
     for cls, idx in by_class.items():
         results = cls.to_dtype_many([(tensors[i]._storage, tensors[i]._layout) for i in idx], dtype)
         for i, st in zip(idx, results):
-            out[i] = _wrap(st, tensors[i]._layout.shape, dtype)
+            out[i] = wrap(st, tensors[i]._layout.shape, dtype)
     diff = [i for i, t in enumerate(tensors) if t.dtype is not dtype and t.dtype.is_floating_point
             and dtype.is_floating_point]
     if diff:
@@ -1691,13 +1516,9 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = _tensor_list("stack", tensors)
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"{describe('stack', **{f't{i}': t for i, t in enumerate(tensors)})}: shapes must be equal")
-    d = _norm_dim(dim, tensors[0].ndim + 1, "stack", tensors[0])
+    d = norm_dim(dim, tensors[0].ndim + 1, "stack", tensors[0])
     return cat([t.unsqueeze(d) for t in tensors], d)
 
-
-# =====================================================================================
-# Convolution, pooling, upsampling
-# =====================================================================================
 
 def as_tuple(v, n):
     """`v` as an n-tuple: a tuple or list as given, an int repeated (kernel sizes, strides)."""
@@ -1721,17 +1542,17 @@ def _conv_weight_grad(x, g, wshape, stride, padding, dilation, groups):
 def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding, transposed):
     if not isinstance(x, Tensor) or not isinstance(w, Tensor):
         raise DTypeError(f"{describe(op, input=x, weight=w)}: input and weight must be tensors")
-    _same_device(op, input=x, weight=w)
+    same_device(op, input=x, weight=w)
     if x.ndim != nd + 2 or w.ndim != nd + 2:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: expected {nd + 2}-D input and weight")
     ops = dict(input=x, weight=w)
-    groups = _ints(op, "groups", groups, low=1, **ops)
+    groups = ints(op, "groups", groups, low=1, **ops)
     cin = w.shape[0] if transposed else w.shape[1] * groups
     if x.shape[1] != cin or w.shape[0] % groups or w.shape[0] < groups or builtins.min(w.shape[2:]) < 1:
         raise ShapeError(f"{describe(op, **ops)}: channels do not match (groups={groups}), or a kernel size is 0")
     if x.dtype is not w.dtype:
         raise DTypeError(f"{describe(op, **ops)}: input and weight dtypes differ")
-    stride, dilation = _ints(op, "stride", stride, nd, 1, **ops), _ints(op, "dilation", dilation, nd, 1, **ops)
+    stride, dilation = ints(op, "stride", stride, nd, 1, **ops), ints(op, "dilation", dilation, nd, 1, **ops)
     if isinstance(padding, str) and not transposed:
         if padding not in ("same", "valid") or (padding == "same" and builtins.max(stride) > 1):
             raise ArgumentError(f"{describe(op, **ops)}: padding must be 'valid', 'same' (stride 1) or integers, "
@@ -1741,8 +1562,8 @@ def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding
             if t % 2:
                 x = cat([x, zeros(x.shape[:2 + i] + (1,) + x.shape[3 + i:], dtype=x.dtype, device=x._device)], 2 + i)
         padding = tuple(t // 2 for t in total)
-    padding = _ints(op, "padding", padding, nd, 0, **ops)
-    out_pad = _ints(op, "output_padding", output_padding, nd, 0, **ops) if transposed else ()
+    padding = ints(op, "padding", padding, nd, 0, **ops)
+    out_pad = ints(op, "output_padding", output_padding, nd, 0, **ops) if transposed else ()
     if any(o >= builtins.max(s, d) for o, s, d in zip(out_pad, stride, dilation)):
         raise ArgumentError(f"{describe(op, **ops)}: output_padding {out_pad} must be smaller than the stride "
                             f"{stride} or the dilation {dilation}")
@@ -1758,12 +1579,12 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
     if builtins.min(spatial) <= 0:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: output size {spatial} is not positive")
     cout = w.shape[1] * groups if transposed else w.shape[0]
-    _check_size(op, (x.shape[0], cout) + spatial, x.dtype, x._device)
+    check_size(op, (x.shape[0], cout) + spatial, x.dtype, x._device)
     if x.numel() and cout:
         st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
     else:  # nothing to compute (no batch, no channels): no kernel is launched
         st = x._device.zeros((x.shape[0], cout) + spatial, x.dtype)
-    out = _wrap(st, (x.shape[0], cout) + spatial, x.dtype)
+    out = wrap(st, (x.shape[0], cout) + spatial, x.dtype)
 
     def grad(g):
         # work in 2-D: a 1-D conv is a 2-D conv over a height of 1 (stride 1, padding 0, dilation 1)
@@ -1840,16 +1661,16 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
         raise ShapeError(f"{describe(op, input=x)}: expected a 4-D (b, c, h, w) input")
     if ceil_mode:
         raise ArgumentError(f"{describe(op, input=x)}: ceil_mode=True is not supported")
-    k = _ints(op, "kernel_size", kernel_size, 2, 1, input=x)
-    p = PoolParams(k, k if stride is None else _ints(op, "stride", stride, 2, 1, input=x),
-                   _ints(op, "padding", padding, 2, 0, input=x), _ints(op, "dilation", dilation, 2, 1, input=x),
+    k = ints(op, "kernel_size", kernel_size, 2, 1, input=x)
+    p = PoolParams(k, k if stride is None else ints(op, "stride", stride, 2, 1, input=x),
+                   ints(op, "padding", padding, 2, 0, input=x), ints(op, "dilation", dilation, 2, 1, input=x),
                    bool(count_include_pad))
     if any(pp * 2 > kk for pp, kk in zip(p.padding, k)):
         raise ArgumentError(f"{describe(op, input=x)}: padding {p.padding} must be at most half the kernel {k}")
     oh, ow = p.out_size(*x.shape[2:])
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"{describe(op, input=x)}: output size ({oh}, {ow}) is not positive")
-    out = _wrap(getattr(x._storage, op)(x._layout, p) if x.numel() else x._device.zeros(x.shape[:2] + (oh, ow), x.dtype),
+    out = wrap(getattr(x._storage, op)(x._layout, p) if x.numel() else x._device.zeros(x.shape[:2] + (oh, ow), x.dtype),
                 x.shape[:2] + (oh, ow), x.dtype)
 
     def grad(g):
@@ -1858,7 +1679,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
             if not x.numel():
                 return (zeros(x.shape, dtype=x.dtype, device=x._device),)
             g = g._cast(x.dtype)
-            return (_wrap(x._storage.max_pool2d_backward(x._layout, p, g._storage, g._layout), x.shape, x.dtype),)
+            return (wrap(x._storage.max_pool2d_backward(x._layout, p, g._storage, g._layout), x.shape, x.dtype),)
         # the composite, differentiable again (create_graph) where it is Tensor ops: visit the
         # kernel offsets in scan order; each is a strided window of the padded input
         xp = _pad2d(x, p.padding, float("-inf")) if is_max else None
@@ -1926,10 +1747,10 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
             raise ArgumentError(f"{describe(op, input=x)}: scale_factor must be 1 or 2 positive finite numbers, "
                                 f"got {scale_factor!r}")
         size = (int(x.shape[2] * sf[0]), int(x.shape[3] * sf[1]))
-    oh, ow = _ints(op, "the output size", size, 2, 1, input=x)
-    _check_size(op, x.shape[:2] + (oh, ow), x.dtype, x._device)
+    oh, ow = ints(op, "the output size", size, 2, 1, input=x)
+    check_size(op, x.shape[:2] + (oh, ow), x.dtype, x._device)
     h, w = x.shape[2:]
-    out = _wrap(x._storage.upsample_nearest2d(x._layout, oh, ow) if x.numel() else
+    out = wrap(x._storage.upsample_nearest2d(x._layout, oh, ow) if x.numel() else
                 x._device.zeros(x.shape[:2] + (oh, ow), x.dtype), x.shape[:2] + (oh, ow), x.dtype)
 
     def grad(g):
@@ -1940,51 +1761,34 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
     return _attach(out, (x,), grad, "upsample_nearest2d")
 
 
-# =====================================================================================
-# Creation
-# =====================================================================================
-
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
     if isinstance(data, Tensor):
         out = data.detach().to(device)  # device None: to() returns it as it is
-        out = out._cast(_dtype_of(dtype)) if dtype is not None else out
-        out = _copy(out) if out._storage is data._storage else out
+        out = out._cast(dtype_of(dtype)) if dtype is not None else out
+        out = copy_of(out) if out._storage is data._storage else out
     else:
         try:
             arr = np.asarray(data)
         except ValueError as e:  # ragged nesting
             raise ShapeError(f"tensor: cannot make a tensor of {type(data).__name__} data: {e}") from None
         if dtype is not None:
-            dt = _dtype_of(dtype)
+            dt = dtype_of(dtype)
         elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
             dt = _dt.get_default_dtype()  # Python floats default to float32, as PyTorch
         elif arr.dtype.kind == "O":
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
-            dt = _dtype_of(arr.dtype)
+            dt = dtype_of(arr.dtype)
         # an int that does not fit raises (PyTorch: overflow), never wraps
         if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size and not (
-                _fits(int(arr.min()), dt) and _fits(int(arr.max()), dt)):
+                fits(int(arr.min()), dt) and fits(int(arr.max()), dt)):
             raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
         arr = arr.astype(dt.np, order="C", copy=False)  # (np.ascontiguousarray would make a 0-d array 1-d)
-        dev = _device(device)
-        out = _wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
-    out.requires_grad = _grad_flag("tensor", out.dtype, requires_grad)
+        dev = resolve_device(device)
+        out = wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
+    out.requires_grad = grad_flag("tensor", out.dtype, requires_grad)
     return out
-
-
-def _grad_flag(op, dtype, flag):
-    """requires_grad, where the dtype can have gradients (floats, as PyTorch)."""
-    if flag and not dtype.is_floating_point:
-        raise DTypeError(f"{op}: only floating point tensors can require gradients, got {dtype.name}")
-    return bool(flag)
-
-
-def _fits(v, dtype) -> bool:
-    """Whether an integer dtype holds the number v (NaN, Inf and too large ones it does not)."""
-    info = np.iinfo(dtype.np)
-    return (isinstance(v, numbers.Integral) or isfinite(v)) and info.min <= v <= info.max
 
 
 def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
@@ -1997,36 +1801,13 @@ def from_numpy(a: np.ndarray, device=None) -> Tensor:
     return tensor(a, dtype=_dt.get(a.dtype), device=device)
 
 
-# dev.full(shape, value, dtype), refusing a value that is no number, or that an integer dtype
-# cannot hold (NaN, Inf, too large: PyTorch refuses them too)
-def _const(op, dev, shape, value, dtype):
-    if not _is_scalar(value) or isinstance(value, complex):
-        raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
-    if dtype.is_floating_point or dtype is _dt.bool_ or _fits(value, dtype):
-        try:
-            return dev.full(shape, value, dtype)
-        except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
-            pass
-    raise ArgumentError(f"{op}: the value {value!r} cannot be converted to {dtype.name} without overflow")
-
-
 def _filled(op, shape, value, dtype, device, requires_grad):
-    dev = _device(device)
-    _check_size(op, shape, dtype, dev)
-    out = _wrap(_const(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape,
+    dev = resolve_device(device)
+    check_size(op, shape, dtype, dev)
+    out = wrap(full_storage(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype), shape,
                 dtype)
-    out.requires_grad = _grad_flag(op, dtype, requires_grad)
+    out.requires_grad = grad_flag(op, dtype, requires_grad)
     return out
-
-
-def _dtype_of(dtype, value=0.0, op="tensor"):
-    if dtype is not None:
-        try:
-            return _dt.get(dtype)
-        except TypeError as e:
-            raise DTypeError(f"{op}: {e}") from None
-    return _dt.bool_ if isinstance(value, bool) else _dt.int64 if isinstance(value, numbers.Integral) \
-        else _dt.get_default_dtype()
 
 
 def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
@@ -2036,7 +1817,7 @@ def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     >>> tl.zeros(2, 3).shape
     (2, 3)
     """
-    return _filled("zeros", _sizes("zeros", sizes, size), 0, _dtype_of(dtype, op="zeros"), device, requires_grad)
+    return _filled("zeros", sizes_arg("zeros", sizes, size), 0, dtype_of(dtype, op="zeros"), device, requires_grad)
 
 
 def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
@@ -2046,7 +1827,7 @@ def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     >>> tl.ones(2, dtype=tl.int64).tolist()
     [1, 1]
     """
-    return _filled("ones", _sizes("ones", sizes, size), 1, _dtype_of(dtype, op="ones"), device, requires_grad)
+    return _filled("ones", sizes_arg("ones", sizes, size), 1, dtype_of(dtype, op="ones"), device, requires_grad)
 
 
 def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
@@ -2056,7 +1837,7 @@ def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     >>> tl.empty(2, 3).shape
     (2, 3)
     """
-    return _filled("empty", _sizes("empty", sizes, size), None, _dtype_of(dtype, op="empty"), device, requires_grad)
+    return _filled("empty", sizes_arg("empty", sizes, size), None, dtype_of(dtype, op="empty"), device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -2066,12 +1847,12 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     >>> tl.full((2,), 7).tolist()
     [7, 7]
     """
-    return _filled("full", _shape_arg((size,), "full"), fill_value, _dtype_of(dtype, fill_value, "full"), device,
+    return _filled("full", shape_arg((size,), "full"), fill_value, dtype_of(dtype, fill_value, "full"), device,
                    requires_grad)
 
 
 def _like(fn, x, *args, dtype=None, device=None, requires_grad=False):
-    dtype = x.dtype if dtype is None else _dtype_of(dtype, op=f"{fn.__name__}_like")
+    dtype = x.dtype if dtype is None else dtype_of(dtype, op=f"{fn.__name__}_like")
     return fn(x.shape, *args, dtype=dtype, device=device or x._device, requires_grad=requires_grad)
 
 
@@ -2129,9 +1910,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         raise ArgumentError(f"arange: start, end, step {(start, end, step)} must be finite numbers, the step "
                             "nonzero and of the sign of end - start")
     is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    dt = _dtype_of(dtype, 0 if is_int else 0.0, "arange")
-    dev = _device(device)
-    _check_size("arange", (int(-((start - end) // step)),), dt, dev)  # the length, before numpy builds it
+    dt = dtype_of(dtype, 0 if is_int else 0.0, "arange")
+    dev = resolve_device(device)
+    check_size("arange", (int(-((start - end) // step)),), dt, dev)  # the length, before numpy builds it
     vals = np.arange(start, end, step, dtype=np.int64 if is_int else np.float64)
     return tensor(vals.astype(dt.np), dtype=dt, device=dev, requires_grad=requires_grad)
 
@@ -2143,10 +1924,10 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     >>> tl.linspace(0, 1, 5).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    dt, dev = _dtype_of(dtype, 0.0, "linspace"), _device(device)
+    dt, dev = dtype_of(dtype, 0.0, "linspace"), resolve_device(device)
     if not all(isinstance(v, numbers.Real) for v in (start, end)):
         raise DTypeError(f"linspace: start and end must be real numbers, got {(start, end)}")
-    steps = _check_size("linspace", (_ints("linspace", "steps", steps),), dt, dev)[0]
+    steps = check_size("linspace", (ints("linspace", "steps", steps),), dt, dev)[0]
     return tensor(np.linspace(float(start), float(end), steps), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
@@ -2157,23 +1938,23 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     >>> tl.eye(2).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    dt, dev = _dtype_of(dtype, 0.0, "eye"), _device(device)
-    shape = _check_size("eye", (_ints("eye", "n", n), _ints("eye", "m", n if m is None else m)), dt, dev)
+    dt, dev = dtype_of(dtype, 0.0, "eye"), resolve_device(device)
+    shape = check_size("eye", (ints("eye", "n", n), ints("eye", "m", n if m is None else m)), dt, dev)
     return tensor(np.eye(*shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def _random(op, draw, size, dtype, device, requires_grad):  # rand / randn: the device's `draw` on [0, 1) / N(0, 1)
-    dt, shape, dev = _dtype_of(dtype, 0.0, op), _shape_arg(size, op), _device(device)
+    dt, shape, dev = dtype_of(dtype, 0.0, op), shape_arg(size, op), resolve_device(device)
     if not dt.is_floating_point:
         raise DTypeError(f"{op}: expected a floating dtype, got {dt.name}")
-    out = _wrap(getattr(dev, draw)(_check_size(op, shape, dt, dev), dt, 0.0, 1.0), shape, dt)
+    out = wrap(getattr(dev, draw)(check_size(op, shape, dt, dev), dt, 0.0, 1.0), shape, dt)
     out.requires_grad = requires_grad
     return out
 
 
 def rand(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
-    return _random("rand", "rand_uniform", _sizes("rand", sizes, size), dtype, device, requires_grad)
+    return _random("rand", "rand_uniform", sizes_arg("rand", sizes, size), dtype, device, requires_grad)
 
 
 def randn(*sizes, size=None, dtype=None, device=None, requires_grad=False):
@@ -2183,19 +1964,19 @@ def randn(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     >>> tl.randn(2, 3).shape
     (2, 3)
     """
-    return _random("randn", "rand_normal", _sizes("randn", sizes, size), dtype, device, requires_grad)
+    return _random("randn", "rand_normal", sizes_arg("randn", sizes, size), dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high), drawn in float64 so every value is reachable."""
     if high is None or isinstance(high, (tuple, list)):  # randint(high), randint(high, size)
         low, high, size = 0, low, (size if high is None else high)
-    low, high = _ints("randint", "low", low), _ints("randint", "high", high)
+    low, high = ints("randint", "low", low), ints("randint", "high", high)
     if high <= low:
         raise ArgumentError(f"randint: empty range [{low}, {high})")
-    dev, dt = _device(device), _dtype_of(dtype, 0, "randint")
-    shape = _check_size("randint", _shape_arg((size,), "randint"), _dt.float64, dev)
-    u = _wrap(dev.rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
+    dev, dt = resolve_device(device), dtype_of(dtype, 0, "randint")
+    shape = check_size("randint", shape_arg((size,), "randint"), _dt.float64, dev)
+    u = wrap(dev.rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
     v = (u * float(high - low)).floor()._cast(_dt.int64) + int(low)
     v = minimum(v, high - 1)  # guards the u -> 1.0 rounding edge
     return v._cast(dt) if dtype is not None else v
@@ -2209,32 +1990,22 @@ def randperm(n, dtype=None, device=None, requires_grad=False):
     >>> sorted(tl.randperm(5).tolist())
     [0, 1, 2, 3, 4]
     """
-    n = _ints("randperm", "n", n, low=0)
-    dev, dt = _device(device), _dtype_of(dtype, 0, "randperm")
+    n = ints("randperm", "n", n, low=0)
+    dev, dt = resolve_device(device), dtype_of(dtype, 0, "randperm")
     if requires_grad:
         raise ArgumentError("randperm: an integer tensor cannot require grad")
-    u = _wrap(dev.rand_uniform((n,), _dt.float64, 0.0, 1.0), (n,), _dt.float64)
+    u = wrap(dev.rand_uniform((n,), _dt.float64, 0.0, 1.0), (n,), _dt.float64)
     out = u.argsort()
     return out._cast(dt) if dtype is not None else out
 
 
-def synchronize(device=None) -> None:
-    """Wait until the device's queued work has finished, as torch.cuda.synchronize (default: the default device)."""
-    _device(device).synchronize()
-
-
-# =====================================================================================
-# Methods and operators
-# =====================================================================================
-
-class Tensor:
+class Tensor(TensorBase):
     """A storage, a Layout (shape, strides, offset) and a dtype on one device.
 
     Methods and operators are defined here, most as the module functions of the same names;
     the plain elementwise methods (exp, sigmoid, ...) and their in-place forms (exp_, ...)
     are one per row of op_table.UNARY, added below the class."""
-    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
-                 "_base_node", "__weakref__")
+    __slots__ = ()  # the data model's slots are TensorBase's (tensorlite/_core.py)
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
 
     def __init__(self, *a, **k):
@@ -2258,7 +2029,7 @@ class Tensor:
         >>> tl.zeros(2, 3).size(-1)
         3
         """
-        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size", self, False)]
+        return self.shape if dim is None else self.shape[norm_dim(dim, self.ndim, "size", self, False)]
 
     @property
     def device(self) -> Device:
@@ -2314,7 +2085,7 @@ class Tensor:
         (3, 1)
         """
         s = self._layout.strides
-        return s if dim is None else s[_norm_dim(dim, self.ndim, "stride", self, False)]
+        return s if dim is None else s[norm_dim(dim, self.ndim, "stride", self, False)]
 
     def numel(self) -> int:
         """The number of elements, as torch.Tensor.numel.
@@ -2507,7 +2278,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """The same storage and layout, out of the graph (in-place changes show in both)."""
-        t = _view(self, self._layout)
+        t = as_view(self, self._layout)
         t._base = t._base_node = None  # not a view: it keeps nothing of self's graph alive
         return t
 
@@ -2518,7 +2289,7 @@ class Tensor:
         >>> tl.zeros(2).requires_grad_().requires_grad
         True
         """
-        self.requires_grad = _grad_flag("requires_grad_", self.dtype, flag)
+        self.requires_grad = grad_flag("requires_grad_", self.dtype, flag)
         return self
 
     def _set_data(self, other: "Tensor"):
@@ -2551,23 +2322,23 @@ class Tensor:
         out = self
         if device is not None:
             try:
-                dev = _device(device)
+                dev = resolve_device(device)
             except DeviceError as e:
                 raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
                               f"({sorted(_dt._BY_NAME)})") from None
             if dev is not out._device:
                 src_dev = out._device
-                moved = _wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
+                moved = wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
                 out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
         if dtype is not None:
-            out = out._cast(_dtype_of(dtype, op="to"))
+            out = out._cast(dtype_of(dtype, op="to"))
         return out.clone() if copy and out is self else out
 
     def _cast(self, dtype) -> "Tensor":
         if dtype is self.dtype:
             return self
         src = self.dtype
-        out = _wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
+        out = wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
         if dtype.is_floating_point and src.is_floating_point:
             return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
         return out
@@ -2579,7 +2350,7 @@ class Tensor:
         >>> tl.tensor([1.5]).type(tl.int64).tolist()
         [1]
         """
-        return self._cast(_dtype_of(dtype, op="type"))
+        return self._cast(dtype_of(dtype, op="type"))
 
     float = functools.partialmethod(_cast, _dt.float32)
     half = functools.partialmethod(_cast, _dt.float16)
@@ -2605,7 +2376,7 @@ class Tensor:
         """
         if self._layout.is_contiguous():
             return self
-        return _attach(_copy(self), (self,), lambda g: (g,), "contiguous")
+        return _attach(copy_of(self), (self,), lambda g: (g,), "contiguous")
 
     def clone(self) -> "Tensor":
         """A copy with its own storage, in the graph (gradients flow back), as torch.Tensor.clone.
@@ -2614,7 +2385,7 @@ class Tensor:
         >>> tl.tensor([1, 2]).clone().tolist()
         [1, 2]
         """
-        return _attach(_copy(self), (self,), lambda g: (g,), "clone")
+        return _attach(copy_of(self), (self,), lambda g: (g,), "clone")
 
     # ---- operators (elementwise ones through the op table's rows, op_table.py) -----------
     def __add__(self, other):
@@ -2819,7 +2590,7 @@ class Tensor:
         >>> tl.tensor([1, 2]).add(tl.tensor([10, 20]), alpha=2).tolist()
         [21, 42]
         """
-        return _binary("add", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+        return _binary("add", self, other if alpha == 1 else other * alpha if is_scalar(other) else
                        _binary("mul", other, alpha, "add"))
 
     def sub(self, other, alpha=1):
@@ -2829,7 +2600,7 @@ class Tensor:
         >>> tl.tensor([5, 5]).sub(tl.tensor([1, 2]), alpha=2).tolist()
         [3, 1]
         """
-        return _binary("sub", self, other if alpha == 1 else other * alpha if _is_scalar(other) else
+        return _binary("sub", self, other if alpha == 1 else other * alpha if is_scalar(other) else
                        _binary("mul", other, alpha, "sub"))
 
     def maximum(self, other):
@@ -3056,11 +2827,16 @@ for _row in BINARY:
     if _row.method_too and not hasattr(Tensor, _row.method):
         _binary_methods(_row)
 Tensor.fix, Tensor.fix_ = Tensor.trunc, Tensor.trunc_  # PyTorch's alias
+register_tensor_class(Tensor)
 
+# the old private names of the helpers now public in tensorlite._core, for tensorlite.nn until it imports them
+# from there (to be removed then)
+_ints, _shape_arg = ints, shape_arg
 
 # Ops whose functions live in the modules beside this one (they import this module, so they
 # come last): each module's METHODS names the functions that are also Tensor methods.
 from . import indexing as _indexing, shape_ops as _shape_ops, sorting as _sorting  # noqa: E402
+
 
 for _module in (_shape_ops, _sorting, _indexing):
     for _name in _module.METHODS:

@@ -29,7 +29,8 @@ import collections
 import contextlib
 import hashlib
 
-from ..autograd import _topo_order, is_grad_enabled, no_grad, register_post_accumulate_grad_hook
+from .._core import as_view
+from ..autograd import is_grad_enabled, no_grad, register_post_accumulate_grad_hook, topo_order
 from ..errors import ArgumentError, DTypeError
 from ..layout import Layout
 from ..nn.modules import Module
@@ -191,7 +192,7 @@ class DistributedDataParallel(Module):
     def _mark_unused(self, out):
         """Parameters the output does not depend on are ready now (their gradient: zeros)."""
         roots = [t._node or t for t in _tensors_in(out) if t.requires_grad]
-        reached = {id(v) for v in _topo_order(roots)} if roots else set()
+        reached = {id(v) for v in topo_order(roots)} if roots else set()
         for _, p in self._named:
             if id(p) not in reached:
                 self._mark(p)
@@ -278,13 +279,12 @@ class DistributedDataParallel(Module):
             self._host_pending.append(work)
 
     def _finish(self):
-        from ..tensor import _view
         self._expecting = False
         for b in self._buckets:
             b.work.wait()  # cpu: the host waits for MPI; GPU: the compute stream for the communication stream
             flat = b.flat
             for p, layout in zip(b.params, b.layouts):
-                p.grad = _view(flat, layout)
+                p.grad = as_view(flat, layout)
             b.flat = b.work = None
         self._host_pending.clear()
 

@@ -1,0 +1,260 @@
+"""The core of the frontend: what every op family and the Tensor class share.
+
+The tensor's data model (TensorBase: a storage, a Layout, a dtype, a device, autograd's
+slots), the one constructor of tensors from a storage (wrap, as_view), the device lookup and
+seeding, and the checks of the arguments every op takes (dims, sizes, ints, devices,
+dtypes). It imports nothing of the frontend above it: the op families (tensorlite/ops/)
+import it, the Tensor class (tensorlite/tensor.py) inherits TensorBase and registers itself
+as the class wrap() makes (register_tensor_class), and autograd needs nothing more.
+"""
+from __future__ import annotations
+
+import builtins
+import numbers
+import operator
+from collections import namedtuple
+from math import isfinite, prod
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import dtype as _dt
+from .backend import BackendStorage, default_device, get_device
+from .errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError, describe
+from .layout import Layout, cached
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+class TensorBase:
+    """The data model of a tensor, the slots every op reads: its storage (the device memory), its
+    Layout (shape, strides, offset), dtype, device, and autograd's state (requires_grad, grad,
+    _node: the op that made it; _base, _base_node: the tensor a view views and that tensor's
+    history when the view was taken). tensorlite.tensor.Tensor adds the methods."""
+    __slots__ = ("_storage", "_layout", "dtype", "_device", "requires_grad", "grad", "_node", "_base",
+                 "_base_node", "__weakref__")
+
+
+# The class wrap() and as_view() make: tensorlite.tensor.Tensor, registered as it is defined (the
+# core cannot import it: its methods are the op families, which import the core)
+_tensor_class = TensorBase
+
+
+def register_tensor_class(cls) -> None:
+    """Make `cls` (a TensorBase subclass: tensorlite.tensor.Tensor) the class of new tensors."""
+    global _tensor_class
+    _tensor_class = cls
+
+
+def is_exact_tensor(v) -> bool:
+    """Whether v is a tensor of the registered class itself (not a subclass such as nn.Parameter)."""
+    return type(v) is _tensor_class
+
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+_SEED = [None]          # seed set by manual_seed, applied to devices created later
+_SEEDED = set()
+
+
+def resolve_device(spec=None):
+    dev = get_device(spec if spec is not None else default_device())
+    if _SEED[0] is not None and id(dev) not in _SEEDED:
+        dev.set_seed(_SEED[0])
+        _SEEDED.add(id(dev))
+    return dev
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random generators of every device (created now or later)."""
+    from .backend import initialized_devices
+    _SEED[0] = int(seed)
+    _SEEDED.clear()
+    for dev in initialized_devices():
+        dev.set_seed(int(seed))
+        _SEEDED.add(id(dev))
+
+
+_CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layouts are never mutated)
+
+
+def contiguous_layout(shape) -> Layout:
+    if type(shape) is not tuple:
+        return Layout.contiguous(shape)
+    return cached(_CONTIG_LAYOUTS, shape, lambda s: Layout.contiguous(tuple([int(n) for n in s])))
+
+
+def wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
+    t = _tensor_class.__new__(_tensor_class)
+    lay = _CONTIG_LAYOUTS.get(shape) if type(shape) is tuple else None  # contiguous_layout's hit, inlined
+    t._storage, t._layout = storage, lay if lay is not None else contiguous_layout(shape)
+    t.dtype = dtype if dtype is not None else storage.dtype
+    t._device = storage.device
+    t.requires_grad, t.grad, t._node, t._base = False, None, None, None
+    return t
+
+
+def as_view(x: "Tensor", layout: Layout) -> "Tensor":
+    """A view of x: x's storage through another layout. Its _base is the tensor whose storage
+    it views and _base_node that tensor's history when the view was taken: autograd refuses
+    a view whose base has had a new history since (an in-place op recorded on the base), and
+    in-place ops on views while recording."""
+    t = _tensor_class.__new__(_tensor_class)
+    t._storage, t._layout, t.dtype, t._device = x._storage, layout, x.dtype, x._device
+    base = x._base if x._base is not None else x
+    t.requires_grad, t.grad, t._node, t._base, t._base_node = False, None, None, base, base._node
+    return t
+
+
+# d in [-ndim, ndim) as a dim in [0, ndim); a 0-d tensor takes 0 and -1 where scalar_ok (PyTorch)
+def norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
+    """A dim in [-ndim, ndim) as one in [0, ndim), as PyTorch wraps it; else IndexOutOfRange naming `op`."""
+    n = builtins.max(ndim, 1) if scalar_ok else ndim
+    if type(d) is not int or not -n <= d < n:
+        who = describe(op, self=x) if x is not None else op
+        if not isinstance(d, numbers.Integral):
+            raise DTypeError(f"{who}: dim must be an integer, got {d!r}")
+        if not -n <= d < n:
+            raise IndexOutOfRange(f"{who}: dimension {d} out of range for {ndim} dims (expected {-n}..{n - 1})")
+    return d % n
+
+
+# dim (None, an int or a sequence of them) as sorted dims in [0, ndim): None and, for the
+# reductions, () are every dim; a 0-d tensor takes dim 0 or -1 and has none (PyTorch)
+def norm_dims(dim, ndim, op, x=None, empty_is_all=True):
+    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and not dim):
+        return tuple(range(ndim))
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({norm_dim(d, ndim, op, x) for d in dims}))
+    if len(out) != len(dims):
+        raise ShapeError(f"{describe(op, self=x) if x is not None else op}: repeated dims in {dim}")
+    return out if ndim else ()
+
+
+# sizes given as ints or as one sequence, as a tuple of ints (floats are refused, as PyTorch)
+def shape_arg(shape, op="size", x=None):
+    try:
+        if len(shape) == 1 and type(shape[0]) is not int and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        for s in shape:  # the common case, plain ints, passes as it is
+            if type(s) is not int:
+                return tuple([operator.index(s) for s in shape])
+        return shape
+    except TypeError:
+        raise DTypeError(f"{describe(op, self=x) if x is not None else op}: sizes must be integers, got {shape!r}") \
+            from None
+
+
+def sizes_arg(op, sizes, size=None):
+    """The shape of a creation function: its positional sizes (ints or one sequence), or the
+    keyword `size`, as torch.zeros(size=...) takes it."""
+    if size is None:
+        return shape_arg(sizes, op)
+    if sizes:
+        raise ArgumentError(f"{op}: sizes given both as arguments {sizes!r} and as size={size!r}")
+    return shape_arg((size,), op)
+
+
+# The one check of a new tensor's shape: no negative size, and no more bytes than the device
+# has (OutOfMemoryError at once, before any host or device work)
+def check_size(op, shape, dtype, dev):
+    if builtins.min(shape, default=0) < 0:
+        raise ShapeError(f"{op}: negative size in {tuple(shape)}")
+    limit = dev.total_memory()
+    if limit is not None and prod(shape) * dtype.itemsize > limit:
+        raise OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} tensor needs {prod(shape) * dtype.itemsize} "
+                               f"bytes, more than the {limit} bytes of {dev}")
+    return shape
+
+
+# An int argument (n None) or n of them (one int repeated, or a sequence of n), each >= low: the
+# check of every stride, padding, count; DTypeError / ArgumentError naming the op otherwise
+def ints(op, name, v, n=None, low=None, **operands):
+    what = ("an integer" if n is None else f"{n} integers") + ("" if low is None else f" >= {low}")
+    try:
+        out = operator.index(v) if n is None else tuple(operator.index(i) for i in v) \
+            if isinstance(v, (tuple, list)) else (operator.index(v),) * n
+        bad = (n is not None and len(out) != n) or (low is not None and builtins.min(out if n else (out,)) < low)
+    except TypeError:
+        out = bad = None
+    if bad is not False:
+        raise (DTypeError if bad is None else ArgumentError)(
+            f"{describe(op, **operands) if operands else op}: {name} must be {what}, got {v!r}")
+    return out
+
+
+def same_device(op, **ts):
+    devs = {id(t._device) for t in ts.values()}
+    if len(devs) > 1:
+        raise DeviceError(f"{describe(op, **ts)}: operands are on different devices; move them with .to()")
+
+
+def copy_of(x: Tensor) -> Tensor:
+    dst = x._device.alloc_uninit(x.shape, x.dtype)
+    if x.numel():
+        x._storage.copy_strided_src(dst, 0, x._layout)
+    return wrap(dst, x.shape, x.dtype)
+
+
+def is_scalar(v):
+    return isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, TensorBase)
+
+
+def scalar_tensor(v, dtype, dev, op="scalar"):
+    return wrap(full_storage(op, dev, (), v, dtype), (), dtype)
+
+
+def opmath(dt, for_integers):
+    """The dtype a composite computes in: float32 for 16-bit floats (PyTorch's opmath: a sum of
+    them overflows their range long before their mean does), `for_integers` for integers."""
+    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else dt if dt.is_floating_point else for_integers
+
+
+def grad_flag(op, dtype, flag):
+    """requires_grad, where the dtype can have gradients (floats, as PyTorch)."""
+    if flag and not dtype.is_floating_point:
+        raise DTypeError(f"{op}: only floating point tensors can require gradients, got {dtype.name}")
+    return bool(flag)
+
+
+def fits(v, dtype) -> bool:
+    """Whether an integer dtype holds the number v (NaN, Inf and too large ones it does not)."""
+    info = np.iinfo(dtype.np)
+    return (isinstance(v, numbers.Integral) or isfinite(v)) and info.min <= v <= info.max
+
+
+# dev.full(shape, value, dtype), refusing a value that is no number, or that an integer dtype
+# cannot hold (NaN, Inf, too large: PyTorch refuses them too)
+def full_storage(op, dev, shape, value, dtype):
+    if not is_scalar(value) or isinstance(value, complex):
+        raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
+    if dtype.is_floating_point or dtype is _dt.bool_ or fits(value, dtype):
+        try:
+            return dev.full(shape, value, dtype)
+        except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
+            pass
+    raise ArgumentError(f"{op}: the value {value!r} cannot be converted to {dtype.name} without overflow")
+
+
+def dtype_of(dtype, value=0.0, op="tensor"):
+    if dtype is not None:
+        try:
+            return _dt.get(dtype)
+        except TypeError as e:
+            raise DTypeError(f"{op}: {e}") from None
+    return _dt.bool_ if isinstance(value, bool) else _dt.int64 if isinstance(value, numbers.Integral) \
+        else _dt.get_default_dtype()
+
+
+def synchronize(device=None) -> None:
+    """Wait until the device's queued work has finished, as torch.cuda.synchronize (default: the default device)."""
+    resolve_device(device).synchronize()
+
+
+def dims_arg(dims, more, op, x):
+    """dims given as one int, one sequence, or several ints (x.flip(0, 1)): a tuple of ints."""
+    return shape_arg((dims, *more) if more else (dims,), op, x)
+
+
+def fail(cls, op, msg, **operands):
+    raise cls(f"{describe(op, **operands)}: {msg}")
