@@ -1,10 +1,14 @@
-"""Model IO: safetensors files (through the `safetensors` package's numpy API; bf16 via
-ml_dtypes), Hugging Face checkpoint directories, and tl.save / tl.load (state dicts, no pickle)."""
+"""Model IO: safetensors files (read through the `safetensors` package's numpy API, written here; bf16
+via ml_dtypes), Hugging Face checkpoint directories, and tl.save / tl.load (state dicts, no pickle)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
+import secrets
+import stat
+import zlib
 
 import numpy as np
 
@@ -23,13 +27,15 @@ def _safetensors_numpy():
 
 
 def save_safetensors(tensors: dict, path, metadata: dict = None) -> None:
-    """Write {name: Tensor} to `path` (any device and dtype; values are copied to the host)."""
-    arrays = {}
+    """Write {name: Tensor} to `path` (any device and dtype; values are copied to the host one tensor at a
+    time), replacing the file atomically as tl.save does; `metadata`: str -> str."""
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
             raise DTypeError(f"save_safetensors: {name!r} is a {type(t).__name__}, not a Tensor")
-        arrays[name] = t.detach().numpy()  # a C-contiguous host copy (np.ascontiguousarray would make 0-d 1-d)
-    _safetensors_numpy().save_file(arrays, os.fspath(path), metadata=metadata)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in (metadata or {}).items()):
+        raise DTypeError(f"save_safetensors: metadata must map str to str, got {metadata!r}")
+    _replace_atomically(path, "save_safetensors",
+                        lambda out: _write_safetensors(out, tensors, metadata or {}, checksums=False))
 
 
 def load_safetensors(path, device=None, dtype=None) -> dict:
@@ -88,15 +94,106 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
 # Containers are tagged ({"dict": [[key, value], ...]}, {"tuple": [...]}, {"tensor": name, ...}), so any
 # JSON object is a tag and keys keep their types (an optimizer's state is keyed by ints). Written and
 # read here (safetensors.numpy cannot read bf16 from bytes); the files open with the safetensors library.
-_STRUCTURE = "tensorlite.save"
+# Format 2 (the "tensorlite.format" entry; absent: format 1, which still loads, unchecked) adds crc32s
+# of the header's content and of every tensor's bytes, checked on load.
+_STRUCTURE, _FORMAT, _CHECKSUMS = "tensorlite.save", "tensorlite.format", "tensorlite.checksums"
+_FORMAT_VERSION = 2
 _ST_CODES = {d.name: "BOOL" if d is _dt.bool_ else "BF16" if d is _dt.bfloat16 else
              {"f": "F", "i": "I", "u": "U"}[d.np.kind] + str(8 * d.itemsize) for d in _dt.ALL}
 _ST_DTYPES = {code: _dt.get(name) for name, code in _ST_CODES.items()}
 
 
+def _host_bytes(t: Tensor) -> np.ndarray:
+    """A tensor's values as flat bytes on the host (a C-contiguous copy; flat so 0-d and bf16 views work)."""
+    return t.detach().numpy().reshape(-1).view(np.uint8)
+
+
+def _header_crc(metadata: dict, entries: dict) -> int:
+    """crc32 of what a header says, as parsed (its spacing aside): a byte flipped in it cannot pass."""
+    return zlib.crc32(json.dumps([metadata, entries], sort_keys=True).encode())
+
+
+def _write_safetensors(out, tensors: dict, metadata: dict, checksums: bool) -> None:
+    """Stream {name: Tensor} to the binary file `out` as a safetensors file, one tensor on the host at a
+    time. checksums: add format 2's crc32s to the metadata; they are written as fixed-width placeholders
+    and patched once the data is out where `out` can seek back, else computed in a first pass."""
+    entries, offset = {}, 0
+    for name, t in tensors.items():
+        entries[name] = {"dtype": _ST_CODES[t.dtype.name], "shape": list(t.shape),
+                         "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+
+    def head(crcs):
+        meta = dict(metadata)
+        if checksums:
+            meta[_CHECKSUMS] = json.dumps({"header": _header_crc(metadata, entries), "tensors": crcs})
+        text = json.dumps({**({"__metadata__": meta} if meta else {}), **entries}).encode()
+        text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+        return len(text).to_bytes(8, "little") + text
+
+    seekable = checksums and bool(tensors) and getattr(out, "seekable", lambda: False)()
+    if checksums and not seekable:
+        crcs = {name: f"{zlib.crc32(_host_bytes(t)):08x}" for name, t in tensors.items()}
+    else:
+        crcs = {name: "0" * 8 for name in tensors}  # the same width as any crc32 in hex
+    start = out.tell() if seekable else None
+    out.write(head(crcs))
+    for name, t in tensors.items():
+        data = _host_bytes(t)
+        if seekable:
+            crcs[name] = f"{zlib.crc32(data):08x}"
+        out.write(data)
+        del data  # before the next tensor's copy
+    if seekable:
+        end = out.tell()
+        out.seek(start)
+        out.write(head(crcs))
+        out.seek(end)
+
+
+def _replace_atomically(path, op: str, write) -> None:
+    """write(file) into a new file beside `path`, flushed and fsynced, then renamed over `path` (and the
+    directory fsynced): a crash, a kill or a full disk at any point leaves the old file or the new one,
+    whole. An error removes the new file; a killed process can leave it behind (.<name>.<hex>.tmp)."""
+    path = os.path.realpath(os.fspath(path))  # through a symlink, as open() writes
+    directory, name = os.path.split(path)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{op}: the directory of {path!r} does not exist")
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)  # umask: as open()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileNotFoundError):  # the old file's permissions, where there is one
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    try:  # the rename itself reaches the disk
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # directories cannot be opened on Windows
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:  # some file systems refuse; the rename is done
+        pass
+    finally:
+        os.close(dir_fd)
+
+
 def save(obj, f) -> None:
     """Save a state dict (nested dicts, lists, tuples of Tensors, numbers, strings, None) to a path or a
-    binary file: a safetensors file with the structure as JSON in its metadata (nothing is pickled).
+    binary file: a safetensors file with the structure as JSON in its metadata (nothing is pickled), and
+    crc32s of its header and of every tensor, which load checks.
+
+    To a path, the file is written beside it under a temporary name, fsynced, then renamed over it: a save
+    killed or failing midway (a full disk) leaves the previous file at `f` whole. Tensors are copied to the
+    host one at a time, so a save needs little memory beyond the state dict. A file object is written in
+    place (no rename is possible there): what it holds after a failed save is incomplete.
 
     >>> import io, tensorlite as tl
     >>> buf = io.BytesIO()
@@ -104,13 +201,13 @@ def save(obj, f) -> None:
     >>> tl.load(buf)['w'].tolist()
     [1.0, 1.0]
     """
-    arrays, names = {}, {}  # names: id(Tensor) -> its entry (a tensor saved twice loads as one object)
+    tensors, names = {}, {}  # names: id(Tensor) -> its entry (a tensor saved twice loads as one object)
 
     def encode(x, path):
         if isinstance(x, Tensor):
             if id(x) not in names:
-                names[id(x)] = str(len(arrays))
-                arrays[names[id(x)]] = x.detach().numpy()
+                names[id(x)] = str(len(tensors))
+                tensors[names[id(x)]] = x
             return {"tensor": names[id(x)], "device": str(x.device),
                     **({"requires_grad": True} if x.requires_grad else {})}
         if x is None or isinstance(x, (bool, int, float, str)):
@@ -127,26 +224,18 @@ def save(obj, f) -> None:
         raise DTypeError(f"save: {path} is a {type(x).__name__}; tensorlite saves Tensors, dicts, lists, tuples, "
                          "str, int, float, bool and None (it never pickles: save a state_dict())")
 
-    header, offset, chunks = {"__metadata__": {_STRUCTURE: json.dumps(encode(obj, "obj"))}}, 0, []
-    for name, arr in arrays.items():
-        chunks.append(arr.tobytes())
-        header[name] = {"dtype": _ST_CODES[_dt.get(arr.dtype).name], "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(chunks[-1])]}
-        offset += len(chunks[-1])
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    data = len(head).to_bytes(8, "little") + head + b"".join(chunks)
+    metadata = {_STRUCTURE: json.dumps(encode(obj, "obj")), _FORMAT: str(_FORMAT_VERSION)}
     if hasattr(f, "write"):
-        f.write(data)
+        _write_safetensors(f, tensors, metadata, checksums=True)
     else:
-        with open(os.fspath(f), "wb") as out:
-            out.write(data)
+        _replace_atomically(f, "save", lambda out: _write_safetensors(out, tensors, metadata, checksums=True))
 
 
 def load(f, map_location=None, weights_only: bool = True):
     """Load what tl.save wrote (a plain safetensors file loads as {name: Tensor}) from a path or a binary
     file, tensors on their saved device or on `map_location` (a device string). Never unpickles:
-    weights_only=False (torch's way to unpickle arbitrary objects) raises.
+    weights_only=False (torch's way to unpickle arbitrary objects) raises. A truncated or corrupted file
+    (its checksums do not match) raises FormatError naming it.
 
     >>> import io, tensorlite as tl
     >>> buf = io.BytesIO()
@@ -172,12 +261,27 @@ def load(f, map_location=None, weights_only: bool = True):
         meta = header.pop("__metadata__", None) or {}
         structure = json.loads(meta[_STRUCTURE]) if _STRUCTURE in meta else None
         entries = {name: (e["dtype"], tuple(e["shape"]), e["data_offsets"]) for name, e in header.items()}
+        version = int(meta.get(_FORMAT, 1))
+        checks = json.loads(meta[_CHECKSUMS]) if _CHECKSUMS in meta else None
+        crcs = None if checks is None else {name: int(c, 16) for name, c in checks["tensors"].items()}
+        size = max((int(end) for _, _, (_, end) in entries.values()), default=0)
     except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSON and Unicode decode errors are ValueErrors
         pickled = data[:2] == b"PK" or data[:1] == b"\x80"
         raise FormatError(f"load: {where} is not a tl.save / safetensors file ({type(e).__name__}: {e})" +
                           ("; it looks like a pickled (torch.save) checkpoint, which tensorlite never unpickles: "
                            "in PyTorch, save it with safetensors' save_file(state_dict)" if pickled else "")) from None
+    if version > _FORMAT_VERSION:
+        raise FormatError(f"load: {where} is in tl.save format {version}; this tensorlite reads formats up to "
+                          f"{_FORMAT_VERSION} (upgrade tensorlite)")
+    if checks is None and version >= 2:
+        raise FormatError(f"load: {where} is corrupted: it is in tl.save format {version} but has no checksums")
+    if checks is not None and _header_crc({k: v for k, v in meta.items() if k != _CHECKSUMS}, header) != \
+            checks.get("header"):
+        raise FormatError(f"load: {where} is corrupted: its header does not match its checksum")
     body, cache = memoryview(data)[8 + n:], {}
+    if len(body) < size:
+        raise FormatError(f"load: {where} is truncated: its header describes {8 + n + size} bytes, the file "
+                          f"holds {len(data)}")
 
     def tensor_(name, device, path):
         if name not in cache:
@@ -186,7 +290,13 @@ def load(f, map_location=None, weights_only: bool = True):
             code, shape, (begin, end) = entries[name]
             if code not in _ST_DTYPES:
                 raise DTypeError(f"load: {path} of {where} has dtype {code}, which tensorlite does not support")
-            arr = np.frombuffer(body[begin:end], dtype=_ST_DTYPES[code].np).reshape(shape)
+            raw = body[begin:end]
+            if crcs is not None and zlib.crc32(raw) != crcs.get(name):
+                raise FormatError(f"load: {where} is corrupted: the bytes of {path} do not match their checksum")
+            try:
+                arr = np.frombuffer(raw, dtype=_ST_DTYPES[code].np).reshape(shape)
+            except (ValueError, TypeError) as e:
+                raise FormatError(f"load: {path} of {where} does not fit its header ({e})") from None
             try:
                 cache[name] = tensor(arr, dtype=_ST_DTYPES[code], device=map_location or device)
             except DeviceError as e:

@@ -14,10 +14,13 @@ from conftest import ALL_DTYPES, random_array
 
 
 def rewrite_structure(data: bytes, edit) -> bytes:
-    """The file with its structure JSON passed through `edit` (to forge what tl.save would not write)."""
+    """The file with its structure JSON passed through `edit` (to forge what tl.save would not write), and
+    without checksums: a file of format 1, which loads unchecked."""
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + n])
-    header["__metadata__"]["tensorlite.save"] = edit(header["__metadata__"]["tensorlite.save"])
+    meta = header["__metadata__"]
+    meta["tensorlite.save"] = edit(meta["tensorlite.save"])
+    del meta["tensorlite.checksums"], meta["tensorlite.format"]
     head = json.dumps(header).encode()
     head += b" " * (-len(head) % 8)
     return len(head).to_bytes(8, "little") + head + data[8 + n:]
