@@ -1,5 +1,6 @@
 """tensorlite.nn: Module, Parameter, layers, functional ops, initialisers, utilities."""
 from . import functional, init, utils  # noqa: F401
+from .parameter import Parameter  # noqa: F401
 from .modules import (  # noqa: F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, BatchNorm1d,
     BatchNorm2d, BCELoss, BCEWithLogitsLoss, CELU, ConstantPad1d, ConstantPad2d, Conv1d, Conv2d, ConvTranspose1d,
@@ -7,7 +8,7 @@ from .modules import (  # noqa: F401
     GLU, GroupNorm, GRU, GRUCell, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, HuberLoss, Identity, IncompatibleKeys,
     InstanceNorm1d, InstanceNorm2d, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax, LSTM,
     LSTMCell, MaxPool1d, MaxPool2d, Mish, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss,
-    PairwiseDistance, Parameter, ParameterDict, ParameterList, PixelShuffle, PixelUnshuffle, PReLU, ReflectionPad1d,
+    PairwiseDistance, ParameterDict, ParameterList, PixelShuffle, PixelUnshuffle, PReLU, ReflectionPad1d,
     ReflectionPad2d, ReLU, ReLU6, ReplicationPad1d, ReplicationPad2d, RMSNorm, RNN, RNNBase, RNNCell,
     RNNCellBase, RReLU, SELU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softmin, Softplus, Softshrink, Softsign,
     Tanh, Tanhshrink, Threshold, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,

@@ -9,10 +9,9 @@ import numpy as np
 from ... import dtype as _dt
 from ...autograd import no_grad
 from ...custom_op import custom_op
-from ...errors import ArgumentError, DTypeError, DeviceError, ShapeError, describe
+from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ...layout import Layout
 from ...tensor import Tensor, _shape_arg, maximum, tensor
-
 
 # rms_norm's default eps, PyTorch's: the machine epsilon of the type the op computes in (float32
 # for 16-bit inputs, not their own, coarser epsilon)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ... import amp as _amp, dtype as _dt
+from ... import amp as _amp
+from ... import dtype as _dt
 from ...autograd import is_grad_enabled
 from ...backend import sdpa_layout
 from ...custom_op import custom_op, result, storage_and_layout

@@ -3,8 +3,7 @@ and the sliding-block rearrangements unfold (im2col) and fold, as torch.nn.funct
 from __future__ import annotations
 
 from ...errors import ShapeError, describe
-from ...tensor import (_embed, _ints, conv1d, conv2d, conv_transpose1d, conv_transpose2d,  # noqa: F401  (F.conv*)
-                       stack)
+from ...tensor import _embed, _ints, conv1d, conv2d, conv_transpose1d, conv_transpose2d, stack  # noqa: F401  (F.conv*)
 from .vision import pad
 
 

@@ -3,10 +3,11 @@ residual add or a projection fused with the norm next to it (add_rms_norm, add_l
 rms_norm_linear). Each is one kernel where it takes the case, else the ops it fuses."""
 from __future__ import annotations
 
-from ... import amp as _amp, dtype as _dt
+from ... import amp as _amp
+from ... import dtype as _dt
 from ...autograd import attach_many, is_grad_enabled
 from ...custom_op import result, storage_and_layout
-from ...errors import DTypeError, DeviceError, ShapeError, describe
+from ...errors import DeviceError, DTypeError, ShapeError, describe
 from ...tensor import Tensor, _binary, _shape_arg
 from ._util import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
 from .dense import linear

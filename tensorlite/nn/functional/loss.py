@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from ... import amp as _amp, dtype as _dt
+from ... import amp as _amp
+from ... import dtype as _dt
 from ...autograd import no_grad
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from math import prod
 
-from ... import amp as _amp, dtype as _dt
+from ... import amp as _amp
+from ... import dtype as _dt
 from ...autograd import no_grad, note_write
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
-from ...errors import ArgumentError, DTypeError, DeviceError, ShapeError, describe
+from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ...linalg import _vector_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
 from ...tensor import Tensor, maximum
 from ._util import FINFO_EPS, flatten_normalized, reshaped

@@ -8,10 +8,9 @@ from __future__ import annotations
 from ... import dtype as _dt
 from ...autograd import is_grad_enabled, note_write
 from ...custom_op import custom_op, result, storage_and_layout
-from ...errors import DTypeError, DeviceError, ShapeError, describe
+from ...errors import DeviceError, DTypeError, ShapeError, describe
 from ...tensor import cat, stack
 from ._util import check_like, floating
-
 
 _HEAD_DIM = {"rope": 1, "rope_i": 1, "rope_thd": 2}
 
