@@ -78,10 +78,11 @@ def msgpack_decode(buf: bytes, pos: int = 0):
 # ---- targets ----------------------------------------------------------------------------
 
 # EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header", table "AMDGPU EF_AMDGPU_MACH
-# Values"); gfx90a (0x3f) and gfx940 (0x40) seen in this project's code objects.
+# Values"); gfx90a (0x3f), gfx940 (0x40), gfx942, gfx1151, gfx1201 seen in this project's code objects.
 EF_AMDGPU_MACH = 0x0FF
 _MACHS = {0x036: "gfx1030", 0x03F: "gfx90a", 0x040: "gfx940", 0x041: "gfx1100", 0x046: "gfx1101",
-          0x047: "gfx1102", 0x04B: "gfx941", 0x04C: "gfx942"}
+          0x047: "gfx1102", 0x048: "gfx1200", 0x04A: "gfx1151", 0x04B: "gfx941", 0x04C: "gfx942",
+          0x04E: "gfx1201", 0x04F: "gfx950"}
 # Code object v4+ feature fields of e_flags (same table): xnack 0x300, sramecc 0xc00.
 _FEATURE_FIELDS = {"xnack": 8, "sramecc": 10}
 _FEATURE_SETTINGS = ("unsupported", "any", "off", "on")

@@ -56,15 +56,22 @@ _NEED_TINYGRAD = ("the emulated AMD platform needs tinygrad==0.14.0 (its AMD ins
                   "pip install tinygrad==0.14.0")
 
 FAMILY = {
-    # CDNA2, CDNA3. gfx941/gfx942 are left out: no disassembler here knows them to check against.
-    "gfx90a": "cdna", "gfx940": "cdna",
-    # RDNA3: gfx1101..gfx1103 share gfx1100's encodings (checked by the opcode sweep)
-    "gfx1100": "rdna3", "gfx1101": "rdna3", "gfx1102": "rdna3", "gfx1103": "rdna3",
+    # CDNA2, CDNA3. gfx942 (MI300X/MI325X) is gfx940's ISA (LLVM: the same features but for
+    # the target id; checked against llvm-objdump-19 on this project's kernels).
+    "gfx90a": "cdna", "gfx940": "cdna", "gfx942": "cdna",
+    # RDNA3: gfx1101..gfx1103 share gfx1100's encodings (checked by the opcode sweep); RDNA3.5
+    # gfx1151 (Strix Halo) too: LLVM gives gfx115x gfx11's encodings, a few new instructions
+    # (s_singleuse_vdst, v_dual_... unchanged) and no new formats.
+    "gfx1100": "rdna3", "gfx1101": "rdna3", "gfx1102": "rdna3", "gfx1103": "rdna3", "gfx1151": "rdna3",
+    # RDNA4 (RX 9070, R9700): its own encodings (VGLOBAL, VSCRATCH, VFLAT, VBUFFER, new SMEM
+    # and VOP3 layouts, split wait counters), tinygrad's rdna4 tables.
+    "gfx1200": "rdna4", "gfx1201": "rdna4",
 }
 
 # The ISA revision whose fix-ups (below) apply to an arch.
-_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940",
-        "gfx1100": "gfx11", "gfx1101": "gfx11", "gfx1102": "gfx11", "gfx1103": "gfx11"}
+_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940", "gfx942": "gfx940",
+        "gfx1100": "gfx11", "gfx1101": "gfx11", "gfx1102": "gfx11", "gfx1103": "gfx11", "gfx1151": "gfx11",
+        "gfx1200": "gfx12", "gfx1201": "gfx12"}
 
 
 def _base_arch(arch: str) -> str:
@@ -303,7 +310,7 @@ _REFUSE[("gfx11", "MUBUFOp", 0x72)] = "buffer_gl1_inv"
 
 # ---- decoding -------------------------------------------------------------------------------
 
-_SIZES = {"cdna": (4, 8), "rdna3": (4, 8, 12)}
+_SIZES = {"cdna": (4, 8), "rdna3": (4, 8, 12), "rdna4": (4, 8, 12)}
 
 
 class _ArchDecoder:
@@ -393,7 +400,7 @@ class _ArchDecoder:
         fields = dict(type(inst)._fields)
         src0 = fields.get("src0")
         raw0 = self._field(data, src0) if isinstance(src0, self.t.dsl.SrcField) else None
-        if self.family == "rdna3" and name.startswith("VOP"):
+        if self.family != "cdna" and name.startswith("VOP"):
             # RDNA3 marks DPP8 by src0 = 233 (234: DPP8 with FI, fetch inactive lanes); tinygrad
             # 0.14.0 expects gfx9's SDWA marker 249 there, so it reads a DPP8 instruction as
             # the plain one with an operand "DPP8", 4 bytes short. 249 is no operand on RDNA3.
@@ -517,7 +524,7 @@ def decode(code, offset: int, arch: str):
 
 # VOP3 opcodes below this are VOPC/VOP2/VOP1 instructions in their 64-bit encoding, which LLVM
 # names with "_e64"; the others are VOP3-only and carry no suffix.
-_VOP3_NATIVE = {"cdna": 0x1C0, "rdna3": 0x200}
+_VOP3_NATIVE = {"cdna": 0x1C0, "rdna3": 0x200, "rdna4": 0x200}
 
 # VOP1/VOP2 instructions that LLVM prints without "_e32": those it has no VOP3 (e64) encoding
 # for (LLVM's view, which is not always the tables': on gfx9 it knows no v_readfirstlane_b32_e64).
@@ -528,6 +535,8 @@ _NO_E32 = {
               "v_pipeflush", "v_dot2acc_f32_f16", "v_pk_fmac_f16",
               "v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16"},
 }
+
+_NO_E32["rdna4"] = _NO_E32["rdna3"]
 
 # Same instruction, other spelling: LLVM keeps gfx9's names where RDNA3's documents (and so the
 # rdna3 tables) renamed them.
@@ -572,7 +581,7 @@ def _mnemonic(inst, arch: str) -> str:
     if not hasattr(type(inst), "op"):  # EXP: the one format without an opcode
         return fmt.lower()
     name = inst.op.name.lower()
-    fam = FAMILY.get(arch) or ("cdna" if "cdna" in type(inst).__module__ else "rdna3")
+    fam = FAMILY.get(arch) or next((f for f in ("cdna", "rdna4") if f in type(inst).__module__), "rdna3")
     base = re.sub(r"_e(32|64)$", "", name)
     base = _RENAME.get(fam, {}).get(base, base)
     if fmt.startswith(("VOP1", "VOP2", "VOPC")):

@@ -81,8 +81,8 @@ class WaveState:
     def __init__(self, prog, kernel, nwaves, lanes, nvgpr, nagpr, nwg, lds_bytes, memory, arch):
         self.prog, self.kernel, self.memory, self.arch = prog, kernel, memory, arch
         self.W, self.L = nwaves, lanes
-        # gfx9 encodes M0 as 124 (125 reserved); gfx11 M0 as 125 and NULL (reads 0) as 124
-        self.m0, self.null = (125, 124) if arch.startswith("gfx11") else (124, None)
+        # gfx9 encodes M0 as 124 (125 reserved); gfx11/gfx12 M0 as 125 and NULL (reads 0) as 124
+        self.m0, self.null = (125, 124) if arch.startswith(("gfx11", "gfx12")) else (124, None)
         self.sgpr = np.zeros((nwaves, 128), np.uint32)
         self.vgpr = np.zeros((nwaves, max(nvgpr, 1), lanes), np.uint32)
         self.agpr = np.zeros((nwaves, max(nagpr, 1), lanes), np.uint32)
@@ -994,11 +994,11 @@ def _prepare_special(ins, ex):
                     val = read_operand(st, w, Operand(src0, 32, None, lit), False).astype(np.uint32)
                 st.sgpr[w, vdst] = val
             st.pc[w] += ins.size
-    elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
+    elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32", "V_MAD_CO_U64_U32", "V_MAD_CO_I64_I32"):  # gfx12 adds _CO
         lit = _field(inst, "literal")  # gfx11's VOP3 takes a literal (v_mad_u64_u32 v[2:3], null, s33, 0x..., v[0:1])
         ops = [Operand(_field(inst, f), b, None, lit) for f, b in (("src0", 32), ("src1", 32), ("src2", 64))]
         vdst, sdst = _field(inst, "vdst"), _field(inst, "sdst")
-        signed = name == "V_MAD_I64_I32"
+        signed = "I64" in name
 
         def run(st, w):
             a, b, c = (read_operand(st, w, o, True) for o in ops)
@@ -1018,6 +1018,21 @@ def _prepare_special(ins, ex):
             r = np.broadcast_to(r, e.shape)
             write_vgpr(st, w, vdst, r, 64, e)
             st.write_mask(w, sdst, st.pack_lanes(w, np.broadcast_to(carry, e.shape) & e))
+            st.pc[w] += ins.size
+    elif name in ("S_BITSET0_B32", "S_BITSET1_B32", "S_BITSET0_B64", "S_BITSET1_B64"):
+        # D0[S0[4:0] (5:0 for B64)] = 0 or 1: an indexed bit assignment, which pcode.py does not translate
+        sdst, bits = _field(inst, "sdst"), 64 if name.endswith("B64") else 32
+        src = Operand(_field(inst, "ssrc0"), 32, None, _field(inst, "literal"))
+        one = name.startswith("S_BITSET1")
+
+        def run(st, w):
+            bit = np.uint64(1) << (read_operand(st, w, src, False) & np.uint64(bits - 1))
+            old = st.read_s64(w, sdst) if bits == 64 else st.sgpr[w, sdst].astype(np.uint64)
+            new = (old | bit) if one else (old & ~bit)
+            if bits == 64:
+                st.write_s64(w, sdst, new)
+            else:
+                st.sgpr[w, sdst] = new.astype(np.uint32)
             st.pc[w] += ins.size
     elif name.startswith(("V_MOVRELS_B32", "V_MOVRELD_B32", "V_MOVRELSD_B32")):
         # VGPR-indexed moves (a private array kept in registers): the source and/or destination
@@ -1325,7 +1340,7 @@ class Program:
         ins = Instr(inst, pc, inst.size())
         fmt = ins.fmt
         try:
-            if _prepare_special(ins, ex):
+            if rdna4.prepare(ins, ex) or _prepare_special(ins, ex):
                 pass
             elif fmt in ("SMEM", "DS", "GLOBAL", "FLAT", "SCRATCH", "MUBUF") or fmt.startswith(("DS", "GLOBAL")):
                 prepare_memory(ins, ex)
@@ -1438,6 +1453,8 @@ def launch(prog: Program, name: str, grid, block, shared_mem: int, kernarg_value
                 st.scratch_base = np.uint64(scratch_host) + np.arange(W, dtype=np.uint64) * np.uint64(L * lane_scratch)
             _init_registers(st, kd, user, system, wid, wave_in_wg, threads, (bx, by, bz), kern, pkt,
                             scratch_host, lane_scratch)
+            if prog.family == "rdna4":
+                rdna4.init_registers(st, kd, wid)
             st.pc[:] = prog.bias + kd.entry
             with np.errstate(all="ignore"):  # the ISA defines inf/nan/wraparound results: no warnings
                 _run(st, prog, ex)
@@ -1527,3 +1544,6 @@ def _run(st, prog, ex):
         steps += 1
         if steps > MAX_STEPS:
             raise KernelFault(f"kernel {ex.kernel_name} ran more than {MAX_STEPS} steps (an endless loop?)")
+
+
+from . import rdna4  # noqa: E402 - RDNA4's preparers use this module's
