@@ -1,2 +1,2 @@
-"""tensorlite.utils: `data`, the dataset and loader classes of torch.utils.data."""
+"""tensorlite.utils: `data`, the dataset, sampler and loader classes of torch.utils.data (a package with its submodules)."""
 from . import data  # noqa: F401
