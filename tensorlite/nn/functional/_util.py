@@ -7,11 +7,12 @@ from math import prod
 import numpy as np
 
 from ... import dtype as _dt
+from ..._core import shape_arg
 from ...autograd import no_grad
 from ...custom_op import custom_op
 from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ...layout import Layout
-from ...tensor import Tensor, _shape_arg, maximum, tensor
+from ...tensor import Tensor, maximum, tensor
 
 # rms_norm's default eps, PyTorch's: the machine epsilon of the type the op computes in (float32
 # for 16-bit inputs, not their own, coarser epsilon)
@@ -55,7 +56,7 @@ def check_positive(op, name, v, zero_ok=False):
 
 def flatten_normalized(op, x, normalized_shape, **params):
     """(x with the normalised trailing dims merged into one, the 1-D params, that size)."""
-    ns = _shape_arg((normalized_shape,), op, x)
+    ns = shape_arg((normalized_shape,), op, x)
     if not ns or len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns):]) != ns:
         raise ShapeError(f"{describe(op, input=x)}: normalized_shape {ns} does not match the trailing dims")
     for name, p in params.items():

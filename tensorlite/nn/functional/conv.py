@@ -2,14 +2,15 @@
 and the sliding-block rearrangements unfold (im2col) and fold, as torch.nn.functional's."""
 from __future__ import annotations
 
+from ..._core import ints
 from ...errors import ShapeError, describe
-from ...tensor import _embed, _ints, conv1d, conv2d, conv_transpose1d, conv_transpose2d, stack  # noqa: F401  (F.conv*)
+from ...tensor import _embed, conv1d, conv2d, conv_transpose1d, conv_transpose2d, stack  # noqa: F401  (F.conv*)
 from .vision import pad
 
 
 def _blocks(op, x, out_hw, kernel_size, dilation, padding, stride):
     """(kernel, dilation, padding, stride, (oh, ow) blocks) of unfold / fold, checked."""
-    k, dl, p, s = (_ints(op, name, v, 2, low, input=x) for name, v, low in (
+    k, dl, p, s = (ints(op, name, v, 2, low, input=x) for name, v, low in (
         ("kernel_size", kernel_size, 1), ("dilation", dilation, 1), ("padding", padding, 0), ("stride", stride, 1)))
     o = tuple((n + 2 * pp - d * (kk - 1) - 1) // ss + 1 for n, pp, d, kk, ss in zip(out_hw, p, dl, k, s))
     if min(o) < 1:
@@ -39,7 +40,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     >>> import tensorlite as tl; tl.nn.functional.fold(tl.ones(1, 4, 4), (3, 3), 2).squeeze().tolist()[1]
     [2.0, 4.0, 2.0]"""
     x = input if input.ndim == 3 else input.unsqueeze(0)
-    hw = _ints("fold", "output_size", output_size, 2, 1, input=input)
+    hw = ints("fold", "output_size", output_size, 2, 1, input=input)
     k, dl, p, s, (oh, ow) = _blocks("fold", input, hw, kernel_size, dilation, padding, stride)
     if input.ndim not in (2, 3) or x.shape[1] % (k[0] * k[1]) or x.shape[2] != oh * ow:
         raise ShapeError(f"{describe('fold', input=input)}: expected (N, C * {k[0] * k[1]}, {oh * ow}) blocks of "

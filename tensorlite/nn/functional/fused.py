@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from ... import amp as _amp
 from ... import dtype as _dt
+from ..._core import shape_arg
 from ...autograd import attach_many, is_grad_enabled
 from ...custom_op import result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
-from ...tensor import Tensor, _binary, _shape_arg
+from ...tensor import Tensor, _binary
 from ._util import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
 from .dense import linear
 from .normalization import rms_norm
@@ -124,7 +125,7 @@ def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps
     """
     op = "rms_norm_linear"
     if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[-1] or (gated and weight.shape[0] % 2) \
-            or _shape_arg((normalized_shape,), op, input) != (input.shape[-1],):
+            or shape_arg((normalized_shape,), op, input) != (input.shape[-1],):
         raise ShapeError(f"{describe(op, input=input, weight=weight)}: expected input (..., in_features), "
                          f"normalized_shape (in_features,) and weight (out_features, in_features)"
                          f"{', out_features even (gated)' if gated else ''}")

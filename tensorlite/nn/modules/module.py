@@ -6,7 +6,7 @@ import functools
 from collections import OrderedDict, namedtuple
 
 from ... import dtype as _dt
-from ...autograd import _HOOK_KEYS, RemovableHandle, attach_many, no_grad
+from ...autograd import HOOK_KEYS, RemovableHandle, attach_many, no_grad
 from ...errors import ArgumentError, DTypeError, ShapeError, StateDictError, TensorliteError
 from ...tensor import Tensor, tensor, zeros_like
 from ..parameter import Parameter
@@ -92,7 +92,7 @@ class Module:
         return self._add_hook(self._backward_hooks, hook, prepend, False)
 
     def _add_hook(self, hooks, hook, prepend, with_kwargs):
-        key = next(_HOOK_KEYS)
+        key = next(HOOK_KEYS)
         hooks[key] = (hook, with_kwargs)
         if prepend:
             hooks.move_to_end(key, last=False)
