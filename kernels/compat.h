@@ -601,7 +601,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 // (tl_mma_acc_to_a) or a T tile in shared memory (tl_mma_store_acc).
 //   NVIDIA sm_80+ (tensor_cores_nvidia.h): two mma.sync.m16n8k16 per tile (32 lanes, 8 floats
 //                  per lane); fragments come from ldmatrix (shared-memory rows 16-byte aligned).
-//   AMD gfx90a/gfx94x (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
+//   AMD gfx90a/gfx94x/gfx950 (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
 //                  4 floats per lane).
 // f32 operands take their own fragment types (TlFragA32/TlFragB32: NVIDIA 3xTF32, AMD
 // v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>.
@@ -610,7 +610,8 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 // the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #include "tensor_cores_nvidia.h"  // and Hopper's warpgroup products (TL_HAS_WGMMA) on sm_90a
-#elif defined(TL_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#elif defined(TL_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) \
+                          || defined(__gfx950__))  // hip.py's MFMA_ARCHS
 #include "matrix_cores_amd.h"
 #endif
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import cffi
 
-from tensorlite.errors import BackendError, BackendUnavailable
+from tensorlite.errors import ArgumentError, BackendError, BackendUnavailable
 
 from . import PlatformBase, dlopen_first, env_lib_dirs
 from .dnn import DnnError, DnnLib
@@ -251,13 +251,38 @@ def strip_arch_features(gcn_arch_name: str) -> str:
 
 class AmdArchitectures:
     """What AMD's architectures offer the kernels, for every platform that runs AMD code
-    objects (HipPlatform here, the emulated AMD platform)."""
-    MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942")  # CDNA2/3: f16 and bf16_1k MFMA (matrix_cores_amd.h)
+    objects (HipPlatform here, the emulated AMD platform).
+
+    Names are LLVM's processors: gfx90a MI200 (CDNA2); gfx940/941 early MI300, gfx942
+    MI300X/MI325X (CDNA3); gfx950 MI350X/MI355X (CDNA4); gfx1100 RX 7900 (RDNA3); gfx1151
+    Ryzen AI Max "Strix Halo" (RDNA3.5); gfx1200/gfx1201 RX 9060/9070 (RDNA4)."""
+    # CDNA2/3/4: v_mfma_f32_16x16x16{f16,bf16_1k} and 16x16x4f32 (matrix_cores_amd.h; gfx942's
+    # MFMA are gfx940's, gfx950 adds shapes). RDNA has no MFMA (its WMMA is another instruction set).
+    MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
     MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
     CODE_SUFFIX = ".hsaco"  # the disk cache's name for an AMD code object (shared by the emulated platform)
 
     def matrix_cores(self, arch: str):
         return "mma" if arch in self.MFMA_ARCHS else None
+
+    @staticmethod
+    def wavefront_size(arch: str) -> int:
+        """Lanes of a wavefront in HIP code for `arch`: 64 on GCN/CDNA (gfx9), 32 on RDNA
+        (gfx10+, where HIP compiles wave32 unless told -mwavefrontsize64)."""
+        return 64 if isa_version(arch) < 10000 else 32
+
+
+def isa_version(arch: str) -> int:
+    """gfx<major><minor><stepping> -> major * 1000 + minor * 100 + stepping, the number AMD's
+    device libraries test (__oclc_ISA_version): gfx90a -> 9010, gfx942 -> 9402, gfx1201 -> 12001.
+    Minor and stepping are one hex digit each."""
+    name = strip_arch_features(arch)
+    try:
+        if not name.startswith("gfx") or len(name) < 6:
+            raise ValueError
+        return int(name[3:-2]) * 1000 + int(name[-2], 16) * 100 + int(name[-1], 16)
+    except ValueError:
+        raise ArgumentError(f"{arch!r} is not an AMD processor name (gfx<major><minor><stepping>, e.g. gfx942)") from None
 
 
 class HipPlatform(AmdArchitectures, PlatformBase):

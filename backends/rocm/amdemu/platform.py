@@ -1,12 +1,16 @@
 """The `amdemu` platform: the GPU backend's runtime replaced by host memory and the
 instruction executor, for one emulated AMD architecture per process.
 
-`TENSORLITE_AMDEMU` names the architecture (gfx90a, gfx940 or gfx1100) and switches the
-platform on: it is opt-in because emulation is slow (a kernel of a few thousand threads
-takes tens of milliseconds). Everything above the runtime is the `rocm` platform's own:
-GpuDevice, GpuStorage, launch geometry, kernel sources and the hiprtc compile path, with
-hiprtc taken from Debian's HIP for gfx90a and from a ROCm 5.4.2 for gfx940 and gfx1100
-(Debian's hiprtc 5.2 aborts on those targets): `rocm542_root()` says where.
+`TENSORLITE_AMDEMU` names the architecture (see ARCHS) and switches the platform on: it is
+opt-in because emulation is slow (a kernel of a few thousand threads takes tens of
+milliseconds). Everything above the runtime is the `rocm` platform's own: GpuDevice,
+GpuStorage, launch geometry and kernel sources. The code objects come from one of two
+compilers (ARCHS gives each architecture's default):
+- hiprtc, the rocm platform's own compile path: Debian's HIP 5.2 for gfx90a, a ROCm 5.4.2 for
+  gfx940 and gfx1100 (Debian's hiprtc 5.2 aborts on those targets): `rocm542_root()` says where;
+- clang-19 (`..clang`), for the targets no hiprtc here compiles (gfx942, gfx1151, gfx1201), and
+  for the others on request: `TENSORLITE_AMDEMU_COMPILER=clang` or the spelling `gfx90a-clang`.
+  A second compiler's code for the same target exposes undefined behaviour that one compiler hides.
 
 No BLAS or DNN library exists here (rocBLAS and MIOpen cannot be had): matmuls run the
 portable `gemm_<t>` kernel (HAS_BLAS), convolutions and pooling the portable kernels.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import threading
 
 import numpy as np
 
@@ -26,11 +31,36 @@ from ..graph import RecordedGraphs
 from ..hip import AmdArchitectures
 from .memory import HostMemory
 
-ARCHS = {"gfx90a": 64, "gfx940": 64, "gfx1100": 32}   # wavefront size
+# emulated architecture -> the compiler its code objects come from unless told otherwise
+ARCHS = {"gfx90a": "hiprtc", "gfx940": "hiprtc", "gfx1100": "hiprtc",
+         "gfx942": "clang", "gfx1151": "clang", "gfx1201": "clang"}
+COMPILERS = ("hiprtc", "clang")
+HIPRTC_ARCHS = ("gfx90a", "gfx940", "gfx1100")  # what a hiprtc here compiles (5.4.2 crashes on gfx942)
 ENV = "TENSORLITE_AMDEMU"
+COMPILER_ENV = "TENSORLITE_AMDEMU_COMPILER"  # clang | hiprtc: every architecture's compiler in this process
 COVERAGE_ENV = "TENSORLITE_AMDEMU_COVERAGE"  # a folder: each process records the kernels it ran there
 ROCM_ENV = "TENSORLITE_AMDEMU_ROCM"       # where the ROCm 5.4.2 that compiles gfx940/gfx1100 lives
 _TRITON_ROCM = ("triton", "third_party", "rocm")   # inside PyPI's pytorch-triton-rocm==2.1.0
+_CLANG = {}                               # rocm root -> its ClangAmdCompiler (one per process)
+_CLANG_LOCK = threading.Lock()
+
+
+def parse_target(spelling: str):
+    """(architecture, compiler, label) of a TENSORLITE_AMDEMU value: `gfx90a` (ARCHS' compiler,
+    or $TENSORLITE_AMDEMU_COMPILER's) or `gfx90a-clang` / `gfx942-hiprtc`. The label names the
+    pair where the compiler is not the architecture's default (coverage records, device name)."""
+    arch, _, compiler = spelling.strip().partition("-")
+    if arch not in ARCHS:
+        raise BackendUnavailable(f"{ENV}={spelling!r}: emulated architectures are {', '.join(ARCHS)} "
+                                 f"(a suffix -clang or -hiprtc picks the compiler)")
+    compiler = compiler or os.environ.get(COMPILER_ENV, "").strip() or ARCHS[arch]
+    if compiler not in COMPILERS:
+        raise BackendUnavailable(f"{spelling!r} / {COMPILER_ENV}: the compilers are {', '.join(COMPILERS)}, "
+                                 f"not {compiler!r}")
+    if compiler == "hiprtc" and arch not in HIPRTC_ARCHS:
+        raise BackendUnavailable(f"no hiprtc here compiles {arch} (hiprtc 5.2 aborts, 5.4.2 crashes or does not "
+                                 f"know it): it is compiled by clang")
+    return arch, compiler, arch if compiler == ARCHS[arch] else f"{arch}-{compiler}"
 
 
 def rocm542_root():
@@ -40,6 +70,7 @@ def rocm542_root():
     pytorch-triton-rocm==2.1.0. That wheel is a toolchain here, never imported: installed into
     an environment it shadows the `triton` package that PyTorch imports, and breaks PyTorch.
     Without the variable, a pytorch-triton-rocm installed in the environment is found (not imported).
+    Its device libraries (ocml, ockl) are also what clang-19 links in.
     """
     candidates = []
     if os.environ.get(ROCM_ENV):
@@ -55,6 +86,17 @@ def rocm542_root():
     return None
 
 
+def clang_compiler():
+    """The clang-19 compiler (..clang.ClangAmdCompiler) with ROCm 5.4.2's device libraries;
+    one per process, so its per-target files are made once."""
+    from ..clang import ClangAmdCompiler
+    root = rocm542_root()
+    with _CLANG_LOCK:
+        if root not in _CLANG:
+            _CLANG[root] = ClangAmdCompiler(root)
+        return _CLANG[root]
+
+
 class _Kernel:
     __slots__ = ("program", "name")
 
@@ -65,13 +107,19 @@ class _Kernel:
 class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
     name = runtime_name = "amdemu"
     CALLS = {"launch": "emulated launch"}
-    RTC_THREAD_SAFE = False  # hiprtc 5.x crashes compiling two programs at once
     HAS_BLAS = False         # rocBLAS cannot be had: matmuls run the portable gemm_<t> kernel
-    cache_name = "rocm"      # the code objects are hiprtc's, the same as the rocm platform's
 
     def __init__(self, arch: str = None):
+        """`arch`: a TENSORLITE_AMDEMU spelling (parse_target); default: that variable."""
         super().__init__()
-        self.arch = arch or os.environ.get(ENV, "").strip() or None
+        self.arch = self.compiler_name = self.target = None
+        if arch:
+            self.arch, self.compiler_name, self.target = parse_target(arch)
+        elif os.environ.get(ENV, "").strip():
+            try:
+                self.arch, self.compiler_name, self.target = parse_target(os.environ[ENV])
+            except BackendUnavailable:
+                pass  # init() says why, as the device is opened
         self.memory = HostMemory()
         self._compiler = None
         self.launched = set()   # entry points run in this process (for the coverage check)
@@ -88,28 +136,29 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
         self.launched.add(name)
         if self._coverage_folder:
             os.makedirs(self._coverage_folder, exist_ok=True)
-            path = os.path.join(self._coverage_folder, f"{self.arch}.{os.getpid()}.{id(self):x}.txt")
+            path = os.path.join(self._coverage_folder, f"{self.target}.{os.getpid()}.{id(self):x}.txt")
             with open(path, "a") as f:
                 f.write(name + "\n")
 
     # ---- devices --------------------------------------------------------------------
     def init(self) -> int:
-        self.arch = self.arch or os.environ.get(ENV, "").strip() or None
+        if not self.arch and os.environ.get(ENV, "").strip():
+            self.arch, self.compiler_name, self.target = parse_target(os.environ[ENV])
         if not self.arch:
-            raise BackendUnavailable(f"the emulated AMD platform is opt-in: set {ENV}=gfx90a, gfx940 or gfx1100")
-        if self.arch not in ARCHS:
-            raise BackendUnavailable(f"{ENV}={self.arch!r}: emulated architectures are {', '.join(ARCHS)}")
+            raise BackendUnavailable(f"the emulated AMD platform is opt-in: set {ENV} to one of {', '.join(ARCHS)}")
         try:
             import tinygrad.runtime.autogen.amd.cdna.str_pcode  # noqa: F401
         except ImportError:
             raise BackendUnavailable("the emulated AMD platform needs tinygrad==0.14.0 (AMD's instruction "
                                      "tables): pip install tinygrad==0.14.0") from None
-        self.compiler.rtc  # a missing hiprtc says so now, not at the first kernel
+        self.compiler.rtc_version()  # a missing compiler says so now, not at the first kernel
         return 1
 
     @property
     def compiler(self):
-        """The hiprtc platform that compiles for self.arch."""
+        """What compiles for self.arch: clang_compiler(), or the hiprtc platform (HipPlatform)."""
+        if self._compiler is None and self.compiler_name == "clang":
+            self._compiler = clang_compiler()
         if self._compiler is None:
             from ..hip import HipPlatform
             root = None
@@ -123,8 +172,9 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
         return self._compiler
 
     def device_properties(self, ordinal):
-        return {"name": f"emulated AMD {self.arch} (an interpreter of AMD's ISA, not hardware)", "arch": self.arch,
-                "gcn_arch_name": self.arch, "warp_size": ARCHS[self.arch],
+        return {"name": f"emulated AMD {self.arch}, {self.compiler_name}'s code (an interpreter of AMD's ISA, "
+                        "not hardware)", "arch": self.arch,
+                "gcn_arch_name": self.arch, "warp_size": self.wavefront_size(self.arch),
                 # few multiprocessors: launch geometry sized from them keeps grids small
                 "multiprocessor_count": 2, "max_threads_per_block": 1024,
                 "max_shared_memory_per_block": 64 * 1024, "total_memory": 1 << 34, "l2_cache_size": 0,
@@ -219,7 +269,15 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
             return 0
         return run
 
-    # ---- the compiler is hiprtc's ---------------------------------------------------
+    # ---- the compiler: hiprtc (the rocm platform's, sharing its disk cache) or clang --
+    @property
+    def cache_name(self):
+        return getattr(self.compiler, "cache_name", self.compiler.name)
+
+    @property
+    def RTC_THREAD_SAFE(self):  # hiprtc 5.x crashes compiling two programs at once; clang does not
+        return self.compiler.RTC_THREAD_SAFE
+
     def rtc_version(self):
         return self.compiler.rtc_version()
 
