@@ -11,9 +11,14 @@
   a failure reproduces.
 - `assert_close` / `tolerance`: per-dtype tolerances, widened for accumulations.
 - `random_array`: random inputs of any dtype that are never all zeros.
+- `on_cpu_and` / `assert_same`: a device's results against `cpu`'s, the reference, for tests
+  that check semantics against PyTorch: only the cpu side is checked against it, where it is
+  installed (`optional_torch`), so no device needs it (`needs_torch` skips a test that means
+  nothing without it).
 """
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 
@@ -135,6 +140,68 @@ def assert_close(actual, expected, dtype=None, terms: int = 1, check_dtype: bool
                                    rtol=rtol, atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected.astype(got.dtype))
+
+
+@functools.cache
+def optional_torch():
+    """The torch module where PyTorch is installed, else None (imported on first use only: most
+    test modules never need it)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def needs_torch(what):
+    """Skip mark for a test that checks `what` against PyTorch itself and means nothing without it."""
+    return pytest.mark.skipif(optional_torch() is None, reason=f"needs torch (PyTorch is not installed): checks {what}")
+
+
+def assert_same(got, want, terms: int = 1, exact: bool = False, where: str = "result"):
+    """`got`, a device's results, equals `want`, cpu's: tensors of the same dtype and shape whose
+    values agree within `tolerance(dtype, terms)` (bit for bit when `exact`; integers and bools
+    always), and numbers (NaN equals NaN), strings, None, tuples (named ones too), lists and
+    dicts of them. `where` names the part that differs."""
+    if isinstance(want, tl.Tensor):
+        assert isinstance(got, tl.Tensor), f"{where}: a {type(got).__name__}, cpu's is a Tensor"
+        try:
+            if exact:
+                assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+                assert tuple(got.shape) == tuple(want.shape), f"shape {got.shape} != {want.shape}"
+                as_wide = (lambda a: a.astype(np.float64)) if want.dtype.is_floating_point else np.asarray
+                np.testing.assert_array_equal(as_wide(got.numpy()), as_wide(want.numpy()))
+            else:
+                assert_close(got, want.numpy(), want.dtype, terms)
+        except AssertionError as e:
+            raise AssertionError(f"{where} on {got.device} differs from cpu's: {e}") from None
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), f"{where}: keys {list(got)} != cpu's {list(want)}"
+        for k in want:
+            assert_same(got[k], want[k], terms, exact, f"{where}[{k!r}]")
+    elif isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want), \
+            f"{where}: {type(got).__name__} of {len(got)} != cpu's {type(want).__name__} of {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, terms, exact, f"{where}[{i}]")
+    else:
+        assert type(got) is type(want), f"{where}: {type(got).__name__} != cpu's {type(want).__name__}"
+        np.testing.assert_array_equal(got, want, err_msg=f"{where} differs from cpu's")
+
+
+def on_cpu_and(device, fn, torch_check=None, terms: int = 1, exact: bool = False):
+    """`fn(dev)` runs tensorlite calls on device `dev` and returns what they gave; it runs on cpu,
+    the reference, and on `device`, and the two must agree (assert_same). Where PyTorch is
+    installed, `torch_check(cpu's result)` checks the reference against it first. Returns
+    `device`'s result. Inputs are drawn before, outside `fn`: both runs must see the same."""
+    want = fn("cpu")
+    if torch_check is not None and optional_torch() is not None:
+        torch_check(want)
+    if device == "cpu":
+        return want
+    got = fn(device)
+    assert_same(got, want, terms, exact)
+    return got
 
 
 def random_array(rng, shape, dtype, low=-2.0, high=2.0):

@@ -1,5 +1,6 @@
 """Assignment through indices and the scatter family on every device, against numpy (values of
-every dtype) and CPU PyTorch (semantics, gradients): x[idx] = v with index tensors, masks,
+every dtype) and against cpu, which is checked against PyTorch where it is installed (semantics,
+gradients; conftest.on_cpu_and): x[idx] = v with index tensors, masks,
 non-adjacent indices; x[:, idx] += 1; index_put(_), scatter(_), scatter_reduce(_), index_copy(_),
 index_fill(_), masked_scatter(_), masked_fill_, take_along_dim; the index ops on 0-d tensors;
 the errors of bad input."""
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 
 import tensorlite as tl
-from conftest import ALL_DTYPES, assert_close, random_array
+from conftest import ALL_DTYPES, assert_close, on_cpu_and, optional_torch, random_array
 
-torch = pytest.importorskip("torch")
+torch = optional_torch()  # None without PyTorch: only the torch checks use it
 
 ALL = tl.dtype.ALL
 SHAPE = (3, 4, 5)
@@ -106,54 +107,85 @@ def test_index_tensor_dtypes(device, rng, index_dtype):
 
 def test_python_bools_index_as_0d_masks(device, rng):
     a = random_array(rng, (2, 3), tl.float32)
-    x, t = tl.tensor(a, device=device), torch.tensor(a)
-    for idx in (True, False, (0, True), (None, True, 1), (slice(None), False)):
-        assert_close(x[idx], t[idx].numpy(), tl.float32)
-    x[True, 1] = 5.0
-    t[True, 1] = 5.0
-    assert_close(x, t.numpy(), tl.float32)
+    idxs = (True, False, (0, True), (None, True, 1), (slice(None), False))
+
+    def against_torch(got):
+        for idx, g in zip(idxs, got):
+            assert_close(g, torch.tensor(a)[idx].numpy(), tl.float32)
+    on_cpu_and(device, lambda dev: [tl.tensor(a, device=dev)[idx] for idx in idxs], against_torch)
+
+    def write(dev):
+        x = tl.tensor(a, device=dev)
+        x[True, 1] = 5.0
+        return x
+
+    def write_against_torch(got):
+        t = torch.tensor(a)
+        t[True, 1] = 5.0
+        assert_close(got, t.numpy(), tl.float32)
+    on_cpu_and(device, write, write_against_torch)
 
 
 def test_augmented_assignment_does_not_accumulate(device, rng):
     a = random_array(rng, (3, 4), tl.float32)
-    x, t = tl.tensor(a, device=device), torch.tensor(a)
-    x[:, tl.tensor([1, 1, 3], device=device)] += 1  # read, add, write back: the repeat adds once (PyTorch)
-    t[:, torch.tensor([1, 1, 3])] += 1
-    assert_close(x, t.numpy(), tl.float32)
     m = a > 0
-    x[tl.tensor(m, device=device)] *= 2
-    t[torch.tensor(m)] *= 2
-    assert_close(x, t.numpy(), tl.float32)
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        x[:, tl.tensor([1, 1, 3], device=dev)] += 1  # read, add, write back: the repeat adds once (PyTorch)
+        after_add = x.clone()
+        x[tl.tensor(m, device=dev)] *= 2
+        return after_add, x
+
+    def against_torch(got):
+        t = torch.tensor(a)
+        t[:, torch.tensor([1, 1, 3])] += 1
+        assert_close(got[0], t.numpy(), tl.float32)
+        t[torch.tensor(m)] *= 2
+        assert_close(got[1], t.numpy(), tl.float32)
+    on_cpu_and(device, run, against_torch)
 
 
 def test_setitem_gradients(device, rng):
     a, v, w = (random_array(rng, s, tl.float64) for s in ((3, 4, 5), (2, 4), (3, 4, 5)))
     idx = (np.array([0, 2]), slice(None), np.array([1, 3]))
-    x, xv = tl.tensor(a, device=device, requires_grad=True), tl.tensor(v, device=device, requires_grad=True)
-    h = x * 1
-    h[_tl_index(idx, device)] = xv * 3
-    h[tl.tensor(a > 1, device=device)] = 0.0
-    (h * tl.tensor(w, device=device)).sum().backward()
-    tx, tv = torch.tensor(a, requires_grad=True), torch.tensor(v, requires_grad=True)
-    th = tx * 1
-    th[torch.tensor([0, 2]), :, torch.tensor([1, 3])] = tv * 3
-    th[torch.tensor(a > 1)] = 0.0
-    (th * torch.tensor(w)).sum().backward()
-    assert_close(h, th.detach().numpy(), tl.float64)
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
-    assert_close(xv.grad, tv.grad.numpy(), tl.float64)
+
+    def run(dev):
+        x, xv = tl.tensor(a, device=dev, requires_grad=True), tl.tensor(v, device=dev, requires_grad=True)
+        h = x * 1
+        h[_tl_index(idx, dev)] = xv * 3
+        h[tl.tensor(a > 1, device=dev)] = 0.0
+        (h * tl.tensor(w, device=dev)).sum().backward()
+        return h, x.grad, xv.grad
+
+    def against_torch(got):
+        tx, tv = torch.tensor(a, requires_grad=True), torch.tensor(v, requires_grad=True)
+        th = tx * 1
+        th[torch.tensor([0, 2]), :, torch.tensor([1, 3])] = tv * 3
+        th[torch.tensor(a > 1)] = 0.0
+        (th * torch.tensor(w)).sum().backward()
+        for g, ref in zip(got, (th.detach(), tx.grad, tv.grad)):
+            assert_close(g, ref.numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 def test_getitem_advanced_gradient_and_result_is_not_a_view(device, rng):
     a = random_array(rng, SHAPE, tl.float64)
-    x, tx = tl.tensor(a, device=device, requires_grad=True), torch.tensor(a, requires_grad=True)
-    y = (x * 1)[tl.tensor([1, 1], device=device), :, tl.tensor([0, 4], device=device)]
-    ty = (tx * 1)[torch.tensor([1, 1]), :, torch.tensor([0, 4])]
-    y += 1  # a new tensor, not a view: the in-place op records (PyTorch)
-    ty += 1
-    (y * y).sum().backward()
-    (ty * ty).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
+
+    def grad(dev):
+        x = tl.tensor(a, device=dev, requires_grad=True)
+        y = (x * 1)[tl.tensor([1, 1], device=dev), :, tl.tensor([0, 4], device=dev)]
+        y += 1  # a new tensor, not a view: the in-place op records (PyTorch)
+        (y * y).sum().backward()
+        return x.grad
+
+    def against_torch(got):
+        tx = torch.tensor(a, requires_grad=True)
+        ty = (tx * 1)[torch.tensor([1, 1]), :, torch.tensor([0, 4])]
+        ty += 1
+        (ty * ty).sum().backward()
+        assert_close(got, tx.grad.numpy(), tl.float64)
+    on_cpu_and(device, grad, against_torch)
 
 
 # ---- index_put ----------------------------------------------------------------------------
@@ -163,22 +195,28 @@ def test_index_put(device, rng, accumulate):
     a, w = random_array(rng, (4, 3), tl.float64), random_array(rng, (4, 3), tl.float64)
     ids = np.array([3, 0, 3, 1]) if accumulate else np.array([3, 0, 1])  # repeats only where they add
     v = random_array(rng, (len(ids), 3), tl.float64)
-    x, xv = tl.tensor(a, device=device, requires_grad=True), tl.tensor(v, device=device, requires_grad=True)
-    out = x.index_put((tl.tensor(ids, device=device),), xv, accumulate=accumulate)
-    tx, tv = torch.tensor(a, requires_grad=True), torch.tensor(v, requires_grad=True)
-    tout = tx.index_put((torch.tensor(ids),), tv, accumulate=accumulate)
-    assert_close(out, tout.detach().numpy(), tl.float64, terms=2)
-    (out * tl.tensor(w, device=device)).sum().backward()
-    (tout * torch.tensor(w)).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
-    assert_close(xv.grad, tv.grad.numpy(), tl.float64)
-    # in place, with None for a whole dim and a broadcast value
-    y = tl.tensor(a, device=device)
-    assert y.index_put_((None, tl.tensor([2, 0], device=device)), tl.tensor(5.0, dtype=tl.float64, device=device),
-                        accumulate) is y
-    ty = torch.tensor(a).index_put_((torch.arange(4)[:, None], torch.tensor([2, 0])),  # torch takes no None here
-                                    torch.tensor(5.0, dtype=torch.float64), accumulate)
-    assert_close(y, ty.numpy(), tl.float64)
+
+    def run(dev):
+        x, xv = tl.tensor(a, device=dev, requires_grad=True), tl.tensor(v, device=dev, requires_grad=True)
+        out = x.index_put((tl.tensor(ids, device=dev),), xv, accumulate=accumulate)
+        (out * tl.tensor(w, device=dev)).sum().backward()
+        # in place, with None for a whole dim and a broadcast value
+        y = tl.tensor(a, device=dev)
+        assert y.index_put_((None, tl.tensor([2, 0], device=dev)), tl.tensor(5.0, dtype=tl.float64, device=dev),
+                            accumulate) is y
+        return out, x.grad, xv.grad, y
+
+    def against_torch(got):
+        tx, tv = torch.tensor(a, requires_grad=True), torch.tensor(v, requires_grad=True)
+        tout = tx.index_put((torch.tensor(ids),), tv, accumulate=accumulate)
+        assert_close(got[0], tout.detach().numpy(), tl.float64, terms=2)
+        (tout * torch.tensor(w)).sum().backward()
+        assert_close(got[1], tx.grad.numpy(), tl.float64)
+        assert_close(got[2], tv.grad.numpy(), tl.float64)
+        ty = torch.tensor(a).index_put_((torch.arange(4)[:, None], torch.tensor([2, 0])),  # torch takes no None here
+                                        torch.tensor(5.0, dtype=torch.float64), accumulate)
+        assert_close(got[3], ty.numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 # ---- scatter, scatter_reduce ------------------------------------------------------------
@@ -195,42 +233,67 @@ def _unique_ids(rng, shape, size, dim):
 def test_scatter_every_dtype(device, rng, dtype):
     a, src = random_array(rng, (4, 5), dtype, 0, 3), random_array(rng, (3, 6), dtype, 0, 3)
     ids = _unique_ids(rng, (3, 5), 4, 0)   # src larger than index: its corner is read
-    x, i, s = tl.tensor(a, device=device), tl.tensor(ids, device=device), tl.tensor(src, device=device)
-    ta, ti, ts = _torch(a), torch.tensor(ids), _torch(src)
-    assert_close(x.scatter(0, i, s), _back(ta.scatter(0, ti, ts), dtype), dtype)
-    assert_close(x.scatter(0, i, 1), _back(ta.scatter(0, ti, 1), dtype), dtype)
     rep = rng.integers(0, 4, (3, 5))  # repeats: the reductions combine them
-    ti = torch.tensor(rep)
-    for reduce in ("sum", "prod", "amax", "amin") + (("mean",) if dtype is not tl.bool else ()):
-        for include_self in (True, False):
-            got = x.scatter_reduce(0, tl.tensor(rep, device=device), s, reduce, include_self=include_self)
-            ref = ta.scatter_reduce(0, ti, ts, reduce, include_self=include_self)
+    reductions = [(reduce, include_self)
+                  for reduce in ("sum", "prod", "amax", "amin") + (("mean",) if dtype is not tl.bool else ())
+                  for include_self in (True, False)]
+
+    def scatter(dev):
+        x, i, s = tl.tensor(a, device=dev), tl.tensor(ids, device=dev), tl.tensor(src, device=dev)
+        return x.scatter(0, i, s), x.scatter(0, i, 1)
+
+    def scatter_against_torch(got):
+        ta, ti, ts = _torch(a), torch.tensor(ids), _torch(src)
+        assert_close(got[0], _back(ta.scatter(0, ti, ts), dtype), dtype)
+        assert_close(got[1], _back(ta.scatter(0, ti, 1), dtype), dtype)
+    on_cpu_and(device, scatter, scatter_against_torch)
+
+    def scatter_reduce(dev):
+        x, r, s = tl.tensor(a, device=dev), tl.tensor(rep, device=dev), tl.tensor(src, device=dev)
+        return [x.scatter_reduce(0, r, s, reduce, include_self=include_self) for reduce, include_self in reductions]
+
+    def scatter_reduce_against_torch(got):
+        for (reduce, include_self), g in zip(reductions, got):
+            ref = _torch(a).scatter_reduce(0, torch.tensor(rep), _torch(src), reduce, include_self=include_self)
             if dtype is tl.uint32:  # its reference ran in int64: wrap as uint32 does
                 ref = ref % 2 ** 32
-            assert_close(got, _back(ref, dtype), dtype, terms=4)
+            assert_close(g, _back(ref, dtype), dtype, terms=4)
+    on_cpu_and(device, scatter_reduce, scatter_reduce_against_torch, terms=4)
 
 
 @pytest.mark.parametrize("index_dtype", [tl.int64, tl.uint32, tl.uint8], ids=lambda d: d.name)
 def test_scatter_index_dtypes_and_strided_operands(device, rng, index_dtype):
     a, src = random_array(rng, (5, 4), tl.float32), random_array(rng, (4, 6), tl.float32)
     ids = _unique_ids(rng, (4, 3), 5, 1)
-    x = tl.tensor(a, device=device).T                        # (4, 5) transposed self
-    s = tl.tensor(src, device=device)[:, ::2]                 # (4, 3) strided src
-    i = tl.tensor(ids.T.copy().astype(index_dtype.np), device=device).T  # non-contiguous index
-    ref = torch.tensor(a).T.scatter(1, torch.tensor(ids), torch.tensor(src)[:, ::2])
-    assert_close(x.scatter(1, i, s), ref.numpy(), tl.float32)
-    ref = torch.tensor(a).T.scatter_reduce(1, torch.tensor(ids % 2), torch.tensor(src)[:, ::2], "amax")
-    assert_close(x.scatter_reduce(1, i % 2, s, "amax"), ref.numpy(), tl.float32)
+
+    def run(dev):
+        x = tl.tensor(a, device=dev).T                        # (4, 5) transposed self
+        s = tl.tensor(src, device=dev)[:, ::2]                 # (4, 3) strided src
+        i = tl.tensor(ids.T.copy().astype(index_dtype.np), device=dev).T  # non-contiguous index
+        return x.scatter(1, i, s), x.scatter_reduce(1, i % 2, s, "amax")
+
+    def against_torch(got):
+        ref = torch.tensor(a).T.scatter(1, torch.tensor(ids), torch.tensor(src)[:, ::2])
+        assert_close(got[0], ref.numpy(), tl.float32)
+        ref = torch.tensor(a).T.scatter_reduce(1, torch.tensor(ids % 2), torch.tensor(src)[:, ::2], "amax")
+        assert_close(got[1], ref.numpy(), tl.float32)
+    on_cpu_and(device, run, against_torch)
 
 
 def test_scatter_reduce_nan_propagates(device):
-    x = tl.tensor([1.0, 2.0, 3.0], device=device)
-    src = tl.tensor([float("nan"), 5.0, 0.5], device=device)
-    for reduce in ("amax", "amin"):
-        got = x.scatter_reduce(0, tl.tensor([0, 0, 2], device=device), src, reduce)
-        ref = torch.tensor([1.0, 2.0, 3.0]).scatter_reduce(0, torch.tensor([0, 0, 2]), torch.tensor(src.tolist()),
-                                                           reduce)
-        assert_close(got, ref.numpy(), tl.float32)
+    a, src, ids = np.array([1.0, 2.0, 3.0], np.float32), np.array([np.nan, 5.0, 0.5], np.float32), np.array([0, 0, 2])
+    reductions = ("amax", "amin")
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        return [x.scatter_reduce(0, tl.tensor(ids, device=dev), tl.tensor(src, device=dev), reduce)
+                for reduce in reductions]
+
+    def against_torch(got):
+        for reduce, g in zip(reductions, got):
+            ref = torch.tensor(a).scatter_reduce(0, torch.tensor(ids), torch.tensor(src), reduce)
+            assert_close(g, ref.numpy(), tl.float32)
+    on_cpu_and(device, run, against_torch)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
@@ -240,36 +303,46 @@ def test_scatter_reduce_gradients(device, rng, reduce, include_self):
     a = rng.integers(0, 3, (3, 5)).astype(np.float64)
     src = rng.integers(0, 3, (4, 5)).astype(np.float64)
     ids, w = rng.integers(0, 3, (4, 5)), random_array(rng, (3, 5), tl.float64)
-    x, s = tl.tensor(a, device=device, requires_grad=True), tl.tensor(src, device=device, requires_grad=True)
-    tx, ts = torch.tensor(a, requires_grad=True), torch.tensor(src, requires_grad=True)
-    out = x.scatter_reduce(0, tl.tensor(ids, device=device), s, reduce, include_self=include_self)
-    tout = tx.scatter_reduce(0, torch.tensor(ids), ts, reduce, include_self=include_self)
-    assert_close(out, tout.detach().numpy(), tl.float64)
-    (out * tl.tensor(w, device=device)).sum().backward()
-    (tout * torch.tensor(w)).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
-    assert_close(s.grad, ts.grad.numpy(), tl.float64)
+
+    def run(dev):
+        x, s = tl.tensor(a, device=dev, requires_grad=True), tl.tensor(src, device=dev, requires_grad=True)
+        out = x.scatter_reduce(0, tl.tensor(ids, device=dev), s, reduce, include_self=include_self)
+        (out * tl.tensor(w, device=dev)).sum().backward()
+        return out, x.grad, s.grad
+
+    def against_torch(got):
+        tx, ts = torch.tensor(a, requires_grad=True), torch.tensor(src, requires_grad=True)
+        tout = tx.scatter_reduce(0, torch.tensor(ids), ts, reduce, include_self=include_self)
+        (tout * torch.tensor(w)).sum().backward()
+        for g, ref in zip(got, (tout.detach(), tx.grad, ts.grad)):
+            assert_close(g, ref.numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 def test_scatter_gradients_and_in_place(device, rng):
     a, src, w = (random_array(rng, s, tl.float64) for s in ((4, 3), (2, 3), (4, 3)))
     ids = _unique_ids(rng, (2, 3), 4, 0)
-    x, s = tl.tensor(a, device=device, requires_grad=True), tl.tensor(src, device=device, requires_grad=True)
-    tx, ts = torch.tensor(a, requires_grad=True), torch.tensor(src, requires_grad=True)
-    h, th = x * 2, tx * 2
-    h.scatter_(0, tl.tensor(ids, device=device), s).scatter_(1, tl.tensor([[0], [2]], device=device), 7.0)
-    th.scatter_(0, torch.tensor(ids), ts).scatter_(1, torch.tensor([[0], [2]]), 7.0)
-    h.scatter_reduce_(0, tl.tensor(ids, device=device), s * s, "amin", include_self=False)
-    th.scatter_reduce_(0, torch.tensor(ids), ts * ts, "amin", include_self=False)
-    assert_close(h, th.detach().numpy(), tl.float64)
-    (h * tl.tensor(w, device=device)).sum().backward()
-    (th * torch.tensor(w)).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
-    assert_close(s.grad, ts.grad.numpy(), tl.float64)
-    old = tl.scatter(tl.tensor(a, device=device), 0, tl.tensor(ids, device=device), src=tl.tensor(src, device=device),
-                     reduce="multiply")
-    assert_close(old, torch.tensor(a).scatter_reduce(0, torch.tensor(ids), torch.tensor(src), "prod").numpy(),
-                 tl.float64)
+
+    def run(dev):
+        x, s = tl.tensor(a, device=dev, requires_grad=True), tl.tensor(src, device=dev, requires_grad=True)
+        h = x * 2
+        h.scatter_(0, tl.tensor(ids, device=dev), s).scatter_(1, tl.tensor([[0], [2]], device=dev), 7.0)
+        h.scatter_reduce_(0, tl.tensor(ids, device=dev), s * s, "amin", include_self=False)
+        (h * tl.tensor(w, device=dev)).sum().backward()
+        old = tl.scatter(tl.tensor(a, device=dev), 0, tl.tensor(ids, device=dev), src=tl.tensor(src, device=dev),
+                         reduce="multiply")
+        return h, x.grad, s.grad, old
+
+    def against_torch(got):
+        tx, ts = torch.tensor(a, requires_grad=True), torch.tensor(src, requires_grad=True)
+        th = tx * 2
+        th.scatter_(0, torch.tensor(ids), ts).scatter_(1, torch.tensor([[0], [2]]), 7.0)
+        th.scatter_reduce_(0, torch.tensor(ids), ts * ts, "amin", include_self=False)
+        (th * torch.tensor(w)).sum().backward()
+        old = torch.tensor(a).scatter_reduce(0, torch.tensor(ids), torch.tensor(src), "prod")
+        for g, ref in zip(got, (th.detach(), tx.grad, ts.grad, old)):
+            assert_close(g, ref.numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 # ---- index_copy, index_fill, masked_scatter, masked_fill_, take_along_dim -------------------
@@ -277,13 +350,19 @@ def test_scatter_gradients_and_in_place(device, rng):
 @pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16, tl.int64, tl.uint8, tl.bool], ids=lambda d: d.name)
 def test_index_copy_and_fill_values(device, rng, dtype):
     a, src = random_array(rng, (3, 5), dtype), random_array(rng, (3, 2), dtype)
-    x, ta = tl.tensor(a, device=device), _torch(a)
-    i, ti = tl.tensor([4, 1], device=device), torch.tensor([4, 1])
-    assert_close(x.index_copy(1, i, tl.tensor(src, device=device)), _back(ta.index_copy(1, ti, _torch(src)), dtype),
-                 dtype)
-    assert_close(x.index_fill(1, i, 1), _back(ta.index_fill(1, ti, 1), dtype), dtype)
-    assert x.index_fill_(0, tl.tensor([2], device=device), 0) is x
-    assert_close(x, _back(ta.index_fill_(0, torch.tensor([2]), 0), dtype), dtype)
+
+    def run(dev):
+        x, i = tl.tensor(a, device=dev), tl.tensor([4, 1], device=dev)
+        copied, filled = x.index_copy(1, i, tl.tensor(src, device=dev)), x.index_fill(1, i, 1)
+        assert x.index_fill_(0, tl.tensor([2], device=dev), 0) is x
+        return copied, filled, x
+
+    def against_torch(got):
+        ta, ti = _torch(a), torch.tensor([4, 1])
+        assert_close(got[0], _back(ta.index_copy(1, ti, _torch(src)), dtype), dtype)
+        assert_close(got[1], _back(ta.index_fill(1, ti, 1), dtype), dtype)
+        assert_close(got[2], _back(ta.index_fill_(0, torch.tensor([2]), 0), dtype), dtype)
+    on_cpu_and(device, run, against_torch)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
@@ -312,28 +391,37 @@ def test_index_copy_fill_masked_scatter_gradients(device, rng):
     mask = np.zeros(12, bool)
     mask[rng.choice(12, 5, replace=False)] = True  # 5 of source's 6 elements are taken
     mask = mask.reshape(4, 3)
-    x, s = tl.tensor(a, device=device, requires_grad=True), tl.tensor(src, device=device, requires_grad=True)
-    v = tl.tensor(2.5, dtype=tl.float64, device=device, requires_grad=True)
-    tx, ts, tv = (torch.tensor(t, requires_grad=True) for t in (a, src, np.float64(2.5)))
-    i, ti = tl.tensor([3, 0], device=device), torch.tensor([3, 0])
-    out = x.index_copy(0, i, s).index_fill(1, tl.tensor([2, 2], device=device), v)
-    out = out.masked_scatter(tl.tensor(mask, device=device), s * 2)
-    tout = tx.index_copy(0, ti, ts).index_fill(1, torch.tensor([2, 2]), tv).masked_scatter(torch.tensor(mask), ts * 2)
-    assert_close(out, tout.detach().numpy(), tl.float64)
-    (out * tl.tensor(w, device=device)).sum().backward()
-    (tout * torch.tensor(w)).sum().backward()
-    for got, ref in ((x, tx), (s, ts), (v, tv)):
-        assert_close(got.grad, ref.grad.numpy(), tl.float64)
+
+    def run(dev):
+        x, s = tl.tensor(a, device=dev, requires_grad=True), tl.tensor(src, device=dev, requires_grad=True)
+        v = tl.tensor(2.5, dtype=tl.float64, device=dev, requires_grad=True)
+        out = x.index_copy(0, tl.tensor([3, 0], device=dev), s).index_fill(1, tl.tensor([2, 2], device=dev), v)
+        out = out.masked_scatter(tl.tensor(mask, device=dev), s * 2)
+        (out * tl.tensor(w, device=dev)).sum().backward()
+        return out, x.grad, s.grad, v.grad
+
+    def against_torch(got):
+        tx, ts, tv = (torch.tensor(t, requires_grad=True) for t in (a, src, np.float64(2.5)))
+        tout = tx.index_copy(0, torch.tensor([3, 0]), ts).index_fill(1, torch.tensor([2, 2]), tv)
+        tout = tout.masked_scatter(torch.tensor(mask), ts * 2)
+        (tout * torch.tensor(w)).sum().backward()
+        for g, ref in zip(got, (tout.detach(), tx.grad, ts.grad, tv.grad)):
+            assert_close(g, ref.numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 def test_masked_scatter_broadcast_mask_and_masked_fill_(device, rng):
     a, src = random_array(rng, (3, 4), tl.float32), random_array(rng, (13,), tl.float32)
     row = np.array([True, False, True, True])
-    x = tl.tensor(a, device=device)
-    got = x.masked_scatter(tl.tensor(row, device=device), tl.tensor(src, device=device))
-    assert_close(got, torch.tensor(a).masked_scatter(torch.tensor(row), torch.tensor(src)).numpy(), tl.float32)
-    assert x.masked_scatter_(tl.tensor(row, device=device), tl.tensor(src, device=device)) is x
-    assert_close(x, got.numpy(), tl.float32)
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        got = x.masked_scatter(tl.tensor(row, device=dev), tl.tensor(src, device=dev))
+        assert x.masked_scatter_(tl.tensor(row, device=dev), tl.tensor(src, device=dev)) is x
+        assert_close(x, got.numpy(), tl.float32)
+        return got
+    on_cpu_and(device, run, lambda got: assert_close(
+        got, torch.tensor(a).masked_scatter(torch.tensor(row), torch.tensor(src)).numpy(), tl.float32))
     leaf = tl.tensor(a, device=device, requires_grad=True)
     h = leaf * 1
     h.masked_fill_(tl.tensor(row, device=device), -1.0)
@@ -344,19 +432,27 @@ def test_masked_scatter_broadcast_mask_and_masked_fill_(device, rng):
 
 @pytest.mark.parametrize("dim", [None, 0, 1, -1])
 def test_take_along_dim(device, rng, dim):
-    a, w = random_array(rng, (3, 4), tl.float64), None
+    a = random_array(rng, (3, 4), tl.float64)
     ids = rng.integers(0, 3, (2, 4)) if dim == 0 else rng.integers(0, 4, (3, 1) if dim is not None else (5,))
-    x, tx = tl.tensor(a, device=device, requires_grad=True), torch.tensor(a, requires_grad=True)
-    out = tl.take_along_dim(x, tl.tensor(ids, device=device), dim)
-    tout = torch.take_along_dim(tx, torch.tensor(ids), dim)
-    assert_close(out, tout.detach().numpy(), tl.float64)
-    w = random_array(rng, tout.shape, tl.float64)
-    (out * tl.tensor(w, device=device)).sum().backward()
-    (tout * torch.tensor(w)).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), tl.float64)
-    if dim == 1:  # indices broadcast against x outside dim
-        got = x.detach().take_along_dim(tl.tensor([[0, 3]], device=device), 1)
-        assert_close(got, torch.take_along_dim(torch.tensor(a), torch.tensor([[0, 3]]), 1).numpy(), tl.float64)
+    w = random_array(rng, ids.shape, tl.float64)  # the result has the indices' shape in each case here
+
+    def run(dev):
+        x = tl.tensor(a, device=dev, requires_grad=True)
+        out = tl.take_along_dim(x, tl.tensor(ids, device=dev), dim)
+        (out * tl.tensor(w, device=dev)).sum().backward()
+        # indices broadcast against x outside dim
+        broadcast = x.detach().take_along_dim(tl.tensor([[0, 3]], device=dev), 1) if dim == 1 else None
+        return out, x.grad, broadcast
+
+    def against_torch(got):
+        tx = torch.tensor(a, requires_grad=True)
+        tout = torch.take_along_dim(tx, torch.tensor(ids), dim)
+        assert_close(got[0], tout.detach().numpy(), tl.float64)
+        (tout * torch.tensor(w)).sum().backward()
+        assert_close(got[1], tx.grad.numpy(), tl.float64)
+        if dim == 1:
+            assert_close(got[2], torch.take_along_dim(torch.tensor(a), torch.tensor([[0, 3]]), 1).numpy(), tl.float64)
+    on_cpu_and(device, run, against_torch)
 
 
 # ---- the index ops on 0-d tensors, as PyTorch ----------------------------------------------

@@ -1,4 +1,5 @@
-"""Sorting, scans and searches (tensorlite/sorting.py) on every device against PyTorch on the cpu:
+"""Sorting, scans and searches (tensorlite/sorting.py) on every device against cpu, and cpu against
+PyTorch where it is installed (conftest.on_cpu_and):
 sort/argsort/msort/topk/kthvalue/median (stable, descending, ties, NaN, rows longer than a
 block), cumsum/cumprod (every dtype, rows longer than a tile, gradients with zeros),
 searchsorted/bucketize, unique, bincount, nonzero, multinomial, and bad input."""
@@ -9,9 +10,9 @@ import tensorlite as tl
 from tensorlite import dtype as D
 from tensorlite.backends.rocm.ops import sort as gpu_sort
 
-from conftest import ALL_DTYPES, FLOAT_DTYPES, assert_close, random_array
+from conftest import ALL_DTYPES, FLOAT_DTYPES, assert_close, on_cpu_and, optional_torch, random_array
 
-torch = pytest.importorskip("torch")
+torch = optional_torch()  # None without PyTorch: only the torch checks use it
 
 
 def _t(a):
@@ -50,11 +51,17 @@ def _same_sort(got, ref):
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
 def test_sort_is_stable_with_ties_and_nan(device, rng, dtype, descending):
     a = _with_ties(rng, (3, 4, 7), dtype)
-    x = tl.tensor(a, device=device)
-    for dim in (-1, 1):  # the last dim, and strided rows
-        ref = torch.sort(_t(a), dim=dim, descending=descending, stable=True)
-        _same_sort(tl.sort(x, dim=dim, descending=descending, stable=True), ref)
-    np.testing.assert_array_equal(x.argsort(0, descending).numpy(), torch.argsort(_t(a), dim=0, descending=descending, stable=True))
+    dims = (-1, 1)  # the last dim, and strided rows
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        return [tl.sort(x, dim=dim, descending=descending, stable=True) for dim in dims], x.argsort(0, descending)
+
+    def against_torch(got):
+        for dim, sorted_ in zip(dims, got[0]):
+            _same_sort(sorted_, torch.sort(_t(a), dim=dim, descending=descending, stable=True))
+        np.testing.assert_array_equal(got[1].numpy(), torch.argsort(_t(a), dim=0, descending=descending, stable=True))
+    on_cpu_and(device, run, against_torch, exact=True)
 
 
 @pytest.mark.parametrize("dtype, n", [(d, 37) for d in ALL_DTYPES] + [(D.float32, 200), (D.int64, 256)],
@@ -64,15 +71,20 @@ def test_sort_rows_longer_than_a_block_merge_in_global_memory(device, rng, monke
     # steps: a small chunk takes rows of a few dozen elements through that path
     monkeypatch.setattr(gpu_sort, "SORT_CHUNK", 16)
     a = _with_ties(rng, (2, n), dtype)
-    x = tl.tensor(a, device=device)
-    for descending in (False, True):
-        _same_sort(x.sort(descending=descending), torch.sort(_t(a), descending=descending, stable=True))
+    orders = (False, True)
+
+    def against_torch(got):
+        for descending, sorted_ in zip(orders, got):
+            _same_sort(sorted_, torch.sort(_t(a), descending=descending, stable=True))
+    on_cpu_and(device, lambda dev: [tl.tensor(a, device=dev).sort(descending=d) for d in orders], against_torch,
+               exact=True)
 
 
 def test_sort_beyond_the_shared_memory_capacity(device, rng):
     n = gpu_sort.SORT_CAP + 1
     a = _with_ties(rng, (1, n), D.float32)
-    _same_sort(tl.tensor(a, device=device).sort(descending=True), torch.sort(_t(a), descending=True, stable=True))
+    on_cpu_and(device, lambda dev: tl.tensor(a, device=dev).sort(descending=True),
+               lambda got: _same_sort(got, torch.sort(_t(a), descending=True, stable=True)), exact=True)
 
 
 def test_sort_of_0d_empty_and_single(device):
@@ -88,27 +100,43 @@ def test_sort_of_0d_empty_and_single(device):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES + (D.int64, D.uint8), ids=lambda d: d.name)
 def test_topk(device, rng, dtype, largest):
     a = rng.permutation(36).reshape(4, 9).astype(dtype.np)  # distinct: the indices are unique
-    x = tl.tensor(a, device=device)
-    for dim, k in ((-1, 3), (0, 2), (1, 9), (1, 0)):
-        got, ref = x.topk(k, dim, largest=largest), torch.topk(_t(a), k, dim, largest=largest)
-        _same_sort(got, ref)
     b = np.array([1.0, np.nan, 3.0], np.float32)
-    _same_sort(tl.topk(tl.tensor(b, device=device), 2), torch.topk(torch.tensor(b), 2))
+    cases = ((-1, 3), (0, 2), (1, 9), (1, 0))
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        return [x.topk(k, dim, largest=largest) for dim, k in cases], tl.topk(tl.tensor(b, device=dev), 2)
+
+    def against_torch(got):
+        for (dim, k), top in zip(cases, got[0]):
+            _same_sort(top, torch.topk(_t(a), k, dim, largest=largest))
+        _same_sort(got[1], torch.topk(torch.tensor(b), 2))
+    on_cpu_and(device, run, against_torch, exact=True)
 
 
 def test_kthvalue_and_median(device, rng):
     a = np.stack([rng.permutation(7) for _ in range(3)]).astype(np.float32)
-    x = tl.tensor(a, device=device)
-    for k in (1, 4, 7):
-        for keepdim in (False, True):
-            _same_sort(x.kthvalue(k, 1, keepdim), torch.kthvalue(torch.tensor(a), k, 1, keepdim))
     b = np.array([[1.0, np.nan, 3.0, np.nan, 0.0], [4.0, 2.0, 1.0, 3.0, 5.0], [2.0, 1.0, 4.0, 3.0, 0.5]], np.float32)
-    y, tb = tl.tensor(b, device=device), torch.tensor(b)
-    for dim, keepdim in ((1, False), (0, True), (-1, True)):
-        _same_sort(y.median(dim, keepdim), torch.median(tb, dim, keepdim))
-    assert np.isnan(y.median().item()) and y[1:].median().item() == torch.median(tb[1:]).item()
-    _same_sort(y.nanmedian(1), torch.nanmedian(tb, 1))
-    assert y.nanmedian().item() == torch.nanmedian(tb).item()
+    kth = [(k, keepdim) for k in (1, 4, 7) for keepdim in (False, True)]
+    med = ((1, False), (0, True), (-1, True))
+
+    def run(dev):
+        x, y = tl.tensor(a, device=dev), tl.tensor(b, device=dev)
+        assert np.isnan(y.median().item())
+        return {"kthvalue": [x.kthvalue(k, 1, keepdim) for k, keepdim in kth],
+                "median": [y.median(dim, keepdim) for dim, keepdim in med], "median_all": y[1:].median().item(),
+                "nanmedian": y.nanmedian(1), "nanmedian_all": y.nanmedian().item()}
+
+    def against_torch(got):
+        ta, tb = torch.tensor(a), torch.tensor(b)
+        for (k, keepdim), kv in zip(kth, got["kthvalue"]):
+            _same_sort(kv, torch.kthvalue(ta, k, 1, keepdim))
+        for (dim, keepdim), m in zip(med, got["median"]):
+            _same_sort(m, torch.median(tb, dim, keepdim))
+        assert got["median_all"] == torch.median(tb[1:]).item()
+        _same_sort(got["nanmedian"], torch.nanmedian(tb, 1))
+        assert got["nanmedian_all"] == torch.nanmedian(tb).item()
+    on_cpu_and(device, run, against_torch, exact=True)
     even = tl.tensor([[4, 1, 3, 2]], device=device)  # the lower median, as PyTorch
     assert even.median().item() == 2 and even.median(1).indices.tolist() == [3]
     assert tl.tensor(3.0, device=device).median(0).values.item() == 3.0
@@ -126,11 +154,16 @@ def test_sort_topk_kthvalue_median_gradients(device, rng):
         (lambda m, t: m.median() * t[0, 0], True),
     ]
     for fn, _ in cases:
-        x = tl.tensor(a, device=device, requires_grad=True)
-        fn(x, tl.tensor(g, device=device)).sum().backward()
-        tx = torch.tensor(a, requires_grad=True)
-        fn(tx, torch.tensor(g)).sum().backward()
-        assert_close(x.grad, tx.grad.numpy())
+        def grad(dev):
+            x = tl.tensor(a, device=dev, requires_grad=True)
+            fn(x, tl.tensor(g, device=dev)).sum().backward()
+            return x.grad
+
+        def against_torch(got):
+            tx = torch.tensor(a, requires_grad=True)
+            fn(tx, torch.tensor(g)).sum().backward()
+            assert_close(got, tx.grad.numpy())
+        on_cpu_and(device, grad, against_torch)
 
 
 # ---- scans -----------------------------------------------------------------------------
@@ -140,37 +173,57 @@ def test_sort_topk_kthvalue_median_gradients(device, rng):
 def test_cumsum_cumprod_every_dtype(device, rng, dtype, op):
     lo, hi = (0.5, 1.5) if op == "cumprod" else (-2, 2)
     a = random_array(rng, (3, 4, 6), dtype, lo, hi)
-    x = tl.tensor(a, device=device)
-    for dim in (-1, 0):
-        ref = getattr(torch, op)(_t(a), dim)
-        got = getattr(x, op)(dim)
+    terms = 6 if dtype.is_floating_point else 1
+    dims = (-1, 0)
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        got = [getattr(x, op)(dim) for dim in dims]
         want = D.int64 if not dtype.is_floating_point else dtype  # integers and bool promote, as PyTorch
-        assert got.dtype is want
-        assert_close(got, _n(ref), terms=6 if dtype.is_floating_point else 1)
-    assert_close(getattr(tl, op)(x, 2, dtype=tl.float64), _n(getattr(torch, op)(_t(a), 2, dtype=torch.float64)))
+        assert all(g.dtype is want for g in got)
+        return got
+
+    def against_torch(got):
+        for dim, scan in zip(dims, got):
+            assert_close(scan, _n(getattr(torch, op)(_t(a), dim)), terms=terms)
+    on_cpu_and(device, run, against_torch, terms=terms)
+    on_cpu_and(device, lambda dev: getattr(tl, op)(tl.tensor(a, device=dev), 2, dtype=tl.float64),
+               lambda got: assert_close(got, _n(getattr(torch, op)(_t(a), 2, dtype=torch.float64))))
 
 
 @pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.int64], ids=lambda d: d.name)
 def test_scans_of_rows_longer_than_a_tile_carry_across_tiles(device, rng, dtype):
     a = random_array(rng, (2, 1500), dtype, -1, 1)
-    x = tl.tensor(a, device=device)
-    ref = torch.cumsum(_t(a).double() if dtype.is_floating_point else _t(a), 1)
-    # bf16 rounds each output once from an f32 running sum: compare with the f64 sum
-    assert_close(x.cumsum(1), _n(ref).astype(dtype.np) if dtype is D.int64 else _n(ref),
-                 dtype, terms=1500, check_dtype=False)
+
+    def against_torch(got):
+        ref = torch.cumsum(_t(a).double() if dtype.is_floating_point else _t(a), 1)
+        # bf16 rounds each output once from an f32 running sum: compare with the f64 sum
+        assert_close(got, _n(ref).astype(dtype.np) if dtype is D.int64 else _n(ref),
+                     dtype, terms=1500, check_dtype=False)
+    on_cpu_and(device, lambda dev: tl.tensor(a, device=dev).cumsum(1), against_torch, terms=1500)
     p = np.exp(rng.uniform(-0.01, 0.01, (2, 1500))).astype(np.float32)
     assert_close(tl.tensor(p, device=device).cumprod(1), np.cumprod(p.astype(np.float64), 1), terms=1500)
+
+
+def _check_scan_gradient(device, op, a, g, dim, terms):
+    """d sum(x.op(dim) * g) / dx in float32 on device against cpu, and cpu against PyTorch's in a's dtype."""
+    def grad(dev):
+        x = tl.tensor(a, dtype=tl.float32, device=dev, requires_grad=True)
+        (getattr(x, op)(dim) * tl.tensor(g, dtype=tl.float32, device=dev)).sum().backward()
+        return x.grad
+
+    def against_torch(got):
+        tx = torch.tensor(a, requires_grad=True)
+        (getattr(tx, op)(dim) * torch.tensor(g)).sum().backward()
+        assert_close(got, tx.grad.numpy(), terms=terms)
+    on_cpu_and(device, grad, against_torch, terms=terms)
 
 
 def test_cumsum_gradient(device, rng):
     a = random_array(rng, (3, 5), D.float32)
     g = random_array(rng, (3, 5), D.float32)
     for dim in (0, 1):
-        x = tl.tensor(a, device=device, requires_grad=True)
-        (x.cumsum(dim) * tl.tensor(g, device=device)).sum().backward()
-        tx = torch.tensor(a, requires_grad=True)
-        (tx.cumsum(dim) * torch.tensor(g)).sum().backward()
-        assert_close(x.grad, tx.grad.numpy(), terms=5)
+        _check_scan_gradient(device, "cumsum", a, g, dim, terms=5)
 
 
 @pytest.mark.parametrize("zeros", [(), (2,), (0, 4), (3, 3)], ids=str)
@@ -180,11 +233,7 @@ def test_cumprod_gradient_with_and_without_zeros(device, rng, zeros):
         a[0, j] = 0.0
     g = rng.standard_normal((2, 6))
     for dim in (1, 0):
-        x = tl.tensor(a, dtype=tl.float32, device=device, requires_grad=True)
-        (x.cumprod(dim) * tl.tensor(g, dtype=tl.float32, device=device)).sum().backward()
-        tx = torch.tensor(a, requires_grad=True)
-        (tx.cumprod(dim) * torch.tensor(g)).sum().backward()
-        assert_close(x.grad, tx.grad.numpy(), terms=6)
+        _check_scan_gradient(device, "cumprod", a, g, dim, terms=6)
 
 
 # ---- searches --------------------------------------------------------------------------
@@ -205,28 +254,36 @@ def test_searchsorted_every_dtype(device, rng, dtype):
 
 
 def test_searchsorted_nan_scalar_sorter_and_bucketize(device, rng):
-    seq = torch.tensor([[1.0, 2.0, float("nan")], [0.0, 5.0, 7.0]])
-    vals = torch.tensor([[3.0, float("nan"), 1.0], [5.0, -1.0, 8.0]])
-    s, v = tl.tensor(seq.numpy(), device=device), tl.tensor(vals.numpy(), device=device)
-    for right in (False, True):
-        np.testing.assert_array_equal(tl.searchsorted(s, v, right=right).numpy(),
-                                      torch.searchsorted(seq, vals, right=right).numpy())
+    seq = np.array([[1.0, 2.0, np.nan], [0.0, 5.0, 7.0]], np.float32)
+    vals = np.array([[3.0, np.nan, 1.0], [5.0, -1.0, 8.0]], np.float32)
+    unsorted = np.array([5.0, 1.0, 3.0], np.float32)
+    sorter = np.argsort(unsorted)
+    x = rng.uniform(-1, 6, (4, 3)).astype(np.float32)
+    b = np.array([0.0, 1.0, 2.5, 4.0], np.float32)
+    sides = (False, True)
+
+    def run(dev):
+        s, v = tl.tensor(seq, device=dev), tl.tensor(vals, device=dev)
+        return {"nan": [tl.searchsorted(s, v, right=right) for right in sides],
+                "sorter": tl.searchsorted(tl.tensor(unsorted, device=dev), tl.tensor([2.0, 6.0], device=dev),
+                                          sorter=tl.tensor(sorter, device=dev)),
+                "bucketize": [tl.bucketize(tl.tensor(x, device=dev), tl.tensor(b, device=dev), right=right)
+                              for right in sides]}
+
+    def against_torch(got):
+        for right, found in zip(sides, got["nan"]):
+            np.testing.assert_array_equal(found.numpy(), torch.searchsorted(torch.tensor(seq), torch.tensor(vals),
+                                                                            right=right).numpy())
+        assert got["sorter"].tolist() == torch.searchsorted(torch.tensor(unsorted), torch.tensor([2.0, 6.0]),
+                                                            sorter=torch.tensor(sorter)).tolist()
+        for right, found in zip(sides, got["bucketize"]):
+            np.testing.assert_array_equal(found.numpy(),
+                                          torch.bucketize(torch.tensor(x), torch.tensor(b), right=right).numpy())
+    on_cpu_and(device, run, against_torch)
     s1 = tl.tensor([1, 3, 5], device=device)
     assert tl.searchsorted(s1, 3).tolist() == 1 and tl.searchsorted(s1, 4.5).tolist() == 2  # promotes
     assert tl.searchsorted(s1[:0], tl.tensor([1, 9], device=device)).tolist() == [0, 0]
     assert tl.searchsorted(s1, tl.zeros(2, 0, dtype=tl.int64, device=device)).shape == (2, 0)
-    unsorted = np.array([5.0, 1.0, 3.0], np.float32)
-    sorter = np.argsort(unsorted)
-    got = tl.searchsorted(tl.tensor(unsorted, device=device), tl.tensor([2.0, 6.0], device=device),
-                          sorter=tl.tensor(sorter, device=device))
-    assert got.tolist() == torch.searchsorted(torch.tensor(unsorted), torch.tensor([2.0, 6.0]),
-                                              sorter=torch.tensor(sorter)).tolist()
-    x = rng.uniform(-1, 6, (4, 3)).astype(np.float32)
-    b = np.array([0.0, 1.0, 2.5, 4.0], np.float32)
-    for right in (False, True):
-        np.testing.assert_array_equal(tl.bucketize(tl.tensor(x, device=device), tl.tensor(b, device=device),
-                                                   right=right).numpy(),
-                                      torch.bucketize(torch.tensor(x), torch.tensor(b), right=right).numpy())
 
 
 # ---- unique, bincount, nonzero ---------------------------------------------------------
@@ -234,31 +291,46 @@ def test_searchsorted_nan_scalar_sorter_and_bucketize(device, rng):
 @pytest.mark.parametrize("dtype", [D.float32, D.int64, D.bool_, D.bfloat16], ids=lambda d: d.name)
 def test_unique(device, rng, dtype):
     a = _with_ties(rng, (4, 5), dtype, nan=False)
-    x, t = tl.tensor(a, device=device), _t(a)
-    for dim in (None, 0, 1):
-        got = tl.unique(x, return_inverse=True, return_counts=True, dim=dim)
-        ref = torch.unique(t, return_inverse=True, return_counts=True, dim=dim)
-        for g, r in zip(got, ref):
-            np.testing.assert_array_equal(g.numpy().astype(np.float64), _n(r).astype(np.float64))
-        got = x.unique_consecutive(return_inverse=True, return_counts=True, dim=dim)
-        ref = torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)
-        for g, r in zip(got, ref):
-            np.testing.assert_array_equal(g.numpy().astype(np.float64), _n(r).astype(np.float64))
-    assert x.unique().shape == torch.unique(t).shape
+    dims = (None, 0, 1)
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        return ([(tl.unique(x, return_inverse=True, return_counts=True, dim=dim),
+                  x.unique_consecutive(return_inverse=True, return_counts=True, dim=dim)) for dim in dims],
+                x.unique())
+
+    def against_torch(got):
+        t = _t(a)
+        for dim, (unique, consecutive) in zip(dims, got[0]):
+            ref = torch.unique(t, return_inverse=True, return_counts=True, dim=dim)
+            for g, r in zip(unique, ref):
+                np.testing.assert_array_equal(g.numpy().astype(np.float64), _n(r).astype(np.float64))
+            ref = torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=dim)
+            for g, r in zip(consecutive, ref):
+                np.testing.assert_array_equal(g.numpy().astype(np.float64), _n(r).astype(np.float64))
+        assert got[1].shape == torch.unique(t).shape
+    on_cpu_and(device, run, against_torch, exact=True)
     assert tl.unique(tl.zeros(0, device=device)).shape == (0,)
 
 
 def test_bincount(device, rng):
     a = rng.integers(0, 6, 20)
     w = rng.standard_normal(20).astype(np.float32)
-    for dt in (D.int64, D.uint8, D.uint32):
-        x = tl.tensor(a.astype(dt.np), device=device)
-        assert x.bincount().tolist() == torch.bincount(torch.tensor(a)).tolist()
-        assert tl.bincount(x, minlength=9).tolist() == torch.bincount(torch.tensor(a), minlength=9).tolist()
-    got = tl.bincount(tl.tensor(a, device=device), tl.tensor(w, device=device))
-    ref = torch.bincount(torch.tensor(a), torch.tensor(w))
-    assert got.dtype is tl.float32
-    assert_close(got, ref.numpy(), terms=20)
+    dtypes = (D.int64, D.uint8, D.uint32)
+
+    def run(dev):
+        counts = [(tl.tensor(a.astype(dt.np), device=dev).bincount(),
+                   tl.bincount(tl.tensor(a.astype(dt.np), device=dev), minlength=9)) for dt in dtypes]
+        weighted = tl.bincount(tl.tensor(a, device=dev), tl.tensor(w, device=dev))
+        assert weighted.dtype is tl.float32
+        return counts, weighted
+
+    def against_torch(got):
+        for plain, long in got[0]:
+            assert plain.tolist() == torch.bincount(torch.tensor(a)).tolist()
+            assert long.tolist() == torch.bincount(torch.tensor(a), minlength=9).tolist()
+        assert_close(got[1], torch.bincount(torch.tensor(a), torch.tensor(w)).numpy(), terms=20)
+    on_cpu_and(device, run, against_torch, terms=20)
     assert tl.bincount(tl.tensor(a, device=device), tl.tensor(w, device=device).half()).dtype is tl.float64
     assert tl.bincount(tl.zeros(0, dtype=tl.int64, device=device), minlength=2).tolist() == [0, 0]
 
@@ -267,11 +339,17 @@ def test_bincount(device, rng):
 def test_nonzero_and_argwhere(device, rng, dtype):
     a = random_array(rng, (3, 4, 5), dtype, -1, 1)
     a = a * (rng.random(a.shape) < 0.5).astype(a.dtype)
-    x = tl.tensor(a, device=device)
-    np.testing.assert_array_equal(x.nonzero().numpy(), torch.nonzero(_t(a)).numpy())
-    for g, r in zip(tl.nonzero(x, as_tuple=True), torch.nonzero(_t(a), as_tuple=True)):
-        np.testing.assert_array_equal(g.numpy(), r.numpy())
-    np.testing.assert_array_equal(tl.argwhere(x.mT).numpy(), torch.argwhere(_t(a).mT).numpy())
+
+    def run(dev):
+        x = tl.tensor(a, device=dev)
+        return x.nonzero(), tl.nonzero(x, as_tuple=True), tl.argwhere(x.mT)
+
+    def against_torch(got):
+        np.testing.assert_array_equal(got[0].numpy(), torch.nonzero(_t(a)).numpy())
+        for g, r in zip(got[1], torch.nonzero(_t(a), as_tuple=True)):
+            np.testing.assert_array_equal(g.numpy(), r.numpy())
+        np.testing.assert_array_equal(got[2].numpy(), torch.argwhere(_t(a).mT).numpy())
+    on_cpu_and(device, run, against_torch)
     assert tl.tensor(5, device=device).nonzero().shape == (1, 0)
     assert tl.zeros(2, 3, device=device).nonzero().shape == (0, 2)
 
