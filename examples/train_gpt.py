@@ -3,6 +3,7 @@
     python examples/train_gpt.py                  # 40 s to 2 min on 2 CPU cores (by seed), ends with the accuracy
     python examples/train_gpt.py --device cuda --dtype bf16 --out adder.safetensors
     python examples/train_gpt.py --load adder.safetensors --ask 123+456 999+1   # use a checkpoint
+    python examples/train_gpt.py --checkpoint-every 50 --resume   # rerun after a crash: continues
     mpiexec -n 2 python examples/train_gpt.py     # data parallel: 2 processes, same global batch
 
 The task: `a + b` for two n-digit numbers (n = --digits, default 3), written as one
@@ -53,6 +54,17 @@ Evaluation decodes greedily, one batch for all held-out problems, and counts a p
 right only if every answer digit is. Neither the held-out nor the validation problems
 ever appear in training.
 The script exits with status 1 when the accuracy is below --target.
+
+Resuming: `--checkpoint-every N` writes the training state every N steps (and when training
+ends) to --checkpoint through tl.save, which replaces the file only once the new one is
+complete: the model, AdamW's state, the step, the losses so far and the data position (the
+problem generator's state). The learning-rate schedule is a function of the step, so it has no
+state of its own. The devices' generators are not saved (tensorlite has no get_rng_state): only
+the model's initialisation draws from them, and a resumed run reseeds and builds the model as a
+fresh one does, so they stand where the uninterrupted run's do. `--resume` continues from the
+checkpoint (or starts afresh where there is none): on `cpu` the resumed run's losses and weights
+equal the uninterrupted run's bit for bit. The checkpoint records the run's settings; resuming
+with other settings raises.
 
 Data parallel: started by `mpiexec -n N` (see tensorlite.distributed), each rank trains a
 replica on its 1/N of every batch (--batch-size is the global batch, so a run computes what
@@ -377,7 +389,38 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="capture the training step as a graph and replay it (default: on for a GPU)")
     p.add_argument("--load", metavar="PATH", help="skip training: load a checkpoint this script wrote")
     p.add_argument("--ask", nargs="+", metavar="A+B", help="print the model's answers to these sums")
+    p.add_argument("--checkpoint", default="gpt_adder.ckpt", metavar="PATH",
+                   help="where --checkpoint-every writes the training state and --resume reads it")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="write the training state every N steps and when training ends (0: never)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue training from --checkpoint (a fresh start where there is none)")
     return p.parse_args(argv)
+
+
+# the settings a resumed run must share with the run that wrote its checkpoint
+RUN_SETTINGS = ("digits", "steps", "batch_size", "lr", "warmup", "d_model", "layers", "heads", "tied", "no_place",
+                "heldout", "validation", "stop_at", "eval_every", "seed", "dtype")
+
+
+def save_training_state(path: str, model: GPT, opt, data: AdditionProblems, args, step: int, losses: list,
+                        stopped: bool) -> None:
+    """Everything a run needs to continue after `step` steps (see the module docstring), written atomically."""
+    tl.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "losses": losses,
+             "stopped": stopped, "data_rng": data.rng.bit_generator.state,
+             "settings": {k: getattr(args, k) for k in RUN_SETTINGS}}, path)
+
+
+def resume_training_state(path: str, model: GPT, opt, data: AdditionProblems, args) -> dict:
+    """Load a save_training_state checkpoint into model, opt and data; returns it (its step, losses, stopped)."""
+    state = tl.load(path, map_location=str(next(model.parameters()).device))
+    changed = {k: (v, getattr(args, k)) for k, v in state["settings"].items() if getattr(args, k) != v}
+    if changed:
+        raise ValueError(f"--resume: {path!r} was written by a run with other settings (saved, given): {changed}")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    data.rng.bit_generator.state = state["data_rng"]
+    return state
 
 
 def problems(args: argparse.Namespace, digits: int) -> AdditionProblems:
@@ -388,7 +431,8 @@ def problems(args: argparse.Namespace, digits: int) -> AdditionProblems:
 
 def train(args: argparse.Namespace):
     """Build and train the model as `args` say; returns (model, problems, losses) where
-    losses are the (step, loss) pairs read during training (every 10th step).
+    losses are the (step, loss) pairs read during training (every 10th step, or every
+    --log-every steps where that is fewer; a resumed run's include those before it).
 
     Training stops early once the greedy exact-match accuracy on the validation problems
     reaches --stop-at: most runs get there in a fraction of --steps, and the rest use the
@@ -426,11 +470,22 @@ def train(args: argparse.Namespace):
         opt.step()
         return loss
     captured = static_seq = static_loss = None
-    losses = []
+    losses, first, stopped = [], 0, False
+    if args.resume and os.path.exists(args.checkpoint):
+        state = resume_training_state(args.checkpoint, model, opt, data, args)
+        losses, first, stopped = [tuple(x) for x in state["losses"]], state["step"], state["stopped"]
+        if rank == 0:
+            print(f"resuming from {args.checkpoint} after step {first}", flush=True)
+    elif args.resume and rank == 0:
+        print(f"--resume: no checkpoint at {args.checkpoint}: starting afresh", flush=True)
+
+    def checkpoint(step, stopped=False):
+        if rank == 0:
+            save_training_state(args.checkpoint, model, opt, data, args, step, losses, stopped)
     start = time.perf_counter()
-    bar = progress(total=args.steps, desc="train", unit="step", disable=True if rank else None)
+    bar = progress(total=args.steps, initial=first, desc="train", unit="step", disable=True if rank else None)
     say = bar.write if rank == 0 else (lambda line: None)
-    for step in range(args.steps):
+    for step in range(first, first if stopped else args.steps):
         rate = lr_at(step, args.steps, args.lr, args.warmup)
         for group in opt.param_groups:
             if graph:
@@ -439,7 +494,7 @@ def train(args: argparse.Namespace):
                 group["lr"] = rate
         # every rank draws the same global batch (one generator, one seed) and trains on its slice
         seq = tl.tensor(data.batch(args.batch_size)[shard], device=device)
-        if not graph or step < GRAPH_WARMUP:  # eager (graph: also makes the optimizer state, compiles)
+        if not graph or step < first + GRAPH_WARMUP:  # eager (graph: also makes the optimizer state, compiles)
             opt.zero_grad()
             loss = train_step(seq)
         else:
@@ -455,7 +510,7 @@ def train(args: argparse.Namespace):
             loss = static_loss
         bar.update()
         last = step == args.steps - 1
-        if step % 10 == 0 or last:  # reading the loss waits for the device: not every step
+        if step % min(10, args.log_every) == 0 or last:  # reading the loss waits for the device: not every step
             losses.append((step, _global_mean(loss)))
             bar.set_postfix(loss=f"{losses[-1][1]:.4f}")
         if (step + 1) % args.log_every == 0 or last:
@@ -466,7 +521,11 @@ def train(args: argparse.Namespace):
             if accuracy >= args.stop_at:
                 say(f"step {step + 1:5d}  validation exact match {accuracy:.4f} >= {args.stop_at}: stopping")
                 bar.stop_early()
-                break
+                stopped = True
+        if args.checkpoint_every and ((step + 1) % args.checkpoint_every == 0 or last or stopped):
+            checkpoint(step + 1, stopped)
+        if stopped:
+            break
     bar.close()
     return model, data, losses
 

@@ -46,18 +46,22 @@ def run_child(code: str, *args, **kwargs) -> subprocess.Popen:
 
 
 class FailingFile:
-    """A binary file whose writes fail with ENOSPC (a full disk) once `limit` bytes are written."""
+    """A binary file that, once `limit` bytes are written, writes no more and calls `fail` (default: raises
+    ENOSPC, as a full disk does)."""
 
-    def __init__(self, f, limit):
-        self.f, self.left = f, limit
+    def __init__(self, f, limit, fail=None):
+        self.f, self.left, self.fail = f, limit, fail
 
     def write(self, b):
-        n = memoryview(b).nbytes
-        if n > self.left:
-            self.f.write(memoryview(b).cast("B")[:self.left])
+        b = memoryview(b).cast("B")
+        if len(b) > self.left:
+            self.f.write(b[:self.left])
+            self.f.flush()
             self.left = 0
+            if self.fail is not None:
+                self.fail()
             raise OSError(28, "No space left on device (injected)")
-        self.left -= n
+        self.left -= len(b)
         return self.f.write(b)
 
     def __getattr__(self, name):
@@ -70,18 +74,24 @@ class FailingFile:
         self.f.close()
 
 
-def fail_writes_after(monkeypatch, limit):
-    """Every file opened for writing by tensorlite.io (through open() or os.fdopen) fails after `limit` bytes."""
+def fail_writes_after(setattr_, limit, fail=None, nth=1, directory=None):
+    """From the nth on, the files tensorlite.io opens for writing (through open() or os.fdopen(), whichever
+    it uses; in `directory` where given) are FailingFiles. setattr_: monkeypatch.setattr, or setattr."""
     import tensorlite.io as tio
-    real_open, real_fdopen = open, os.fdopen
-    monkeypatch.setattr(tio, "open", lambda p, mode="r", *a, **k: (FailingFile(real_open(p, mode, *a, **k), limit)
-                                                                if "w" in mode else real_open(p, mode, *a, **k)),
-                        raising=False)
-    monkeypatch.setattr(tio.os, "fdopen", lambda fd, mode="r", *a, **k: (
-        FailingFile(real_fdopen(fd, mode, *a, **k), limit) if "w" in mode else real_fdopen(fd, mode, *a, **k)))
+    real_open, real_fdopen, opened = open, os.fdopen, []
+
+    def watch(f, path, mode):
+        if "w" in mode and (directory is None or os.path.dirname(os.path.abspath(path)) == directory):
+            opened.append(path)
+            return FailingFile(f, limit, fail) if len(opened) >= nth else f
+        return f
+    setattr_(tio, "open", lambda file, mode="r", *a, **k: watch(real_open(file, mode, *a, **k), file, mode),
+             raising=False)
+    setattr_(tio.os, "fdopen", lambda fd, mode="r", *a, **k: watch(real_fdopen(fd, mode, *a, **k),
+                                                                   os.readlink(f"/proc/self/fd/{fd}"), mode))
 
 
-def fail_third_host_copy(monkeypatch, _):
+def fail_third_host_copy(setattr_, _):
     """The host copy of the third tensor fails (a device lost): after the header and two tensors are written."""
     real, calls = tl.Tensor.numpy, []
 
@@ -90,7 +100,7 @@ def fail_third_host_copy(monkeypatch, _):
         if len(calls) == 3:
             raise OSError("injected: the device was lost")
         return real(t)
-    monkeypatch.setattr(tl.Tensor, "numpy", failing)
+    setattr_(tl.Tensor, "numpy", failing)
 
 
 @pytest.mark.parametrize("failure,limit", [(fail_writes_after, 0), (fail_writes_after, 100),
@@ -116,7 +126,7 @@ def test_an_error_midway_leaves_the_previous_file(tmp_path, monkeypatch, writer,
     save(1)
     os.chmod(path, 0o640)
     with monkeypatch.context() as m:
-        failure(m, limit)
+        failure(m.setattr, limit)
         with pytest.raises(OSError, match="injected"):
             save(2)
     check(1)
