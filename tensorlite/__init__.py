@@ -19,28 +19,36 @@ from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, ge
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
                      DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
                      TensorliteError)
-from .tensor import (Tensor, amax, amin, arange, argmax, argmin, avg_pool2d, broadcast_to, cat, chunk, clamp,
-                     conv1d, conv2d, floor_divide, remainder, conv_transpose1d, conv_transpose2d, elu, empty, empty_like, expand, eye,
-                     flatten, foreach_to, from_numpy, full, full_like, gather, index_add, index_select, linspace,
-                     logsumexp, masked_fill, matmul, max, max_pool2d, maximum, mean, min, minimum, narrow,
-                     ones, ones_like, permute, rand, randint, randn, randperm, reshape, scatter_add, split, squeeze, stack,
-                     std, sum, tensor, transpose, unsqueeze, upsample_nearest2d, var, where, zeros,
-                     zeros_like)
-from .tensor import prod_ as prod
+from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
+from . import linalg  # tl.linalg
 from ._core import manual_seed, synchronize
-from .tensor import (all_ as all, allclose, any_ as any, count_nonzero, fmod, isclose, isfinite_ as isfinite,  # noqa: A004
-                     isinf, isnan, isneginf, isposinf, lerp, logical_and, logical_not, logical_or, logical_xor)
-from .sorting import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, kthvalue, median, msort,  # noqa: E402
-                      multinomial, nanmedian, nonzero, searchsorted, sort, topk, unique, unique_consecutive)
-from . import linalg  # noqa: E402  (tl.linalg)
-from .indexing import (index_copy, index_fill, index_put, masked_scatter, masked_select, scatter,  # noqa: E402
-                       scatter_reduce, take_along_dim)
-from .shape_ops import (addmm, as_tensor, atleast_1d, atleast_2d, atleast_3d, baddbmm, bmm, broadcast_tensors,
-                        cartesian_prod, cdist, column_stack, cross, diag, diag_embed, diagonal, diff, dot, dstack,
-                        einsum, flip, fliplr, flipud, ger, hstack, inner, is_tensor, kron, meshgrid, mm, moveaxis,
-                        movedim, mv, norm, numel, outer, rand_like, randint_like, randn_like, repeat_interleave, roll,
-                        rot90, row_stack, std_mean, swapaxes, swapdims, t, tensordot, tile, trace, tril, triu, unbind,
-                        var_mean, vdot, vstack)
+from .ops.conv import avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, upsample_nearest2d
+from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, is_tensor, linspace,
+                           numel, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+                           tensor, zeros, zeros_like)
+from .ops.elementwise import (allclose, clamp, elu, floor_divide, fmod, isclose, isfinite_ as isfinite, isinf, isnan,
+                              isneginf, isposinf, lerp, logical_and, logical_not, logical_or, logical_xor, masked_fill,
+                              maximum, minimum, remainder, where)
+from .ops.index import (gather, index_add, index_copy, index_fill, index_put, index_select, masked_scatter,
+                        masked_select, scatter, scatter_add, scatter_reduce, take_along_dim)
+from .ops.joins import (atleast_1d, atleast_2d, atleast_3d, broadcast_tensors, cartesian_prod, cat, column_stack,
+                        dstack, foreach_to, hstack, meshgrid, row_stack, stack, vstack)
+from .ops.matmul import (addmm, baddbmm, bmm, cdist, cross, dot, einsum, ger, inner, kron, matmul, mm, mv, outer,
+                         tensordot, vdot)
+from .ops.reduce import (all_ as all, amax, amin, any_ as any, argmax, argmin, count_nonzero, logsumexp, max, mean, min,
+                         norm, prod_ as prod, std, std_mean, sum, var, var_mean)
+from .ops.shape import (diag, diag_embed, diagonal, diff, flip, fliplr, flipud, repeat_interleave, roll, rot90, tile,
+                        trace, tril, triu)
+from .ops.sort import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, kthvalue, median, msort, multinomial,
+                       nanmedian, nonzero, searchsorted, sort, topk, unique, unique_consecutive)
+from .ops.views import (broadcast_to, chunk, expand, flatten, moveaxis, movedim, narrow, permute, reshape, split,
+                        squeeze, swapaxes, swapdims, t, transpose, unbind, unsqueeze)
+from . import backends  # noqa: F401  (tl.backends.register / available)
+from . import cuda, graphs, nn, optim, utils  # noqa: F401  (tl.cuda, tl.graphs, tl.nn, tl.optim, tl.utils)
+from .amp import autocast  # noqa: F401
+from .backend import Device as device  # noqa: F401  (torch.device's name)
+from .dlpack import from_dlpack  # noqa: F401
+from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001
@@ -69,13 +77,6 @@ def _register_builtin_backends():
 
 
 _register_builtin_backends()
-
-from . import backends  # noqa: E402  (tl.backends.register / available)
-from . import cuda, graphs, nn, optim, utils  # noqa: E402,F401  (tl.cuda, tl.graphs, tl.nn, tl.optim, tl.utils)
-from .backend import Device as device  # noqa: E402,F401  (torch.device's name)
-from .amp import autocast  # noqa: E402,F401
-from .dlpack import from_dlpack  # noqa: E402,F401
-from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: E402,F401
 
 
 def _tensor_level_function(name):

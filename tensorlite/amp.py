@@ -21,7 +21,9 @@ import functools
 import threading
 
 from . import backend, dtype as _dt
+from .autograd import no_grad
 from .errors import ArgumentError, DTypeError
+from .ops.joins import stack
 
 _state = threading.local()  # .mode: (device type, dtype) of the innermost enabled region, or None
 
@@ -140,7 +142,6 @@ class GradScaler:
         if id(optimizer) in self._unscaled:
             raise ArgumentError("GradScaler: unscale_() has already been called on this optimizer since the last "
                                 "update()")
-        from .autograd import no_grad
         inv, finite = 1.0 / self._scale, {}
         with no_grad():
             for group in optimizer.param_groups:
@@ -148,7 +149,6 @@ class GradScaler:
                     if p.grad is not None:
                         p.grad.mul_(inv)
                         finite.setdefault(p.grad._device, []).append(p.grad.isfinite().all())
-        from .tensor import stack
         self._unscaled[id(optimizer)] = not all(bool(stack(flags).all().item()) for flags in finite.values())
 
     def step(self, optimizer, *args, **kwargs):

@@ -12,6 +12,7 @@ import itertools
 import threading
 import weakref
 
+from ._core import TensorBase
 from .errors import ArgumentError, ShapeError, TensorliteError, describe
 from .op_table import FUSED, UNARY
 
@@ -484,10 +485,9 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
 
 
 def _tensors(op, ts, what):
-    from .tensor import Tensor
-    ts = [ts] if isinstance(ts, Tensor) else list(ts)
+    ts = [ts] if isinstance(ts, TensorBase) else list(ts)
     for i, t in enumerate(ts):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, TensorBase):
             raise ArgumentError(f"{op}: {what} must be tensors, got a {type(t).__name__} at index {i}")
     return ts
 
@@ -495,7 +495,6 @@ def _tensors(op, ts, what):
 def _seeds(op, outputs, grad_outputs):
     """(outputs as a list, one gradient tensor each): ones for a one-element output where none
     is given, Python numbers / arrays as tensors like the output's."""
-    from .tensor import Tensor, ones_like, tensor
     outputs = _tensors(op, outputs, "outputs")
     grads = [None] * len(outputs) if grad_outputs is None else \
         [grad_outputs] if not isinstance(grad_outputs, (list, tuple)) else list(grad_outputs)
@@ -509,9 +508,9 @@ def _seeds(op, outputs, grad_outputs):
             if t.numel() != 1:
                 raise TensorliteError(f"{describe(op, self=t)}: grad can be implicitly created only for "
                                       "scalar (one-element) outputs; pass the gradient")
-            g = ones_like(t)
-        elif not isinstance(g, Tensor):
-            g = tensor(g, dtype=t.dtype, device=t.device)
+            g = t.new_ones(t.shape)
+        elif not isinstance(g, TensorBase):
+            g = t.new_tensor(g)  # its dtype and device
         if g.shape != t.shape:
             raise ShapeError(f"{describe(op, self=t, gradient=g)}: the gradient must have the shape of the tensor")
         grads[i] = g
@@ -560,8 +559,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise TensorliteError(f"{describe('grad', input=inputs[i])}: the differentiated tensor at index {i} "
                                       "was not used in the graph; pass allow_unused=True if that is intended")
             if materialize_grads:
-                from .tensor import zeros_like
-                got[i] = zeros_like(inputs[i])
+                got[i] = inputs[i].new_zeros(inputs[i].shape)
     return tuple(got)
 
 
@@ -636,11 +634,10 @@ class Function:
     @classmethod
     def apply(cls, *args):
         """Run forward on args and, where an argument tensor requires grad, record backward."""
-        from .tensor import Tensor, zeros
         name = cls.__name__
         ctx = FunctionCtx(name)
         on = is_grad_enabled()
-        ctx.needs_input_grad = tuple(on and isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx.needs_input_grad = tuple(on and isinstance(a, TensorBase) and a.requires_grad for a in args)
         with no_grad():
             if cls.setup_context is not Function.setup_context:  # forward(*args) + setup_context (PyTorch 2)
                 outs = cls.forward(*args)
@@ -651,27 +648,30 @@ class Function:
             return outs
         many = isinstance(outs, tuple)
         outs = list(outs) if many else [outs]
-        pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        pos = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+        like = args[pos[0]]  # an input (kept by the graph anyway): its new_zeros makes the materialized grads
         diff = []  # the differentiable outputs; an input returned as is becomes a new tensor over its memory
         for i, o in enumerate(outs):
-            if isinstance(o, Tensor) and o.dtype.is_floating_point and id(o) not in ctx._non_differentiable:
+            if isinstance(o, TensorBase) and o.dtype.is_floating_point and id(o) not in ctx._non_differentiable:
                 outs[i] = o.detach() if any(o is args[p] for p in pos) else o
                 diff.append(i)
-        metas = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None for o in outs]
+        metas = [(o.shape, o.dtype, o.device) if isinstance(o, TensorBase) else None for o in outs]
 
         def backward_fn(grads):
             gs = [None] * len(outs)
             for i, g in zip(diff, grads):
                 gs[i] = g
             if ctx.materialize_grads:
-                gs = [zeros(m[0], dtype=m[1], device=m[2]) if g is None and m else g for g, m in zip(gs, metas)]
+                gs = [like.new_zeros(m[0], dtype=m[1], device=m[2]) if g is None and m else g
+                      for g, m in zip(gs, metas)]
             got = cls.backward(ctx, *gs)
             got = got if isinstance(got, tuple) else (got,)
             if len(got) < len(args) or any(g is not None for g in got[len(args):]):
                 raise TensorliteError(f"{name}.backward returned {len(got)} gradients; expected {len(args)}, one per "
                                       "argument of forward (None for non-tensors)")
             for i, (a, g) in enumerate(zip(args, got)):
-                if g is not None and (not isinstance(a, Tensor) or not isinstance(g, Tensor) or g.shape != a.shape):
+                if g is not None and (not isinstance(a, TensorBase) or not isinstance(g, TensorBase)
+                                      or g.shape != a.shape):
                     raise ShapeError(f"{describe(name + '.backward', gradient=g, input=a)}: the gradient at index {i} "
                                      "must be None or a tensor of its input's shape")
             return [None if got[p] is None else got[p]._cast(args[p].dtype) for p in pos]

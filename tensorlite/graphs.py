@@ -32,7 +32,8 @@ from typing import Any, Callable, Optional
 
 from . import backend as _backend
 from .errors import CaptureError, DeviceError
-from .tensor import Tensor, empty
+from .ops.creation import empty
+from .tensor import Tensor
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "graphed", "is_capturing"]
 

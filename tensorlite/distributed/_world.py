@@ -372,13 +372,13 @@ def is_available() -> bool:
 
 def get_rank(group=None) -> int:
     """This process's rank in [0, world size), as torch.distributed.get_rank."""
-    _default_group_only("get_rank", group)
+    check_default_group("get_rank", group)
     return world().rank
 
 
 def get_world_size(group=None) -> int:
     """The number of ranks, as torch.distributed.get_world_size."""
-    _default_group_only("get_world_size", group)
+    check_default_group("get_world_size", group)
     return world().size
 
 
@@ -410,7 +410,7 @@ def get_local_rank() -> int:
 def get_backend(group=None) -> str:
     """'mpi' where MPI carries the host collectives, 'local' in a world of one without a launcher
     (device tensors use NCCL on cuda and RCCL on rocm either way)."""
-    _default_group_only("get_backend", group)
+    check_default_group("get_backend", group)
     return "mpi" if isinstance(world().host, _Mpi) else "local"
 
 
@@ -432,7 +432,7 @@ def device(kind: str = None) -> str:
     return f"{name}:{world().local_rank % max(1, count)}"
 
 
-def _default_group_only(op: str, group) -> None:
+def check_default_group(op: str, group) -> None:
     if group is not None and group is not WORLD:
         raise ArgumentError(f"{op}: only the default group (group=None or dist.group.WORLD) is supported, "
                             f"got {group!r}")

@@ -39,6 +39,9 @@ import numpy as np
 from .. import dtype as dtypes
 from ..autograd import no_grad, note_write
 from ..errors import ArgumentError, CaptureError, DTypeError, DeviceError, ShapeError, describe
+from ..ops.creation import empty, tensor
+from ..ops.joins import cat
+from ..tensor import Tensor
 from ._world import world
 
 
@@ -190,7 +193,6 @@ def _reduce_op(op_name: str, op) -> str:
 
 
 def _tensor(op_name: str, t, what: str = "tensor"):
-    from ..tensor import Tensor
     if not isinstance(t, Tensor):
         raise DTypeError(f"{op_name}: {what} must be a tensorlite Tensor, got {type(t).__name__}")
     if any(st == 0 and n > 1 for st, n in zip(t._layout.strides, t.shape)):
@@ -288,7 +290,6 @@ class _Host:
             self.array, self.copied = np.ascontiguousarray(t.numpy()).reshape(-1), True
 
     def write_back(self):
-        from ..tensor import tensor
         if self.copied:
             with no_grad():
                 self.t.copy_(tensor(self.array.reshape(self.t.shape), dtype=self.t.dtype, device=self.t.device))
@@ -335,18 +336,18 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     >>> x = tl.tensor([1.0, 2.0]); dist.all_reduce(x, op=dist.ReduceOp.SUM); x.tolist()
     [1.0, 2.0]
     """
-    from ._world import _default_group_only
-    _default_group_only("all_reduce", group)
+    from ._world import check_default_group
+    check_default_group("all_reduce", group)
     op = _reduce_op("all_reduce", op)
     t = _tensor("all_reduce", tensor)
     _check_reduction("all_reduce", t, op)
     w = world()
     w.check("all_reduce", f"all_reduce({_call(t, op=op)})")
-    work = _all_reduce(w, t, op)
+    work = all_reduce_unchecked(w, t, op)
     return _result(work, async_op)
 
 
-def _all_reduce(w, t, op: str) -> Work:
+def all_reduce_unchecked(w, t, op: str) -> Work:
     """all_reduce without the cross-rank check (DDP's buckets, checked once at construction)."""
     work = _contiguous(t)
     comm = _communicator(w, work)
@@ -386,13 +387,13 @@ def broadcast(tensor, src=0, group=None, async_op=False):
     >>> x = tl.tensor([3, 4]); dist.broadcast(x, src=0); x.tolist()
     [3, 4]
     """
-    from ._world import _default_group_only
-    _default_group_only("broadcast", group)
+    from ._world import check_default_group
+    check_default_group("broadcast", group)
     t = _tensor("broadcast", tensor)
     w = world()
     _check_src("broadcast", src, w)
     w.check("broadcast", f"broadcast({_call(t, src=src)})")
-    work = _broadcast(w, t, src)
+    work = broadcast_unchecked(w, t, src)
     return _result(work, async_op)
 
 
@@ -401,7 +402,7 @@ def _check_src(op_name: str, src, w) -> None:
         raise ArgumentError(f"{op_name}: src must be a rank in [0, {w.size}), got {src!r}")
 
 
-def _broadcast(w, t, src: int) -> Work:
+def broadcast_unchecked(w, t, src: int) -> Work:
     work = _contiguous(t)
     comm = _communicator(w, work)
     nbytes = work.numel() * work.dtype.itemsize
@@ -437,8 +438,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     >>> out = tl.zeros(1, 2); dist.all_gather_into_tensor(out, tl.tensor([5.0, 6.0])); out.tolist()
     [[5.0, 6.0]]
     """
-    from ._world import _default_group_only
-    _default_group_only("all_gather_into_tensor", group)
+    from ._world import check_default_group
+    check_default_group("all_gather_into_tensor", group)
     out = _tensor("all_gather_into_tensor", output_tensor, "output")
     inp = _tensor("all_gather_into_tensor", input_tensor, "input")
     w = world()
@@ -480,9 +481,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     >>> outs = [tl.zeros(2)]; dist.all_gather(outs, tl.tensor([1.0, 2.0])); outs[0].tolist()
     [1.0, 2.0]
     """
-    from ..tensor import empty
-    from ._world import _default_group_only
-    _default_group_only("all_gather", group)
+    from ._world import check_default_group
+    check_default_group("all_gather", group)
     inp = _tensor("all_gather", tensor)
     w = world()
     outs = _tensor_list("all_gather", tensor_list, inp, w)
@@ -518,8 +518,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     >>> out = tl.zeros(2); dist.reduce_scatter_tensor(out, tl.tensor([1.0, 2.0])); out.tolist()
     [1.0, 2.0]
     """
-    from ._world import _default_group_only
-    _default_group_only("reduce_scatter_tensor", group)
+    from ._world import check_default_group
+    check_default_group("reduce_scatter_tensor", group)
     op = _reduce_op("reduce_scatter_tensor", op)
     out = _tensor("reduce_scatter_tensor", output, "output")
     inp = _tensor("reduce_scatter_tensor", input, "input")
@@ -577,9 +577,8 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     >>> out = tl.zeros(2); dist.reduce_scatter(out, [tl.tensor([1.0, 2.0])]); out.tolist()
     [1.0, 2.0]
     """
-    from ..tensor import cat
-    from ._world import _default_group_only
-    _default_group_only("reduce_scatter", group)
+    from ._world import check_default_group
+    check_default_group("reduce_scatter", group)
     op = _reduce_op("reduce_scatter", op)
     out = _tensor("reduce_scatter", output, "output")
     w = world()
@@ -599,8 +598,8 @@ def barrier(group=None, async_op=False, device_ids=None):
     >>> import tensorlite.distributed as dist
     >>> dist.init(); dist.barrier()
     """
-    from ._world import _default_group_only
-    _default_group_only("barrier", group)
+    from ._world import check_default_group
+    check_default_group("barrier", group)
     w = world()
     w.check("barrier", "barrier()")
     work = Work(w, w.host.Ibarrier(), None, "barrier")

@@ -34,8 +34,10 @@ from ..autograd import is_grad_enabled, no_grad, register_post_accumulate_grad_h
 from ..errors import ArgumentError, DTypeError
 from ..layout import Layout
 from ..nn.modules import Module
+from ..ops.creation import empty, zeros
+from ..tensor import Tensor
 from ._world import CollectiveMismatchError, DistributedError, world
-from .collectives import _all_reduce, _broadcast
+from .collectives import all_reduce_unchecked, broadcast_unchecked
 
 _FIRST_BUCKET_BYTES = 1 << 20  # as torch's: a small first bucket gets communication going early
 
@@ -81,8 +83,8 @@ class DistributedDataParallel(Module):
             raise DTypeError(f"DistributedDataParallel: module must be a tensorlite nn.Module, got "
                              f"{type(module).__name__}")
         if process_group is not None:
-            from ._world import _default_group_only
-            _default_group_only("DistributedDataParallel", process_group)
+            from ._world import check_default_group
+            check_default_group("DistributedDataParallel", process_group)
         if dim != 0:
             raise ArgumentError(f"DistributedDataParallel: dim={dim}: inputs are never scattered here (one device "
                                 "per rank); dim must be 0")
@@ -100,7 +102,7 @@ class DistributedDataParallel(Module):
         self._verify_layout(w)
         with no_grad():  # every rank starts from rank 0's values
             for t in [p for _, p in module.named_parameters()] + self._buffers_list():
-                _broadcast(w, t, 0).wait()
+                broadcast_unchecked(w, t, 0).wait()
         self._buckets = self._make_buckets(float(bucket_cap_mb) * (1 << 20))
         self._slot = {}  # id(param) -> (bucket, index in it)
         for b in self._buckets:
@@ -176,7 +178,7 @@ class DistributedDataParallel(Module):
         if sync and self.training and self.broadcast_buffers:
             with no_grad():
                 for b in self._buffers_list():
-                    _broadcast(w, b, 0).wait()
+                    broadcast_unchecked(w, b, 0).wait()
         out = self.module(*args, **kwargs)
         if sync:
             self._expecting, self._marked, self._fired, self._next = True, set(), False, 0
@@ -257,7 +259,6 @@ class DistributedDataParallel(Module):
         place, and a gradient may be shared) and start its all-reduce. The copies go straight to
         the storages, as runs of one copy_runs (the GPU backend: one launch for a few dozen
         gradients, where a copy each would add a launch, or a graph node, per parameter)."""
-        from ..tensor import empty, zeros
         dtype, total = bucket.dtype, bucket.numel
         with no_grad():
             grads = [p.grad for p in bucket.params]
@@ -274,7 +275,7 @@ class DistributedDataParallel(Module):
                 runs.append((g._storage, g._layout.offset, off, size))
             flat._storage.copy_runs(runs)
         bucket.flat = flat
-        bucket.work = work = _all_reduce(world(), flat, "avg")
+        bucket.work = work = all_reduce_unchecked(world(), flat, "avg")
         if work._request is not None:
             self._host_pending.append(work)
 
@@ -294,7 +295,6 @@ class DistributedDataParallel(Module):
 
 def _tensors_in(out):
     """The tensors in a forward's output (a tensor, or nested tuples, lists and dicts of them)."""
-    from ..tensor import Tensor
     if isinstance(out, Tensor):
         yield out
     elif isinstance(out, (list, tuple)):

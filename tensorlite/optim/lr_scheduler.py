@@ -16,7 +16,7 @@ from collections import Counter
 
 from ..errors import ArgumentError, StateDictError
 from ..tensor import Tensor
-from . import Optimizer
+from .optimizer import Optimizer
 
 
 def _per_group(optimizer, value, name):  # one value per parameter group

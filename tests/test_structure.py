@@ -1,0 +1,179 @@
+"""The layout rules of tensorlite/ (issue 44), read from the source with ast, so no import runs:
+no private name imported across modules, no import below a module's first statement (no
+bottom-of-file imports), no module-level import cycle, no file over 1,000 lines."""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tensorlite"
+MAX_LINES = 1000
+
+# Private names that tensorlite.nn and tensorlite.utils still import from the modules below
+# them, while they move to the public names (tensorlite._core, tensorlite.ops.*): a list to
+# shrink to empty, not to grow. Entries: (importing module, imported module, name).
+KNOWN_PRIVATE_IMPORTS = {
+    ("tensorlite.nn.functional.conv", "tensorlite.tensor", "_embed"),
+    ("tensorlite.nn.functional.distance", "tensorlite.linalg", "_vector_norm"),
+    ("tensorlite.nn.functional.fused", "tensorlite.tensor", "_binary"),
+    ("tensorlite.nn.functional.normalization", "tensorlite.linalg", "_vector_norm"),
+}
+
+
+def _modules(root=ROOT):
+    """{dotted module name: path} of every Python file of the package."""
+    out = {}
+    for p in sorted(root.rglob("*.py")):
+        parts = list(p.relative_to(root.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _package(name, path):
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _source(node, name, path):
+    """The absolute module an ImportFrom names."""
+    if not node.level:
+        return node.module or ""
+    pkg = _package(name, path).split(".")
+    base = pkg[:len(pkg) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _type_checking(node):
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _module_level_imports(tree):
+    """The imports a module runs when imported: its top-level ones, also inside top-level if / try
+    blocks, but not under `if TYPE_CHECKING:` (for annotations only, never run)."""
+    out = []
+
+    def visit(body):
+        for n in body:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.append(n)
+            elif isinstance(n, ast.If) and not _type_checking(n):
+                visit(n.body)
+                visit(n.orelse)
+            elif isinstance(n, ast.Try):
+                for b in (n.body, n.orelse, n.finalbody, *[h.body for h in n.handlers]):
+                    visit(b)
+    visit(tree.body)
+    return out
+
+
+def private_imports(root=ROOT):
+    """(importing module, imported module, name) for each `from <tensorlite module> import _name`
+    (dunder names excepted), anywhere in a module, functions included."""
+    mods = _modules(root)
+    found = set()
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                src = _source(node, name, path)
+                if src.split(".")[0] != root.name:
+                    continue
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__") and f"{src}.{a.name}" not in mods:
+                        found.add((name, src, a.name))
+    return found
+
+
+def late_imports(root=ROOT):
+    """(module, line) of each top-level import below the module's first other statement (the
+    docstring, `from __future__`, and `if TYPE_CHECKING:` blocks among the imports excepted)."""
+    found = []
+    for name, path in _modules(root).items():
+        seen_code = False
+        for n in ast.parse(path.read_text()).body:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                if seen_code:
+                    found.append((name, n.lineno))
+            elif not (_type_checking(n) or isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)):
+                seen_code = True
+    return found
+
+
+def import_graph(root=ROOT):
+    """{module: the package's modules that its module-level imports import}. `from pkg import a`
+    names the submodule pkg.a where there is one, else pkg itself (whose names it reads)."""
+    mods = _modules(root)
+    graph = {}
+    for name, path in mods.items():
+        edges = set()
+        for n in _module_level_imports(ast.parse(path.read_text())):
+            if isinstance(n, ast.Import):
+                targets = [a.name for a in n.names]
+            else:
+                src = _source(n, name, path)
+                subs = [f"{src}.{a.name}" for a in n.names]
+                targets = [s for s in subs if s in mods] + ([src] if any(s not in mods for s in subs) else [])
+            edges |= {t for t in targets if t in mods and t != name}
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_private_name_imported_across_modules():
+    found = private_imports()
+    assert found - KNOWN_PRIVATE_IMPORTS == set(), "import the public name (tensorlite._core, tensorlite.ops.*)"
+
+
+@pytest.mark.parametrize("entry", sorted(KNOWN_PRIVATE_IMPORTS))
+def test_known_private_imports_are_still_there(entry):
+    # an entry that no longer occurs must leave the list, so the list only shrinks
+    assert entry in private_imports(), f"{entry} is gone: remove it from KNOWN_PRIVATE_IMPORTS"
+
+
+def test_no_import_below_the_first_statement():
+    assert late_imports() == []
+
+
+def test_no_module_level_import_cycle():
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_core_and_autograd_import_nothing_above_them():
+    graph = import_graph()
+    above = {m for m in graph if m.startswith(("tensorlite.ops", "tensorlite.nn", "tensorlite.optim"))} | {
+        "tensorlite.tensor"}
+    for low in ("tensorlite._core", "tensorlite.autograd", "tensorlite.custom_op"):
+        assert graph[low] & above == set(), low
+
+
+def test_no_file_over_the_line_budget():
+    long = {str(p.relative_to(ROOT.parent)): n for p in _modules().values()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
