@@ -10,9 +10,10 @@ Disk cache (DESIGN.md): `$TENSORLITE_CACHE_DIR`, else `$XDG_CACHE_HOME/tensorlit
 to another user, or that its group or others may write, is refused with a warning (anyone
 who can write there could plant a code object whose embedded hash matches its payload):
 a private per-user directory under the system temp dir is used instead (`cache_dir`). The
-key hashes the source, every header, the options, the arch, the compiler's version and
-the package version. Each file holds a magic line, the payload's sha256 and the payload; a
-file that fails the check is discarded and the kernel recompiled. Writes go to a temp file
+key hashes the source, every header, the options, the arch, the compiler (its cache name and
+version: the emulated platform's hiprtc and clang-19 entries never meet) and the package
+version. Each file holds a magic line, the payload's sha256 and the payload; a file that
+fails the check is discarded and the kernel recompiled. Writes go to a temp file
 in the same directory and are renamed into place, so readers never see a partial file.
 
 `compile_source(platform, source_name, arch)` needs no device: CI compiles every kernel
@@ -134,7 +135,8 @@ def _platform(platform):
 
 def cache_key(plat, source: str, headers: Dict[str, str], options, arch: str) -> str:
     h = hashlib.sha256()
-    # a platform that compiles with another's compiler shares its cache (amdemu: the rocm platform's)
+    # a platform that compiles with another's compiler shares its entries (amdemu: the rocm
+    # platform's for hiprtc, clang.ClangAmdCompiler's for clang-19)
     parts = [getattr(plat, "cache_name", plat.name), arch, plat.rtc_version(), package_version(),
              "\0".join(options), source]
     parts += [f"{n}\0{headers[n]}" for n in sorted(headers)]
