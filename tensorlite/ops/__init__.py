@@ -4,8 +4,8 @@ Each file is readable alone and imports only the core (tensorlite/_core.py) and 
 before it in this order, never the Tensor class (whose methods are late-bound: a family may call
 `x.split(...)` of a family after it):
     creation    tensor, zeros, arange, rand, ..., *_like, new_*
-    views       reshape, permute, narrow, split, ...: a new Layout over the same storage
     joins       cat, stack, hstack, meshgrid, ...: several tensors into one
+    views       reshape, permute, narrow, split, ...: a new Layout over the same storage
     inplace     the machinery of in-place ops and writes into a tensor's memory
     elementwise the op table's unary and binary ops, where, clamp, comparisons, ...
     linalg      tl.linalg's norms, cross, vecdot (tensorlite/linalg.py is the public namespace)
