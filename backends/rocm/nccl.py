@@ -25,6 +25,8 @@ vendor-neutral methods.
 """
 from __future__ import annotations
 
+import threading
+
 import cffi
 
 from tensorlite.errors import ArgumentError, BackendError, BackendUnavailable, DTypeError
@@ -157,17 +159,28 @@ class CollectiveLibrary:
 
 def has_collective_library(platform_name: str) -> bool:
     """Whether a GPU platform has a collective library ('cuda': NCCL, 'rocm': RCCL; not amdemu
-    or null, whose collectives tensorlite.distributed stages through the host)."""
-    return platform_name in _LIBRARIES
+    or null, whose collectives tensorlite.distributed stages through the host, unless one was
+    set with set_collective_library)."""
+    return platform_name in _LIBRARIES or _LOADED.get(platform_name) is not None
+
+
+def set_collective_library(platform_name: str, library) -> None:
+    """Make `library` (a CollectiveLibrary, or a stand-in with its `ffi`, `lib`, `vendor`,
+    `path`, `stream_type` and methods) the collective library of a platform: a fake one on the
+    null platform in tests (tests/distributed/hanging_nccl.py). None: back to the default."""
+    if library is None:
+        _LOADED.pop(platform_name, None)
+    else:
+        _LOADED[platform_name] = library
 
 
 def collective_library(platform_name: str):
     """The loaded CollectiveLibrary of a GPU platform ('cuda': NCCL, 'rocm': RCCL), None for a
     platform that has none (amdemu, null); BackendUnavailable (naming the library and where it
     was looked for) where it cannot be loaded."""
-    if not has_collective_library(platform_name):
-        return None
     lib = _LOADED.get(platform_name)
+    if lib is None and platform_name not in _LIBRARIES:
+        return None
     if lib is None:
         lib = _LOADED[platform_name] = CollectiveLibrary(platform_name)
     return lib
@@ -181,7 +194,11 @@ class Communicator:
 
     `unique_id`: the 128 bytes of rank 0's `CollectiveLibrary.unique_id()`, the same on every
     rank (tensorlite.distributed broadcasts it over MPI). ncclCommInitRank blocks until every
-    rank has called it."""
+    rank has called it.
+
+    Threads: `abort()` and `async_error()` may be called from another thread (tensorlite.distributed's
+    watchdog) while this one enqueues; a lock keeps a collective from being enqueued on a
+    communicator that abort() is freeing. After abort() every call raises BackendError."""
 
     def __init__(self, library: CollectiveLibrary, device, nranks: int, rank: int, unique_id: bytes):
         if len(unique_id) != UNIQUE_ID_BYTES:
@@ -197,6 +214,12 @@ class Communicator:
         self.comm = comm[0]
         self._streams = {}  # device stream -> the library's cdata of it
         self.unjoined = 0   # collectives on a side stream whose Work was not waited for (tensorlite.distributed)
+        self._lock = threading.Lock()  # held by each call on self.comm; abort() takes it (see abort)
+        self.aborted = None  # why abort() freed the communicator, once it has
+
+    def _gone(self, call: str) -> BackendError:
+        why = f"it was aborted ({self.aborted})" if self.aborted else "it was destroyed"
+        return BackendError(f"{call}: {self!r} can no longer be used: {why}")
 
     def __repr__(self):
         return f"Communicator({self.library.vendor}, rank {self.rank} of {self.nranks}, {self.device})"
@@ -209,8 +232,11 @@ class Communicator:
             lib_stream = self._streams[key] = self.library.ffi.cast(self.library.stream_type, dev.stream_handle(key))
         dev.activate()
         dev.platform.drain_launches()  # the kernel launches queued before go first (launch_shim.py)
-        self.library.check(f"{name} on {dev}", getattr(self.library.lib, name)(*args, self.comm, lib_stream),
-                           self.comm)
+        with self._lock:
+            if self.comm is None:
+                raise self._gone(f"{name} on {dev}")
+            self.library.check(f"{name} on {dev}", getattr(self.library.lib, name)(*args, self.comm, lib_stream),
+                               self.comm)
 
     def all_reduce(self, send: int, recv: int, count: int, dtype, reduce_op: str, stream=None) -> None:
         """recv[:count] = reduce_op over the ranks of send[:count] (send == recv: in place)."""
@@ -236,24 +262,50 @@ class Communicator:
         self._call("ncclReduceScatter", stream, _ptr(lib, send), _ptr(lib, recv), count,
                    lib.datatype("reduce_scatter", dtype), lib.redop("reduce_scatter", reduce_op))
 
-    def async_error(self) -> int:
-        """ncclCommGetAsyncError: 0 while the communicator is healthy."""
-        err = self.library.ffi.new("ncclResult_t*")
-        self.library.check("ncclCommGetAsyncError", self.library.lib.ncclCommGetAsyncError(self.comm, err))
-        return int(err[0])
+    def async_error(self, blocking: bool = True):
+        """ncclCommGetAsyncError: 0 (ncclSuccess) while the communicator is healthy, ncclInProgress
+        (7) while a nonblocking one is still initializing, else the error that broke it. With
+        blocking=False (a watchdog's poll): None at once where another thread is in a call on
+        the communicator. BackendError once it has been aborted or destroyed."""
+        if not self._lock.acquire(blocking):
+            return None
+        try:
+            if self.comm is None:
+                raise self._gone("ncclCommGetAsyncError")
+            err = self.library.ffi.new("ncclResult_t*")
+            self.library.check("ncclCommGetAsyncError", self.library.lib.ncclCommGetAsyncError(self.comm, err))
+            return int(err[0])
+        finally:
+            self._lock.release()
 
     def destroy(self) -> None:
-        """Free the communicator after its queued work (ncclCommDestroy); idempotent."""
-        if self.comm is not None:
+        """Free the communicator after its queued work (ncclCommDestroy, which waits for that work
+        on the device: a collective that never finishes makes it hang, so abort() such a one);
+        idempotent, and nothing after abort()."""
+        with self._lock:
             comm, self.comm = self.comm, None
+        if comm is not None:
             self.device.activate()
             self.library.check("ncclCommDestroy", self.library.lib.ncclCommDestroy(comm))
 
-    def abort(self) -> None:
-        """Free the communicator, abandoning its queued work (ncclCommAbort); idempotent."""
-        if self.comm is not None:
+    def abort(self, reason: str = "abort() was called", lock_wait_s: float = 1.0) -> None:
+        """Free the communicator, abandoning its queued work (ncclCommAbort): its kernels waiting
+        for peers return, so the streams that wait for them run on (on data the collective never
+        finished). Idempotent. Callable from any thread: it waits up to `lock_wait_s` for a call
+        of another thread on the communicator to return, then aborts anyway (as torch's watchdog
+        aborts from its thread): a call stuck behind a collective that never ends would
+        otherwise never return."""
+        locked = self._lock.acquire(timeout=lock_wait_s)
+        try:
             comm, self.comm = self.comm, None
-            self.library.lib.ncclCommAbort(comm)
+            if comm is not None:
+                self.aborted = reason
+        finally:
+            if locked:
+                self._lock.release()
+        if comm is not None:
+            self.device.activate()  # the communicator's device, current in this thread too
+            self.library.lib.ncclCommAbort(comm)  # its status says nothing more: the communicator is gone either way
 
 
 def _ptr(library, addr: int):

@@ -32,8 +32,11 @@ class CollectiveMismatchError(DistributedError):
 
 
 class DistributedTimeoutError(DistributedError, TimeoutError):
-    """A host wait of a collective passed its deadline (TENSORLITE_DIST_TIMEOUT, init's timeout):
-    another rank never arrived (it hangs, or it died without the launcher ending the job)."""
+    """A collective passed its deadline (TENSORLITE_DIST_TIMEOUT, init's timeout): another rank
+    never arrived (it hangs, or it died without the launcher ending the job). A host wait raises
+    it at once; a device collective's, found by the group's watchdog (watchdog.py), at the next
+    wait after it (a host read, Work.wait(), the next collective) once the communicators were
+    aborted, and every later collective of the group raises it too."""
 
 
 _ABORT_GRACE_S = 1.0  # seconds between printing a rank's traceback and aborting the job
@@ -189,6 +192,8 @@ class _World:
         self.local_rank, self.local_size = host.local_rank, host.local_size
         self.calls = 0              # checked collectives so far (the same count on every rank)
         self.communicators = {}     # GpuDevice -> its NCCL/RCCL Communicator
+        from .watchdog import Watchdog  # here: watchdog.py imports this module's errors
+        self.watchdog = Watchdog(self.rank, self.size)  # of the device collectives in flight
 
     def wait(self, request, what: str) -> None:
         """Wait for an MPI request, raising DistributedTimeoutError past the deadline. Polls, as
@@ -216,7 +221,9 @@ class _World:
     def check(self, op: str, call: str) -> None:
         """Exchange this rank's description of the collective about to run with every rank's,
         and raise CollectiveMismatchError on every rank where they differ. One small allgather
-        on the host: no device work, no device sync."""
+        on the host: no device work, no device sync. Raises the watchdog's failure first: a group
+        whose device collective timed out runs no more collectives."""
+        self.watchdog.raise_if_failed(op)
         self.calls += 1
         if self.size == 1:
             return
@@ -341,8 +348,10 @@ def world() -> _World:
 
 
 def destroy_process_group() -> None:
-    """Leave the process group (torch's name): free the device communicators; init() may be
-    called again. MPI itself stays initialized until the process exits (mpi4py finalizes it).
+    """Leave the process group (torch's name): free the device communicators (each after its
+    collectives in flight, waiting until their deadline at most; aborted where one did not
+    finish, or the watchdog broke the group); init() may be called again. MPI itself stays
+    initialized until the process exits (mpi4py finalizes it).
 
     >>> import tensorlite.distributed as dist
     >>> dist.init(); dist.destroy_process_group(); dist.is_initialized()
@@ -351,9 +360,9 @@ def destroy_process_group() -> None:
     global _WORLD
     w, _WORLD = _WORLD, None
     if w is not None:
-        for comm in w.communicators.values():
-            comm.destroy()
+        comms = list(w.communicators.values())
         w.communicators.clear()
+        w.watchdog.close(comms)
 
 
 def is_initialized() -> bool:

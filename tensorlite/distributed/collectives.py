@@ -99,12 +99,16 @@ class _StreamWork(Work):
     it has enqueued that wait (in wait(), or in its finalizer when dropped unwaited): every
     later compute-stream use of their blocks then comes after the collective. As torch's, a
     result is the tensor's only after wait(): one that is copied back (a non-contiguous tensor,
-    int16) is not copied when the Work is dropped unwaited."""
+    int16) is not copied when the Work is dropped unwaited.
 
-    def __init__(self, world_, comm, ready, event, keep, finish, what):
+    Failure: `watch` is the group's watchdog's record of the collective (watchdog.py; None
+    inside a graph capture): the watchdog gives `event` back to the pool, and wait() and
+    is_completed() raise the failure once a device collective of the group timed out."""
+
+    def __init__(self, world_, comm, ready, event, keep, finish, what, watch=None):
         self._world, self._comm, self._ready, self._event, self._keep, self._finish, self._what = \
             world_, comm, ready, event, keep, finish, what
-        self._request, self._done = None, False
+        self._request, self._done, self._watch = None, False, watch
         # started inside a graph capture: the communication stream joined it, and the capture
         # rejoins it at its end unless a wait() did; counted apart from the eager collectives
         self._capture = capture = comm.device.capture
@@ -114,7 +118,9 @@ class _StreamWork(Work):
             capture.joins.append(functools.partial(_wait_if_alive, weakref.ref(self)))
 
     def wait(self, timeout=None) -> bool:
-        """Order the compute stream after the collective (the host does not wait); True."""
+        """Order the compute stream after the collective (the host does not wait); True.
+        DistributedTimeoutError where the group's watchdog found a collective past its deadline."""
+        self._world.watchdog.raise_if_failed(f"{self._what}: wait()")
         if not self._done:
             dev = self._comm.device
             if dev.capture is not self._capture:
@@ -136,7 +142,8 @@ class _StreamWork(Work):
     def is_completed(self) -> bool:
         """Whether the device has finished the collective (torch's NCCL Work); wait() is still what
         orders later compute-stream work after it."""
-        return self._event.query()
+        self._world.watchdog.raise_if_failed(f"{self._what}: is_completed()")
+        return (self._watch is not None and self._watch.finished) or self._event.query()
 
     def __del__(self):
         try:
@@ -148,7 +155,10 @@ class _StreamWork(Work):
                     self._event.wait(dev.stream)
                 self._joined()
             dev.recycle_event(self._ready)
-            dev.recycle_event(self._event)
+            if self._watch is None:
+                dev.recycle_event(self._event)
+            else:  # back to the pool once the watchdog saw the collective finish
+                self._world.watchdog.release(self._watch)
         except Exception:  # interpreter shutdown: nothing runs after
             pass
 
@@ -230,6 +240,7 @@ def _enqueue(w, comm, keep, call, finish, what: str) -> Work:
     compute stream's work, as an eager run overlaps them; a collective still pending there
     from before the capture would then be ordered into the graph, so that is refused."""
     dev = comm.device
+    w.watchdog.raise_if_failed(what)  # a group whose device collective timed out runs no more
     if dev.capture is not None and comm.unjoined:
         raise CaptureError(f"{what} inside a graph capture on {dev}: {comm.unjoined} collective(s) started "
                            "before the capture were not waited for; wait() for them before capturing")
@@ -238,7 +249,10 @@ def _enqueue(w, comm, keep, call, finish, what: str) -> Work:
     side = dev.communication_stream()
     ready.wait(side)
     call(side)
-    return _StreamWork(w, comm, ready, dev.sync_event().record(side), keep, finish, what)
+    done = dev.sync_event().record(side)
+    # a captured collective runs at the graph's replay: nothing to watch now
+    watch = w.watchdog.watch(comm, done, what, w.timeout) if dev.capture is None else None
+    return _StreamWork(w, comm, ready, done, keep, finish, what, watch)
 
 
 def device_collectives(device) -> bool:
@@ -270,6 +284,7 @@ def _communicator(w, t):
     library = collective_library(platform.name)
     if library is None:
         return None
+    w.watchdog.raise_if_failed(f"{library.vendor} bootstrap on {device}")
     uid = np.frombuffer(library.unique_id(), np.uint8).copy() if w.rank == 0 else np.zeros(UNIQUE_ID_BYTES, np.uint8)
     w.wait(w.host.Ibcast(uid, 0), f"{library.vendor} bootstrap (broadcast of rank 0's unique id)")
     comm = w.communicators[device] = Communicator(library, device, w.size, w.rank, uid.tobytes())
