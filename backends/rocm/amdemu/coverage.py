@@ -4,7 +4,7 @@ A run with TENSORLITE_AMDEMU_COVERAGE=DIR leaves one file per process in DIR nam
 kernels it launched (platform.py). This module compares their union with every entry point
 (`extern "C"` kernel) of every code object compiled for the architecture:
 
-    python -m tensorlite.backends.rocm.amdemu.coverage DIR gfx90a [gfx940 gfx1100]
+    python -m tensorlite.backends.rocm.amdemu.coverage DIR gfx90a [gfx940 gfx1100 gfx942 gfx1100-clang ...]
 
 prints executed / total per kernel family, lists the entry points that cannot run on the
 architecture with the reason, and exits 1 naming any other entry point that never ran.
@@ -20,9 +20,12 @@ from typing import Dict, List, Set, Tuple
 from ..hip import AmdArchitectures
 
 
-def _not_launched(arch: str) -> List[Tuple[re.Pattern, str]]:
-    """(entry-point pattern, reason) for the kernels that exist in `arch`'s code objects but
-    that the storage never launches there (their bodies are compiled out: compat.h)."""
+def _not_launched(label: str) -> List[Tuple[re.Pattern, str]]:
+    """(entry-point pattern, reason) for the kernels that exist in the code objects of `label`
+    (an architecture, or architecture-compiler: gfx1100-clang) but that the storage never
+    launches there (their bodies are compiled out: compat.h)."""
+    from .platform import parse_target
+    arch = parse_target(label)[0]
     out = [(re.compile(r"flash_(fwd|bwd)_wg\d+_"),
             "Hopper's warpgroup (wgmma) attention: compiled only for sm_90a (TL_HAS_WGMMA), empty elsewhere")]
     if arch not in AmdArchitectures.MFMA_ARCHS:
@@ -35,13 +38,14 @@ def _not_launched(arch: str) -> List[Tuple[re.Pattern, str]]:
     return out
 
 
-def entry_points(arch: str) -> Dict[str, Set[str]]:
-    """{kernel source: its entry points} of the code objects compiled for `arch` (cached)."""
+def entry_points(label: str) -> Dict[str, Set[str]]:
+    """{kernel source: its entry points} of the code objects compiled for `label` (an
+    architecture, or architecture-compiler as TENSORLITE_AMDEMU takes it; cached)."""
     from ..compiler import compile_source, list_kernel_sources
     from .codeobject import CodeObject
     from .platform import AmdEmuPlatform
-    plat = AmdEmuPlatform(arch)
-    return {src: set(CodeObject(compile_source(plat, src, arch)).kernels) for src in list_kernel_sources()}
+    plat = AmdEmuPlatform(label)
+    return {src: set(CodeObject(compile_source(plat, src, plat.arch)).kernels) for src in list_kernel_sources()}
 
 
 def launched(folder: str, arch: str) -> Set[str]:
