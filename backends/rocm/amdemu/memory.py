@@ -70,10 +70,23 @@ class HostMemory:
             raise MemoryFault(f"{what} of {size} bytes at 0x{a:x} is outside every allocation")
         return idx, addrs - bases[idx]
 
+    def _one_allocation(self, addrs, size):
+        """(array, offsets as intp) when all of addrs[j] .. + size lie in one allocation, else None."""
+        lo, hi = int(addrs.min()), int(addrs.max())
+        i = bisect.bisect(self._bases, lo) - 1
+        if i < 0 or hi + size > self._ends[i]:
+            return None
+        return self._arrays[i], (addrs - np.uint64(self._bases[i])).astype(np.intp)
+
     def gather(self, addrs: np.ndarray, size: int, what: str = "load") -> np.ndarray:
         """(N, size) bytes read at each of N addresses (uint64)."""
         out = np.empty((addrs.size, size), np.uint8)
         if addrs.size == 0:
+            return out
+        one = self._one_allocation(addrs, size)
+        if one is not None:  # the usual case: every address in one buffer
+            array, offs = one
+            out[:] = array[offs[:, None] + np.arange(size)]
             return out
         idx, offs = self._locate(addrs, size, what)
         cols = np.arange(size, dtype=np.uint64)
@@ -87,6 +100,11 @@ class HostMemory:
         if addrs.size == 0:
             return
         size = data.shape[1]
+        one = self._one_allocation(addrs, size)
+        if one is not None:
+            array, offs = one
+            array[offs[:, None] + np.arange(size)] = data
+            return
         idx, offs = self._locate(addrs, size, what)
         cols = np.arange(size, dtype=np.uint64)
         for i in np.unique(idx):
