@@ -1,14 +1,16 @@
 """The emulated AMD platform's instruction decoder (backends/rocm/amdemu/decode.py), checked
 against LLVM's AMDGPU disassembler on this project's own kernels.
 
-For gfx90a, gfx940 and gfx1100, every kernels/*.hip is compiled through the project's compile
-path (`compiler.compile_source`), the code objects' .text is disassembled by LLVM, and the
-same bytes are walked with `decode`: every instruction must start at the same offset, have
-the same length and the same mnemonic (`decode.mnemonic`, LLVM's spelling). A failure names
-the kernel, offset, bytes, our mnemonic and LLVM's.
+For gfx90a, gfx940 and gfx1100 (hiprtc), and for every emulated architecture compiled by
+clang-19 (gfx942, gfx1151 and gfx1201 among them), every kernels/*.hip is compiled through
+the project's compile path (`compiler.compile_source`), the code objects' .text is
+disassembled by LLVM, and the same bytes are walked with `decode`: every instruction must
+start at the same offset, have the same length and the same mnemonic (`decode.mnemonic`,
+LLVM's spelling). A failure names the kernel, offset, bytes, our mnemonic and LLVM's.
 
 The reference disassembler:
-- Debian's `llvm-objdump-14 -d --mcpu=<arch>` where LLVM 14 knows the arch (gfx90a);
+- clang-19's code: Debian's `llvm-objdump-19 -d --mcpu=<arch>` (the LLVM that compiled it);
+- hiprtc's code: Debian's `llvm-objdump-14 -d --mcpu=<arch>` where LLVM 14 knows the arch (gfx90a);
 - LLVM 14 knows neither gfx940 nor gfx1100 ("Disassembly not yet supported for subtarget"),
   so for those the disassembler of the comgr library shipped next to the hiprtc that
   compiles them (ROCm 5.4.2 in PyPI's pytorch-triton-rocm==2.1.0: AMD's LLVM 15 fork, the
@@ -47,10 +49,13 @@ from tensorlite.errors import BackendError, BackendUnavailable  # noqa: E402
 from tensorlite.backends.rocm import compiler, get_platform  # noqa: E402
 from tensorlite.backends.rocm.amdemu import decode as D  # noqa: E402
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject  # noqa: E402
-from tensorlite.backends.rocm.amdemu.platform import ROCM_ENV, rocm542_root  # noqa: E402
+from tensorlite.backends.rocm.amdemu.platform import ARCHS as EMULATED, ROCM_ENV, clang_compiler, \
+    rocm542_root  # noqa: E402
 
-ARCHS = ("gfx90a", "gfx940", "gfx1100")
+ARCHS = ("gfx90a", "gfx940", "gfx1100")   # hiprtc's
+CLANG_ARCHS = tuple(EMULATED)             # clang-19's: every emulated architecture
 OBJDUMP = "llvm-objdump-14"
+OBJDUMP_CLANG = "llvm-objdump-19"
 MAX_REPORTED = 25
 
 
@@ -81,8 +86,21 @@ for src in compiler.list_kernel_sources():
 _CODE = {}
 
 
+def clang_code_objects(arch: str) -> dict:
+    """{kernel source: code object} for every kernels/*.hip compiled for `arch` by clang-19."""
+    key = (arch, "clang")
+    if key not in _CODE:
+        clang = clang_compiler()
+        try:
+            clang.tools()
+        except BackendUnavailable as e:
+            pytest.skip(str(e))
+        _CODE[key] = {src: compiler.compile_source(clang, src, arch) for src in compiler.list_kernel_sources()}
+    return _CODE[key]
+
+
 def code_objects(arch: str, tmp_root: Path) -> dict:
-    """{kernel source: code object} for every kernels/*.hip compiled for `arch`."""
+    """{kernel source: code object} for every kernels/*.hip compiled for `arch` by hiprtc."""
     if arch in _CODE:
         return _CODE[arch]
     sources = compiler.list_kernel_sources()
@@ -143,13 +161,13 @@ def _normalise_llvm(text: str) -> str:
 _OBJDUMP_LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):((?: [0-9A-Fa-f]{8})+)\s*(?:<.*>)?$")
 
 
-def objdump_instructions(arch: str, path: Path):
-    """[(vaddr, size, mnemonic, text)] of llvm-objdump-14's disassembly of .text, or None when
-    LLVM 14 does not know `arch`."""
-    r = subprocess.run([OBJDUMP, "-d", f"--mcpu={arch}", str(path)], capture_output=True, text=True)
+def objdump_instructions(arch: str, path: Path, objdump: str = OBJDUMP):
+    """[(vaddr, size, mnemonic, text)] of `objdump`'s disassembly of .text, or None when that
+    LLVM does not know `arch`."""
+    r = subprocess.run([objdump, "-d", f"--mcpu={arch}", str(path)], capture_output=True, text=True)
     if "is not a recognized processor" in r.stderr:
         return None
-    assert r.returncode == 0, f"{OBJDUMP} failed on {path}: {r.stderr[-2000:]}"
+    assert r.returncode == 0, f"{objdump} failed on {path}: {r.stderr[-2000:]}"
     out = []
     for line in r.stdout.splitlines():
         m = _OBJDUMP_LINE.match(line)
@@ -219,11 +237,11 @@ class Comgr:
 
 # ---- the cross-check -----------------------------------------------------------------------
 
-def _ours(code, pos: int, arch: str):
-    """(size, mnemonic) of our decode, or (None, 'BackendError: ...')."""
+def _ours(code, pos: int, arch: str, llvm: int = 19):
+    """(size, mnemonic as LLVM `llvm` spells it) of our decode, or (None, 'BackendError: ...')."""
     try:
         inst = D.decode(code, pos, arch)
-        return inst.size(), D.mnemonic(inst)
+        return inst.size(), D.mnemonic(inst, llvm=llvm)
     except BackendError as e:
         return None, f"BackendError: {e}"
 
@@ -252,7 +270,7 @@ class Mismatches:
 
 def crosscheck_objdump(arch, source, elf, ref, bad: Mismatches) -> int:
     co, text_addr, code = text_of(elf)
-    assert ref, f"{OBJDUMP} printed no instructions for {source}"
+    assert ref, f"llvm-objdump printed no instructions for {source}"
     # LLVM's instructions tile .text (checked below); ours must start where each of LLVM's does
     # and have its length, so comparing at LLVM's offsets compares the two walks. After a
     # length mismatch this goes on at LLVM's next instruction, so one error does not cascade.
@@ -277,7 +295,7 @@ def crosscheck_comgr(arch, source, elf, dis: Comgr, seen: dict, bad: Mismatches)
     co, text_addr, code = text_of(elf)
     pos, n = 0, 0
     while pos < len(code):
-        ours = _ours(code, pos, arch)
+        ours = _ours(code, pos, arch, llvm=15)  # comgr 5.4.2 is AMD's LLVM 15
         key = bytes(code[pos:pos + (ours[0] or 4)])
         llvm = seen.get(key)
         if llvm is None:
@@ -324,6 +342,28 @@ def test_decode_matches_llvm(arch, tmp_path_factory, capsys):
     with capsys.disabled():
         print(f"\n[amdemu decode] {arch}: {total} instructions in {len(objs)} code objects checked "
               f"against {how} in {took:.1f} s")
+    assert total > 0
+    bad.check(total)
+
+
+@pytest.mark.parametrize("arch", CLANG_ARCHS)
+def test_decode_matches_llvm_clang(arch, tmp_path_factory, capsys):
+    """clang-19's code objects against llvm-objdump-19: every instruction of every kernel."""
+    if shutil.which(OBJDUMP_CLANG) is None:
+        pytest.skip(f"{OBJDUMP_CLANG} (Debian's llvm-19) is not installed")
+    objs = clang_code_objects(arch)
+    tmp = tmp_path_factory.mktemp(f"dis-clang-{arch}")
+    t0 = time.perf_counter()
+    bad, total = Mismatches(arch), 0
+    for src, elf in objs.items():
+        path = tmp / (src + ".co")
+        path.write_bytes(elf)
+        ref = objdump_instructions(arch, path, OBJDUMP_CLANG)
+        assert ref is not None, f"{OBJDUMP_CLANG} does not know {arch}"
+        total += crosscheck_objdump(arch, src, elf, ref, bad)
+    with capsys.disabled():
+        print(f"\n[amdemu decode] {arch} (clang-19): {total} instructions in {len(objs)} code objects checked "
+              f"against {OBJDUMP_CLANG} --mcpu={arch} in {time.perf_counter() - t0:.1f} s")
     assert total > 0
     bad.check(total)
 
@@ -452,8 +492,9 @@ def test_opcode_sweep(arch):
     cands = [c for cs in table.values() for c in cs]
     root = _rocm542_root()
     if shutil.which("llvm-mc-14") and llvm14_knows_mc(arch):
-        ref = _llvm_mc_sweep(arch, cands)
+        ref, llvm = _llvm_mc_sweep(arch, cands), 14
     elif root is not None and (root / "lib" / "libamd_comgr.so").is_file():
+        llvm = 15
         dis = Comgr(root, arch)
         ref = {}
         try:
@@ -477,7 +518,7 @@ def test_opcode_sweep(arch):
         checked += 1
         try:
             inst = D.decode(c + bytes(16), 0, arch)
-            ours = D.mnemonic(inst)
+            ours = D.mnemonic(inst, llvm=llvm)
             if ours != mn or (size is not None and inst.size() != size):
                 bad.append(f"{key[0]} opcode {key[1]:#x} ({c.hex(' ', 4)}): ours {ours!r} ({inst.size()} bytes), "
                            f"LLVM {mn!r} ({size} bytes): {text}")
@@ -499,7 +540,8 @@ def llvm14_knows_mc(arch: str) -> bool:
 def test_family_and_unsupported_arch():
     assert D.family("gfx90a") == "cdna" and D.family("gfx940") == "cdna"
     assert D.family("gfx1100") == "rdna3" and D.family("gfx90a:sramecc+:xnack-") == "cdna"
-    for bad in ("gfx906", "gfx942", "sm_90", "gfx1200"):
+    assert (D.family("gfx942"), D.family("gfx1151"), D.family("gfx1201")) == ("cdna", "rdna3", "rdna4")
+    for bad in ("gfx906", "gfx1030", "sm_90", "gfx950"):
         with pytest.raises(BackendError, match=bad):
             D.family(bad)
         with pytest.raises(BackendError):

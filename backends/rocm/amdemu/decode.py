@@ -31,10 +31,11 @@ API
   `BackendError` for bytes that are no instruction, and for instructions that the tables
   cannot represent faithfully, naming LLVM's mnemonic and the arch: the interpreter never
   silently mis-executes.
-- `mnemonic(inst, arch=None)`: LLVM's mnemonic, as `llvm-objdump -d --mcpu=<arch>` prints it
+- `mnemonic(inst, arch=None, llvm=19)`: LLVM's mnemonic, as `llvm-objdump-19 -d --mcpu=<arch>` prints it
   (`v_add_co_u32_e32`, `v_cndmask_b32_e64`, `v_or_b32_sdwa`, `s_waitcnt`, `global_load_dword`,
-  `buffer_store_dword`, `v_mfma_f32_16x16x16f16`; VOPD as `v_dual_x::v_dual_y`); `arch`
-  defaults to the one the instruction was decoded for.
+  `buffer_store_dword`, `v_mfma_f32_16x16x16f16` on gfx90a, `v_mfma_f32_16x16x16_f16` on gfx94x;
+  VOPD as `v_dual_x::v_dual_y`); `arch` defaults to the one the instruction was decoded for;
+  `llvm=15`: the spelling of ROCm 5.4.2's LLVM 15, which differs for gfx940's MFMAs.
 - `LegacyOp`, `legacy_pcode(op)`: instructions of gfx90a/gfx940 that CDNA4 lacks. A decoded
   instruction whose `op` is a LegacyOp has the fields (and operand sizes) of the CDNA4
   instruction with the same layout; the interpreter implements it itself.
@@ -543,10 +544,11 @@ _NO_E32["rdna4"] = _NO_E32["rdna3"]
 _RENAME = {"rdna3": {"v_cvt_pk_norm_i16_f32": "v_cvt_pknorm_i16_f32",
                      "v_cvt_pk_norm_u16_f32": "v_cvt_pknorm_u16_f32"}}
 
-# The MFMAs that gfx908 introduced: LLVM names them gfx908's way on every arch (no block count,
+# The MFMAs that gfx908 introduced: LLVM names them gfx908's way on gfx90a (no block count,
 # the input type glued to the shape: v_mfma_f32_32x32x1f32), where tinygrad's tables use CDNA4's
-# names (V_MFMA_F32_32X32X1_2B_F32). The MFMAs that gfx90a added (bf16 "_1k", f64) get the
-# same treatment on gfx90a only; on gfx940 LLVM names them as CDNA3/CDNA4 do.
+# names (V_MFMA_F32_32X32X1_2B_F32), and so does the LLVM 15 of ROCm 5.4.2 on gfx940. The MFMAs
+# that gfx90a added (bf16 "_1k", f64) get the same treatment on gfx90a only. LLVM 19 names every
+# MFMA of gfx940/gfx942 as AMD's CDNA3 guide (and so the tables) do: v_mfma_f32_16x16x16_f16.
 _MFMA_GFX908 = {"V_MFMA_F32_32X32X1_2B_F32", "V_MFMA_F32_16X16X1_4B_F32", "V_MFMA_F32_4X4X1_16B_F32",
                 "V_MFMA_F32_32X32X2_F32", "V_MFMA_F32_16X16X4_F32", "V_MFMA_F32_32X32X4_2B_F16",
                 "V_MFMA_F32_16X16X4_4B_F16", "V_MFMA_F32_4X4X4_16B_F16", "V_MFMA_F32_32X32X8_F16",
@@ -561,9 +563,12 @@ def _mfma_gfx908_style(name: str) -> str:
     return short + "_1k" if name.endswith("_bf16") else short
 
 
-def mnemonic(inst, arch: Optional[str] = None) -> str:
-    """LLVM's mnemonic of a decoded instruction (see the module doc)."""
+def mnemonic(inst, arch: Optional[str] = None, llvm: int = 19) -> str:
+    """LLVM's mnemonic of a decoded instruction (see the module doc), as LLVM `llvm` (major
+    version) spells it: 19, or 15 (ROCm 5.4.2's comgr), which names gfx940's first MFMAs gfx908's way."""
     own = getattr(inst, "arch", None)
+    if llvm != 19:
+        return _mnemonic(inst, _base_arch(arch or own or ""), llvm)
     if arch is None or _base_arch(arch) == own:
         cached = getattr(inst, "_llvm_mnemonic", None)
         if cached is None:
@@ -574,7 +579,7 @@ def mnemonic(inst, arch: Optional[str] = None) -> str:
     return _mnemonic(inst, _base_arch(arch))
 
 
-def _mnemonic(inst, arch: str) -> str:
+def _mnemonic(inst, arch: str, llvm: int = 19) -> str:
     fmt = type(inst).__name__
     if fmt.startswith("VOPD"):
         return f"{inst.opx.name.lower()}::{inst.opy.name.lower()}"
@@ -600,7 +605,7 @@ def _mnemonic(inst, arch: str) -> str:
     if fmt.startswith("VOP3P"):
         if base in ("v_accvgpr_read", "v_accvgpr_write"):
             return base + "_b32"
-        if base.startswith("v_mfma_") and (inst.op.name in _MFMA_GFX908 or _ISA.get(arch) == "gfx90a"):
+        if base.startswith("v_mfma_") and (_ISA.get(arch) == "gfx90a" or (llvm < 19 and inst.op.name in _MFMA_GFX908)):
             return _mfma_gfx908_style(base)
         return base
     return base

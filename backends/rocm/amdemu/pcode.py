@@ -644,6 +644,29 @@ for _kind in ("f", "i", "u"):
         FUNCTIONS[f"v_min3_{_t}"] = (lambda f: lambda a, b, c: f(f(a, b), c))(_minmax(False))
 
 
+def _minmax_num(is_max):
+    """gfx12's v_max_num/v_min_num (IEEE 754-2019 maximumNumber): a NaN operand yields the
+    other one, and +0 counts as greater than -0."""
+    plain = _minmax(is_max)
+
+    def f(a, b):
+        r = plain(a, b)
+        if r.k != "f":
+            return r
+        x, y = (convert(wrap(v), "f", r.n).a for v in (a, b))
+        both_zero = (x == 0) & (y == 0)
+        signed = (np.signbit(x) & np.signbit(y)) if is_max else (np.signbit(x) | np.signbit(y))
+        zero = np.where(signed, -0.0, 0.0).astype(r.a.dtype)
+        return T(np.where(both_zero, zero, r.a), "f", r.n)
+    return f
+
+
+for _w in ("16", "32", "64"):  # the pseudocode of V_MAX3_NUM_F32 and its kin calls these
+    for _is_max, _name in ((True, "max"), (False, "min")):
+        FUNCTIONS[f"v_{_name}_num_f{_w}"] = _minmax_num(_is_max)
+        FUNCTIONS[f"v_{_name}3_num_f{_w}"] = (lambda f: lambda a, b, c: f(f(a, b), c))(_minmax_num(_is_max))
+
+
 # ---- parsing -----------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"""
@@ -661,7 +684,7 @@ _TOKEN = re.compile(r"""
 
 def _tokens(text):
     text = re.sub(r"//[^\n]*", "", text)
-    out, pos = [], 0
+    out, pos, depth = [], 0, 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
@@ -669,9 +692,11 @@ def _tokens(text):
         pos = m.end()
         kind = m.lastgroup
         if kind == "ws":
-            if "\n" in m.group():
+            if "\n" in m.group() and depth == 0:  # inside parentheses a line break continues the expression
                 out.append(("nl", "\n"))
             continue
+        if kind == "op" and m.group() in "()":
+            depth += 1 if m.group() == "(" else -1
         out.append((kind, m.group()))
     out.append(("eof", ""))
     return out
