@@ -65,14 +65,31 @@ def _float_kind(fmt_name: str):
 
 class Instr:
     """A decoded instruction prepared for execution: `run(st, w)` executes it for the
-    waves `w` (an index array or slice) and returns nothing; it advances their PC."""
-    __slots__ = ("inst", "pc", "size", "name", "fmt", "run", "is_branch")
+    waves `w` (an index array or slice) and returns nothing.
+
+    The executor advances the PC past an instruction after its run, and runs a straight
+    line of them without looking at `st.pc` (it holds the PC itself): `run` must not touch
+    `st.pc`, `st.done` or `st.barrier`, unless the preparer sets `control`, for the
+    instructions that branch, read the PC, end the wave or wait at a barrier. Those run
+    with `st.pc[w]` at their own address and leave it where the waves go next.
+    `writes_exec` (default True) may be cleared by a preparer that knows the instruction
+    leaves EXEC alone: the executor then keeps its EXEC lane mask across it."""
+    __slots__ = ("inst", "pc", "size", "name", "fmt", "run", "is_branch", "control", "writes_exec")
 
     def __init__(self, inst, pc, size):
         self.inst, self.pc, self.size = inst, pc, size
         self.name = inst.op.name if hasattr(inst, "op") else type(inst).__name__
         self.fmt = type(inst).__name__
         self.is_branch = False
+        self.control = False
+        self.writes_exec = True
+
+    def copy_to(self, pc):
+        """This prepared instruction at another address (the same bytes elsewhere)."""
+        ins = Instr(self.inst, pc, self.size)
+        ins.run, ins.is_branch, ins.control, ins.writes_exec = self.run, self.is_branch, self.control, \
+            self.writes_exec
+        return ins
 
 
 class WaveState:
@@ -95,11 +112,19 @@ class WaveState:
         self.lane = np.arange(lanes, dtype=np.uint64)
         self.scratch_base = np.zeros(nwaves, np.uint64)  # host address of each wave's private memory
         self.scratch_lane_bytes = 0
+        # the waves the executor runs now and their EXEC lane mask, kept until EXEC may change
+        self.group, self.group_exec = None, None
 
     # ---- masks --------------------------------------------------------------------------
     def exec_mask(self, w):
+        """EXEC of waves `w` as bool (n, L). Do not write into it: it may be the cached one."""
+        if w is self.group and self.group_exec is not None:
+            return self.group_exec
         e = self.sgpr[w, 126].astype(np.uint64) | (self.sgpr[w, 127].astype(np.uint64) << np.uint64(32))
-        return ((e[:, None] >> self.lane[None, :]) & np.uint64(1)).astype(bool)
+        mask = ((e[:, None] >> self.lane[None, :]) & np.uint64(1)).astype(bool)
+        if w is self.group:
+            self.group_exec = mask
+        return mask
 
     def read_s64(self, w, r):
         lo = self.sgpr[w, r].astype(np.uint64)
@@ -157,21 +182,8 @@ def read_operand(st: WaveState, w, op: Operand, vector: bool):
         v = st.sgpr[w, code].astype(np.uint64)
         if nregs >= 2:
             v = v | (st.sgpr[w, code + 1].astype(np.uint64) << np.uint64(32))
-    elif 128 <= code <= 208:
-        iv = code - 128 if code <= 192 else 192 - code
-        v = np.full(_n(st, w), iv & ((1 << 64) - 1), np.uint64)
-    elif code in _FLOAT_CONST or code == 248:
-        fb = op.fbits or (64 if bits == 64 else 32)
-        if code == 248:
-            enc = _INV_2PI[fb]
-        else:
-            enc = int(np.array(_FLOAT_CONST[code], _FDT[fb]).view(_UDT[fb]))
-        v = np.full(_n(st, w), enc, np.uint64)
-    elif code == 255:
-        lit = op.lit
-        if bits == 64 and op.fbits == 64:
-            lit = lit << 32                      # a 32-bit literal of an f64 operand is its high half
-        v = np.full(_n(st, w), lit, np.uint64)
+    elif 128 <= code <= 208 or code in _FLOAT_CONST or code in (248, 255):
+        v = np.full(_n(st, w), constant_operand(op), np.uint64)
     elif code == 253:
         v = st.scc[w].astype(np.uint64)
     elif code == 251:  # VCCZ
@@ -186,6 +198,23 @@ def read_operand(st: WaveState, w, op: Operand, vector: bool):
     if bits < 64:
         v = v & np.uint64((1 << bits) - 1)
     return v[:, None] if vector else v
+
+
+def constant_operand(op: Operand) -> int:
+    """The bits of an inline constant or literal operand (before masking to its width)."""
+    code, bits = op.code, op.bits
+    if 128 <= code <= 208:
+        iv = code - 128 if code <= 192 else 192 - code
+        return iv & ((1 << 64) - 1)
+    if code in _FLOAT_CONST or code == 248:
+        fb = op.fbits or (64 if bits == 64 else 32)
+        if code == 248:
+            return _INV_2PI[fb]
+        return int(np.array(_FLOAT_CONST[code], _FDT[fb]).view(_UDT[fb]))
+    lit = op.lit
+    if bits == 64 and op.fbits == 64:
+        lit = lit << 32                      # a 32-bit literal of an f64 operand is its high half
+    return lit
 
 
 def _n(st, w):
@@ -338,6 +367,9 @@ def prepare_alu(ins: Instr, ex) -> None:
     sopk_register_s0 = sopk and ("S1" in text or "SIMM16" in text)
     is_branch = "PC" in assigned
     ins.is_branch = is_branch
+    ins.control = is_branch or "PC" in used
+    sgpr_dsts = {dst_code if dst_is_sgpr else None, sdst_carry}
+    ins.writes_exec = "EXEC" in assigned or bool(sgpr_dsts & {125, 126, 127})
     lanes = ex.lanes
     sdwa_sel = [(_field(inst, "src0_sel", 6), _field(inst, "src0_sext", 0)),
                 (_field(inst, "src1_sel", 6), _field(inst, "src1_sext", 0))] if sdwa else None
@@ -410,7 +442,7 @@ def prepare_alu(ins: Instr, ex) -> None:
             E["OPSEL_HI"] = P.T(np.uint64(opsel_hi), "u", 3)
         if lit is not None:
             E["SIMM32"] = P.T(np.full(n if not vector else (n, 1), lit, np.uint64), "u", 32)
-        if is_branch:
+        if ins.control:
             E["PC"] = P.T(st.pc[w].astype(np.uint64), "u", 64)
         fn(E)
         emask = st.exec_mask(w) if vector else None
@@ -476,7 +508,7 @@ def prepare_alu(ins: Instr, ex) -> None:
             st.scc[w] = E["SCC"].bits().reshape(-1).astype(np.uint32)
         if is_branch:
             st.pc[w] = E["PC"].bits().reshape(-1).astype(np.int64)
-        else:
+        elif ins.control:
             st.pc[w] += ins.size
     ins.run = run
 
@@ -667,6 +699,7 @@ def prepare_memory(ins: Instr, ex) -> None:
     acc = bool(_field(inst, "acc", 0))
     if fmt == "SMEM":
         return _prepare_smem(ins, ex)
+    ins.writes_exec = False  # the others write VGPRs and memory
     if name in ("BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "BUFFER_WBL2", "BUFFER_INV", "BUFFER_GL0_INV",
                 "BUFFER_GL1_INV"):
         ins.run = _advance(ins)
@@ -787,7 +820,6 @@ def prepare_memory(ins: Instr, ex) -> None:
                              access=lambda a, act, d=None: access(st, w, a, act, bits // 8, d))
             if returns:
                 write_vgpr(st, w, vdst, old, bits, active, acc)
-            st.pc[w] += ins.size
             return
         if is_load:
             if fmt == "MUBUF" and size > 4:
@@ -823,7 +855,6 @@ def prepare_memory(ins: Instr, ex) -> None:
                                active, 4, data[..., k:k + 4])
                 else:
                     access(st, w, a, active, size, data)
-        st.pc[w] += ins.size
     ins.run = run
 
 
@@ -864,6 +895,7 @@ def _prepare_smem(ins, ex):
             "DWORDX16": 64, "B512": 64}[m.group(2)]
     buffer = bool(m.group(1))
     sbase, sdata = _field(inst, "sbase") << 1, _field(inst, "sdata")
+    ins.writes_exec = sdata + size // 4 > 126
     offset_f, soffset = _field(inst, "offset"), _field(inst, "soffset", 124)
     if ex.family == "cdna":
         imm, soe = _field(inst, "imm", 1), _field(inst, "soffset_en", 0)
@@ -885,14 +917,17 @@ def _prepare_smem(ins, ex):
         raw = st.memory.gather(addr, size, f"{name}")
         words = raw.view(np.uint32)
         st.sgpr[w, sdata:sdata + size // 4] = words
-        st.pc[w] += ins.size
     ins.run = run
 
 
 def _advance(ins):
-    def run(st, w):
-        st.pc[w] += ins.size
-    return run
+    """The run of an instruction that changes nothing the executor models (its PC advances)."""
+    ins.writes_exec = False
+    return _nothing
+
+
+def _nothing(st, w):
+    pass
 
 
 # ---- cross-lane, matrix and control instructions ---------------------------------------------
@@ -930,13 +965,21 @@ def _prepare_lane_permute(ins, ex):
                     sel = active[:, k]
                     out[np.nonzero(sel)[0], lane[sel, k]] = src[sel, k]
                 st.vgpr[w, vdst, :] = np.where(active, out, st.vgpr[w, vdst, :])
-        st.pc[w] += ins.size
     ins.run = run
+    ins.writes_exec = False
+
+
+# the special instructions that write an SGPR, and the field naming it (the others write none)
+_SPECIAL_SGPR_DST = {"S_GETREG_B32": "sdst", "V_READLANE_B32": "vdst", "V_READFIRSTLANE_B32": "vdst",
+                     "V_READFIRSTLANE_B32_E32": "vdst", "V_MAD_U64_U32": "sdst", "V_MAD_I64_I32": "sdst",
+                     "V_MAD_CO_U64_U32": "sdst", "V_MAD_CO_I64_I32": "sdst"}
 
 
 def _prepare_special(ins, ex):
     """Instructions run here rather than from pseudocode; returns False if `ins` is not one."""
     inst, name, L = ins.inst, ins.name, ex.lanes
+    if name in ("S_ENDPGM", "S_BARRIER", "S_TRAP"):
+        ins.control, ins.writes_exec = True, False
     if name == "S_ENDPGM":
         def run(st, w):
             st.done[w] = True
@@ -966,7 +1009,6 @@ def _prepare_special(ins, ex):
 
         def run(st, w):
             st.sgpr[w, sdst] = value
-            st.pc[w] += ins.size
     elif name in ("V_READLANE_B32", "V_READFIRSTLANE_B32", "V_READFIRSTLANE_B32_E32", "V_WRITELANE_B32"):
         src0 = _field(inst, "src0")
         src1 = _field(inst, "src1", None)
@@ -993,7 +1035,6 @@ def _prepare_special(ins, ex):
                 else:
                     val = read_operand(st, w, Operand(src0, 32, None, lit), False).astype(np.uint32)
                 st.sgpr[w, vdst] = val
-            st.pc[w] += ins.size
     elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32", "V_MAD_CO_U64_U32", "V_MAD_CO_I64_I32"):  # gfx12 adds _CO
         lit = _field(inst, "literal")  # gfx11's VOP3 takes a literal (v_mad_u64_u32 v[2:3], null, s33, 0x..., v[0:1])
         ops = [Operand(_field(inst, f), b, None, lit) for f, b in (("src0", 32), ("src1", 32), ("src2", 64))]
@@ -1018,7 +1059,6 @@ def _prepare_special(ins, ex):
             r = np.broadcast_to(r, e.shape)
             write_vgpr(st, w, vdst, r, 64, e)
             st.write_mask(w, sdst, st.pack_lanes(w, np.broadcast_to(carry, e.shape) & e))
-            st.pc[w] += ins.size
     elif name in ("S_BITSET0_B32", "S_BITSET1_B32", "S_BITSET0_B64", "S_BITSET1_B64"):
         # D0[S0[4:0] (5:0 for B64)] = 0 or 1: an indexed bit assignment, which pcode.py does not translate
         sdst, bits = _field(inst, "sdst"), 64 if name.endswith("B64") else 32
@@ -1033,7 +1073,6 @@ def _prepare_special(ins, ex):
                 st.write_s64(w, sdst, new)
             else:
                 st.sgpr[w, sdst] = new.astype(np.uint32)
-            st.pc[w] += ins.size
     elif name.startswith(("V_MOVRELS_B32", "V_MOVRELD_B32", "V_MOVRELSD_B32")):
         # VGPR-indexed moves (a private array kept in registers): the source and/or destination
         # register number plus M0, per wave. gfx11 only (gfx9 uses s_set_gpr_idx instead).
@@ -1055,7 +1094,6 @@ def _prepare_special(ins, ex):
                     read_operand(st, [wave], Operand(src, 32, None, lit), False).astype(np.uint32)
                 e = st.exec_mask([wave])[0]
                 st.vgpr[wave, d_reg, e] = np.broadcast_to(value, e.shape)[e]
-            st.pc[w] += ins.size
     elif name in ("V_PERM_B32", "V_PERM_B32_E64"):
         ops = [Operand(_field(inst, f), 32, None, _field(inst, "literal")) for f in ("src0", "src1", "src2")]
         vdst = _field(inst, "vdst")
@@ -1072,7 +1110,6 @@ def _prepare_special(ins, ex):
                                                        np.where(sb == 12, 0, 0xFF)).astype(np.uint64))
                 out |= byte << np.uint64(8 * k)
             write_vgpr(st, w, vdst, out, 32, st.exec_mask(w))
-            st.pc[w] += ins.size
     elif name.startswith("V_ACCVGPR_"):
         src0, vdst = _field(inst, "src0"), _field(inst, "vdst")
         lit = _field(inst, "literal")
@@ -1087,7 +1124,6 @@ def _prepare_special(ins, ex):
                 v = st.agpr[w, src0 - 256, :].astype(np.uint64) if kind == "MOV" else \
                     np.broadcast_to(read_operand(st, w, Operand(src0, 32, None, lit), True), e.shape)
                 write_vgpr(st, w, vdst, v, 32, e, agpr=True)
-            st.pc[w] += ins.size
     elif ins.fmt.startswith("VOPD"):
         return _prepare_vopd(ins, ex)
     elif name.startswith("V_MFMA_"):
@@ -1095,6 +1131,8 @@ def _prepare_special(ins, ex):
     elif name in ("V_FMA_MIX_F32", "V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16",
                   "V_MAD_MIXHI_F16"):
         return _prepare_fma_mix(ins, ex)
+    elif name == "V_TRIG_PREOP_F64":
+        return _prepare_trig_preop(ins)
     elif name in ("V_MAC_F32", "V_MAC_F32_E32", "V_MAC_F32_E64"):
         vop3 = ins.fmt.startswith("VOP3")
         lit = _field(inst, "literal")
@@ -1112,10 +1150,12 @@ def _prepare_special(ins, ex):
             with np.errstate(all="ignore"):
                 r = (f(a) * f(b)).astype(np.float32) + d.view(np.float32)  # mad: two roundings
             write_vgpr(st, w, vdst, r.astype(np.float32).view(np.uint32).astype(np.uint64), 32, e)
-            st.pc[w] += ins.size
     else:
         return False
     ins.run = run
+    if not ins.control:
+        sgpr = _SPECIAL_SGPR_DST.get(name)
+        ins.writes_exec = sgpr is not None and _field(inst, sgpr) in (125, 126, 127)
     return True
 
 
@@ -1155,7 +1195,56 @@ def _prepare_vopd(ins, ex):
             results.append((vdst, np.broadcast_to(E["D0"].bits(), e.shape)))
         for vdst, v in results:
             write_vgpr(st, w, vdst, v, 32, e)
-        st.pc[w] += ins.size
+    ins.run = run
+    ins.writes_exec = False
+    return True
+
+
+def _two_over_pi_chunks():
+    """[53 bits of 2/pi's binary fraction from bit k (k = 0: the first bit after the point)]
+    for k = 0..1201, as float64 integers: V_TRIG_PREOP_F64's table (its pseudocode names the
+    fraction's first 1201 bits). pi from Machin's formula in integers, with guard bits."""
+    guard = 1201 + 64
+
+    def atan_inv(x):  # atan(1/x) * 2**guard
+        total, term, k, x2 = 0, (1 << guard) // x, 0, x * x
+        while term:
+            total += term // (2 * k + 1) if k % 2 == 0 else -(term // (2 * k + 1))
+            term //= x2
+            k += 1
+        return total
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    frac = ((2 << (2 * guard)) // pi) >> (guard - 1201)   # floor(2/pi * 2**1201): the 1201 bits
+    padded = frac << 53                                     # bits past the 1201st read as 0
+    return np.array([float((padded >> (1201 - k)) & ((1 << 53) - 1)) for k in range(1202)])
+
+
+_TWO_OVER_PI = None
+
+
+def _prepare_trig_preop(ins):
+    """D = 53 bits of 2/pi from bit S1[4:0] * 53 (later for a large S0: + exponent - 1077),
+    scaled to their place (2**(-53 - shift), + 128 when S0's exponent >= 1968): the pieces
+    of 2/pi that the f64 sin/cos range reduction of ocml multiplies with."""
+    global _TWO_OVER_PI
+    if _TWO_OVER_PI is None:
+        _TWO_OVER_PI = _two_over_pi_chunks()
+    inst = ins.inst
+    lit = _field(inst, "literal")
+    s0, s1 = Operand(_field(inst, "src0"), 64, 64, lit), Operand(_field(inst, "src1"), 32, None, lit)
+    vdst = _field(inst, "vdst")
+    if _field(inst, "omod", 0) or _field(inst, "clmp", 0):
+        raise UnsupportedInstruction(f"{ins.name} with omod/clamp")
+
+    def run(st, w):
+        e = st.exec_mask(w)
+        x = np.broadcast_to(read_operand(st, w, s0, True), e.shape)   # only S0's exponent matters
+        seg = np.broadcast_to(read_operand(st, w, s1, True), e.shape) & np.uint64(31)
+        exponent = ((x >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+        shift = seg.astype(np.int64) * 53 + np.maximum(exponent - 1077, 0)
+        scale = -53 - shift + np.where(exponent >= 1968, 128, 0)
+        r = np.ldexp(_TWO_OVER_PI[np.minimum(shift, 1201)], scale)
+        write_vgpr(st, w, vdst, r.astype(np.float64).view(np.uint64), 64, e)
     ins.run = run
     return True
 
@@ -1195,8 +1284,8 @@ def _prepare_fma_mix(ins, ex):
             out = (prev & np.uint64(0xFFFF0000)) | h if "MIXLO" in name else \
                 (prev & np.uint64(0xFFFF)) | (h << np.uint64(16))
         write_vgpr(st, w, vdst, out, 32, e)
-        st.pc[w] += ins.size
     ins.run = run
+    ins.writes_exec = False
     return True
 
 
@@ -1260,8 +1349,8 @@ def _prepare_mfma(ins, ex):
             # lane l, register r holds D[r + 4 (l // 16)][l % 16]
             vals = D[:, _OUT_I[r], _OUT_J].view(np.uint32).astype(np.uint64)
             write_vgpr(st, w, (vdst & 0xFF) + r, vals, 32, e, agpr=dfile_agpr)
-        st.pc[w] += ins.size
     ins.run = run
+    ins.writes_exec = False
     return True
 
 
@@ -1301,15 +1390,15 @@ class Program:
         self.image = bytes(img)
         self.base = base
         self.kernels = self.code.kernels
-        self._instrs: Dict[int, Instr] = {}
+        self.instrs: Dict[int, Instr] = {}   # prepared instructions by host address
 
     def free(self):
         self.memory.free(self.host)
 
     def instr(self, pc: int, ex) -> Instr:
-        ins = self._instrs.get(pc)
+        ins = self.instrs.get(pc)
         if ins is None:
-            ins = self._instrs[pc] = self._prepare(pc, ex)
+            ins = self.instrs[pc] = self._prepare(pc, ex)
         return ins
 
     def _prepare(self, pc, ex) -> Instr:
@@ -1324,15 +1413,15 @@ class Program:
         key = (self.arch, ex.lanes, ex.mode_register, self.image[offset:offset + size]) if size else None
         known = _PREPARED.get(key) if key else None
         if known is not None:
-            ins = Instr(known.inst, pc, known.size)
-            ins.run, ins.is_branch = known.run, known.is_branch
-            return ins
-        ins = self._decode_and_prepare(pc, offset, ex)
+            return known.copy_to(pc)
+        ins = self.decode_and_prepare(pc, offset, ex)
         _SIZE_OF_HEAD[head] = ins.size
         _PREPARED[(self.arch, ex.lanes, ex.mode_register, self.image[offset:offset + ins.size])] = ins
         return ins
 
-    def _decode_and_prepare(self, pc, offset, ex) -> Instr:
+    def decode_and_prepare(self, pc, offset, ex) -> Instr:
+        """The instruction at image offset `offset` (host address pc), decoded and prepared
+        anew (no cache)."""
         try:
             inst = decode(self.image, offset, self.arch)
         except BackendError as e:
@@ -1514,7 +1603,12 @@ def _init_registers(st, kd, user, system, wid, wave_in_wg, threads, block, kern,
 
 
 def _run(st, prog, ex):
+    """The scheduler: the waves at the lowest PC run next, together. They run a straight
+    line of instructions without a look at the others, as long as no other wave's PC is
+    passed (then the lowest PC is theirs still): the order of the instructions is the one
+    a step-by-step scheduler takes."""
     steps = 0
+    instrs = prog.instrs
     while True:
         runnable = ~st.done & ~st.barrier
         if not runnable.any():
@@ -1522,26 +1616,37 @@ def _run(st, prog, ex):
                 return
             st.barrier[:] = False   # every live wave of every workgroup waits: release them
             continue
-        if runnable.all():
-            pc0 = st.pc[0]
-            if (st.pc == pc0).all():
-                w = slice(None)
-                pc = int(pc0)
-            else:
-                pc = int(st.pc.min())
-                w = np.nonzero(st.pc == pc)[0]
+        pcs = st.pc if runnable.all() else st.pc[runnable]
+        pc = int(pcs.min())
+        at = pcs == pc
+        if at.all():
+            w = slice(None) if pcs is st.pc else np.nonzero(runnable)[0]
+            limit = None
         else:
-            pc = int(st.pc[runnable].min())
             w = np.nonzero(runnable & (st.pc == pc))[0]
-        ins = prog.instr(pc, ex)
-        try:
-            ins.run(st, w)
-        except (MemoryFault, KernelFault) as e:
-            from .decode import mnemonic
-            vaddr = pc - prog.bias
-            raise type(e)(f"{e} (kernel {ex.kernel_name}, {mnemonic(ins.inst)} at vaddr 0x{vaddr:x}, "
-                          f"function {prog.code.function_at(vaddr)}, {prog.arch})") from None
-        steps += 1
+            limit = int(pcs[~at].min())  # the next PC another wave waits at
+        st.group, st.group_exec = w, None
+        while True:
+            ins = instrs.get(pc) or prog.instr(pc, ex)
+            steps += 1
+            try:
+                if ins.control:
+                    st.pc[w] = pc
+                    ins.run(st, w)
+                    break
+                ins.run(st, w)
+            except (MemoryFault, KernelFault) as e:
+                from .decode import mnemonic
+                vaddr = pc - prog.bias
+                raise type(e)(f"{e} (kernel {ex.kernel_name}, {mnemonic(ins.inst)} at vaddr 0x{vaddr:x}, "
+                              f"function {prog.code.function_at(vaddr)}, {prog.arch})") from None
+            if ins.writes_exec:
+                st.group_exec = None
+            pc += ins.size
+            if limit is not None and pc >= limit:
+                st.pc[w] = pc
+                break
+        st.group = st.group_exec = None
         if steps > MAX_STEPS:
             raise KernelFault(f"kernel {ex.kernel_name} ran more than {MAX_STEPS} steps (an endless loop?)")
 
