@@ -28,7 +28,6 @@ _READS_NO_TENSOR = frozenset({
     "split", "unbind", "cat", "reshape", "permute", "transpose", "narrow", "select", "unsqueeze", "squeeze",
     "broadcast_to", "diagonal", "sum", "contiguous", "clone", "cast", "to(device)"})
 HOOK_KEYS = itertools.count()  # the keys of every hook registry (tensors' here, nn.Module's forward hooks)
-_HOOK_KEYS = HOOK_KEYS  # the old name, for tensorlite.nn until it imports HOOK_KEYS (to be removed then)
 
 
 def note_write(storage) -> None:
@@ -386,6 +385,13 @@ def _recorded_backward(v, g):
     finally:
         _state.fused = None
     return [not_twice(t, v, g) for t in grads] if v.name in _FUSED_UNARY else grads
+
+
+def mark_if_fused_backward(t):
+    """t, marked not differentiable again (not_twice) where a fused backward kernel computes it
+    while create_graph records (custom_op.result's results); else t itself."""
+    fused = getattr(_state, "fused", None)
+    return t if fused is None else not_twice(t, *fused)
 
 
 # ---- the backward walk ------------------------------------------------------------------------

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from . import autograd as _autograd
-from .autograd import attach
+from .autograd import attach, mark_if_fused_backward
 from .layout import Layout
 from ._core import norm_dim, wrap
 
@@ -44,8 +43,7 @@ def result(storage, shape: Sequence[int], dtype, layout: Optional[Layout] = None
     t = wrap(storage, tuple(shape), dtype)
     if layout is not None:
         t._layout = layout
-    fused = getattr(_autograd._state, "fused", None)  # set while create_graph runs a backward: a
-    return t if fused is None else _autograd.not_twice(t, *fused)  # fused kernel's result, not differentiable again
+    return mark_if_fused_backward(t)  # a fused backward kernel's result is not differentiable again
 
 
 # custom_op(out, inputs, backward, name) -> out: `out` (computed from `inputs`) with

@@ -59,15 +59,15 @@ ALL = (float32, float16, bfloat16, float64, uint8, uint32, int64, bool_, int8, i
 FLOATS = (float32, float16, bfloat16, float64)
 HALVES = (float16, bfloat16)  # the 16-bit floats: arithmetic in float32
 INTEGERS = (uint8, uint32, int64, int8, int16, int32)
-_BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({d.short: d for d in ALL})
-_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
+BY_NAME = {d.name: d for d in ALL}  # every name a dtype answers to: its name, short name and torch-style aliases
+BY_NAME.update({d.short: d for d in ALL})
+BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
                  "short": int16, "int": int32})
 _BY_PYTHON_TYPE = {bool: bool_, int: int64, float: float32}
 
 
 def _from_name(name):
-    return _BY_NAME[name]
+    return BY_NAME[name]
 
 
 def get(x) -> DType:
@@ -75,8 +75,8 @@ def get(x) -> DType:
     if isinstance(x, DType):
         return x
     if isinstance(x, str):
-        if x in _BY_NAME:
-            return _BY_NAME[x]
+        if x in BY_NAME:
+            return BY_NAME[x]
         raise DTypeError(f"unknown dtype name {x!r}; expected one of {sorted(d.name for d in ALL)}")
     if isinstance(x, type) and x in _BY_PYTHON_TYPE:
         return _BY_PYTHON_TYPE[x]

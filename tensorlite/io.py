@@ -14,7 +14,8 @@ import numpy as np
 
 from . import dtype as _dt
 from .errors import ArgumentError, DeviceError, DTypeError, FormatError
-from .tensor import Tensor, tensor
+from .ops.creation import tensor
+from .tensor import Tensor
 
 
 def _safetensors_numpy():

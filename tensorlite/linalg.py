@@ -3,7 +3,6 @@ run on every device, with gradients). Matrix norms that need singular values ('n
 refused. The functions live in tensorlite/ops/linalg.py; this module is the public namespace.
 """
 from .ops.linalg import cross, matrix_norm, norm, vecdot, vector_norm
-from .ops.linalg import p_norm as _vector_norm  # the old private name, for tensorlite.nn until it imports p_norm
 from .ops.matmul import matmul
 
 __all__ = ["cross", "matmul", "matrix_norm", "norm", "vecdot", "vector_norm"]

@@ -11,30 +11,21 @@ import functools
 import numpy as np
 
 from . import dlpack as _dlpack, dtype as _dt
-from ._core import (TensorBase, as_view, copy_of, dtype_of, grad_flag, ints, norm_dim, register_tensor_class,
-                    resolve_device, shape_arg, wrap)
+from ._core import (TensorBase, as_view, copy_of, dtype_of, grad_flag, norm_dim, register_tensor_class,
+                    resolve_device, wrap)
 from .autograd import (attach as _attach, backward as _backward, register_hook as _register_hook,
                        register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
                        retain_grad as _retain_grad, retains_grad as _retains_grad)
 from .backend import BackendDevice, Device
 from .errors import ArgumentError, DTypeError, DeviceError, ShapeError, TensorliteError, describe
 from .ops.creation import CreationMethods, rand, randn, tensor
-from .ops.elementwise import ElementwiseMethods, OpTableMethods, binary
+from .ops.elementwise import ElementwiseMethods, OpTableMethods
 from .ops.index import IndexMethods, setitem
 from .ops.matmul import MatmulMethods
 from .ops.reduce import ReduceMethods
 from .ops.shape import ShapeMethods
 from .ops.sort import SortMethods
-from .ops.views import ViewMethods, embed
-
-# Re-exported for tensorlite.nn and tensorlite.utils, which import them from here until they import them
-# from tensorlite.ops (to be removed then)
-from .layout import broadcast_shapes  # noqa: F401
-from .ops.conv import (as_tuple, avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d,  # noqa: F401
-                       max_pool2d, upsample_nearest2d)
-from .ops.creation import arange, empty, full, full_like, ones, randperm, zeros, zeros_like  # noqa: F401
-from .ops.elementwise import maximum, minimum, where  # noqa: F401
-from .ops.joins import cat, stack  # noqa: F401
+from .ops.views import ViewMethods
 
 
 def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
@@ -360,7 +351,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         if len(args) == 1 and isinstance(args[0], Tensor):  # to(other): other's dtype and device, as torch's
             dtype, device, args = dtype or args[0].dtype, device or args[0]._device, ()
         for a in args:  # a string that names no dtype, or a BackendDevice, is a device
-            if not isinstance(a, (str, BackendDevice)) or a in _dt._BY_NAME:
+            if not isinstance(a, (str, BackendDevice)) or a in _dt.BY_NAME:
                 dtype = a
             else:
                 device = a
@@ -370,7 +361,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
                 dev = resolve_device(device)
             except DeviceError as e:
                 raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
-                              f"({sorted(_dt._BY_NAME)})") from None
+                              f"({sorted(_dt.BY_NAME)})") from None
             if dev is not out._device:
                 src_dev = out._device
                 moved = wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
@@ -574,7 +565,3 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
 
 
 register_tensor_class(Tensor)
-
-# The old private names of helpers now public in tensorlite._core and tensorlite.ops, for tensorlite.nn
-# until it imports them from there (to be removed then)
-_ints, _shape_arg, _binary, _embed = ints, shape_arg, binary, embed

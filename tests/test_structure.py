@@ -1,23 +1,12 @@
 """The layout rules of tensorlite/ (issue 44), read from the source with ast, so no import runs:
-no private name imported across modules, no import below a module's first statement (no
-bottom-of-file imports), no module-level import cycle, no file over 1,000 lines."""
+no private name imported (or read through an imported module) across modules, no import below a
+module's first statement (no bottom-of-file imports), no module-level import cycle, no file over
+1,000 lines."""
 import ast
 import pathlib
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tensorlite"
 MAX_LINES = 1000
-
-# Private names that tensorlite.nn and tensorlite.utils still import from the modules below
-# them, while they move to the public names (tensorlite._core, tensorlite.ops.*): a list to
-# shrink to empty, not to grow. Entries: (importing module, imported module, name).
-KNOWN_PRIVATE_IMPORTS = {
-    ("tensorlite.nn.functional.conv", "tensorlite.tensor", "_embed"),
-    ("tensorlite.nn.functional.distance", "tensorlite.linalg", "_vector_norm"),
-    ("tensorlite.nn.functional.fused", "tensorlite.tensor", "_binary"),
-    ("tensorlite.nn.functional.normalization", "tensorlite.linalg", "_vector_norm"),
-}
 
 
 def _modules(root=ROOT):
@@ -79,6 +68,27 @@ def private_imports(root=ROOT):
                 for a in node.names:
                     if a.name.startswith("_") and not a.name.startswith("__") and f"{src}.{a.name}" not in mods:
                         found.add((name, src, a.name))
+    return found
+
+
+def private_attribute_reads(root=ROOT):
+    """(module, line, name) for each `alias._name` read through a package module imported as a
+    name (`from . import dtype as _dt` ... `_dt._BY_NAME`): the same crossing as importing it."""
+    mods = _modules(root)
+    found = set()
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        aliases = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom):
+                src = _source(n, name, path)
+                aliases |= {a.asname or a.name for a in n.names if f"{src}.{a.name}" in mods}
+            elif isinstance(n, ast.Import):
+                aliases |= {a.asname for a in n.names if a.name in mods and a.asname}
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases
+                    and n.attr.startswith("_") and not n.attr.startswith("__")):
+                found.add((name, n.lineno, f"{n.value.id}.{n.attr}"))
     return found
 
 
@@ -147,14 +157,8 @@ def import_cycles(graph):
 
 
 def test_no_private_name_imported_across_modules():
-    found = private_imports()
-    assert found - KNOWN_PRIVATE_IMPORTS == set(), "import the public name (tensorlite._core, tensorlite.ops.*)"
-
-
-@pytest.mark.parametrize("entry", sorted(KNOWN_PRIVATE_IMPORTS))
-def test_known_private_imports_are_still_there(entry):
-    # an entry that no longer occurs must leave the list, so the list only shrinks
-    assert entry in private_imports(), f"{entry} is gone: remove it from KNOWN_PRIVATE_IMPORTS"
+    assert private_imports() == set(), "import the public name (tensorlite._core, tensorlite.ops.*)"
+    assert private_attribute_reads() == set(), "read the module's public name"
 
 
 def test_no_import_below_the_first_statement():

@@ -6,7 +6,8 @@ import math
 
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError, describe
-from ..tensor import full, randn, where
+from ..ops.creation import full, randn
+from ..ops.elementwise import where
 
 
 def _fill(t, values):

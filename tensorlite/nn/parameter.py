@@ -1,7 +1,8 @@
 """nn.Parameter: a Tensor that a Module registers as trainable, as torch.nn.parameter.Parameter."""
 from __future__ import annotations
 
-from ..tensor import Tensor, empty
+from ..ops.creation import empty
+from ..tensor import Tensor
 
 
 class Parameter(Tensor):

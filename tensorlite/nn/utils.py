@@ -5,7 +5,9 @@ import math
 
 from ..autograd import no_grad
 from ..errors import TensorliteError
-from ..tensor import Tensor, stack, tensor
+from ..ops.creation import tensor
+from ..ops.joins import stack
+from ..tensor import Tensor
 
 
 def _grads(parameters):  # the parameters (a tensor or an iterable of them) that have a gradient

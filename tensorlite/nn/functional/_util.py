@@ -12,9 +12,9 @@ from ...autograd import no_grad
 from ...custom_op import custom_op
 from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ...layout import Layout
-from ...tensor import Tensor, maximum, tensor
-
-# rms_norm's default eps, PyTorch's: the machine epsilon of the type the op computes in (float32
+from ...ops.creation import tensor
+from ...ops.elementwise import maximum
+from ...tensor import Tensor
 # for 16-bit inputs, not their own, coarser epsilon)
 FINFO_EPS = {"float16": 2.0 ** -23, "bfloat16": 2.0 ** -23, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 

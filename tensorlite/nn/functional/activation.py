@@ -8,7 +8,9 @@ from ... import amp as _amp
 from ... import dtype as _dt
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import Tensor, rand, where
+from ...ops.creation import rand
+from ...ops.elementwise import where
+from ...tensor import Tensor
 from ._util import check_positive, floating, inplace_result, log1p_exp
 
 sigmoid, tanh = Tensor.sigmoid, Tensor.tanh  # the op table's methods

@@ -10,7 +10,10 @@ from ...autograd import is_grad_enabled
 from ...backend import sdpa_layout
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ArgumentError, DTypeError, ShapeError, describe
-from ...tensor import Tensor, arange, broadcast_shapes, where
+from ...layout import broadcast_shapes
+from ...ops.creation import arange
+from ...ops.elementwise import where
+from ...tensor import Tensor
 from ._util import check_like, floating
 from .regularization import dropout
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..._core import ints
 from ...errors import ShapeError, describe
-from ...tensor import _embed, conv1d, conv2d, conv_transpose1d, conv_transpose2d, stack  # noqa: F401  (F.conv*)
+from ...ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401  (F.conv*)
+from ...ops.joins import stack
+from ...ops.views import embed
 from .vision import pad
 
 
@@ -50,8 +52,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out = None
     for i in range(k[0]):
         for j in range(k[1]):  # each kernel offset adds its (oh, ow) values at a strided window of the plane
-            rows = _embed(blocks[:, :, i * k[1] + j], (n, c, hp, ow), 2, i * dl[0], s[0])
-            part = _embed(rows, (n, c, hp, wp), 3, j * dl[1], s[1])
+            rows = embed(blocks[:, :, i * k[1] + j], (n, c, hp, ow), 2, i * dl[0], s[0])
+            part = embed(rows, (n, c, hp, wp), 3, j * dl[1], s[1])
             out = part if out is None else out + part
     out = out[:, :, p[0]:p[0] + hw[0], p[1]:p[1] + hw[1]]
     return out if input.ndim == 3 else out.squeeze(0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 from ... import dtype as _dt
 from ...custom_op import normalize_dim
 from ...errors import ArgumentError, ShapeError, TensorliteError, describe
-from ...linalg import _vector_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
-from ...tensor import broadcast_shapes, maximum
+from ...ops.linalg import p_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
+from ...layout import broadcast_shapes
+from ...ops.elementwise import maximum
 from ._util import upcast
 
 
@@ -18,7 +19,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     if not (isinstance(p, (int, float)) and p > 0):
         raise ArgumentError(f"pairwise_distance: p must be a positive number or inf, got {p!r}")
     try:
-        d = _vector_norm(upcast(x1) - upcast(x2) + eps, p, -1)
+        d = p_norm(upcast(x1) - upcast(x2) + eps, p, -1)
     except TensorliteError as e:
         raise type(e)(f"pairwise_distance: {e}") from None
     return (d if keepdim else d.squeeze(-1))._cast(_dt.promote_types(x1.dtype, x2.dtype))
@@ -36,5 +37,5 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     d = normalize_dim(dim, len(shape), "cosine_similarity", x1)
     a, b = (upcast(t).broadcast_to(shape) for t in (x1, x2))
     # the norms clamped at eps without cutting their gradient (PyTorch clamps them under no_grad)
-    na, nb = (n + (maximum(n.detach(), eps) - n.detach()) for n in (_vector_norm(a, 2, d), _vector_norm(b, 2, d)))
+    na, nb = (n + (maximum(n.detach(), eps) - n.detach()) for n in (p_norm(a, 2, d), p_norm(b, 2, d)))
     return ((a / na) * (b / nb)).sum(d)._cast(_dt.promote_types(x1.dtype, x2.dtype))

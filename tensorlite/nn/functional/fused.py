@@ -9,7 +9,8 @@ from ..._core import shape_arg
 from ...autograd import attach_many, is_grad_enabled
 from ...custom_op import result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
-from ...tensor import Tensor, _binary
+from ...ops.elementwise import binary
+from ...tensor import Tensor
 from ._util import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
 from .dense import linear
 from .normalization import rms_norm
@@ -21,7 +22,7 @@ def silu_mul(gate, up):
 
     >>> import tensorlite as tl; tl.nn.functional.silu_mul(tl.tensor([0.0, 1.0]), tl.tensor([3.0, 2.0])).tolist()
     [0.0, 1.4621171951293945]"""
-    return _binary("silu_mul", gate, up)
+    return binary("silu_mul", gate, up)
 
 
 def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):

@@ -11,7 +11,9 @@ from ... import dtype as _dt
 from ...autograd import no_grad
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
-from ...tensor import Tensor, full_like, maximum, minimum, tensor, where
+from ...ops.creation import full_like, tensor
+from ...ops.elementwise import maximum, minimum, where
+from ...tensor import Tensor
 from ._util import check_positive, log1p_exp, upcast
 from .activation import log_softmax
 from .distance import pairwise_distance

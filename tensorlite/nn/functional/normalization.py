@@ -9,8 +9,9 @@ from ... import dtype as _dt
 from ...autograd import no_grad, note_write
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
 from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
-from ...linalg import _vector_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
-from ...tensor import Tensor, maximum
+from ...ops.linalg import p_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
+from ...ops.elementwise import maximum
+from ...tensor import Tensor
 from ._util import FINFO_EPS, flatten_normalized, reshaped
 
 
@@ -215,4 +216,4 @@ def normalize(x, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
     dim = normalize_dim(dim, x.ndim, "normalize", x)
     if not (isinstance(p, (int, float)) and p > 0):
         raise ArgumentError(f"{describe('normalize', input=x)}: p must be a positive number, got {p!r}")
-    return x / maximum(_vector_norm(x, p, dim), eps)
+    return x / maximum(p_norm(x, p, dim), eps)

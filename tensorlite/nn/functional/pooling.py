@@ -4,7 +4,8 @@ library's (tensorlite.avg_pool2d / max_pool2d)."""
 from __future__ import annotations
 
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import Tensor, avg_pool2d, max_pool2d
+from ...ops.conv import avg_pool2d, max_pool2d
+from ...tensor import Tensor
 from ._util import adaptive_pool
 
 

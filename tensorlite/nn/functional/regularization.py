@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ... import dtype as _dt
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import Tensor, rand, where
+from ...ops.creation import rand
+from ...ops.elementwise import where
+from ...tensor import Tensor
 from ._util import floating, inplace_result
 
 

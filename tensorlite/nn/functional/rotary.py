@@ -9,7 +9,7 @@ from ... import dtype as _dt
 from ...autograd import is_grad_enabled, note_write
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
-from ...tensor import cat, stack
+from ...ops.joins import cat, stack
 from ._util import check_like, floating
 
 _HEAD_DIM = {"rope": 1, "rope_i": 1, "rope_thd": 2}

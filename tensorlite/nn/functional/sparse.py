@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from ... import dtype as _dt
 from ...errors import ArgumentError, DTypeError, ShapeError, describe
-from ...tensor import Tensor, arange, stack, tensor, where
+from ...ops.creation import arange, tensor
+from ...ops.elementwise import where
+from ...ops.joins import stack
+from ...tensor import Tensor
 
 
 def embedding(input, weight, padding_idx=None):

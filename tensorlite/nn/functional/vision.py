@@ -8,7 +8,10 @@ import warnings
 import numpy as np
 
 from ...errors import ArgumentError, DTypeError, ShapeError, describe
-from ...tensor import Tensor, cat, full, upsample_nearest2d
+from ...ops.conv import upsample_nearest2d
+from ...ops.creation import full
+from ...ops.joins import cat
+from ...tensor import Tensor
 from ._util import adaptive_pool, matrix_along, select_host, upcast
 
 

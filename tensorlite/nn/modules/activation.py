@@ -5,7 +5,7 @@ import math
 
 from ... import dtype as _dt
 from ...errors import ArgumentError, DTypeError, ShapeError, describe
-from ...tensor import empty, ones, zeros
+from ...ops.creation import empty, ones, zeros
 from .. import functional as F
 from .. import init
 from ..functional.attention import attention_probs

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import dtype as _dt
 from ...autograd import no_grad
 from ...errors import ShapeError
-from ...tensor import ones, zeros
+from ...ops.creation import ones, zeros
 from .. import functional as F
 from ..parameter import Parameter
 from .module import Module

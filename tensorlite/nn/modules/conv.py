@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import as_tuple, empty
+from ...ops.conv import as_tuple
+from ...ops.creation import empty
 from .. import functional as F
 from ..parameter import Parameter
 from .linear import Linear

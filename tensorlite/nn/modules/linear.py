@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...tensor import empty
+from ...ops.creation import empty
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

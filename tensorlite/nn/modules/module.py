@@ -8,7 +8,8 @@ from collections import OrderedDict, namedtuple
 from ... import dtype as _dt
 from ...autograd import HOOK_KEYS, RemovableHandle, attach_many, no_grad
 from ...errors import ArgumentError, DTypeError, ShapeError, StateDictError, TensorliteError
-from ...tensor import Tensor, tensor, zeros_like
+from ...ops.creation import tensor, zeros_like
+from ...tensor import Tensor
 from ..parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -322,7 +323,7 @@ class Module:
         """Move/cast parameters and buffers in place (floating ones only change dtype), as
         torch's (non_blocking is accepted: the copies are ordered on the device either way)."""
         for a in args:
-            if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt._BY_NAME):
+            if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt.BY_NAME):
                 dtype = a
             else:
                 device = a

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import ShapeError
-from ...tensor import ones, zeros
+from ...ops.creation import ones, zeros
 from .. import functional as F
 from ..parameter import Parameter
 from .module import Module

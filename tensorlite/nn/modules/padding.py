@@ -1,7 +1,7 @@
 """Padding layers, as torch.nn.modules.padding."""
 from __future__ import annotations
 
-from ...tensor import as_tuple
+from ...ops.conv import as_tuple
 from .. import functional as F
 from .module import Module
 

@@ -5,7 +5,8 @@ import math
 import warnings
 
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import cat, empty, stack, zeros
+from ...ops.creation import empty, zeros
+from ...ops.joins import cat, stack
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

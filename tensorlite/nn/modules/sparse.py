@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ...autograd import no_grad
 from ...errors import ShapeError, describe
-from ...tensor import Tensor, empty
+from ...ops.creation import empty
+from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

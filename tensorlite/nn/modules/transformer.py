@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 
 from ...errors import ArgumentError, ShapeError, describe
-from ...tensor import zeros
+from ...ops.creation import zeros
 from .. import functional as F
 from .. import init
 from .activation import MultiheadAttention

@@ -6,7 +6,9 @@ import numbers
 import numpy as np
 
 from ...errors import ArgumentError, DTypeError, ShapeError
-from ...tensor import Tensor, stack, tensor
+from ...ops.creation import tensor
+from ...ops.joins import stack
+from ...tensor import Tensor
 from .dataset import TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 

@@ -9,7 +9,8 @@ import numbers
 from typing import List, Sequence
 
 from ...errors import ArgumentError, DTypeError, ShapeError
-from ...tensor import Tensor, randperm
+from ...ops.creation import randperm
+from ...tensor import Tensor
 
 
 class Dataset:

@@ -7,7 +7,7 @@ import numbers
 from typing import Iterator, List
 
 from ...errors import ArgumentError
-from ...tensor import randperm
+from ...ops.creation import randperm
 
 
 class SequentialSampler:
