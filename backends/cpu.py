@@ -266,8 +266,8 @@ _UNARY_NUMPY_LACKS = {
     "gelu": _blockwise(_gelu_tanh), "gelu_erf": _blockwise(_gelu_erf),
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
-_UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY, "trunc": _IDENTITY,
-                   "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype)}
+_UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
+                   "trunc": _IDENTITY, "sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype)}
 
 
 def _unary_table(is_float: bool, is_bool: bool) -> dict:
@@ -659,7 +659,8 @@ class CpuStorage(BackendStorage):
         x = x[..., ::-1] if reverse else x
         with np.errstate(all="ignore"):
             out = (np.cumsum if op == "sum" else np.cumprod)(x, axis=-1, dtype=acc)
-        return self._new(out[..., ::-1] if reverse else out, self.dtype if self.dtype.is_floating_point else dtypes.int64)
+        return self._new(out[..., ::-1] if reverse else out,
+                         self.dtype if self.dtype.is_floating_point else dtypes.int64)
 
     def searchsorted(self, layout, values, values_layout, right):
         if values.dtype is not self.dtype:

@@ -116,7 +116,8 @@ class GradScaler:
             raise ArgumentError(f"GradScaler: growth_interval should be a positive integer, got {growth_interval!r}")
         self.device, self._enabled = device, bool(enabled)
         self._scale, self._growth_tracker = float(init_scale), 0
-        self._growth_factor, self._backoff_factor, self._growth_interval = growth_factor, backoff_factor, growth_interval
+        self._growth_factor, self._backoff_factor = growth_factor, backoff_factor
+        self._growth_interval = growth_interval
         self._unscaled = {}  # id(optimizer) -> whether it found an inf/NaN, since the last update()
 
     def is_enabled(self) -> bool:

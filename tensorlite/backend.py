@@ -137,7 +137,7 @@ class BackendDevice(ABC):
         """Bytes of memory the device has, None if unknown: a larger tensor is refused at once."""
         return None
 
-    def empty_cache(self) -> None:
+    def empty_cache(self) -> None:  # noqa: B027 (optional: a no-op where nothing is cached)
         """Give cached, unused memory back to the device (as torch.cuda.empty_cache)."""
 
     # ---- memory shared with other frameworks (DLPack) ---------------------------------
@@ -166,7 +166,7 @@ class BackendDevice(ABC):
         whose executable may be updated in place instead (then reset)."""
         raise DeviceError(f"{self}: no graph capture is in progress")
 
-    def capture_abort(self) -> None:
+    def capture_abort(self) -> None:  # noqa: B027 (optional: a no-op where capture is not supported)
         """End a capture whose code raised, discarding it."""
 
     def __reduce__(self):  # pickle / deepcopy as the registry's device of that name

@@ -232,7 +232,7 @@ class CudaPlatform(PlatformBase):
     BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
-    MMA_STAGES = 2       # tensor_cores_nvidia.h TL_MMA_STAGES: up to 227 KiB of shared memory per block hold two K/V stages
+    MMA_STAGES = 2       # tensor_cores_nvidia.h TL_MMA_STAGES: 227 KiB of shared memory per block hold two K/V stages
 
     def __init__(self):
         super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
@@ -422,7 +422,7 @@ class CudaPlatform(PlatformBase):
     def ltlib(self):
         """libcublasLt from cuBLAS's own directory (the two ship together), or False."""
         if self._lt is None:
-            self.blaslib
+            self.blaslib  # noqa: B018 (loads cuBLAS: its directory, blas_path, is searched first)
             try:
                 self._lt = dlopen_first(self.ffi, "libcublasLt (cuBLASLt)",
                                         ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"),

@@ -139,7 +139,7 @@ def capture_begin(dev, pool: Optional[GraphPool] = None) -> Capture:
     if pool.capturing:
         raise CaptureError(f"{dev}: the graph pool is being captured into already")
     if dev.has_blas:
-        dev.blas  # the BLAS handle and its workspace are made outside any capture
+        dev.blas  # noqa: B018 - the BLAS handle and its workspace are made outside any capture
     upload_stream(dev)
     if pool.users == 0:
         pool._free = {}

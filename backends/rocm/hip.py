@@ -282,7 +282,8 @@ def isa_version(arch: str) -> int:
             raise ValueError
         return int(name[3:-2]) * 1000 + int(name[-2], 16) * 100 + int(name[-1], 16)
     except ValueError:
-        raise ArgumentError(f"{arch!r} is not an AMD processor name (gfx<major><minor><stepping>, e.g. gfx942)") from None
+        raise ArgumentError(f"{arch!r} is not an AMD processor name (gfx<major><minor><stepping>, "
+                            "e.g. gfx942)") from None
 
 
 class HipPlatform(AmdArchitectures, PlatformBase):
@@ -341,11 +342,11 @@ class HipPlatform(AmdArchitectures, PlatformBase):
         if self._rtc is None:
             try:
                 lib, path = dlopen_first(self.ffi, "libhiprtc", ("libhiprtc.so", "libhiprtc.so.6"), self._dirs())
-                lib.hiprtcVersion  # a libhiprtc without the API would be useless
+                lib.hiprtcVersion  # noqa: B018 - a libhiprtc without the API would be useless
             except (BackendUnavailable, AttributeError):
                 lib, path = self.rt, self.runtime_path
                 try:
-                    lib.hiprtcVersion
+                    lib.hiprtcVersion  # noqa: B018 (the runtime's own hiprtc, if it has one)
                 except AttributeError:
                     raise BackendUnavailable(f"hiprtc not found: no libhiprtc, and {path} "
                                              "does not export hiprtcCreateProgram") from None
@@ -581,7 +582,7 @@ class MiopenLib(DnnLib):
         try:
             lib, path = dlopen_first(ffi, "libMIOpen (MIOpen)", ("libMIOpen.so", "libMIOpen.so.1"),
                                      self.platform._dirs())
-            lib.miopenCreateWithStream, lib.miopenFindConvolutionForwardAlgorithm  # the API we need
+            lib.miopenCreateWithStream, lib.miopenFindConvolutionForwardAlgorithm  # noqa: B018 - the API we need
         except (BackendUnavailable, AttributeError) as e:
             self._error = f"MIOpen unusable: {e}"
             raise BackendUnavailable(self._error) from None

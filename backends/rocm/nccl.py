@@ -29,7 +29,7 @@ import threading
 
 import cffi
 
-from tensorlite.errors import ArgumentError, BackendError, BackendUnavailable, DTypeError
+from tensorlite.errors import ArgumentError, BackendError, DTypeError
 
 from . import dlopen_first, env_lib_dirs, nvidia_wheel_lib_dirs
 

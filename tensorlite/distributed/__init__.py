@@ -38,7 +38,7 @@ class group:  # noqa: N801 (torch.distributed.group)
     WORLD = WORLD
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1):
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1):  # noqa: F811 (torch's names)
     """torch's name for init(): `backend` None, 'mpi', 'gloo', 'nccl' or 'rccl' (host and device collectives
     follow each tensor's device anyway); `world_size` / `rank`, where given, must be what the
     MPI launcher made. Unlike init(), a second call raises, as torch's does.

@@ -362,7 +362,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     [True, False]
     """
     if isinstance(input, TensorBase) and isinstance(other, TensorBase) and input.dtype is not other.dtype:
-        raise DTypeError(f"{describe('isclose', self=input, other=other)}: expected both operands to have the same dtype")
+        raise DTypeError(f"{describe('isclose', self=input, other=other)}: expected both operands to have the "
+                         "same dtype")
     a, b = coerce("isclose", input, other)
     with no_grad():
         close = a == b
@@ -626,7 +627,8 @@ class ElementwiseMethods:
     # the named forms of the operators above
     mul, div, pow, floor_divide, remainder = __mul__, __truediv__, __pow__, __floordiv__, __mod__
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
-    isnan, isinf, isposinf, isneginf, isfinite, isclose, allclose = isnan, isinf, isposinf, isneginf, isfinite_, isclose, allclose
+    isnan, isinf, isposinf, isneginf, isfinite = isnan, isinf, isposinf, isneginf, isfinite_
+    isclose, allclose = isclose, allclose
     lerp, logical_not, logical_and, logical_or, logical_xor = lerp, logical_not, logical_and, logical_or, logical_xor
 
     clamp, clip, masked_fill, affine, elu = clamp, clamp, masked_fill, affine, elu

@@ -382,7 +382,8 @@ def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
     """x with src reduced into [index[i][j]][j] for dim 0 by "sum", "prod", "mean", "amax" or "amin",
     x's own value among the reduced where include_self.
 
-    >>> import tensorlite as tl; tl.tensor([1, 5]).scatter_reduce(0, tl.tensor([0, 0]), tl.tensor([4, 2]), "amax").tolist()
+    >>> import tensorlite as tl
+    >>> tl.tensor([1, 5]).scatter_reduce(0, tl.tensor([0, 0]), tl.tensor([4, 2]), "amax").tolist()
     [4, 5]
     """
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):

@@ -12,7 +12,7 @@ from .. import dtype as _dt
 from .._core import TensorBase, as_view, copy_of, same_device, wrap
 from ..autograd import is_grad_enabled, no_grad, note_write as _note_write
 from ..errors import DTypeError, ShapeError, TensorliteError, describe
-from ..layout import broadcast_shapes
+from ..layout import Layout, broadcast_shapes
 from .views import broadcast_to, permute, select
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def _as_rows(lay: Layout):
     outer = pairs[:k]
     if not outer:
         return 1, inner, inner
-    for (n0, s0), (n1, s1) in zip(outer, outer[1:]):
+    for (_, s0), (n1, s1) in zip(outer, outer[1:]):
         if s0 != n1 * s1:
             return None
     return prod(n for n, _ in outer), inner, outer[-1][1]

@@ -252,7 +252,8 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     [0, 1, 3]
     """
     if not isinstance(boundaries, TensorBase) or boundaries.ndim != 1:
-        raise ShapeError(f"bucketize: boundaries must be a 1-D tensor, got {getattr(boundaries, 'shape', boundaries)!r}")
+        raise ShapeError(f"bucketize: boundaries must be a 1-D tensor, got "
+                         f"{getattr(boundaries, 'shape', boundaries)!r}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 

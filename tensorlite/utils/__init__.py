@@ -1,2 +1,3 @@
-"""tensorlite.utils: `data`, the dataset, sampler and loader classes of torch.utils.data (a package with its submodules)."""
+"""tensorlite.utils: `data`, the dataset, sampler and loader classes of torch.utils.data (a package
+with its submodules)."""
 from . import data  # noqa: F401

@@ -54,7 +54,8 @@ def selu(input, inplace: bool = False):
 
     >>> import tensorlite as tl; round(tl.nn.functional.selu(tl.tensor([1.0])).item(), 4)
     1.0507"""
-    return inplace_result(input, input.elu(1.6732632423543772848170429916717) * 1.0507009873554804934193349852946, inplace)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return inplace_result(input, input.elu(alpha) * scale, inplace)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):
@@ -228,7 +229,8 @@ def _over_last_dim(op, method, x, dim):
 
 
 def softmax(x, dim: int = -1, dtype=None):
-    """exp(x) / sum(exp(x)) along dim (fused on the device; 16-bit input computes in float32 under autocast), as torch's.
+    """exp(x) / sum(exp(x)) along dim (fused on the device; 16-bit input computes in float32 under
+    autocast), as torch's.
 
     >>> import tensorlite as tl
     >>> tl.nn.functional.softmax(tl.tensor([0.0, 0.0]), -1).tolist()

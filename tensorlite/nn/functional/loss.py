@@ -138,7 +138,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     reduction = _reduction("cross_entropy", size_average, reduce, reduction)
     input, = _amp.full_precision(input)
     if not isinstance(input, Tensor) or input.ndim == 0 or input.shape[1 if input.ndim > 1 else 0] == 0:
-        raise ShapeError(f"{describe('cross_entropy', input=input)}: expected logits (C,), (N, C) or (N, C, ...), C > 0")
+        raise ShapeError(f"{describe('cross_entropy', input=input)}: expected logits (C,), (N, C) or (N, C, ...), "
+                         "C > 0")
     if not (isinstance(label_smoothing, (int, float)) and 0.0 <= label_smoothing <= 1.0):
         raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     if not isinstance(target, Tensor):

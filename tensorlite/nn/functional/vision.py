@@ -44,17 +44,22 @@ def pad(input, pad, mode: str = "constant", value=None):
         if mode == "constant":
             x = x.narrow(d, max(-lo, 0), size + min(lo, 0) + min(hi, 0))  # negative pads crop
 
-            def side(k):
-                return [full(x.shape[:d] + (k,) + x.shape[d + 1:], 0 if value is None else value, dtype=x.dtype,
-                             device=x._device)] if k > 0 else []
-            x = cat(side(lo) + [x] + side(hi), d) if lo > 0 or hi > 0 else x
+            fill = 0 if value is None else value
+            lo_pad, hi_pad = ([full(x.shape[:d] + (k,) + x.shape[d + 1:], fill, dtype=x.dtype, device=x._device)]
+                              if k > 0 else [] for k in (lo, hi))
+            x = cat(lo_pad + [x] + hi_pad, d) if lo > 0 or hi > 0 else x
             continue
         if {"reflect": max(lo, hi) >= size, "circular": max(lo, hi) > size, "replicate": size == 0 < max(lo, hi)}[mode]:
             raise ArgumentError(f"{describe(op, input=x)}: {mode} padding ({lo}, {hi}) is too large for dim {d} "
                                 f"of size {size} (reflect: < size, circular: <= size, replicate: a non-empty dim)")
         j = np.arange(-lo, size + hi)
-        x = select_host(x, d, {"reflect": lambda: (size - 1) - np.abs((size - 1) - np.abs(j)),
-                          "replicate": lambda: np.clip(j, 0, size - 1), "circular": lambda: j % size}[mode]())
+        if mode == "reflect":
+            j = (size - 1) - np.abs((size - 1) - np.abs(j))
+        elif mode == "replicate":
+            j = np.clip(j, 0, size - 1)
+        else:  # circular
+            j = j % size
+        x = select_host(x, d, j)
     return x
 
 
