@@ -552,7 +552,11 @@ def main(argv=None) -> int:
 
     device = resolve_device(args.device)
     warm_up_kernels(device)
-    model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype)
+    try:
+        model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype)
+    except (FileNotFoundError, tl.FormatError) as e:  # a user's mistake: one line, not a traceback
+        sys.exit(f"llama.py: {e}\n(a Hugging Face Llama checkpoint directory: config.json + model.safetensors; "
+                 f"to try the example, write a small random one: python examples/llama.py {args.path} --write-random)")
     tokenizer = None
     tokenizer_path = os.path.join(args.path, "tokenizer.json")
     if os.path.isfile(tokenizer_path):

@@ -217,7 +217,10 @@ def main(argv=None) -> int:
                                    "Someone in a gorilla costume is playing a set of drums."]
     device = resolve_device(args.device)
     warm_up_kernels(device)
-    encoder = SentenceEncoder(args.model, device)
+    try:
+        encoder = SentenceEncoder(args.model, device)
+    except (ImportError, FileNotFoundError, tl.FormatError) as e:  # no weights: say how to get them, no traceback
+        sys.exit(f"minilm_embed.py: {e}")
     vectors = encoder(sentences, show_progress=True)
     similarity = vectors @ vectors.T  # unit vectors: dot product = cosine similarity
     print(f"cosine similarity of {len(sentences)} sentences ({vectors.shape[1]}-d embeddings, device {device}):")

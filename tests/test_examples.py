@@ -212,6 +212,21 @@ def test_llama_rejects_bad_token_ids(llama_checkpoint):
         model(np.zeros((1, 2, 3), dtype=np.int64))
 
 
+@pytest.mark.parametrize("example, argv", [("llama", ["--prompt-ids", "1", "2"]), ("minilm_embed", ["--model"])])
+def test_cli_without_a_checkpoint_says_how_to_get_one_in_a_line(example, argv, tmp_path):
+    """A missing checkpoint or weights folder is a user's mistake: the CLI exits with a short
+    message saying what it needs (and llama.py how to write a random checkpoint), not a traceback."""
+    module = load_example(example)
+    missing = str(tmp_path / "no-checkpoint")
+    args = [missing, *argv] if example == "llama" else [*argv, missing]
+    with pytest.raises(SystemExit) as e:
+        module.main([*args, "--device", "cpu"])
+    message = str(e.value.code)
+    assert message.startswith(f"{example}.py: ") and "config.json" in message and "Traceback" not in message
+    if example == "llama":
+        assert "--write-random" in message
+
+
 def test_llama_cli_prompt_ids_and_text(llama_checkpoint, capsys):
     """The CLI's greedy output equals generate(); --prompt goes through tokenizer.json."""
     llama = load_example("llama")
