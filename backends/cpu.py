@@ -84,11 +84,6 @@ def _strided(data: np.ndarray, layout: Layout, writeable: bool = False) -> np.nd
     return as_strided(base, layout.shape, strides, writeable=writeable)
 
 
-def _compute_dtype(dt) -> np.dtype:
-    """Elementwise compute type: f16/bf16 in f32, everything else in itself."""
-    return _F32 if dt in _HALF_TYPES else dt.np
-
-
 def _accumulate_dtype(dt) -> np.dtype:
     """Type for sums of products (matmul, conv): halves in f32, integers in int64."""
     return dt.np if dt in (dtypes.float32, dtypes.float64) else (

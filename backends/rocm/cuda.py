@@ -352,10 +352,6 @@ class CudaPlatform(PlatformBase):
             self.check("cuCtxSetCurrent", self.rt.cuCtxSetCurrent(ctx))
             self._tls.ordinal = ordinal
 
-    def synchronize_device(self):
-        self.drain_launches()
-        self.check("cuCtxSynchronize", self.rt.cuCtxSynchronize())
-
     def dependent_launch_function(self, arch: str):
         # compute capability 9.0 on (sm_90a, sm_100, ...), a driver with cuLaunchKernelEx, and not
         # switched off (TENSORLITE_DEPENDENT_LAUNCH=0, to compare)

@@ -417,10 +417,6 @@ class HipPlatform(AmdArchitectures, PlatformBase):
             self.check(f"hipSetDevice({ordinal})", self.rt.hipSetDevice(ordinal))
             self._tls.ordinal = ordinal
 
-    def synchronize_device(self):
-        self.drain_launches()
-        self.check("hipDeviceSynchronize", self.rt.hipDeviceSynchronize())
-
     def rtc_options(self, arch: str):
         return [f"--offload-arch={arch}", "-O3", "-std=c++17"]
 

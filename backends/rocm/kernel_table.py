@@ -19,7 +19,6 @@ from tensorlite.errors import BackendError, unsupported_dtype
 
 ALL = tuple(d.short for d in dtypes.ALL)           # f32 f16 bf16 f64 u8 u32 i64 bool i8 i16 i32
 FLOATS = tuple(d.short for d in dtypes.FLOATS)
-NONFLOATS = tuple(d.short for d in dtypes.ALL if not d.is_floating_point)
 IDS = ("i64", "u32", "u8")                          # index dtypes the contract allows
 
 
