@@ -258,7 +258,7 @@ def _gelu_erf(x):  # 0.5 * x * (1 + erf(x / sqrt(2)))
 _UNARY_NUMPY_LACKS = {
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
     "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _blockwise(_erf),
-    "gelu": _blockwise(_gelu_tanh), "gelu_erf": _blockwise(_gelu_erf),
+    "gelu_tanh": _blockwise(_gelu_tanh), "gelu_erf": _blockwise(_gelu_erf),
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
 _UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
@@ -316,7 +316,7 @@ def _gelu_erf_derivative(x):  # 0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2)
 
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
 UNARY_DERIVATIVE = {
-    "gelu": _blockwise(_gelu_tanh_derivative),
+    "gelu_tanh": _blockwise(_gelu_tanh_derivative),
     "gelu_erf": _blockwise(_gelu_erf_derivative),
     "silu": _blockwise(lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x)))),
 }

@@ -434,7 +434,7 @@ def check_fused_grad(ck: Checker):
                     _check_multi(ck, f"rms_norm_backward {tag} want_w={want[0]}", x, "rms_norm_backward", xl, g, gl,
                                  None if want[1] else w, None if want[1] else wl, 1e-6, want[0],
                                  shapes=(shape, (shape[-1],)), terms=4 * rows)
-                for op in ("gelu", "gelu_erf", "silu"):
+                for op in ("gelu_tanh", "gelu_erf", "silu"):
                     ck.check(f"{op}_backward {tag}", x, "unary_backward", op, xl, g, gl, shape=shape, terms=2)
                 if len(shape) == 2:  # cross entropy: rows x classes
                     tgt = ck.ids(rows, shape[-1], dtypes.int64)

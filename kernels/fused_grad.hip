@@ -12,7 +12,7 @@
 //                                          per row chunk; the finish sums the partials of
 //                                          either path, one per column (no atomics)
 // cross_entropy_fwd_<t>, _bwd_<t>          log-softmax + NLL per row, softmax - onehot
-// gelu_bwd_<t>, gelu_erf_bwd_<t>, silu_bwd_<t>   dy * f'(x)
+// gelu_tanh_bwd_<t>, gelu_erf_bwd_<t>, silu_bwd_<t>   dy * f'(x)
 // adamw_<t>                                one in-place AdamW/Adam step per parameter
 // adamw_many_<t>                           the same for up to 24 contiguous parameters at once
 // adamw_cap_<t>, adamw_many_cap_<t>        the same with the step count (and lr) read from device
@@ -440,7 +440,7 @@ TL_DEV void cross_entropy_bwd_rows(i64 n_rows, i64 row_len, const Strided& xo, i
 }
 
 // ---- activation derivatives ---------------------------------------------------------------------
-struct DGelu {  // tanh approximation
+struct DGeluTanh {  // tanh approximation
     template <typename A> static TL_DEV A f(A x) {
         const A k = A(0.7978845608028654), c = A(0.044715);
         const A t = tl_tanh(k * (x + c * x * x * x));
@@ -643,8 +643,9 @@ ADD_LAYER_NORM_BWD_ENTRY(float, bf16, f32_bf16)
         const Tr<T>::acc* wt, const T* x, T* out) {                                           \
         cross_entropy_bwd_rows<T>(n_rows, row_len, xo, xi, tl, tgt, gl, gloss, lse, wt, x, out); \
     }                                                                                         \
-    extern "C" __global__ void gelu_bwd_##sfx(i64 n, Strided Lx, Strided Lg, const T* x, const T* g, T* out) { \
-        act_bwd_map<DGelu, T>(n, Lx, Lg, x, g, out);                                          \
+    extern "C" __global__ void gelu_tanh_bwd_##sfx(i64 n, Strided Lx, Strided Lg, const T* x, const T* g, \
+                                                   T* out) {                                  \
+        act_bwd_map<DGeluTanh, T>(n, Lx, Lg, x, g, out);                                      \
     }                                                                                         \
     extern "C" __global__ void gelu_erf_bwd_##sfx(i64 n, Strided Lx, Strided Lg, const T* x, const T* g, \
                                                   T* out) {                                   \

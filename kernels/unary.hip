@@ -49,7 +49,7 @@ TL_UOP(URecip, A(1) / x)
 TL_UOP(USqr, x * x)
 TL_UOP(USqrt, tl_sqrt(x))
 // tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-TL_UOP(UGelu, A(0.5) * x * (A(1) + tl_tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x))))
+TL_UOP(UGeluTanh, A(0.5) * x * (A(1) + tl_tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x))))
 TL_UOP(UGeluErf, A(0.5) * x * (A(1) + tl_erf(x * A(0.7071067811865476))))
 TL_UOP(UErf, tl_erf(x))
 TL_UOP(URelu, x < A(0) ? A(0) : x)  // NaN stays NaN
@@ -121,7 +121,7 @@ TL_DEV void unary_map(i64 n, const Strided& L, const T* in, T* out, F f) {
     UNARY_ENTRY(exp, UExp, T, sfx) UNARY_ENTRY(log, ULog, T, sfx)                          \
     UNARY_ENTRY(sin, USin, T, sfx) UNARY_ENTRY(cos, UCos, T, sfx)                          \
     UNARY_ENTRY(tanh, UTanh, T, sfx) UNARY_ENTRY(recip, URecip, T, sfx)                    \
-    UNARY_ENTRY(sqrt, USqrt, T, sfx) UNARY_ENTRY(gelu, UGelu, T, sfx)                      \
+    UNARY_ENTRY(sqrt, USqrt, T, sfx) UNARY_ENTRY(gelu_tanh, UGeluTanh, T, sfx)             \
     UNARY_ENTRY(gelu_erf, UGeluErf, T, sfx) UNARY_ENTRY(erf, UErf, T, sfx)                 \
     UNARY_ENTRY(silu, USilu, T, sfx) UNARY_ENTRY(sigmoid, USigmoid, T, sfx)                \
     UNARY_ENTRY(log1p, ULog1p, T, sfx) UNARY_ENTRY(expm1, UExpm1, T, sfx)                  \

@@ -362,7 +362,7 @@ def _of_output(f):  # f(y, g) of a fused softmax: y its (saved) output
 # node name -> (node, g) -> its input gradients as Tensor ops: what create_graph runs for the
 # ops whose backward is a fused kernel (softmax's saved tensor is its output, over the last dim)
 _TWICE = {
-    "gelu": _unary_twice(_gelu_tanh_d),
+    "gelu_tanh": _unary_twice(_gelu_tanh_d),
     "gelu_erf": _unary_twice(lambda x: ((x * 0.7071067811865476).erf() + 1) * 0.5
                              + x * (x * x * -0.5).exp() * 0.3989422804014327),
     "silu": _unary_twice(lambda x: x.sigmoid() * (x * (1 - x.sigmoid()) + 1)),

@@ -93,7 +93,7 @@ UNARY: Tuple[Unary, ...] = (
     Unary("recip", "reciprocal", lambda g, x, out: -g * out * out, np.reciprocal),
     Unary("sqr", "square", lambda g, x, out: g * x * 2, np.square, integers=True, bools=True),
     Unary("sqrt", "sqrt", lambda g, x, out: g / (out * 2), np.sqrt),
-    Unary("gelu", "gelu_tanh", FUSED, top_level=False),      # tanh approximation
+    Unary("gelu_tanh", "gelu_tanh", FUSED, top_level=False),  # tanh approximation
     Unary("gelu_erf", "gelu", FUSED, top_level=False),       # exact: PyTorch's default gelu
     Unary("erf", "erf", lambda g, x, out: g * (-(x * x)).exp() * _TWO_OVER_SQRT_PI),
     Unary("relu", "relu", lambda g, x, out: g * (x > 0), integers=True, bools=True),
