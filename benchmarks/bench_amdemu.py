@@ -111,7 +111,7 @@ def main():
         print(f"  {name:<14} cpu {rows[name][0] * 1e3:9.1f} ms   wall {rows[name][1] * 1e3:9.1f} ms", flush=True)
     total_cpu, total_wall = sum(r[0] for r in rows.values()), sum(r[1] for r in rows.values())
     print(f"{arch}: median of {args.reps} after a warm-up")
-    print(f"| case | cpu ms | wall ms |\n|---|---:|---:|")
+    print("| case | cpu ms | wall ms |\n|---|---:|---:|")
     for name, (c, w) in rows.items():
         print(f"| {name} | {c * 1e3:.1f} | {w * 1e3:.1f} |")
     print(f"| total | {total_cpu * 1e3:.1f} | {total_wall * 1e3:.1f} |")

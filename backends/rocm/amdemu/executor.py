@@ -5,12 +5,14 @@ scalar registers `sgpr[W, 128]` indexed by the ISA's operand encoding (VCC at 10
 124 on gfx9 and 125 on gfx11, EXEC at 126), vector registers `vgpr[W, NV, L]` and accumulation registers
 `agpr[W, NA, L]` (L = 64 or 32 lanes), SCC and the PC per wave. Waves at the same PC
 execute each instruction together, vectorised over waves and lanes, under their EXEC
-masks; the scheduler always runs the waves at the lowest PC, parks waves at `s_barrier`
+masks; the scheduler always runs the waves at the lowest PC (a straight line of them
+until another wave's PC is reached), parks waves at `s_barrier`
 until every live wave of their workgroup has arrived, and retires them at `s_endpgm`.
 LDS is one byte array per workgroup, private memory (scratch) a host buffer addressed the
 way the hardware swizzles it per lane.
 
-Instruction semantics come from AMD's pseudocode (pcode.py) for the ALU; memory,
+Instruction semantics come from AMD's pseudocode (pcode.py) for the ALU (its most frequent
+texts through hand-written numpy forms of the same semantics, fastalu.py); memory,
 cross-lane, matrix and control instructions are implemented here (`_SPECIAL`, `_memory`).
 An instruction neither covers raises `UnsupportedInstruction` naming the mnemonic and
 the kernel.
@@ -24,6 +26,7 @@ import numpy as np
 
 from tensorlite.errors import BackendError
 
+from . import fastalu
 from . import pcode as P
 from .decode import decode
 from .memory import MemoryFault
@@ -76,9 +79,9 @@ class Instr:
     leaves EXEC alone: the executor then keeps its EXEC lane mask across it."""
     __slots__ = ("inst", "pc", "size", "name", "fmt", "run", "is_branch", "control", "writes_exec")
 
-    def __init__(self, inst, pc, size):
+    def __init__(self, inst, pc, size, name=None):
         self.inst, self.pc, self.size = inst, pc, size
-        self.name = inst.op.name if hasattr(inst, "op") else type(inst).__name__
+        self.name = name or (inst.op.name if hasattr(inst, "op") else type(inst).__name__)
         self.fmt = type(inst).__name__
         self.is_branch = False
         self.control = False
@@ -86,7 +89,7 @@ class Instr:
 
     def copy_to(self, pc):
         """This prepared instruction at another address (the same bytes elsewhere)."""
-        ins = Instr(self.inst, pc, self.size)
+        ins = Instr(self.inst, pc, self.size, self.name)
         ins.run, ins.is_branch, ins.control, ins.writes_exec = self.run, self.is_branch, self.control, \
             self.writes_exec
         return ins
@@ -133,10 +136,12 @@ class WaveState:
         return lo | (self.sgpr[w, r + 1].astype(np.uint64) << np.uint64(32))
 
     def write_s64(self, w, r, v):
+        """A 64-bit scalar result: both SGPRs of the pair, in wave32 VCC_HI (EXEC_HI) too, an
+        ordinary register there (clang-19's gfx1151 code computes an address in `s_lshl_b64
+        vcc, ...`); lane masks go through write_mask."""
         v = np.asarray(v, np.uint64)
         self.sgpr[w, r] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        if self.L == 64 or r not in (106, 126):
-            self.sgpr[w, r + 1] = (v >> np.uint64(32)).astype(np.uint32)
+        self.sgpr[w, r + 1] = (v >> np.uint64(32)).astype(np.uint32)
 
     def write_mask(self, w, r, v):
         """A lane mask (a compare's or a carry's result): an SGPR pair in wave64, ONE SGPR in
@@ -217,6 +222,54 @@ def constant_operand(op: Operand) -> int:
     return lit
 
 
+def operand_reader(op: Operand, vector: bool, arch: str, neg=0, abs_=0):
+    """A function (st, w) -> the raw bits of a 32- or 64-bit source operand, as uint32 or
+    uint64 (VGPRs (n, L); SGPRs (n, 1) in vector instructions, else (n,); constants a
+    numpy scalar), with VOP3's neg/abs applied to its sign bit; what read_operand reads.
+    None where that reader is needed (SCC, VCCZ, apertures, AGPRs, 16-bit operands)."""
+    code, bits = op.code, op.bits
+    if bits not in (32, 64) or op.is_agpr:
+        return None
+    null = 124 if arch.startswith("gfx11") else None
+    wide = bits == 64
+    dt = np.uint64 if wide else np.uint32
+    if code >= 256:
+        r = code - 256
+        if wide:
+            def read(st, w):
+                return st.vgpr[w, r].astype(np.uint64) | (st.vgpr[w, r + 1].astype(np.uint64) << np.uint64(32))
+        else:
+            def read(st, w):
+                return st.vgpr[w, r]
+    elif code <= 127 and code != null:
+        if code == 125 and not arch.startswith("gfx11"):
+            return None  # reserved: read_operand says so
+        if wide:
+            def read(st, w):
+                v = st.sgpr[w, code].astype(np.uint64) | (st.sgpr[w, code + 1].astype(np.uint64) << np.uint64(32))
+                return v[:, None] if vector else v
+        elif vector:
+            def read(st, w):
+                return st.sgpr[w, code][:, None]
+        else:
+            def read(st, w):
+                return st.sgpr[w, code]
+    elif code == null or 128 <= code <= 208 or code in _FLOAT_CONST or code in (248, 255):
+        value = dt(0 if code == null else constant_operand(op) & ((1 << bits) - 1))
+        value = dt(apply_float_mods(np.uint64(value), op.fbits or bits, neg, abs_))
+        return lambda st, w: value
+    else:
+        return None
+    if not (neg or abs_):
+        return read
+    sign = dt(1 << ((op.fbits or bits) - 1))
+    if abs_ and neg:
+        return lambda st, w: (read(st, w) & ~sign) ^ sign
+    if abs_:
+        return lambda st, w: read(st, w) & ~sign
+    return lambda st, w: read(st, w) ^ sign
+
+
 def _n(st, w):
     return st.W if isinstance(w, slice) else len(w)
 
@@ -289,6 +342,13 @@ def _sdwa_select(v, sel, sext):
         sign = np.uint64(1 << (width - 1))
         x = ((x ^ sign) - sign) & np.uint64(0xFFFFFFFF)
     return x
+
+
+class _FastSpec:
+    """What fastalu.prepare reads of an ALU instruction's encoding (see there)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
 
 
 def prepare_alu(ins: Instr, ex) -> None:
@@ -378,10 +438,28 @@ def prepare_alu(ins: Instr, ex) -> None:
     dst_sel = (_field(inst, "dst_sel", 6), _field(inst, "dst_unused", 0)) if sdwa and dst_field else None
     sdwa_dwords = [Operand(o.code, 32, o.fbits, o.lit) for _, o, _ in srcs[:2]] if sdwa else None
 
+    fast = fastalu.has_form(text) and fastalu.prepare(ins, text, _FastSpec(
+        vector=vector, lanes=lanes, simm16=simm16, lit=lit,
+        modified=bool(sdwa or (opsel or neg_hi) and not packed or clamp or sopk or zero_high16),
+        packed=packed, opsel=opsel, opsel_hi=opsel_hi, neg=neg, neg_hi=neg_hi,
+        readers=[operand_reader(o, vector, ex.arch, 0 if packed else (neg >> i) & 1, 0 if packed else (abs_ >> i) & 1)
+                 for i, (_f, o, _pk) in enumerate(srcs)],
+        dst_bits=dst_bits,
+        vdst=dst_code - 256 if dst_field and vector and not dst_is_sgpr else None,
+        sdst=dst_code if dst_field and not vector and dst_code is not None and dst_code <= 127 else None,
+        mask_dst=(sdst_carry if sdst_carry is not None else 106) if not dst_field else
+        (dst_code if dst_is_sgpr else 106),
+        carry_dst=sdst_carry if sdst_carry is not None else 106,
+        mask_in=(lambda st, w: read_operand(st, w, mask_src[1], False)) if mask_src is not None else
+        (lambda st, w: st.read_s64(w, 106))))
+    if fast:
+        ins.run = fast
+        return
+
     def run(st, w):
         n = _n(st, w)
         E = {}
-        for i, (fname, o, pk) in enumerate(srcs):
+        for i, (_fname, o, _pk) in enumerate(srcs):
             v = read_operand(st, w, o, vector)
             if packed and not pcode_opsel:
                 half = o.bits // 2
@@ -582,6 +660,15 @@ def mem_access(st, w, space, addrs, active, size, data=None):
             raise KernelFault(f"private access beyond the {st.scratch_lane_bytes} bytes of scratch per lane")
         base = (st.scratch_base[w] if not isinstance(w, slice) else st.scratch_base)[:, None]
         lane = st.lane[None, :]
+        if size % 4 == 0:  # whole dwords, each swizzled on its own: all of them in one access
+            a = addrs[..., None] + np.arange(0, size, 4, dtype=np.uint64)
+            phys = base[..., None] + (a >> np.uint64(2)) * np.uint64(4 * L) + lane[..., None] * np.uint64(4) + \
+                (a & np.uint64(3))
+            if data is None:
+                out[active] = st.memory.gather(phys[active].reshape(-1), 4, "private load").reshape(-1, size)
+            else:
+                st.memory.scatter(phys[active].reshape(-1), data[active].reshape(-1, 4), "private store")
+            return out
         chunks = []
         for off in range(0, size, 4):  # element size 4: each dword of a lane is swizzled on its own
             a = addrs + np.uint64(off)
@@ -621,19 +708,20 @@ def flat_access(st, w, addrs, active, size, data=None):
 def _atomic_value(kind, old, src, cmp, bits):
     """The new memory value of one lane's atomic (Python ints of `bits` bits)."""
     m = (1 << bits) - 1
-    if kind == "ADD": return (old + src) & m
-    if kind == "SUB": return (old - src) & m
-    if kind in ("SWAP",): return src
-    if kind == "CMPSWAP": return src if old == cmp else old
-    if kind in ("SMIN", "MIN_I32", "MIN_I64"): return src if _sext(src, bits) < _sext(old, bits) else old
-    if kind in ("SMAX", "MAX_I32", "MAX_I64"): return src if _sext(src, bits) > _sext(old, bits) else old
-    if kind in ("UMIN", "MIN_U32", "MIN_U64"): return min(old, src)
-    if kind in ("UMAX", "MAX_U32", "MAX_U64"): return max(old, src)
-    if kind == "AND": return old & src
-    if kind == "OR": return old | src
-    if kind == "XOR": return old ^ src
-    if kind == "INC": return 0 if old >= src else old + 1
-    if kind == "DEC": return src if old == 0 or old > src else old - 1
+    integer = {
+        "ADD": lambda: (old + src) & m, "SUB": lambda: (old - src) & m, "SWAP": lambda: src,
+        "CMPSWAP": lambda: src if old == cmp else old,
+        "SMIN": lambda: src if _sext(src, bits) < _sext(old, bits) else old,
+        "SMAX": lambda: src if _sext(src, bits) > _sext(old, bits) else old,
+        "UMIN": lambda: min(old, src), "UMAX": lambda: max(old, src),
+        "AND": lambda: old & src, "OR": lambda: old | src, "XOR": lambda: old ^ src,
+        "INC": lambda: 0 if old >= src else old + 1, "DEC": lambda: src if old == 0 or old > src else old - 1}
+    for alias, kinds in (("SMIN", ("MIN_I32", "MIN_I64")), ("SMAX", ("MAX_I32", "MAX_I64")),
+                         ("UMIN", ("MIN_U32", "MIN_U64")), ("UMAX", ("MAX_U32", "MAX_U64"))):
+        if kind in kinds:
+            kind = alias
+    if kind in integer:
+        return integer[kind]()
     if kind in ("ADD_F32", "ADD_F64"):
         dt, ut = (np.float32, np.uint32) if bits == 32 else (np.float64, np.uint64)
         r = np.array(old, ut).view(dt) + np.array(src, ut).view(dt)
@@ -827,7 +915,14 @@ def prepare_memory(ins: Instr, ex) -> None:
                                 active, 4) for k in range(0, size, 4)]
                 raw = np.concatenate(parts, axis=-1)
             else:
-                raw = np.concatenate([access(st, w, a, active, size) for a in addr_list], axis=-1)
+                parts = [access(st, w, a, active, size) for a in addr_list]
+                raw = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+            if size % 4 == 0:  # whole dwords: straight into the registers
+                dwords = np.ascontiguousarray(raw).view(np.uint32)
+                file = st.agpr if acc else st.vgpr
+                for k in range(dwords.shape[-1]):
+                    fastalu.write_lanes(st, w, file, vdst + k, dwords[..., k], active)
+                return
             words = _bytes_to_words(raw)
             if size < 4:
                 v = words[0] & np.uint64((1 << (8 * size)) - 1)
@@ -845,10 +940,14 @@ def prepare_memory(ins: Instr, ex) -> None:
             nw = max(1, size // 4)
             regs = [data_regs[0]] if fmt != "DS" or not (two) else [data_regs[0], data_regs[1]]
             for a, reg in zip(addr_list, regs):
-                words = _vreg_words(st, w, reg, nw, acc)
-                if d16 == "_D16_HI":
-                    words = [w_ >> np.uint64(16) for w_ in words]
-                data = _words_to_bytes(words, size)
+                if size % 4 == 0:  # whole dwords: the registers' bytes, lane by lane
+                    file = st.agpr if acc else st.vgpr
+                    data = np.ascontiguousarray(np.moveaxis(file[w, reg:reg + nw], 1, -1)).view(np.uint8)
+                else:
+                    words = _vreg_words(st, w, reg, nw, acc)
+                    if d16 == "_D16_HI":
+                        words = [w_ >> np.uint64(16) for w_ in words]
+                    data = _words_to_bytes(words, size)
                 if fmt == "MUBUF" and size > 4:
                     for k in range(0, size, 4):
                         access(st, w, _buffer_address(st, w, srsrc, soffset, offen, idxen, addr_reg, offset + k, 4),
@@ -1084,7 +1183,7 @@ def _prepare_special(ins, ex):
 
         def run(st, w):
             waves = np.arange(st.W)[w]
-            for k, wave in enumerate(waves):
+            for wave in waves:
                 m0 = int(st.sgpr[wave, st.m0])
                 s_reg = src - 256 + (m0 if kind in ("MOVRELS", "MOVRELSD") else 0)
                 d_reg = vdst + (m0 if kind in ("MOVRELD", "MOVRELSD") else 0)
@@ -1105,7 +1204,8 @@ def _prepare_special(ins, ex):
             for k in range(4):
                 sb = (sel >> np.uint64(8 * k)) & np.uint64(0xFF)
                 byte = (data >> (np.minimum(sb, 7) * np.uint64(8))) & np.uint64(0xFF)
-                sign_src = (data >> ((np.clip(sb, 8, 11) - np.uint64(8)) * np.uint64(16) + np.uint64(15))) & np.uint64(1)
+                sign_src = (data >> ((np.clip(sb, 8, 11) - np.uint64(8)) * np.uint64(16) + np.uint64(15))) & \
+                    np.uint64(1)
                 byte = np.where(sb < 8, byte, np.where(sb < 12, sign_src * np.uint64(0xFF),
                                                        np.where(sb == 12, 0, 0xFF)).astype(np.uint64))
                 out |= byte << np.uint64(8 * k)
@@ -1166,7 +1266,7 @@ def _prepare_vopd(ins, ex):
     by_name = tables(ex.family)
     lit = _field(inst, "literal")
     vdstx = _field(inst, "vdstx")
-    halves = []
+    halves, texts = [], []
     for op, src0, src1, vdst in ((inst.opx, _field(inst, "srcx0"), _field(inst, "vsrcx1"), vdstx),
                                  (inst.opy, _field(inst, "srcy0"), _field(inst, "vsrcy1"),
                                   (_field(inst, "vdsty") << 1) | ((vdstx & 1) ^ 1))):
@@ -1179,6 +1279,13 @@ def _prepare_vopd(ins, ex):
         except P.Untranslatable as e:
             raise UnsupportedInstruction(f"{op.name} (VOPD): {e}") from None
         halves.append((fn, Operand(src0, 32, 32, lit), Operand(src1 + 256, 32, 32, lit), vdst))
+        texts.append(text)
+    ins.writes_exec = False
+    fast = fastalu.prepare_dual([(text, operand_reader(s0, True, ex.arch), operand_reader(s1, True, ex.arch), vdst)
+                                 for text, (_fn, s0, s1, vdst) in zip(texts, halves)], lit)
+    if fast is not None:
+        ins.run = fast
+        return True
 
     def run(st, w):
         n = _n(st, w)
@@ -1256,14 +1363,19 @@ def _prepare_fma_mix(ins, ex):
     opsel, opsel_hi = _field(inst, "opsel", 0), _field(inst, "opsel_hi", 0) | (_field(inst, "opsel_hi2", 0) << 2)
     neg, absm = _field(inst, "neg", 0), _field(inst, "neg_hi", 0)  # mix ops use neg_hi as abs
     clamp, vdst = _field(inst, "clmp", 0), _field(inst, "vdst")
+    operands = [Operand(code, 32, 32, lit) for code in codes]
+    readers = [operand_reader(o, True, ex.arch) for o in operands]
+    if any(r is None for r in readers):  # SCC, VCCZ...: the general reader
+        readers = [lambda st, w, o=o: np.broadcast_to(read_operand(st, w, o, True), (_n(st, w), st.L))
+                   for o in operands]
 
     def run(st, w):
         e = st.exec_mask(w)
         vals = []
-        for i, code in enumerate(codes):
-            raw = np.broadcast_to(read_operand(st, w, Operand(code, 32, 32, lit), True), e.shape)
+        for i, reader in enumerate(readers):
+            raw = reader(st, w)
             if (opsel_hi >> i) & 1:  # an f16 operand, from the half op_sel picks
-                h = (raw >> np.uint64(16 * ((opsel >> i) & 1))) & np.uint64(0xFFFF)
+                h = raw >> (16 * ((opsel >> i) & 1))
                 v = h.astype(np.uint16).view(np.float16).astype(np.float64)
             else:
                 v = raw.astype(np.uint32).view(np.float32).astype(np.float64)
@@ -1277,7 +1389,8 @@ def _prepare_fma_mix(ins, ex):
         if clamp:
             r = np.clip(r, 0.0, 1.0)
         if name.endswith("MIX_F32"):
-            out = r.astype(np.float32).view(np.uint32).astype(np.uint64)
+            fastalu.write_lanes(st, w, st.vgpr, vdst, r.astype(np.float32).view(np.uint32), e)
+            return
         else:
             h = r.astype(np.float32).astype(np.float16).view(np.uint16).astype(np.uint64)
             prev = st.vgpr[w, vdst, :].astype(np.uint64)
