@@ -9,7 +9,9 @@ disassembly of this project's kernels:
   sub-dword loads (S_LOAD_U8/I8/U16/I16: zero or sign extended into one SGPR).
 - VGLOBAL / VSCRATCH / VFLAT: 96-bit encodings naming their fields vaddr, vsrc (store data),
   vdst, saddr, sve and ioffset (24-bit signed). The addressing is GFX11's, so they run through
-  the executor's memory preparer under a view that names the fields GFX11's way. FLAT with an
+  the executor's memory preparer under a view that names the fields GFX11's way. An atomic
+  returns the old value when bit 0 of its temporal hint is set (TH_ATOMIC_RETURN), where GFX11
+  had the GLC bit: the view names that bit `glc`. FLAT with an
   SGPR base (new on GFX12) is refused, as the compiler has not been seen to emit it.
 - The wait counters are split (s_wait_loadcnt, s_wait_storecnt, s_wait_dscnt, s_wait_kmcnt,
   ..., s_wait_alu): every access completes at once in the lock-step executor, so they order
@@ -73,6 +75,8 @@ def _gfx11_view(inst):
     view = _ALIAS.get(cls)
     if view is None:
         attrs = {new: getattr(cls, old) for new, old in _MEM_FIELDS.items()}
+        th = cls.th
+        attrs["glc"] = type(th)(th.lo, th.lo)   # TH_ATOMIC_RETURN
         attrs.update(__module__=cls.__module__, __qualname__=_MEM_FORMATS[cls.__name__],
                      __doc__=f"{cls.__name__} under GFX11's field names")
         view = _ALIAS[cls] = type(_MEM_FORMATS[cls.__name__], (cls,), attrs)
@@ -92,6 +96,7 @@ def _prepare_barrier(ins):
     if ins.name == "S_BARRIER_SIGNAL":
         ins.run = X._advance(ins)
         return
+    ins.control, ins.writes_exec = True, False   # it parks the waves, as S_BARRIER does
 
     def run(st, w):
         st.barrier[w] = True
@@ -113,6 +118,7 @@ def _prepare_smem(ins):
     sbase, sdata = X._field(inst, "sbase") << 1, X._field(inst, "sdata")
     const = X._sext(X._field(inst, "ioffset"), 24)
     soffset = X._field(inst, "soffset")
+    ins.writes_exec = sdata + max(1, size // 4) > 126
 
     def run(st, w):
         base = st.read_s64(w, sbase)
@@ -132,7 +138,6 @@ def _prepare_smem(ins):
             if kind.startswith("I"):
                 v = X._sext(v, 8 * size)
             st.sgpr[w, sdata] = (v & 0xFFFFFFFF).astype(np.uint32)
-        st.pc[w] += ins.size
     ins.run = run
 
 
