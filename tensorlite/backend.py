@@ -822,6 +822,15 @@ def get_device(spec) -> BackendDevice:
         return spec
     load_entry_points()
     name, ordinal = parse_device(spec)
+    try:
+        return _create_device(name, ordinal, spec)
+    except BackendUnavailable as e:  # what a user needs: no such device here, why, and what there is
+        raise BackendUnavailable(f"there is no {name!r} device here ({e}); available devices: "
+                                 f"{available_devices()}") from e.__cause__
+
+
+def _create_device(name, ordinal, spec) -> BackendDevice:
+    """get_device's work; a BackendUnavailable's message is the backend's reason alone."""
     with _LOCK:
         entry = _REGISTRY.get(name)
         if entry is None:
@@ -830,7 +839,7 @@ def get_device(spec) -> BackendDevice:
         if dev is not None:
             return dev
         if entry.error is not None and entry.factory is None:
-            raise BackendUnavailable(f"backend {name!r} is unavailable: {entry.error}")
+            raise BackendUnavailable(entry.error)
         try:
             dev = entry.factory(ordinal)
         except Exception as e:  # the reason: a BackendUnavailable's message, else the exception's type and message
@@ -838,7 +847,7 @@ def get_device(spec) -> BackendDevice:
             why = str(e) if known else f"{type(e).__name__}: {e}"
             if ordinal == 0:
                 entry.error = why
-            raise BackendUnavailable(f"backend {name!r} is unavailable: {why}") from (None if known else e)
+            raise BackendUnavailable(why) from (None if known else e)
         # the factory may have imported a module that re-registered `name`: keep one device
         entry = _REGISTRY.get(name, entry)
         return entry.devices.setdefault(ordinal, dev)
@@ -856,7 +865,7 @@ def available() -> Dict[str, object]:
     out = {}
     for name in list(_REGISTRY):
         try:
-            get_device(f"{name}:0")
+            _create_device(name, 0, name)
             out[name] = True
         except BackendUnavailable:
             out[name] = _REGISTRY[name].error or "unavailable"

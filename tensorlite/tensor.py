@@ -17,7 +17,7 @@ from .autograd import (attach as _attach, backward as _backward, register_hook a
                        register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
                        retain_grad as _retain_grad, retains_grad as _retains_grad)
 from .backend import BackendDevice, Device
-from .errors import ArgumentError, DTypeError, DeviceError, ShapeError, TensorliteError, describe
+from .errors import ArgumentError, BackendUnavailable, DTypeError, DeviceError, ShapeError, TensorliteError, describe
 from .ops.creation import CreationMethods, rand, randn, tensor
 from .ops.elementwise import ElementwiseMethods, OpTableMethods
 from .ops.index import IndexMethods, setitem
@@ -359,6 +359,8 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         if device is not None:
             try:
                 dev = resolve_device(device)
+            except BackendUnavailable as e:  # a known device, not here
+                raise BackendUnavailable(f"{describe('to', self=self)}: {e}") from None
             except DeviceError as e:
                 raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
                               f"({sorted(_dt.BY_NAME)})") from None

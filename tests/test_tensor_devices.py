@@ -143,6 +143,31 @@ def test_backend_whose_factory_fails_reports_its_reason(isolated_registry):
     assert "libfrob.so" in tl.backends.available()["frob2"]
 
 
+def test_moving_to_an_unavailable_device_says_so_and_lists_the_available(isolated_registry):
+    """issue 45: x.to('cuda') without a GPU said 'nor is it a dtype' and listed 27 dtype names."""
+    def factory(ordinal):
+        raise tl.BackendUnavailable("the frobnicator driver is not loaded")
+    tl.backends.register("frob", factory)
+    x = tl.zeros(3)
+    for move in (lambda: x.to("frob"), lambda: x.to(device="frob:0"), lambda: tl.zeros(1, device="frob")):
+        with pytest.raises(tl.DeviceError) as info:
+            move()
+        msg = str(info.value)
+        assert "no 'frob' device here" in msg and "frobnicator driver is not loaded" in msg, msg
+        assert "available devices: ['cpu'" in msg and "dtype" not in msg, msg
+
+
+def test_cuda_method_without_cuda_says_there_is_no_cuda_device():
+    av = tl.backends.available()
+    if av["cuda"] is True:
+        pytest.skip("a CUDA device is available here")
+    with pytest.raises(tl.DeviceError) as info:
+        tl.zeros(3).cuda()
+    msg = str(info.value)
+    assert "no 'cuda' device here" in msg and av["cuda"] in msg, msg
+    assert f"available devices: {tl.backends.available_devices()}" in msg and "dtype" not in msg, msg
+
+
 def test_entry_point_backends_load_and_broken_ones_report(isolated_registry, monkeypatch):
     import importlib.metadata
 
