@@ -595,6 +595,29 @@ def test_conv_parameters_are_checked(device, kw, cls):
     _raises(cls, "conv2d", lambda: tl.conv2d(x, w, **kw), x, w)
 
 
+@pytest.mark.parametrize("x_shape, w_shape, kw, expect", [
+    ((1, 5, 8, 8), (4, 3, 3, 3), {}, "expected an input with 3 channels (3 per group x groups=1), got 5 channels"),
+    ((1, 4, 8, 8), (6, 1, 3, 3), dict(groups=2), "with 2 channels (1 per group x groups=2), got 4"),
+    ((1, 4, 8, 8), (5, 2, 3, 3), dict(groups=2), "first dim (5 output channels) is not a multiple of groups=2"),
+], ids=str)
+def test_conv_channel_mismatch_gives_the_counts(device, x_shape, w_shape, kw, expect):
+    """issue 45: 'channels do not match (groups=1), or a kernel size is 0' gave no counts."""
+    x, w = t(x_shape, device=device), t(w_shape, device=device)
+    err = _raises(tl.ShapeError, "conv2d", lambda: tl.conv2d(x, w, **kw), x, w)
+    assert expect in str(err.value)
+    err = _raises(tl.ShapeError, "conv2d", lambda: tl.nn.Conv2d(3, 4, 3).to(device)(t((1, 5, 8, 8), device=device)))
+    assert "expected an input with 3 channels" in str(err.value) and "got 5 channels" in str(err.value)
+
+
+def test_cross_entropy_float_class_ids_say_they_must_be_integers(device):
+    """issue 45: float class ids said only 'probability targets need the input's shape'."""
+    x, tgt = t((4, 5, 3), device=device), tl.tensor([[1.0, 2, 3]] * 4, device=device)
+    err = _raises(tl.DTypeError, "cross_entropy", lambda: F.cross_entropy(x, tgt), x, tgt)
+    msg = str(err.value)
+    assert "class indices must be integers" in msg and "float32" in msg, msg
+    assert "of shape (4, 3)" in msg and "the input's shape (4, 5, 3)" in msg, msg
+
+
 def test_conv_kernel_and_output_padding_are_checked(device):
     x = t((1, 2, 5, 5), device=device)
     w0 = t((4, 2, 0, 3), device=device)

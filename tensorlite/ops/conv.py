@@ -48,8 +48,15 @@ def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding
     ops = dict(input=x, weight=w)
     groups = ints(op, "groups", groups, low=1, **ops)
     cin = w.shape[0] if transposed else w.shape[1] * groups
-    if x.shape[1] != cin or w.shape[0] % groups or w.shape[0] < groups or builtins.min(w.shape[2:]) < 1:
-        raise ShapeError(f"{describe(op, **ops)}: channels do not match (groups={groups}), or a kernel size is 0")
+    if x.shape[1] != cin:  # PyTorch's wording: the counts, the weight and groups
+        why = f"the weight's dim 0, groups={groups}" if transposed else f"{w.shape[1]} per group x groups={groups}"
+        raise ShapeError(f"{describe(op, **ops)}: expected an input with {cin} channels ({why}), "
+                         f"got {x.shape[1]} channels")
+    if w.shape[0] % groups or w.shape[0] < groups:
+        raise ShapeError(f"{describe(op, **ops)}: the weight's first dim ({w.shape[0]} "
+                         f"{'input' if transposed else 'output'} channels) is not a multiple of groups={groups}")
+    if builtins.min(w.shape[2:]) < 1:
+        raise ShapeError(f"{describe(op, **ops)}: a kernel size is 0")
     if x.dtype is not w.dtype:
         raise DTypeError(f"{describe(op, **ops)}: input and weight dtypes differ")
     stride, dilation = ints(op, "stride", stride, nd, 1, **ops), ints(op, "dilation", dilation, nd, 1, **ops)

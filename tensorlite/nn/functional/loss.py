@@ -148,6 +148,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     if weight is not None and tuple(getattr(weight, "shape", ())) != (classes,):
         raise ShapeError(f"{describe('cross_entropy', input=input, weight=weight)}: weight must be 1-D with one "
                          f"value per class ({classes})")
+    if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
+        ids = input.shape[:1] + input.shape[2:] if input.ndim > 1 else ()
+        raise DTypeError(f"{describe('cross_entropy', input=input, target=target)}: class indices must be integers "
+                         f"(int64) of shape {ids}, got {target.dtype.name}; float targets are class "
+                         f"probabilities and need the input's shape {tuple(input.shape)}")
     if not label_smoothing and not target.dtype.is_floating_point:
         logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
         loss = _cross_entropy_fused(_classes_last(logits), tgt, weight, ignore_index, reduction)
