@@ -447,6 +447,17 @@ def test_absurd_sizes_fail_at_once_with_out_of_memory(device, fn):
     assert isinstance(err.value, MemoryError) and "bytes" in str(err.value)
 
 
+@pytest.mark.parametrize("op, fn", [("add", lambda a, b: a + b), ("matmul", lambda a, b: a @ b),
+                                    ("lt", lambda a, b: a < b), ("where", lambda a, b: tl.where(a > 0, a, b))])
+def test_broadcast_and_matmul_results_larger_than_memory_are_out_of_memory(device, op, fn):
+    """issue 48: (n, 1) + (1, n) and (n, 1) @ (1, n) leaked numpy's MemoryError from the backend;
+    the result's (n, n) size is checked where its shape is computed, as creation functions do."""
+    a, b = tl.zeros(2 * 10 ** 6, 1, device=device), tl.zeros(1, 2 * 10 ** 6, device=device)
+    with pytest.raises(tl.OutOfMemoryError) as err:
+        fn(a, b)
+    assert f"{op}: a (2000000, 2000000)" in str(err.value) and "bytes" in str(err.value), str(err.value)
+
+
 def test_cpu_memory_error_is_out_of_memory(monkeypatch):
     from tensorlite.backends import cpu
     dev = tl.backend.get_device("cpu")

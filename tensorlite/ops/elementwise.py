@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtype as _dt
-from .._core import TensorBase, is_exact_tensor, is_scalar, opmath, same_device, scalar_tensor, wrap
+from .._core import TensorBase, check_size, is_exact_tensor, is_scalar, opmath, same_device, scalar_tensor, wrap
 from ..autograd import attach as _attach, no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
@@ -52,12 +52,15 @@ def coerce(op, a, b):
     return a._cast(dt), b._cast(dt)
 
 
-def _broadcast_pair(op, a, b):
+def _broadcast_pair(op, a, b, dtype=None):
+    """The result's shape (checked to fit the device: a broadcast may make it far larger than
+    either operand) and the operands' layouts broadcast to it; dtype: the result's, else a's."""
     if a.shape == b.shape:
         return a.shape, a._layout, b._layout
     shape = broadcast_shapes(a.shape, b.shape)
     if shape is None:
         raise ShapeError(f"{describe(op, lhs=a, rhs=b)}: shapes do not broadcast")
+    check_size(op, shape, dtype or a.dtype, a._device)
     return shape, a._layout.broadcast_as(shape), b._layout.broadcast_as(shape)
 
 
@@ -103,7 +106,7 @@ def compare(op, a, b):
             return NotImplemented  # lets `t == None`, `t in list` fall back to identity
         raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
     a, b = coerce(op, a, b)
-    shape, la, lb = _broadcast_pair(op, a, b)
+    shape, la, lb = _broadcast_pair(op, a, b, _dt.bool_)
     return wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
 
 
@@ -263,6 +266,7 @@ def where(cond: Tensor, x=None, y=None) -> Tensor:
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     if shape is None:
         raise ShapeError(f"{describe('where', cond=cond, x=x, y=y)}: shapes do not broadcast")
+    check_size("where", shape, x.dtype, x._device)
     lc, lx, ly = (t._layout.broadcast_as(shape) for t in (cond, x, y))
     out = wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
     if not x.dtype.is_floating_point:

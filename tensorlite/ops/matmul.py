@@ -9,7 +9,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .. import amp as _amp
-from .._core import TensorBase, fail, ints, norm_dim, same_device, wrap
+from .._core import TensorBase, check_size, fail, ints, norm_dim, same_device, wrap
 from ..autograd import attach as _attach, is_grad_enabled
 from ..custom_op import result, storage_and_layout
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
@@ -41,6 +41,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     if k != k2 or batch is None:
         raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: shapes are not aligned for matrix product")
+    check_size("matmul", batch + (m, n), a.dtype, a._device)  # (n, 1) @ (1, n) is n*n: refused before the backend
     bs = prod(batch)
     la = broadcast_to(a2, batch + (m, k)).reshape(bs, m, k)
     lb = broadcast_to(b2, batch + (k, n)).reshape(bs, k, n)
