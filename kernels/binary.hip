@@ -1,8 +1,8 @@
 // Binary elementwise family: b<op>_<dtype> for backend.BINARY_OPS and <cmp>_<dtype> for
 // backend.CMP_OPS (bool output). As in the cpu reference (the op table's rows), div, atan2
-// and hypot are for floating dtypes only, the bitwise ops for integers and bool, and bool has
-// no sub or fmod. Operands arrive broadcast to the output shape (stride-0
-// dims); the output is contiguous.
+// and hypot are for floating dtypes only, the bitwise ops for integers and bool (the shifts
+// for integers only), and bool has no sub or fmod. Operands arrive broadcast to the output
+// shape (stride-0 dims); the output is contiguous.
 #include "compat.h"
 
 // fmod: C's truncating remainder; integers: b != 0 (the host checks), and MIN % -1 (which
@@ -10,6 +10,15 @@
 template <typename A> TL_DEV A tl_fmod(A a, A b) { return A(-1) < A(0) && b == A(-1) ? A(0) : a % b; }
 TL_DEV float tl_fmod(float a, float b) { return fmodf(a, b); }
 TL_DEV double tl_fmod(double a, double b) { return fmod(a, b); }
+// shifts (integers; A is the 32- or 64-bit compute type): a count < 0 or >= A's width gives 0,
+// >> the sign, as PyTorch and numpy; the stored narrow dtype keeps the same low bits. << goes
+// through u64, where shifting a negative value is defined
+template <typename A> TL_DEV A tl_shl(A a, A b) {
+    return b < A(0) || b >= A(sizeof(A) * 8) ? A(0) : A((u64)a << b);
+}
+template <typename A> TL_DEV A tl_shr(A a, A b) {
+    return b < A(0) || b >= A(sizeof(A) * 8) ? (a < A(0) ? A(-1) : A(0)) : A(a >> b);
+}
 TL_DEV float tl_atan2(float a, float b) { return atan2f(a, b); }
 TL_DEV double tl_atan2(double a, double b) { return atan2(a, b); }
 TL_DEV float tl_hypot(float a, float b) { return hypotf(a, b); }
@@ -26,6 +35,8 @@ TL_BOP(BMinimum, tl_isnan(a) ? a : (tl_isnan(b) ? b : (a < b ? a : b)))
 TL_BOP(BAnd, a & b)
 TL_BOP(BOr, a | b)
 TL_BOP(BXor, a ^ b)
+TL_BOP(BShl, tl_shl(a, b))
+TL_BOP(BShr, tl_shr(a, b))
 TL_BOP(BAtan2, tl_atan2(a, b))
 TL_BOP(BHypot, tl_hypot(a, b))
 TL_BOP(BSiluMul, a / (A(1) + tl_exp(-a)) * b)
@@ -127,14 +138,16 @@ TL_DEV void binary_map(i64 n, const Strided& La, const Strided& Lb, const T* a, 
     BINARY_ENTRY(eq, Compare<CEq>, T, tlbool, sfx) BINARY_ENTRY(ne, Compare<CNe>, T, tlbool, sfx) \
     BINARY_ENTRY(lt, Compare<CLt>, T, tlbool, sfx) BINARY_ENTRY(le, Compare<CLe>, T, tlbool, sfx) \
     BINARY_ENTRY(gt, Compare<CGt>, T, tlbool, sfx) BINARY_ENTRY(ge, Compare<CGe>, T, tlbool, sfx)
-// Integers and bool: the bitwise ops; integers and floats: sub and fmod; floats: div, atan2, hypot,
-// silu_mul.
+// Integers and bool: the bitwise ops (integers also the shifts); integers and floats: sub and fmod;
+// floats: div, atan2, hypot, silu_mul.
 #define BINARY_BITS_OPS(T, sfx)                                                            \
     BINARY_ENTRY(bbitwise_and, Arith<BAnd>, T, T, sfx) BINARY_ENTRY(bbitwise_or, Arith<BOr>, T, T, sfx) \
     BINARY_ENTRY(bbitwise_xor, Arith<BXor>, T, T, sfx)
 #define BINARY_NUM_OPS(T, sfx) BINARY_BOOL_OPS(T, sfx) BINARY_ENTRY(bsub, Arith<BSub>, T, T, sfx) \
     BINARY_ENTRY(bfmod, Fmod, T, T, sfx)
-#define BINARY_INT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_BITS_OPS(T, sfx)
+#define BINARY_INT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_BITS_OPS(T, sfx)                   \
+    BINARY_ENTRY(bbitwise_left_shift, Arith<BShl>, T, T, sfx)                             \
+    BINARY_ENTRY(bbitwise_right_shift, Arith<BShr>, T, T, sfx)
 #define BINARY_FLOAT_OPS(T, sfx) BINARY_NUM_OPS(T, sfx) BINARY_ENTRY(bdiv, Arith<BDiv>, T, T, sfx) \
     BINARY_ENTRY(batan2, Arith<BAtan2>, T, T, sfx) BINARY_ENTRY(bhypot, Arith<BHypot>, T, T, sfx) \
     BINARY_ENTRY(bsilu_mul, Arith<BSiluMul>, T, T, sfx)

@@ -10,6 +10,7 @@ as the class wrap() makes (register_tensor_class), and autograd needs nothing mo
 from __future__ import annotations
 
 import builtins
+import functools
 import numbers
 import operator
 from collections import namedtuple
@@ -63,6 +64,30 @@ def resolve_device(spec=None):
         dev.set_seed(_SEED[0])
         _SEEDED.add(id(dev))
     return dev
+
+
+_NUMPY_KEYWORDS = (("axis", "dim"), ("keepdims", "keepdim"))
+
+
+def numpy_keywords(fn):
+    """fn also taking numpy's `axis` for `dim` and `keepdims` for `keepdim`, as torch's reductions do."""
+    @functools.wraps(fn)
+    def with_numpy_keywords(*args, **kwargs):
+        if "axis" in kwargs or "keepdims" in kwargs:
+            for alias, name in _NUMPY_KEYWORDS:
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise ArgumentError(f"{fn.__name__.rstrip('_')}: give {name}= or {alias}=, not both")
+                    kwargs[name] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+    return with_numpy_keywords
+
+
+def seed_device(dev, seed: int) -> None:
+    """Seed one device's generator (torch.cuda.manual_seed); tl.manual_seed's seed no longer
+    replaces it when the device is first used."""
+    dev.set_seed(int(seed))
+    _SEEDED.add(id(dev))
 
 
 def manual_seed(seed: int) -> None:

@@ -9,6 +9,7 @@ True
 from __future__ import annotations
 
 from . import backend as _backend
+from ._core import seed_device
 from .errors import DeviceError
 
 
@@ -22,6 +23,18 @@ def device_count() -> int:
     if not is_available():
         return 0
     return int(_backend.get_device("cuda:0").platform.init())
+
+
+def manual_seed(seed: int) -> None:
+    """Seed cuda:0's generator, as torch.cuda.manual_seed (ignored where cuda cannot run)."""
+    if is_available():
+        seed_device(_backend.get_device("cuda:0"), seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed every GPU's generator, as torch.cuda.manual_seed_all (ignored where cuda cannot run)."""
+    for i in range(device_count()):
+        seed_device(_backend.get_device(f"cuda:{i}"), seed)
 
 
 def get_device_name(device=None) -> str:

@@ -148,6 +148,9 @@ BINARY: Tuple[Binary, ...] = (
     Binary("bitwise_and", "bitwise_and", None, np.bitwise_and, bools=True, floats=False),
     Binary("bitwise_or", "bitwise_or", None, np.bitwise_or, bools=True, floats=False),
     Binary("bitwise_xor", "bitwise_xor", None, np.bitwise_xor, bools=True, floats=False),
+    # integers only, as PyTorch; a count < 0 or >= the width gives 0 (>>: the sign), as numpy and PyTorch
+    Binary("bitwise_left_shift", "bitwise_left_shift", None, np.left_shift, floats=False),
+    Binary("bitwise_right_shift", "bitwise_right_shift", None, np.right_shift, floats=False),
 )
 
 COMPARE: Tuple[Compare, ...] = (

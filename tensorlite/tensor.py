@@ -132,6 +132,8 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         """
         return self._layout.numel()
 
+    nelement = numel  # torch.Tensor.nelement, numel's other name
+
     def is_contiguous(self) -> bool:
         """Whether the layout is row-major without gaps, as torch.Tensor.is_contiguous.
 

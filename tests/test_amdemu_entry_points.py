@@ -102,6 +102,19 @@ def test_unary_affine_and_reductions_every_dtype(emu, rng, dtype):
               _storage_result(cs.reduce_op(op, lay, (1,)), shape), out_dtype, terms=6)
 
 
+@pytest.mark.parametrize("dtype", [d for d in D.ALL if not d.is_floating_point and d is not D.bool_],
+                         ids=lambda d: d.name)
+def test_shifts_every_integer_dtype_with_counts_out_of_range(emu, dtype):
+    """b<bitwise_left_shift|bitwise_right_shift>_<int>: counts < 0 and >= the width (0, or the
+    sign for >>), where C's shift is undefined: the kernel's guard against cpu (numpy)."""
+    counts = np.array([0, 1, 3, 7, 8, 9, 31, 33, 63, 64, 70, -1, -3], dtype=np.int64)
+    a = np.repeat(np.array([1, 5, 100, -1, -100], dtype=np.int64), len(counts)).astype(dtype.np)
+    b = np.tile(counts, 5).astype(dtype.np)
+    (ca, ea), (cb, eb) = _pair(a, emu), _pair(b, emu)
+    for op in (lambda x, y: x << y, lambda x, y: x >> y):
+        _same(op(ea, eb), op(ca, cb), dtype)
+
+
 # ---- index ops: every (index dtype, data dtype) ------------------------------------------
 
 @pytest.mark.parametrize("dtype", D.ALL, ids=lambda d: d.name)

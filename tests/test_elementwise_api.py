@@ -27,7 +27,8 @@ UNARY_DOMAIN = {
     "frac": (-3, 3), "trunc": (-3, 3),
 }
 NEW_UNARY = [op_table.UNARY_BY_NAME[n] for n in UNARY_DOMAIN]
-BINARY_NEW = ("atan2", "fmod", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor")
+BINARY_NEW = ("atan2", "fmod", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+              "bitwise_right_shift")
 
 
 def _torch(a):

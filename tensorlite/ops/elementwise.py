@@ -599,6 +599,19 @@ class ElementwiseMethods:
         return unary("bitwise_not", self)
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__  # they commute
+
+    def __lshift__(self, other):
+        return binary("bitwise_left_shift", self, other)
+
+    def __rshift__(self, other):
+        return binary("bitwise_right_shift", self, other)
+
+    def __rlshift__(self, other):  # other << self
+        return binary("bitwise_left_shift", other, self)
+
+    def __rrshift__(self, other):
+        return binary("bitwise_right_shift", other, self)
+
     # ---- elementwise with arguments (the plain unary methods come from the op table) ----
     def add(self, other, alpha=1):
         """self + alpha * other (broadcast), as torch.add.
@@ -680,6 +693,7 @@ class ElementwiseMethods:
     masked_fill_ = inplace_method("masked_fill_", masked_fill)
     __iand__, __ior__ = inplace_method("__iand__", __and__), inplace_method("__ior__", __or__)
     __ixor__ = inplace_method("__ixor__", __xor__)
+    __ilshift__, __irshift__ = inplace_method("__ilshift__", __lshift__), inplace_method("__irshift__", __rshift__)
     clip_ = clamp_
     __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
     __ifloordiv__, __imod__, __ipow__ = floor_divide_, remainder_, pow_

@@ -9,7 +9,8 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .. import dtype as _dt
-from .._core import MinMax, TensorBase, as_view, dims_arg, dtype_of, norm_dim, norm_dims, opmath, wrap
+from .._core import (MinMax, TensorBase, as_view, dims_arg, dtype_of, norm_dim, norm_dims, numpy_keywords, opmath,
+                     wrap)
 from ..autograd import attach as _attach, no_grad
 from ..errors import ShapeError, describe
 from .creation import ones, zeros
@@ -33,6 +34,7 @@ def _reduce(op, x, dim, keepdim, name):
     return out
 
 
+@numpy_keywords
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     """Sum over dim (an int, a tuple; every dim if None); integers and bools sum in int64, as torch.sum.
 
@@ -55,6 +57,7 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     return _attach(out, (x,), grad, "sum")
 
 
+@numpy_keywords
 def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     """Mean over dim (an int, a tuple; every dim if None), as torch.mean (integer input gives a float).
 
@@ -68,6 +71,7 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
 
 
+@numpy_keywords
 def any_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     """Whether any element (over dim, an int or a tuple; every dim if None) is nonzero: bool.
 
@@ -78,6 +82,7 @@ def any_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     return _reduce("sum", (x != 0)._cast(_dt.int64), dim, keepdim, "any") > 0
 
 
+@numpy_keywords
 def all_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     """Whether every element (over dim, an int or a tuple; every dim if None) is nonzero: bool.
 
@@ -88,6 +93,7 @@ def all_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     return _reduce("sum", (x == 0)._cast(_dt.int64), dim, keepdim, "all") == 0
 
 
+@numpy_keywords
 def count_nonzero(x: Tensor, dim=None) -> Tensor:
     """The number of nonzero elements (over dim, an int or a tuple; every dim if None): int64.
 
@@ -134,6 +140,7 @@ def _minmax(op, x, dim, keepdim):
     return MinMax(values, idx)
 
 
+@numpy_keywords
 def max(x, dim=None, keepdim=False):
     """max() -> scalar tensor; max(dim) -> (values, indices); max(x, other) -> maximum."""
     if isinstance(dim, TensorBase):
@@ -141,6 +148,7 @@ def max(x, dim=None, keepdim=False):
     return _minmax("max", x, dim, keepdim)
 
 
+@numpy_keywords
 def min(x, dim=None, keepdim=False):
     """min() the smallest element; min(dim) (values, indices); min(x, other) minimum, as torch.min.
 
@@ -153,6 +161,7 @@ def min(x, dim=None, keepdim=False):
     return _minmax("min", x, dim, keepdim)
 
 
+@numpy_keywords
 def amax(x, dim=None, keepdim=False):
     """The largest values over dim (an int or a tuple; every dim if None), as torch.amax.
 
@@ -163,6 +172,7 @@ def amax(x, dim=None, keepdim=False):
     return _amaxmin("max", x, dim, keepdim, "amax")
 
 
+@numpy_keywords
 def amin(x, dim=None, keepdim=False):
     """The smallest values over dim (an int or a tuple; every dim if None), as torch.amin.
 
@@ -182,6 +192,7 @@ def _arg(op, x, dim, keepdim):
     return _reduce(op, x, norm_dim(dim, x.ndim, op, x), keepdim, op)
 
 
+@numpy_keywords
 def argmax(x, dim=None, keepdim=False):
     """Index of the largest element (of the flattened tensor if dim is None), as torch.argmax.
 
@@ -192,6 +203,7 @@ def argmax(x, dim=None, keepdim=False):
     return _arg("argmax", x, dim, keepdim)
 
 
+@numpy_keywords
 def argmin(x, dim=None, keepdim=False):
     """Index of the smallest element (of the flattened tensor if dim is None), as torch.argmin.
 
@@ -202,6 +214,7 @@ def argmin(x, dim=None, keepdim=False):
     return _arg("argmin", x, dim, keepdim)
 
 
+@numpy_keywords
 def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Variance over dim with Bessel's correction (correction=1) by default, as torch.var.
 
@@ -219,6 +232,7 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
 
 
+@numpy_keywords
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Standard deviation over dim (correction=1 by default), as torch.std.
 
@@ -234,6 +248,7 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     return _attach(out, (v,), lambda g: (where(out == 0, 0.0, g / (out * 2)),), "std", (out,))
 
 
+@numpy_keywords
 def prod_(x, dim=None, keepdim=False):
     """Product by pairwise halving (log2(n) multiplies): exact for integers, and
     differentiable through mul."""
@@ -259,6 +274,7 @@ def prod_(x, dim=None, keepdim=False):
     return y if keepdim or x.ndim == 0 else y.squeeze(d)
 
 
+@numpy_keywords
 def logsumexp(x, dim=None, keepdim=False):
     """log(sum(exp(x))) over dim, computed stably, as torch.logsumexp.
 
@@ -278,6 +294,7 @@ def logsumexp(x, dim=None, keepdim=False):
     return out if keepdim else squeeze(out, dims)
 
 
+@numpy_keywords
 def var_mean(x: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) over dim, as torch.var_mean (correction 1 unless given; unbiased=False is 0).
 
@@ -290,6 +307,7 @@ def var_mean(x: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=No
     return var(x, dim, keepdim, c), mean(x, dim, keepdim)
 
 
+@numpy_keywords
 def std_mean(x: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(std, mean) over dim, as torch.std_mean.
 

@@ -8,7 +8,7 @@ import builtins
 from math import prod
 
 from .. import dtype as _dt
-from .._core import MinMax, TensorBase, dtype_of, ints, norm_dim, same_device, wrap
+from .._core import MinMax, TensorBase, dtype_of, ints, norm_dim, numpy_keywords, same_device, wrap
 from ..autograd import attach as _attach
 from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
 from .creation import arange, rand, tensor, zeros
@@ -143,6 +143,7 @@ def _median(x, op, dim, keepdim, skip_nan):
     return MinMax(values, indices) if keepdim else MinMax(values.squeeze(d), indices.squeeze(d))
 
 
+@numpy_keywords
 def median(input, dim=None, keepdim=False):
     """The lower median (NaN if the row has one); with dim: (values, indices).
 
@@ -153,6 +154,7 @@ def median(input, dim=None, keepdim=False):
     return _median(_tensor("median", input), "median", dim, keepdim, False)
 
 
+@numpy_keywords
 def nanmedian(input, dim=None, keepdim=False):
     """The lower median of the values that are not NaN; with dim: (values, indices).
 
@@ -194,6 +196,7 @@ def _cumulative(x, op, dim, dtype):
     return _scan(op[3:], x, norm_dim(dim, x.ndim, op, x))
 
 
+@numpy_keywords
 def cumsum(input, dim, dtype=None):
     """Running sum along dim (integers and bool sum in int64).
 
@@ -204,6 +207,7 @@ def cumsum(input, dim, dtype=None):
     return _cumulative(input, "cumsum", dim, dtype)
 
 
+@numpy_keywords
 def cumprod(input, dim, dtype=None):
     """Running product along dim (integers and bool multiply in int64).
 

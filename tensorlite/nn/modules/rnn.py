@@ -76,6 +76,9 @@ class RNNBase(Module):
 
     reset_parameters = _reset_uniform
 
+    def flatten_parameters(self) -> None:
+        """A no-op, as torch's on the cpu: cuDNN's single weight buffer has no counterpart here."""
+
     def forward(self, input, hx=None):
         """input (L, N, H_in) ((N, L, H_in) with batch_first, or unbatched (L, H_in)); hx: h_0
         (D * num_layers, N, H_out), or (h_0, c_0) for LSTM, zeros if None. Returns
