@@ -12,7 +12,7 @@ Backends: `cpu` (numpy, the reference), `rocm` and `cuda` (one GPU backend, two 
 `tl.backends.available()` says which can run here, or why not; `tl.backend.best_device()`
 names the best of them.
 """
-from . import backend as _backend, op_table as _op_table
+from . import backend, op_table
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8,
                     int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
@@ -70,10 +70,10 @@ def _register_builtin_backends():
             return open_device(platform, ordinal)
         return factory
 
-    _backend.register("cpu", cpu)
-    _backend.register("cuda", gpu("cuda"))
-    _backend.register("rocm", gpu("rocm"))
-    _backend.register("amdemu", gpu("amdemu"))  # AMD code run by an ISA interpreter (opt-in: TENSORLITE_AMDEMU)
+    backend.register("cpu", cpu)
+    backend.register("cuda", gpu("cuda"))
+    backend.register("rocm", gpu("rocm"))
+    backend.register("amdemu", gpu("amdemu"))  # AMD code run by an ISA interpreter (opt-in: TENSORLITE_AMDEMU)
 
 
 _register_builtin_backends()
@@ -88,8 +88,8 @@ def _tensor_level_function(name):
 
 
 # tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
-for _n in [op.method for op in _op_table.UNARY if op.top_level] + [
-        op.method for op in _op_table.BINARY if op.method_too] + [op.name for op in _op_table.COMPARE] + [
+for _n in [op.method for op in op_table.UNARY if op.top_level] + [
+        op.method for op in op_table.BINARY if op.method_too] + [op.name for op in op_table.COMPARE] + [
         "pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max", "softmax",
         "log_softmax"]:
     globals().setdefault(_n, _tensor_level_function(_n))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import dtype as _dt
+from . import dtype as dtypes
 from .backend import BackendStorage, default_device, get_device
 from .errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, OutOfMemoryError, ShapeError, describe
 from .layout import Layout, cached
@@ -232,7 +232,7 @@ def scalar_tensor(v, dtype, dev, op="scalar"):
 def opmath(dt, for_integers):
     """The dtype a composite computes in: float32 for 16-bit floats (PyTorch's opmath: a sum of
     them overflows their range long before their mean does), `for_integers` for integers."""
-    return _dt.float32 if dt.itemsize == 2 and dt.is_floating_point else dt if dt.is_floating_point else for_integers
+    return dtypes.float32 if dt.itemsize == 2 and dt.is_floating_point else dt if dt.is_floating_point else for_integers
 
 
 def grad_flag(op, dtype, flag):
@@ -253,7 +253,7 @@ def fits(v, dtype) -> bool:
 def full_storage(op, dev, shape, value, dtype):
     if not is_scalar(value) or isinstance(value, complex):
         raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
-    if dtype.is_floating_point or dtype is _dt.bool_ or fits(value, dtype):
+    if dtype.is_floating_point or dtype is dtypes.bool_ or fits(value, dtype):
         try:
             return dev.full(shape, value, dtype)
         except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
@@ -264,11 +264,11 @@ def full_storage(op, dev, shape, value, dtype):
 def dtype_of(dtype, value=0.0, op="tensor"):
     if dtype is not None:
         try:
-            return _dt.get(dtype)
+            return dtypes.get(dtype)
         except TypeError as e:
             raise DTypeError(f"{op}: {e}") from None
-    return _dt.bool_ if isinstance(value, bool) else _dt.int64 if isinstance(value, numbers.Integral) \
-        else _dt.get_default_dtype()
+    return dtypes.bool_ if isinstance(value, bool) else dtypes.int64 if isinstance(value, numbers.Integral) \
+        else dtypes.get_default_dtype()
 
 
 def synchronize(device=None) -> None:

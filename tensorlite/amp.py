@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from . import backend, dtype as _dt
+from . import backend, dtype as dtypes
 from .autograd import no_grad
 from .errors import ArgumentError, DTypeError
 from .ops.joins import stack
@@ -36,8 +36,8 @@ class autocast:
         names = backend.registered()
         if device_type not in names:
             raise ArgumentError(f"autocast: device_type must be one of {names}, got {device_type!r}")
-        dtype = _dt.get(dtype) if dtype is not None else (_dt.bfloat16 if device_type == "cpu" else _dt.float16)
-        if dtype not in _dt.HALVES:
+        dtype = dtypes.get(dtype) if dtype is not None else (dtypes.bfloat16 if device_type == "cpu" else dtypes.float16)
+        if dtype not in dtypes.HALVES:
             raise DTypeError(f"autocast: dtype must be float16 or bfloat16, got {dtype.name}")
         self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
 
@@ -80,13 +80,13 @@ def low_precision(*tensors):
     """The operands of a matmul-like op: float32 ones on the autocast device in its dtype.
     Outside autocast, the operands unchanged."""
     mode = getattr(_state, "mode", None)
-    return tensors if mode is None else _cast(tensors, (_dt.float32,) + _dt.HALVES, mode[1])
+    return tensors if mode is None else _cast(tensors, (dtypes.float32,) + dtypes.HALVES, mode[1])
 
 
 def full_precision(*tensors):
     """The operands of an op that autocast runs in float32: 16-bit ones on the autocast device
     as float32. Outside autocast, the operands unchanged."""
-    return tensors if getattr(_state, "mode", None) is None else _cast(tensors, _dt.HALVES, _dt.float32)
+    return tensors if getattr(_state, "mode", None) is None else _cast(tensors, dtypes.HALVES, dtypes.float32)
 
 
 class GradScaler:

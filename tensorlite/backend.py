@@ -25,15 +25,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from . import dtype as _dtypes, op_table as _op_table
+from . import dtype as dtypes, op_table
 from .errors import ArgumentError, BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
 from .layout import Layout
 
 # the elementwise ops' names, from the op table (op_table.py)
-UNARY_OPS = tuple(op.name for op in _op_table.UNARY)
-BINARY_OPS = tuple(op.name for op in _op_table.BINARY)
-CMP_OPS = tuple(op.name for op in _op_table.COMPARE)
-UNARY_BACKWARD_OPS = tuple(op.name for op in _op_table.UNARY if op.grad == _op_table.FUSED)
+UNARY_OPS = tuple(op.name for op in op_table.UNARY)
+BINARY_OPS = tuple(op.name for op in op_table.BINARY)
+CMP_OPS = tuple(op.name for op in op_table.COMPARE)
+UNARY_BACKWARD_OPS = tuple(op.name for op in op_table.UNARY if op.grad == op_table.FUSED)
 REDUCE_OPS = ("sum", "min", "max", "argmin", "argmax")
 
 
@@ -634,14 +634,14 @@ def check_cross_entropy(op: str, logits, layout: Layout, target, target_layout: 
     if layout.ndim == 0 or tuple(target_layout.shape) != tuple(layout.shape[:-1]):
         raise storage_error(ShapeError, op, "expected logits (..., C) and target of the leading shape",
                             self=(logits, layout), target=(target, target_layout))
-    if target.dtype is not _dtypes.int64:
+    if target.dtype is not dtypes.int64:
         raise storage_error(DTypeError, op, "target must be int64 class ids", self=(logits, layout),
                             target=(target, target_layout))
 
 
 def adam_state_dtype(dtype):
     """Adam's moment buffers: float64 for float64 parameters, else float32."""
-    return _dtypes.float64 if dtype is _dtypes.float64 else _dtypes.float32
+    return dtypes.float64 if dtype is dtypes.float64 else dtypes.float32
 
 
 def check_adam_scalar(op: str, name: str, value, param, layout: Layout):
@@ -653,7 +653,7 @@ def check_adam_scalar(op: str, name: str, value, param, layout: Layout):
     if st.device is not param.device:
         raise storage_error(DeviceError, op, f"{name} must be on the parameter's device",
                             self=(param, layout), **{name: value})
-    if st.dtype is not _dtypes.float32 or lay.numel() != 1:
+    if st.dtype is not dtypes.float32 or lay.numel() != 1:
         raise storage_error(DTypeError, op, f"{name} must be one float32 element", self=(param, layout),
                             **{name: value})
     return value

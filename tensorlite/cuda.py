@@ -8,43 +8,43 @@ True
 """
 from __future__ import annotations
 
-from . import backend as _backend
+from . import backend
 from ._core import seed_device
 from .errors import DeviceError
 
 
 def is_available() -> bool:
     """Whether the `cuda` device can run here (tl.backends.available() says why not)."""
-    return _backend.available().get("cuda") is True
+    return backend.available().get("cuda") is True
 
 
 def device_count() -> int:
     """The number of GPUs the `cuda` device sees (0 where it cannot run)."""
     if not is_available():
         return 0
-    return int(_backend.get_device("cuda:0").platform.init())
+    return int(backend.get_device("cuda:0").platform.init())
 
 
 def manual_seed(seed: int) -> None:
     """Seed cuda:0's generator, as torch.cuda.manual_seed (ignored where cuda cannot run)."""
     if is_available():
-        seed_device(_backend.get_device("cuda:0"), seed)
+        seed_device(backend.get_device("cuda:0"), seed)
 
 
 def manual_seed_all(seed: int) -> None:
     """Seed every GPU's generator, as torch.cuda.manual_seed_all (ignored where cuda cannot run)."""
     for i in range(device_count()):
-        seed_device(_backend.get_device(f"cuda:{i}"), seed)
+        seed_device(backend.get_device(f"cuda:{i}"), seed)
 
 
 def get_device_name(device=None) -> str:
     """The GPU's name, as its driver reports it (default: cuda:0)."""
-    return str(_backend.get_device(_cuda(device)).props.get("name"))
+    return str(backend.get_device(_cuda(device)).props.get("name"))
 
 
 def synchronize(device=None) -> None:
     """Wait until the GPU's queued work has finished (default: cuda:0)."""
-    _backend.get_device(_cuda(device)).synchronize()
+    backend.get_device(_cuda(device)).synchronize()
 
 
 def _cuda(device) -> str:
@@ -53,7 +53,7 @@ def _cuda(device) -> str:
         return "cuda:0"
     if isinstance(device, int) and not isinstance(device, bool):
         return f"cuda:{device}"
-    name = _backend.Device(device)
+    name = backend.Device(device)
     if name.type != "cuda":
         raise DeviceError(f"tl.cuda: {name!r} is not a cuda device")
     return str(name)

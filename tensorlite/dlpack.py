@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 
-from . import backend, dtype as _dt
+from . import backend, dtype as dtypes
 from ._core import TensorBase, wrap
 from .errors import DeviceError, DTypeError, ShapeError
 from .layout import Layout
@@ -73,13 +73,13 @@ _capi.PyCapsule_IsValid.restype, _capi.PyCapsule_IsValid.argtypes = ctypes.c_int
 _capi.PyCapsule_SetName.restype, _capi.PyCapsule_SetName.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
 
 
-def _code(d: _dt.DType):
+def _code(d: dtypes.DType):
     """(DLDataTypeCode, bits) of a dtype: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6."""
-    kind = "bf" if d is _dt.bfloat16 else d.np.kind
+    kind = "bf" if d is dtypes.bfloat16 else d.np.kind
     return {"i": 0, "u": 1, "f": 2, "bf": 4, "b": 6}[kind], d.itemsize * 8
 
 
-_DTYPE_OF = {_code(d): d for d in _dt.ALL}
+_DTYPE_OF = {_code(d): d for d in dtypes.ALL}
 
 # exported tensors alive in other frameworks: address of the managed struct -> what it keeps alive
 _EXPORTED: dict = {}

@@ -30,7 +30,7 @@ import functools
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-from . import backend as _backend
+from . import backend
 from .errors import CaptureError, DeviceError
 from .ops.creation import empty
 from .tensor import Tensor
@@ -39,7 +39,7 @@ __all__ = ["Graph", "graph", "graph_pool_handle", "graphed", "is_capturing"]
 
 
 def _gpu(device):
-    dev = _backend.get_device(_backend.best_device() if device is None else device)
+    dev = backend.get_device(backend.best_device() if device is None else device)
     if dev.name == "cpu":
         raise DeviceError("graph capture needs a GPU device (cuda or rocm); none is available here"
                           if device is None else f"{dev}: graph capture needs a GPU device (cuda or rocm)")
@@ -55,8 +55,8 @@ def is_capturing(device=None) -> bool:
     False
     """
     if device is not None:
-        return _backend.get_device(device).capture is not None
-    return any(d.capture is not None for d in _backend.available_devices())
+        return backend.get_device(device).capture is not None
+    return any(d.capture is not None for d in backend.available_devices())
 
 
 def graph_pool_handle(device=None):

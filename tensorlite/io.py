@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 
-from . import dtype as _dt
+from . import dtype as dtypes
 from .errors import ArgumentError, DeviceError, DTypeError, FormatError
 from .ops.creation import tensor
 from .tensor import Tensor
@@ -41,7 +41,7 @@ def save_safetensors(tensors: dict, path, metadata: dict = None) -> None:
 
 def load_safetensors(path, device=None, dtype=None) -> dict:
     """{name: Tensor} from a safetensors file, on `device`; `dtype` casts floating tensors."""
-    cast, path, out = None if dtype is None else _dt.get(dtype), os.fspath(path), {}
+    cast, path, out = None if dtype is None else dtypes.get(dtype), os.fspath(path), {}
     st = _safetensors_numpy()
     try:
         arrays = st.load_file(path)
@@ -52,7 +52,7 @@ def load_safetensors(path, device=None, dtype=None) -> dict:
                           f"{type(e).__name__}: {e}") from e
     for name, arr in arrays.items():
         try:
-            t = tensor(arr, dtype=_dt.get(arr.dtype), device=device)
+            t = tensor(arr, dtype=dtypes.get(arr.dtype), device=device)
         except DTypeError as e:
             raise DTypeError(f"load_safetensors: tensor {name!r} of {path!r}: {e}") from None
         out[name] = t._cast(cast) if cast is not None and t.dtype.is_floating_point else t
@@ -99,9 +99,9 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
 # of the header's content and of every tensor's bytes, checked on load.
 _STRUCTURE, _FORMAT, _CHECKSUMS = "tensorlite.save", "tensorlite.format", "tensorlite.checksums"
 _FORMAT_VERSION = 2
-_ST_CODES = {d.name: "BOOL" if d is _dt.bool_ else "BF16" if d is _dt.bfloat16 else
-             {"f": "F", "i": "I", "u": "U"}[d.np.kind] + str(8 * d.itemsize) for d in _dt.ALL}
-_ST_DTYPES = {code: _dt.get(name) for name, code in _ST_CODES.items()}
+_ST_CODES = {d.name: "BOOL" if d is dtypes.bool_ else "BF16" if d is dtypes.bfloat16 else
+             {"f": "F", "i": "I", "u": "U"}[d.np.kind] + str(8 * d.itemsize) for d in dtypes.ALL}
+_ST_DTYPES = {code: dtypes.get(name) for name, code in _ST_CODES.items()}
 
 
 def _host_bytes(t: Tensor) -> np.ndarray:

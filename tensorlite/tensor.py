@@ -10,12 +10,10 @@ import functools
 
 import numpy as np
 
-from . import dlpack as _dlpack, dtype as _dt
+from . import autograd, dlpack, dtype as dtypes
 from ._core import (TensorBase, as_view, copy_of, dtype_of, grad_flag, norm_dim, register_tensor_class,
                     resolve_device, wrap)
-from .autograd import (attach as _attach, backward as _backward, register_hook as _register_hook,
-                       register_post_accumulate_grad_hook as _register_post_accumulate_grad_hook,
-                       retain_grad as _retain_grad, retains_grad as _retains_grad)
+from .autograd import attach
 from .backend import BackendDevice, Device
 from .errors import ArgumentError, BackendUnavailable, DTypeError, DeviceError, ShapeError, TensorliteError, describe
 from .ops.creation import CreationMethods, rand, randn, tensor
@@ -198,7 +196,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    __dlpack__, __dlpack_device__ = _dlpack.to_dlpack, _dlpack.device_of  # shared memory (tensorlite/dlpack.py)
+    __dlpack__, __dlpack_device__ = dlpack.to_dlpack, dlpack.device_of  # shared memory (tensorlite/dlpack.py)
 
     def data_ptr(self) -> int:
         """The address of the first element (host or device memory).
@@ -220,7 +218,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         if self.numel() != 1:
             raise ShapeError(f"{describe('item', self=self)}: only one-element tensors convert to a Python scalar")
         v = self.numpy().reshape(-1)[0]
-        return v.item() if self.dtype is not _dt.bfloat16 else float(v)
+        return v.item() if self.dtype is not dtypes.bfloat16 else float(v)
 
     def tolist(self):
         """The values as nested Python lists (a number for a 0-d tensor), as torch.Tensor.tolist.
@@ -230,7 +228,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         [[1, 2]]
         """
         a = self.numpy()
-        return (a.astype(np.float32) if self.dtype is _dt.bfloat16 else a).tolist()
+        return (a.astype(np.float32) if self.dtype is dtypes.bfloat16 else a).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -264,7 +262,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         return object.__format__(self, spec) if spec else repr(self)
 
     def __repr__(self):
-        a = self.numpy().astype(np.float32) if self.dtype is _dt.bfloat16 else self.numpy()
+        a = self.numpy().astype(np.float32) if self.dtype is dtypes.bfloat16 else self.numpy()
         body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
         extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"] + (
             ["requires_grad=True"] if self.requires_grad else [])
@@ -279,7 +277,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> (x * x).sum().backward(); x.grad.tolist()
         [2.0, 4.0]
         """
-        _backward(self, gradient, retain_graph, create_graph, inputs)
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
 
     def register_hook(self, hook):
         """hook(grad) runs when this tensor's gradient is computed and may return a replacement;
@@ -291,13 +289,13 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> x.sum().backward(); x.grad.tolist()
         [10.0, 10.0]
         """
-        return _register_hook(self, hook)
+        return autograd.register_hook(self, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """hook(self) runs after a backward has added its gradient to this leaf's .grad (as
         torch's; distributed data parallel starts its all-reduces here); returns a handle.
         See tensorlite.autograd.register_post_accumulate_grad_hook."""
-        return _register_post_accumulate_grad_hook(self, hook)
+        return autograd.register_post_accumulate_grad_hook(self, hook)
 
     def retain_grad(self):
         """Keep .grad for this non-leaf tensor in later backward passes (leaves have it anyway).
@@ -307,12 +305,12 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> y.retain_grad(); (y * y).sum().backward(); y.grad.tolist()
         [4.0, 8.0]
         """
-        _retain_grad(self)
+        autograd.retain_grad(self)
 
     @property
     def retains_grad(self) -> bool:
         """Whether retain_grad() was called on this non-leaf tensor."""
-        return _retains_grad(self)
+        return autograd.retains_grad(self)
 
     def detach(self) -> "Tensor":
         """The same storage and layout, out of the graph (in-place changes show in both)."""
@@ -348,12 +346,12 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> tl.tensor([1, 2]).to(tl.zeros(1, dtype=tl.float64)).dtype
         tensorlite.float64
         """
-        if dtype is None and device is None and len(args) == 1 and type(args[0]) is _dt.DType and not copy:
+        if dtype is None and device is None and len(args) == 1 and type(args[0]) is dtypes.DType and not copy:
             return self._cast(args[0])  # the mixed-precision hot path: one cast per weight per step
         if len(args) == 1 and isinstance(args[0], Tensor):  # to(other): other's dtype and device, as torch's
             dtype, device, args = dtype or args[0].dtype, device or args[0]._device, ()
         for a in args:  # a string that names no dtype, or a BackendDevice, is a device
-            if not isinstance(a, (str, BackendDevice)) or a in _dt.BY_NAME:
+            if not isinstance(a, (str, BackendDevice)) or a in dtypes.BY_NAME:
                 dtype = a
             else:
                 device = a
@@ -365,11 +363,11 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
                 raise BackendUnavailable(f"{describe('to', self=self)}: {e}") from None
             except DeviceError as e:
                 raise type(e)(f"{describe('to', self=self)}: {e}; nor is {device!r} a dtype "
-                              f"({sorted(_dt.BY_NAME)})") from None
+                              f"({sorted(dtypes.BY_NAME)})") from None
             if dev is not out._device:
                 src_dev = out._device
                 moved = wrap(dev.from_cpu(np.ascontiguousarray(out.numpy())), out.shape, out.dtype)
-                out = _attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
+                out = attach(moved, (out,), lambda g: (g.to(src_dev),), "to(device)")
         if dtype is not None:
             out = out._cast(dtype_of(dtype, op="to"))
         return out.clone() if copy and out is self else out
@@ -380,7 +378,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         src = self.dtype
         out = wrap(self._storage.to_dtype(self._layout, dtype), self._layout.shape, dtype)
         if dtype.is_floating_point and src.is_floating_point:
-            return _attach(out, (self,), lambda g: (g._cast(src),), "cast")
+            return attach(out, (self,), lambda g: (g._cast(src),), "cast")
         return out
 
     def type(self, dtype):
@@ -392,15 +390,15 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         """
         return self._cast(dtype_of(dtype, op="type"))
 
-    float = functools.partialmethod(_cast, _dt.float32)
-    half = functools.partialmethod(_cast, _dt.float16)
-    bfloat16 = functools.partialmethod(_cast, _dt.bfloat16)
-    double = functools.partialmethod(_cast, _dt.float64)
-    long = functools.partialmethod(_cast, _dt.int64)
-    int = functools.partialmethod(_cast, _dt.int32)
-    short = functools.partialmethod(_cast, _dt.int16)
-    char = functools.partialmethod(_cast, _dt.int8)
-    bool = functools.partialmethod(_cast, _dt.bool_)
+    float = functools.partialmethod(_cast, dtypes.float32)
+    half = functools.partialmethod(_cast, dtypes.float16)
+    bfloat16 = functools.partialmethod(_cast, dtypes.bfloat16)
+    double = functools.partialmethod(_cast, dtypes.float64)
+    long = functools.partialmethod(_cast, dtypes.int64)
+    int = functools.partialmethod(_cast, dtypes.int32)
+    short = functools.partialmethod(_cast, dtypes.int16)
+    char = functools.partialmethod(_cast, dtypes.int8)
+    bool = functools.partialmethod(_cast, dtypes.bool_)
     cpu = functools.partialmethod(to, "cpu")
 
     def cuda(self, ordinal=0):
@@ -416,7 +414,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         """
         if self._layout.is_contiguous():
             return self
-        return _attach(copy_of(self), (self,), lambda g: (g,), "contiguous")
+        return attach(copy_of(self), (self,), lambda g: (g,), "contiguous")
 
     def clone(self) -> "Tensor":
         """A copy with its own storage, in the graph (gradients flow back), as torch.Tensor.clone.
@@ -425,7 +423,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> tl.tensor([1, 2]).clone().tolist()
         [1, 2]
         """
-        return _attach(copy_of(self), (self,), lambda g: (g,), "clone")
+        return attach(copy_of(self), (self,), lambda g: (g,), "clone")
 
 
 
@@ -507,7 +505,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         if not lambd > 0:
             raise ArgumentError(f"{describe('exponential_', self=self)}: lambd must be positive, got {lambd}")
         self._check_random_fill("exponential_")
-        u = rand(self.shape, dtype=_dt.float32 if self.dtype in _dt.HALVES else self.dtype,
+        u = rand(self.shape, dtype=dtypes.float32 if self.dtype in dtypes.HALVES else self.dtype,
                  device=self._device)
         return setitem(self, Ellipsis, (1.0 - u).log() * (-1.0 / lambd), "exponential_")
 

@@ -6,6 +6,8 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tensorlite"
+BACKENDS = ROOT.parent / "backends"  # installed as tensorlite.backends
+PROJECT = {"tensorlite", "backends"}
 MAX_LINES = 1000
 
 
@@ -92,6 +94,26 @@ def private_attribute_reads(root=ROOT):
     return found
 
 
+def private_aliases(root=ROOT):
+    """(module, line, alias) for each public name of the project imported under a private alias
+    (`from .. import dtype as _dt`): the reader then meets a private-looking name for a public one."""
+    found = set()
+    for name, path in _modules(root).items():
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                src = _source(n, name, path)
+                if src.split(".")[0] not in PROJECT:
+                    continue
+            elif isinstance(n, ast.Import):
+                if not any(a.name.split(".")[0] in PROJECT for a in n.names):
+                    continue
+            else:
+                continue
+            found |= {(name, n.lineno, a.asname) for a in n.names
+                      if a.asname and a.asname.startswith("_") and not a.name.startswith("_")}
+    return found
+
+
 def late_imports(root=ROOT):
     """(module, line) of each top-level import below the module's first other statement (the
     docstring, `from __future__`, and `if TYPE_CHECKING:` blocks among the imports excepted)."""
@@ -159,6 +181,11 @@ def import_cycles(graph):
 def test_no_private_name_imported_across_modules():
     assert private_imports() == set(), "import the public name (tensorlite._core, tensorlite.ops.*)"
     assert private_attribute_reads() == set(), "read the module's public name"
+
+
+def test_no_public_name_under_a_private_alias():
+    assert private_aliases() == set()
+    assert private_aliases(BACKENDS) == set()
 
 
 def test_no_import_below_the_first_statement():

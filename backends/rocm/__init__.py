@@ -69,8 +69,8 @@ def get_platform(name: str):
 
 def open_device(platform_name: str, ordinal: int = 0):
     """The GpuDevice `platform_name:ordinal` (cached per ordinal)."""
-    from .device import open_device as _open
-    return _open(platform_name, ordinal)
+    from . import device  # device.py imports this module
+    return device.open_device(platform_name, ordinal)
 
 
 # ---- library discovery ----------------------------------------------------------------

@@ -28,7 +28,7 @@ from . import get_platform, launch_shim
 from .compiler import compile_source
 from .launch import dependent_launch
 
-_GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
+GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
 
 # ---- caching allocator ----------------------------------------------------------------
 
@@ -393,8 +393,8 @@ class GpuDevice(BackendDevice):
         return self.props.get("total_memory")
 
     def wrap_memory(self, owner, numel, dtype):
-        self._storage((0,), dtype)  # binds _GpuStorage
-        return _GpuStorage(self, owner, dtype, numel)  # `owner` serves as the buffer: its ptr is the memory
+        self._storage((0,), dtype)  # binds GpuStorage
+        return GpuStorage(self, owner, dtype, numel)  # `owner` serves as the buffer: its ptr is the memory
 
     def stream_handle(self, stream=None) -> int:
         """A stream of this device (the compute stream by default) as an integer, for libraries
@@ -616,14 +616,14 @@ class GpuDevice(BackendDevice):
     # ---- BackendDevice ------------------------------------------------------------
     def _storage(self, shape, dtype):
         """(GpuStorage of `shape` with uninitialised contents, its Buffer)."""
-        global _GpuStorage
-        if _GpuStorage is None:  # storage.py imports this module: bind it on first use
-            from .storage import GpuStorage as _GpuStorage
+        global GpuStorage
+        if GpuStorage is None:  # storage.py imports this module: bind it on first use
+            from .storage import GpuStorage
         if type(dtype) is not DType:
             dtype = dtypes.get(dtype)
         numel = prod(shape)
         buffer = self.alloc(numel * dtype.itemsize)  # the allocator's, or a graph pool's while capturing
-        return _GpuStorage(self, buffer, dtype, numel), buffer
+        return GpuStorage(self, buffer, dtype, numel), buffer
 
     def alloc_uninit(self, shape, dtype):
         return self._storage(shape, dtype)[0]

@@ -9,9 +9,9 @@ from math import isfinite
 
 import numpy as np
 
-from .. import amp as _amp, dtype as _dt
+from .. import amp, dtype as dtypes
 from .._core import TensorBase, check_size, ints, same_device, wrap
-from ..autograd import attach as _attach, is_grad_enabled
+from ..autograd import attach, is_grad_enabled
 from ..backend import ConvParams, PoolParams
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from .creation import full, tensor, zeros
@@ -79,7 +79,7 @@ def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding
 
 def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=0):
     transposed = op.startswith("conv_transpose")
-    x, w, bias = _amp.low_precision(x, w, bias)
+    x, w, bias = amp.low_precision(x, w, bias)
     x, p = _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding, transposed)
     groups = p.groups
     spatial = p.out_size(x.shape[2:], w.shape[2:], transposed)
@@ -111,7 +111,7 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
             if w.requires_grad:
                 gw = _conv_weight_grad(x2, g2, w2.shape, q.stride, q.padding, q.dilation, groups)
         return tuple(t.squeeze(2) if nd == 1 and t is not None else t for t in (gx, gw))
-    out = _attach(out, (x, w), grad, op, (x, w))
+    out = attach(out, (x, w), grad, op, (x, w))
     return out if bias is None else out + bias.reshape((1, -1) + (1,) * nd)
 
 
@@ -191,7 +191,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
         # kernel offsets in scan order; each is a strided window of the padded input
         xp = _pad2d(x, p.padding, float("-inf")) if is_max else None
         padded = (x.shape[0], x.shape[1], x.shape[2] + 2 * p.padding[0], x.shape[3] + 2 * p.padding[1])
-        taken = zeros(g.shape, dtype=_dt.bool_, device=g._device) if is_max else None
+        taken = zeros(g.shape, dtype=dtypes.bool_, device=g._device) if is_max else None
         gw = None if is_max else g / _avg_divisor(x.shape[2:], (oh, ow), p, g)
         gp = zeros(padded, dtype=g.dtype, device=g._device)
         for i in range(k[0]):
@@ -205,7 +205,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation=1, count_include_pad=Tru
                 part = embed(where(hit, g, 0.0) if is_max else gw, padded[:3] + (ow,), 2, h0, p.stride[0])
                 gp = gp + embed(part, padded, 3, w0, p.stride[1])
         return (gp[:, :, p.padding[0]:p.padding[0] + x.shape[2], p.padding[1]:p.padding[1] + x.shape[3]],)
-    return _attach(out, (x,), grad, op, (x, out))
+    return attach(out, (x,), grad, op, (x, out))
 
 
 def _avg_divisor(in_hw, out_hw, p, like):
@@ -265,4 +265,4 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
         iw = tensor((np.arange(ow) * w // ow).astype(np.int64), device=g._device)
         gh = zeros(x.shape[:2] + (h, ow), dtype=g.dtype, device=g._device).index_add(2, ih, g)
         return (zeros(x.shape, dtype=g.dtype, device=g._device).index_add(3, iw, gh),)
-    return _attach(out, (x,), grad, "upsample_nearest2d")
+    return attach(out, (x,), grad, "upsample_nearest2d")

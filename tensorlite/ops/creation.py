@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import (TensorBase, check_size, copy_of, dtype_of, fail, fits, full_storage, grad_flag, ints,
                      resolve_device, shape_arg, sizes_arg, wrap)
 from ..errors import ArgumentError, DTypeError, ShapeError
@@ -33,7 +33,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         if dtype is not None:
             dt = dtype_of(dtype)
         elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
-            dt = _dt.get_default_dtype()  # Python floats default to float32, as PyTorch
+            dt = dtypes.get_default_dtype()  # Python floats default to float32, as PyTorch
         elif arr.dtype.kind == "O":
             raise DTypeError(f"tensor: cannot infer a dtype from {type(data).__name__} data")
         else:
@@ -51,7 +51,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def from_numpy(a: np.ndarray, device=None) -> Tensor:
     """A tensor with a copy of `a`, keeping its dtype (float64 stays float64)."""
-    return tensor(a, dtype=_dt.get(a.dtype), device=device)
+    return tensor(a, dtype=dtypes.get(a.dtype), device=device)
 
 
 def _filled(op, shape, value, dtype, device, requires_grad):
@@ -228,9 +228,9 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     if high <= low:
         raise ArgumentError(f"randint: empty range [{low}, {high})")
     dev, dt = resolve_device(device), dtype_of(dtype, 0, "randint")
-    shape = check_size("randint", shape_arg((size,), "randint"), _dt.float64, dev)
-    u = wrap(dev.rand_uniform(shape, _dt.float64, 0.0, 1.0), shape, _dt.float64)
-    v = (u * float(high - low)).floor()._cast(_dt.int64) + int(low)
+    shape = check_size("randint", shape_arg((size,), "randint"), dtypes.float64, dev)
+    u = wrap(dev.rand_uniform(shape, dtypes.float64, 0.0, 1.0), shape, dtypes.float64)
+    v = (u * float(high - low)).floor()._cast(dtypes.int64) + int(low)
     v = v.minimum(high - 1)  # guards the u -> 1.0 rounding edge
     return v._cast(dt) if dtype is not None else v
 
@@ -247,7 +247,7 @@ def randperm(n, dtype=None, device=None, requires_grad=False):
     dev, dt = resolve_device(device), dtype_of(dtype, 0, "randperm")
     if requires_grad:
         raise ArgumentError("randperm: an integer tensor cannot require grad")
-    u = wrap(dev.rand_uniform((n,), _dt.float64, 0.0, 1.0), (n,), _dt.float64)
+    u = wrap(dev.rand_uniform((n,), dtypes.float64, 0.0, 1.0), (n,), dtypes.float64)
     out = u.argsort()
     return out._cast(dt) if dtype is not None else out
 

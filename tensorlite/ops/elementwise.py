@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import TensorBase, check_size, is_exact_tensor, is_scalar, opmath, same_device, scalar_tensor, wrap
-from ..autograd import attach as _attach, no_grad
+from ..autograd import attach, no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
 from ..op_table import BINARY, BINARY_BY_NAME, FUSED, UNARY, UNARY_BY_NAME
@@ -34,7 +34,7 @@ def coerce(op, a, b):
         if not isinstance(a, (TensorBase, list, tuple, np.ndarray)):
             raise DTypeError(f"{op}: unsupported operand types {type(a).__name__} and {type(b).__name__}")
         a = a if isinstance(a, TensorBase) else tensor(a)
-        dt = _dt.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
+        dt = dtypes.result_type_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
         if isinstance(b, numbers.Integral) and dt.np.kind in "iu" and -2 ** 63 <= b < 2 ** 63:
             b = int(np.array(b, np.int64).astype(dt.np))  # an int64 operand wraps into dt, as PyTorch's
         return a._cast(dt), scalar_tensor(b, dt, a._device, op)
@@ -46,9 +46,9 @@ def coerce(op, a, b):
     if a.dtype is b.dtype:
         return a, b
     if (a.ndim == 0) != (b.ndim == 0):
-        dt = _dt.result_type_0d(b.dtype, a.dtype) if a.ndim == 0 else _dt.result_type_0d(a.dtype, b.dtype)
+        dt = dtypes.result_type_0d(b.dtype, a.dtype) if a.ndim == 0 else dtypes.result_type_0d(a.dtype, b.dtype)
     else:
-        dt = _dt.promote_types(a.dtype, b.dtype)
+        dt = dtypes.promote_types(a.dtype, b.dtype)
     return a._cast(dt), b._cast(dt)
 
 
@@ -87,16 +87,16 @@ def binary(op, a, b, name=None):
             if is_exact_tensor(b) and type(a) in (int, float) and b.dtype.is_floating_point:
                 return affine(b, *_AFFINE[op](a, True))
         if not row.integers and (is_scalar(a) or is_scalar(b)):  # an int scalar must not wrap into int dtypes first
-            a, b = (t._cast(_dt.get_default_dtype()) if isinstance(t, TensorBase) and not t.dtype.is_floating_point
+            a, b = (t._cast(dtypes.get_default_dtype()) if isinstance(t, TensorBase) and not t.dtype.is_floating_point
                     else t for t in (a, b))
         a, b = coerce(name, a, b)
         if not row.integers and not a.dtype.is_floating_point:  # true division, atan2: in float, as PyTorch
-            a, b = a._cast(_dt.get_default_dtype()), b._cast(_dt.get_default_dtype())
+            a, b = a._cast(dtypes.get_default_dtype()), b._cast(dtypes.get_default_dtype())
         shape, la, lb = _broadcast_pair(name, a, b)
     out = wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
-        return out  # what _attach would return: nothing to record
-    return _attach(out, (a, b), lambda g: tuple(sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
+        return out  # what attach would return: nothing to record
+    return attach(out, (a, b), lambda g: tuple(sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
                    op, [(a, b, out)[i] for i in row.saves])
 
 
@@ -106,8 +106,8 @@ def compare(op, a, b):
             return NotImplemented  # lets `t == None`, `t in list` fall back to identity
         raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
     a, b = coerce(op, a, b)
-    shape, la, lb = _broadcast_pair(op, a, b, _dt.bool_)
-    return wrap(a._storage.cmp(op, b._storage, la, lb), shape, _dt.bool_)
+    shape, la, lb = _broadcast_pair(op, a, b, dtypes.bool_)
+    return wrap(a._storage.cmp(op, b._storage, la, lb), shape, dtypes.bool_)
 
 
 def _fused_unary_grad(op, g, x):
@@ -119,13 +119,13 @@ def _fused_unary_grad(op, g, x):
 def unary(op, x):
     row = UNARY_BY_NAME[op]
     if not x.dtype.is_floating_point and not row.integers:
-        x = x._cast(_dt.get_default_dtype())
+        x = x._cast(dtypes.get_default_dtype())
     out = wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
     if row.grad is None or not x.dtype.is_floating_point:
         return out
     if row.grad == FUSED:
-        return _attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op, (x,))
-    return _attach(out, (x,), lambda g: (row.grad(g, x, out),), op, [(x, out)[i] for i in row.saves])
+        return attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op, (x,))
+    return attach(out, (x,), lambda g: (row.grad(g, x, out),), op, [(x, out)[i] for i in row.saves])
 
 
 def affine(x: Tensor, mul: float, add: float) -> Tensor:
@@ -136,7 +136,7 @@ def affine(x: Tensor, mul: float, add: float) -> Tensor:
     [3.0, 5.0]
     """
     out = wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
-    return _attach(out, (x,), lambda g: (g * mul,), "affine")
+    return attach(out, (x,), lambda g: (g * mul,), "affine")
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
@@ -147,7 +147,7 @@ def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     [1.0, 0.0]
     """
     out = wrap(x._storage.elu(x._layout, alpha), x.shape, x.dtype)
-    return _attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu", (x, out))
+    return attach(out, (x,), lambda g: (g * where(x > 0, 1.0, out + alpha),), "elu", (x, out))
 
 
 def power(x, e):
@@ -159,11 +159,11 @@ def power(x, e):
             while k:
                 out, base, k = (out * base if k & 1 else out), base * base, k >> 1
             return out
-        x = x._cast(_dt.get_default_dtype())
+        x = x._cast(dtypes.get_default_dtype())
     e = float(e)
     out = wrap(x._storage.powf(x._layout, e), x.shape, x.dtype)
     # d/dx = e * x^(e-1), and 0 for e == 0 (PyTorch's: no 0 * inf at x = 0)
-    return _attach(out, (x,), lambda g: (g * e * x.pow(e - 1) if e else zeros_like(g),), "pow", (x,))
+    return attach(out, (x,), lambda g: (g * e * x.pow(e - 1) if e else zeros_like(g),), "pow", (x,))
 
 
 def _pow_tensor(x, e):
@@ -185,7 +185,7 @@ def _pow_tensor(x, e):
         dx = where(e == 0, 0.0, g * e * _pow_values(x, e - 1))
         de = where((x == 0) & (e >= 0), 0.0, g * out * x.log())
         return sum_to(dx, x.shape), sum_to(de, e.shape)
-    return _attach(out, (x, e), grad, "pow", (x, e, out))
+    return attach(out, (x, e), grad, "pow", (x, e, out))
 
 
 def _pow_values(x, e):
@@ -205,7 +205,7 @@ def _division(op, a, b):
     float64: exact below 2**53), and the result's dtype. Integer division by zero raises, as
     PyTorch does on the cpu (the host reads b)."""
     a, b = _nonzero_divisor(op, a, b)
-    wide = opmath(a.dtype, _dt.float64)
+    wide = opmath(a.dtype, dtypes.float64)
     return a._cast(wide), b._cast(wide), a.dtype
 
 
@@ -256,11 +256,11 @@ def where(cond: Tensor, x=None, y=None) -> Tensor:
         return cond.nonzero(as_tuple=True)
     if x is None or y is None:
         raise ArgumentError("where: give both x and y, or neither (where(cond) is nonzero(cond, as_tuple=True))")
-    if not isinstance(cond, TensorBase) or cond.dtype is not _dt.bool_:
+    if not isinstance(cond, TensorBase) or cond.dtype is not dtypes.bool_:
         raise DTypeError(f"where: condition must be a bool tensor, got "
                          f"{cond.dtype.name if isinstance(cond, TensorBase) else type(cond).__name__}")
     if is_scalar(x) and is_scalar(y):
-        x = scalar_tensor(x, _dt.result_type_scalar(_dt.get(type(x)), y), cond._device)
+        x = scalar_tensor(x, dtypes.result_type_scalar(dtypes.get(type(x)), y), cond._device)
     x, y = coerce("where", x, y)
     same_device("where", cond=cond, x=x, y=y)
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
@@ -271,7 +271,7 @@ def where(cond: Tensor, x=None, y=None) -> Tensor:
     out = wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
     if not x.dtype.is_floating_point:
         return out
-    return _attach(out, (x, y), lambda g: (sum_to(where(cond, g, 0.0), x.shape),
+    return attach(out, (x, y), lambda g: (sum_to(where(cond, g, 0.0), x.shape),
                                            sum_to(where(cond, 0.0, g), y.shape)), "where", (cond,))
 
 
@@ -325,7 +325,7 @@ def isinf(x: Tensor) -> Tensor:
     >>> tl.tensor([1.0, float("-inf")]).isinf().tolist()
     [False, True]
     """
-    return x.abs() == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+    return x.abs() == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=dtypes.bool_)
 
 
 def isposinf(x: Tensor) -> Tensor:
@@ -335,7 +335,7 @@ def isposinf(x: Tensor) -> Tensor:
     >>> tl.tensor([float("inf"), float("-inf")]).isposinf().tolist()
     [True, False]
     """
-    return x == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+    return x == np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=dtypes.bool_)
 
 
 def isneginf(x: Tensor) -> Tensor:
@@ -345,7 +345,7 @@ def isneginf(x: Tensor) -> Tensor:
     >>> tl.tensor([float("inf"), float("-inf")]).isneginf().tolist()
     [False, True]
     """
-    return x == -np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=_dt.bool_)
+    return x == -np.inf if x.dtype.is_floating_point else zeros_like(x, dtype=dtypes.bool_)
 
 
 def isfinite_(x: Tensor) -> Tensor:  # tl.isfinite (math.isfinite keeps its name here)
@@ -355,7 +355,7 @@ def isfinite_(x: Tensor) -> Tensor:  # tl.isfinite (math.isfinite keeps its name
     >>> tl.tensor([1.0, float("inf"), float("nan")]).isfinite().tolist()
     [True, False, False]
     """
-    return x.abs() < np.inf if x.dtype.is_floating_point else ones_like(x, dtype=_dt.bool_)
+    return x.abs() < np.inf if x.dtype.is_floating_point else ones_like(x, dtype=dtypes.bool_)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
@@ -371,8 +371,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
     a, b = coerce("isclose", input, other)
     with no_grad():
         close = a == b
-        if a.dtype is not _dt.bool_:
-            wide = opmath(a.dtype, _dt.float64)
+        if a.dtype is not dtypes.bool_:
+            wide = opmath(a.dtype, dtypes.float64)
             a, b = a._cast(wide), b._cast(wide)
             d = (a - b).abs()
             close = close | ((d <= b.abs() * rtol + atol) & (d < np.inf))  # an infinite error is never close
@@ -458,7 +458,7 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     [0, 2, 0]
     """
     v = {"value": value} if isinstance(value, TensorBase) else {}
-    if not isinstance(mask, TensorBase) or mask.dtype is not _dt.bool_ or \
+    if not isinstance(mask, TensorBase) or mask.dtype is not dtypes.bool_ or \
             not (is_scalar(value) or v and value.ndim == 0):
         raise DTypeError(f"{describe('masked_fill', self=x, mask=mask, **v)}: expected a bool mask and a number "
                          "or 0-d tensor value")
@@ -677,7 +677,7 @@ class ElementwiseMethods:
         """
         if not self.dtype.is_floating_point:
             return self.clone()
-        info = _dt.finfo(self.dtype)
+        info = dtypes.finfo(self.dtype)
         hi, lo = info.max if posinf is None else posinf, info.min if neginf is None else neginf
         x = where(self.isnan(), nan, self)
         return where(x == float("inf"), hi, where(x == float("-inf"), lo, x))

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import TensorBase, is_scalar, norm_dim, same_device, scalar_tensor, wrap
-from ..autograd import attach as _attach, is_grad_enabled, no_grad, note_write
+from ..autograd import attach, is_grad_enabled, no_grad, note_write
 from ..errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, ShapeError, describe
 from ..layout import broadcast_shapes
 from .creation import arange, ones_like, tensor, zeros, zeros_like
@@ -44,7 +44,7 @@ def _basic_index(x: Tensor, idx):
     if not isinstance(idx, tuple):
         idx = (idx,)
     idx = [_index_tensor(i, x) if isinstance(i, (TensorBase, list, np.ndarray, bool, np.bool_)) else i for i in idx]
-    consumed = builtins.sum(i.ndim if isinstance(i, TensorBase) and i.dtype is _dt.bool_ else
+    consumed = builtins.sum(i.ndim if isinstance(i, TensorBase) and i.dtype is dtypes.bool_ else
                    (0 if i is None or i is Ellipsis else 1) for i in idx)
     if consumed > x.ndim:
         raise IndexOutOfRange(f"{describe('__getitem__', self=x)}: too many indices ({consumed}) for {x.ndim} dims")
@@ -59,7 +59,7 @@ def _basic_index(x: Tensor, idx):
             out, d = unsqueeze(out, d), d + 1
         elif isinstance(i, TensorBase):
             adv.append((d, i))
-            d += i.ndim if i.dtype is _dt.bool_ else 1
+            d += i.ndim if i.dtype is dtypes.bool_ else 1
         elif isinstance(i, slice):
             try:
                 start, stop, step = i.indices(out.shape[d])
@@ -99,7 +99,7 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
     for d, i in adv:
         d -= shift  # the dims of the masks before it are one dim now
         nonneg.append(not i.dtype.is_signed)  # unsigned ids, or a mask's
-        if i.dtype is _dt.bool_:
+        if i.dtype is dtypes.bool_:
             if i.shape != out.shape[d:d + i.ndim]:
                 raise IndexOutOfRange(f"{describe(op, self=x, mask=i)}: mask shape does not match "
                                       f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
@@ -119,7 +119,7 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
     sizes, flat, bad = out.shape[dims[0]:dims[0] + len(dims)], None, None
     for t, n, pos in zip(ids, sizes, nonneg):  # (no new ids where none can be negative: their bounds stay known)
-        t = t if len(ids) == 1 and pos else t._cast(_dt.int64)
+        t = t if len(ids) == 1 and pos else t._cast(dtypes.int64)
         if len(ids) > 1:  # a bad id in one dim must not make an in-range linear index
             bad = (t < -n) | (t >= n) if bad is None else bad | (t < -n) | (t >= n)
         t = t if pos else where(t < 0, t + n, t)
@@ -187,7 +187,7 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
             m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)
-            if len(adv) == 1 and m.dtype is _dt.bool_ and m.shape == target.shape and val.ndim == 0:
+            if len(adv) == 1 and m.dtype is dtypes.bool_ and m.shape == target.shape and val.ndim == 0:
                 same_device(op, self=x, mask=m, value=val)
                 value = where(m, val, target)  # x[mask] = number: no host read of the mask
             else:
@@ -204,14 +204,14 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
         return gx, sum_to(g[idx], v.shape)._cast(v.dtype) if wants else None
     # the node first (it may refuse an input; the backward reads no values), then the write,
     # then x takes the node: an error leaves x's memory and history as they were
-    node = _attach(snapshot(x, copy=False), (snapshot(x, copy=False), v), grad, op)._node
+    node = attach(snapshot(x, copy=False), (snapshot(x, copy=False), v), grad, op)._node
     write(target, value, op)
     x._node, x.requires_grad = node, True
     return x
 
 
 def _check_ids(op, ids, x, dim, **more):  # the checks of the index ops' operands; dim in [0, x.ndim)
-    if not isinstance(ids, TensorBase) or ids.dtype not in (_dt.int64, _dt.uint32, _dt.uint8) or \
+    if not isinstance(ids, TensorBase) or ids.dtype not in (dtypes.int64, dtypes.uint32, dtypes.uint8) or \
             not builtins.all(isinstance(t, TensorBase) for t in more.values()):
         raise DTypeError(f"{describe(op, self=x, index=ids, **more)}: index must be an int64, uint32 or uint8 tensor"
                          f"{' and ' + ', '.join(more) + ' a tensor' if more else ''}")
@@ -284,7 +284,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     shape = x.shape[:dim] + (index.shape[0],) + x.shape[dim + 1:]
     out = wrap(x._storage.index_select(index._storage, x._layout, index._layout, dim), shape, x.dtype)
     src = x.shape
-    return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).index_add(dim, index, g),),
+    return attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).index_add(dim, index, g),),
                    "index_select", (index,))
 
 
@@ -298,7 +298,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     dim = _check_scatter("gather", x, dim, index)
     out = wrap(x._storage.gather(x._layout, index._storage, index._layout, dim), index.shape, x.dtype)
     src = x.shape
-    return _attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
+    return attach(out, (x,), lambda g: (zeros(src, dtype=g.dtype, device=g._device).scatter_add(dim, index, g),),
                    "gather", (index,))
 
 
@@ -311,7 +311,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """
     dim = _check_scatter("scatter_add", x, dim, index, src)
     st = x._storage.scatter_add(x._layout, index._storage, index._layout, src._storage, src._layout, dim)
-    return _attach(wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, _corner(g.gather(dim, index), src.shape)),
+    return attach(wrap(st, x.shape, x.dtype), (x, src), lambda g: (g, _corner(g.gather(dim, index), src.shape)),
                    "scatter_add", (index,))
 
 
@@ -325,7 +325,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha=1) -> Te
     source = source * alpha if alpha != 1 and isinstance(source, TensorBase) else source
     dim, index = _check_index_source("index_add", x, dim, index, source)
     st = x._storage.index_add(x._layout, index._storage, index._layout, source._storage, source._layout, dim)
-    return _attach(wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
+    return attach(wrap(st, x.shape, x.dtype), (x, source), lambda g: (g, g.index_select(dim, index)),
                    "index_add", (index,))
 
 
@@ -362,7 +362,7 @@ def scatter(x: Tensor, dim: int, index: Tensor, src=None, value=None, *, reduce=
     v = src if isinstance(src, TensorBase) else None
     dim = _check_scatter("scatter", x, dim, index, v)
     out = _raw(x, dim, index, _number_src("scatter", x, index, src), None)
-    return _attach(out, (x, v), lambda g: (g.scatter(dim, index, 0),
+    return attach(out, (x, v), lambda g: (g.scatter(dim, index, 0),
                                            None if v is None else _corner(g.gather(dim, index), v.shape)),
                    "scatter", (index,))
 
@@ -374,7 +374,7 @@ def _identity(reduce, dt):
     high = reduce == "amin"
     if dt.is_floating_point:
         return float("inf") if high else float("-inf")
-    return high if dt is _dt.bool_ else int(np.iinfo(dt.np).max if high else np.iinfo(dt.np).min)
+    return high if dt is dtypes.bool_ else int(np.iinfo(dt.np).max if high else np.iinfo(dt.np).min)
 
 
 @_scalar_self
@@ -390,7 +390,7 @@ def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
         raise ArgumentError(f"{describe('scatter_reduce', self=x)}: reduce must be 'sum', 'prod', 'mean', 'amax' "
                             f"or 'amin', got {reduce!r}")
     dim = _check_scatter("scatter_reduce", x, dim, index, src)
-    if reduce == "mean" and x.dtype is _dt.bool_:
+    if reduce == "mean" and x.dtype is dtypes.bool_:
         raise DTypeError(f"{describe('scatter_reduce', self=x)}: no mean of bool values (as PyTorch)")
     base = x if include_self else x.scatter(dim, index, _identity(reduce, x.dtype))
     if reduce in ("sum", "mean"):  # composed: their gradients are the ops'
@@ -418,7 +418,7 @@ def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
             share = g / sx.scatter_add(dim, index, ss)
             gx, gs = sx * share, ss * share.gather(dim, index)
         return gx if include_self else gx.scatter(dim, index, 0), _corner(gs, src.shape)
-    return _attach(out, (x, src), grad, "scatter_reduce", (x, src, out, index))
+    return attach(out, (x, src), grad, "scatter_reduce", (x, src, out, index))
 
 
 @_scalar_self
@@ -430,7 +430,7 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """
     dim, index = _check_index_source("index_copy", x, dim, index, source)
     wide = broadcast_to(index.reshape([-1 if d == dim else 1 for d in range(x.ndim)]), source.shape)
-    return _attach(_raw(x, dim, wide, source, None), (x, source),
+    return attach(_raw(x, dim, wide, source, None), (x, source),
                    lambda g: (g.index_fill(dim, index, 0), g.index_select(dim, index)), "index_copy", (index,))
 
 
@@ -453,7 +453,7 @@ def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     def grad(g):
         gx = g.index_fill(dim, index, 0)
         return gx, (g - gx).sum()._cast(v.dtype) if v is not None and v.requires_grad else None
-    return _attach(out, (x, v), grad, "index_fill", (index,))
+    return attach(out, (x, v), grad, "index_fill", (index,))
 
 
 def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
@@ -479,7 +479,7 @@ def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     >>> import tensorlite as tl; tl.zeros(3).masked_scatter(tl.tensor([True, False, True]), tl.ones(2)).tolist()
     [1.0, 0.0, 1.0]
     """
-    if not (isinstance(mask, TensorBase) and mask.dtype is _dt.bool_ and isinstance(source, TensorBase)):
+    if not (isinstance(mask, TensorBase) and mask.dtype is dtypes.bool_ and isinstance(source, TensorBase)):
         raise DTypeError(f"{describe('masked_scatter', self=x)}: expected a bool mask tensor and a source tensor")
     if source.dtype is not x.dtype:
         raise DTypeError(f"{describe('masked_scatter', self=x, source=source)}: source must have the dtype of self")
@@ -501,7 +501,7 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     >>> import tensorlite as tl; tl.masked_select(tl.tensor([[1, 2], [3, 4]]), tl.tensor([True, False])).tolist()
     [1, 3]
     """
-    if not (isinstance(mask, TensorBase) and mask.dtype is _dt.bool_):
+    if not (isinstance(mask, TensorBase) and mask.dtype is dtypes.bool_):
         raise DTypeError(f"{describe('masked_select', self=x)}: mask must be a bool tensor")
     same_device("masked_select", self=x, mask=mask)
     shape = broadcast_shapes(x.shape, mask.shape)

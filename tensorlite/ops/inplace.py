@@ -8,9 +8,9 @@ import builtins
 from math import prod
 from typing import TYPE_CHECKING
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import TensorBase, as_view, copy_of, same_device, wrap
-from ..autograd import is_grad_enabled, no_grad, note_write as _note_write
+from ..autograd import is_grad_enabled, no_grad, note_write
 from ..errors import DTypeError, ShapeError, TensorliteError, describe
 from ..layout import Layout, broadcast_shapes
 from .views import broadcast_to, permute, select
@@ -72,7 +72,7 @@ def write(dst: Tensor, src, op: str) -> None:
             _copy_rows(dst, src, rows)  # the common case (a KV cache's new positions): one copy, no views
         else:
             _write_converted(dst, src, op, rows)
-    _note_write(dst._storage)
+    note_write(dst._storage)
 
 
 def _write_converted(dst: Tensor, src: Tensor, op: str, rows) -> None:
@@ -119,7 +119,7 @@ def inplace(x: Tensor, op: str, fn, *args, **kwargs) -> Tensor:
         raise ShapeError(f"{describe(op, self=x)}: the result's shape {out.shape} (after broadcasting) is not "
                          "the tensor's")
     if out.dtype is not x.dtype:  # PyTorch's rule: no float into an integer, nothing but bool into bool
-        if (out.dtype.is_floating_point and not x.dtype.is_floating_point) or x.dtype is _dt.bool_:
+        if (out.dtype.is_floating_point and not x.dtype.is_floating_point) or x.dtype is dtypes.bool_:
             raise DTypeError(f"{describe(op, self=x)}: result type {out.dtype.name} can't be cast to the "
                              f"tensor's dtype {x.dtype.name} in place")
         out = out._cast(x.dtype)

@@ -8,9 +8,9 @@ import functools
 from math import prod
 from typing import List, Sequence, TYPE_CHECKING
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import TensorBase, fail, norm_dim, same_device, wrap
-from ..autograd import attach as _attach, attach_many as _attach_many
+from ..autograd import attach, attach_many
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
 
@@ -40,7 +40,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ShapeError(f"{describe('cat', **named)}: zero-dimensional tensors cannot be concatenated; use stack")
     dim = norm_dim(dim, first.ndim, "cat", first)
     same_device("cat", **named)
-    dt = functools.reduce(_dt.promote_types, [t.dtype for t in tensors])
+    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
     if any(t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]
            for t in tensors):
         raise ShapeError(f"{describe('cat', **named)}: shapes must match except in dim {dim}")
@@ -58,7 +58,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     else:
         for st, src_offset, dst_offset, n in pieces:
             st.copy2d(dst, rows, n, n, shape[dim] * inner, src_offset, dst_offset)
-    return _attach(wrap(dst, shape, dt), tuple(tensors), lambda g: g.split(sizes, dim), "cat")
+    return attach(wrap(dst, shape, dt), tuple(tensors), lambda g: g.split(sizes, dim), "cat")
 
 
 def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
@@ -66,7 +66,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
     backend: one per few dozen contiguous float tensors), differentiable as one node whose
     backward casts the gradients back the same way: mixed precision's per-step casts of
     every weight and weight gradient. Tensors already of `dtype` come back as they are."""
-    dtype = _dt.get(dtype)
+    dtype = dtypes.get(dtype)
     tensors = list(tensors)
     by_class = {}  # to_dtype_many takes storages of one class
     for i, t in enumerate(tensors):  # one pass: a mixed-precision step runs this for every weight, twice
@@ -91,7 +91,7 @@ def foreach_to(tensors: Sequence[Tensor], dtype) -> List[Tensor]:
                 for k, g in zip(ks, foreach_to([grads[k] for k in ks], src_dtype)):
                     res[k] = g
             return res
-        _attach_many([out[i] for i in diff], srcs, grad, "foreach_to")
+        attach_many([out[i] for i in diff], srcs, grad, "foreach_to")
     return out
 
 

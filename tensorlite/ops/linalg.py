@@ -8,7 +8,7 @@ import numbers
 from typing import TYPE_CHECKING
 
 from .._core import TensorBase, dtype_of, norm_dim, norm_dims, opmath
-from ..autograd import attach as _attach, no_grad
+from ..autograd import attach, no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
 from .creation import tensor, zeros_like
@@ -49,7 +49,7 @@ def p_norm(x: Tensor, p, dim, keepdim=True) -> Tensor:
             return (where(x == 0, 0.0, x.sign() * a ** (p - 1)) * (g * n ** (1 - p)),)
         d = x.sign() if p == 1 else x / n if p == 2 else x.sign() * a ** (p - 1) / n ** (p - 1)
         return (where(n == 0, 0.0, g * d),)
-    out = _attach(norm, (x,), grad, "vector_norm", (x, norm))
+    out = attach(norm, (x,), grad, "vector_norm", (x, norm))
     return out if keepdim or x.ndim == 0 else out.squeeze(dims)
 
 

@@ -8,9 +8,9 @@ import numbers
 from math import prod
 from typing import TYPE_CHECKING
 
-from .. import amp as _amp
+from .. import amp
 from .._core import TensorBase, check_size, fail, ints, norm_dim, same_device, wrap
-from ..autograd import attach as _attach, is_grad_enabled
+from ..autograd import attach, is_grad_enabled
 from ..custom_op import result, storage_and_layout
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
@@ -29,7 +29,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if not isinstance(a, TensorBase) or not isinstance(b, TensorBase):
         raise DTypeError(f"matmul: operands must be tensors, got {type(a).__name__} and {type(b).__name__}")
     same_device("matmul", lhs=a, rhs=b)
-    a, b = _amp.low_precision(a, b)
+    a, b = amp.low_precision(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"{describe('matmul', lhs=a, rhs=b)}: both operands need at least 1 dim")
     if a.dtype is not b.dtype:
@@ -59,7 +59,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         ga = sum_to(matmul(g2, b2.mT), a2.shape).reshape(a.shape)
         gb = sum_to(matmul(a2.mT, g2), b2.shape).reshape(b.shape)
         return ga, gb
-    return _attach(out, (a, b), grad, "matmul", (a, b))
+    return attach(out, (a, b), grad, "matmul", (a, b))
 
 
 def kron(a: Tensor, b: Tensor) -> Tensor:
@@ -218,7 +218,7 @@ def addmm(x: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     if beta == 1 and alpha == 1 and isinstance(x, TensorBase) and x.shape == (m, n) and k == mat2.shape[0] and \
             x.dtype is mat1.dtype and x.dtype.is_floating_point and x._device is mat1._device and \
             not (is_grad_enabled() and (x.requires_grad or mat1.requires_grad or mat2.requires_grad)) and \
-            not _amp.is_autocast_enabled():  # one storage op: a GPU adds x as its GEMV stores (a residual add)
+            not amp.is_autocast_enabled():  # one storage op: a GPU adds x as its GEMV stores (a residual add)
         (xs, xl), (as_, al), (bs, bl) = (storage_and_layout(t) for t in (x, mat1, mat2))
         return result(as_.matmul_add(bs, (m, n, k), al, bl, xs, xl), (m, n), x.dtype)
     return _add_product("addmm", x, mm(mat1, mat2), beta, alpha)

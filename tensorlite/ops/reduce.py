@@ -8,10 +8,10 @@ import numbers
 from math import prod
 from typing import TYPE_CHECKING
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import (MinMax, TensorBase, as_view, dims_arg, dtype_of, norm_dim, norm_dims, numpy_keywords, opmath,
                      wrap)
-from ..autograd import attach as _attach, no_grad
+from ..autograd import attach, no_grad
 from ..errors import ShapeError, describe
 from .creation import ones, zeros
 from .elementwise import maximum, minimum, where
@@ -44,8 +44,8 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     """
     if dtype is not None:
         x = x._cast(dtype_of(dtype, op="sum"))
-    elif not x.dtype.is_floating_point and x.dtype is not _dt.int64:
-        x = x._cast(_dt.int64)  # bool/u8/u32 sums count in int64, as PyTorch
+    elif not x.dtype.is_floating_point and x.dtype is not dtypes.int64:
+        x = x._cast(dtypes.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
     if not x.dtype.is_floating_point:
         return out
@@ -54,7 +54,7 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     def grad(g):  # g with the summed dims kept (as size 1), broadcast back to x's shape
         kept = g if keepdim else g.reshape(tuple(1 if i in dims else n for i, n in enumerate(shape)))
         return (broadcast_to(kept, shape),)
-    return _attach(out, (x,), grad, "sum")
+    return attach(out, (x,), grad, "sum")
 
 
 @numpy_keywords
@@ -65,7 +65,7 @@ def mean(x: Tensor, dim=None, keepdim=False) -> Tensor:
     >>> tl.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(1).tolist()
     [1.5, 3.5]
     """
-    dt = opmath(x.dtype, _dt.get_default_dtype())
+    dt = opmath(x.dtype, dtypes.get_default_dtype())
     n = prod(x.shape[d] for d in norm_dims(dim, x.ndim, "mean", x))
     out = sum(x._cast(dt), dim, keepdim) * (1.0 / n if n else float("nan"))
     return out._cast(x.dtype) if x.dtype.is_floating_point else out
@@ -79,7 +79,7 @@ def any_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     >>> tl.tensor([[0, 1], [0, 0]]).any(1).tolist()
     [True, False]
     """
-    return _reduce("sum", (x != 0)._cast(_dt.int64), dim, keepdim, "any") > 0
+    return _reduce("sum", (x != 0)._cast(dtypes.int64), dim, keepdim, "any") > 0
 
 
 @numpy_keywords
@@ -90,7 +90,7 @@ def all_(x: Tensor, dim=None, keepdim=False) -> Tensor:
     >>> tl.tensor([[1, 2], [0, 3]]).all(1).tolist()
     [True, False]
     """
-    return _reduce("sum", (x == 0)._cast(_dt.int64), dim, keepdim, "all") == 0
+    return _reduce("sum", (x == 0)._cast(dtypes.int64), dim, keepdim, "all") == 0
 
 
 @numpy_keywords
@@ -101,7 +101,7 @@ def count_nonzero(x: Tensor, dim=None) -> Tensor:
     >>> tl.tensor([[0, 1], [2, 3]]).count_nonzero(0).tolist()
     [1, 2]
     """
-    return _reduce("sum", (x != 0)._cast(_dt.int64), dim, False, "count_nonzero")
+    return _reduce("sum", (x != 0)._cast(dtypes.int64), dim, False, "count_nonzero")
 
 
 def _check_nonempty(op, x, dims):
@@ -118,7 +118,7 @@ def _amaxmin(op, x, dim, keepdim, name=None):
         def grad(g):
             mask = (x == out)._cast(x.dtype)
             return (mask * (g / mask.sum(dims, keepdim=True)),)
-        out = _attach(out, (x,), grad, op, (x, out))
+        out = attach(out, (x,), grad, op, (x, out))
     return out if keepdim or x.ndim == 0 else out.squeeze(dims)
 
 
@@ -136,7 +136,7 @@ def _minmax(op, x, dim, keepdim):
         def grad(g):
             i, gg = (idx, g) if keepdim else (idx.unsqueeze(d), g.unsqueeze(d))
             return (zeros(shape, dtype=g.dtype, device=g._device).scatter_add(d, i, gg),)
-        _attach(values, (x,), grad, op, (idx,))
+        attach(values, (x,), grad, op, (idx,))
     return MinMax(values, idx)
 
 
@@ -224,7 +224,7 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """
     if unbiased is not None:
         correction = int(unbiased)
-    dt = opmath(x.dtype, _dt.get_default_dtype())
+    dt = opmath(x.dtype, dtypes.get_default_dtype())
     n = prod(x.shape[d] for d in norm_dims(dim, x.ndim, "var", x))
     xs = x._cast(dt)
     c = xs - mean(xs, dim, keepdim=True)
@@ -245,7 +245,7 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     with no_grad():
         out = v.sqrt()
     # 0 where the std is 0 (a constant row), as PyTorch, instead of sqrt's g / 0
-    return _attach(out, (v,), lambda g: (where(out == 0, 0.0, g / (out * 2)),), "std", (out,))
+    return attach(out, (v,), lambda g: (where(out == 0, 0.0, g / (out * 2)),), "std", (out,))
 
 
 @numpy_keywords
@@ -260,8 +260,8 @@ def prod_(x, dim=None, keepdim=False):
             x = prod_(x, d, True)
         return x if keepdim else x.squeeze(dims)
     d = norm_dim(dim, x.ndim, "prod", x)
-    if not x.dtype.is_floating_point and x.dtype is not _dt.int64:
-        x = x._cast(_dt.int64)
+    if not x.dtype.is_floating_point and x.dtype is not dtypes.int64:
+        x = x._cast(dtypes.int64)
     y = x.transpose(d, -1) if x.ndim else x.reshape(1)
     if y.shape[-1] == 0:
         y = ones(y.shape[:-1] + (1,), dtype=x.dtype, device=x._device)
@@ -283,7 +283,7 @@ def logsumexp(x, dim=None, keepdim=False):
     0.6931
     """
     if not x.dtype.is_floating_point:
-        x = x._cast(_dt.get_default_dtype())
+        x = x._cast(dtypes.get_default_dtype())
     dims = norm_dims(dim, x.ndim, "logsumexp", x)
     if any(x.shape[d] == 0 for d in dims):
         m = zeros((1,) * x.ndim, dtype=x.dtype, device=x._device)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import TensorBase, as_view, dims_arg, fail, ints, norm_dim, norm_dims, same_device, shape_arg
-from ..autograd import attach as _attach
+from ..autograd import attach
 from ..errors import ArgumentError, ShapeError
 from ..layout import Layout
 from .creation import arange, tensor, zeros
@@ -131,7 +131,7 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None, *, output_size=None) ->
         x = x.reshape(1)
     n = x.shape[d]
     if isinstance(repeats, TensorBase):
-        if repeats.dtype.is_floating_point or repeats.dtype is _dt.bool_ or repeats.ndim > 1 or \
+        if repeats.dtype.is_floating_point or repeats.dtype is dtypes.bool_ or repeats.ndim > 1 or \
                 repeats.numel() not in (1, n):
             fail(ShapeError, op, f"repeats must be an integer tensor of 0 or 1 dims with 1 or {n} elements",
                   input=x, repeats=repeats)
@@ -196,7 +196,7 @@ def diff(x: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Ten
     for _ in range(n):
         k = builtins.max(x.shape[d] - 1, 0)
         hi, lo = narrow(x, d, x.shape[d] - k, k), narrow(x, d, 0, k)
-        x = hi != lo if x.dtype is _dt.bool_ else hi - lo
+        x = hi != lo if x.dtype is dtypes.bool_ else hi - lo
     return x
 
 
@@ -247,7 +247,7 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     lay = Layout(tuple(x.shape[d] for d in keep) + (n,), tuple(x.stride(d) for d in keep) + (s1 + s2,),
                  x._layout.offset + start)
     shape = x.shape
-    return _attach(as_view(x, lay), (x,), lambda g: (_diag_fill(g, shape, offset, d1, d2),), "diagonal")
+    return attach(as_view(x, lay), (x,), lambda g: (_diag_fill(g, shape, offset, d1, d2),), "diagonal")
 
 
 def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import builtins
 from math import prod
 
-from .. import dtype as _dt
+from .. import dtype as dtypes
 from .._core import MinMax, TensorBase, dtype_of, ints, norm_dim, numpy_keywords, same_device, wrap
-from ..autograd import attach as _attach
+from ..autograd import attach
 from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
 from .creation import arange, rand, tensor, zeros
 from .elementwise import where
@@ -58,7 +58,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     values, indices = _along(x, d, lambda st, lay: st.sort(lay, bool(descending)))
     if x.dtype.is_floating_point:
         shape = x.shape
-        _attach(values, (x,), lambda g: (_scatter_back(g, indices, d, shape),), "sort", (indices,))
+        attach(values, (x,), lambda g: (_scatter_back(g, indices, d, shape),), "sort", (indices,))
     return MinMax(values, indices)
 
 
@@ -137,7 +137,7 @@ def _median(x, op, dim, keepdim, skip_nan):
         raise IndexOutOfRange(f"{describe(op, self=x)}: cannot take the median of an empty dim {d}")
     values, indices = sort(x, d)
     nans = (x != x).sum(d, keepdim=True)  # NaNs sort last: the first of them, or the lower median of the rest
-    half = ((n - 1 - nans).clamp(min=0)._cast(_dt.float64) * 0.5).floor()._cast(_dt.int64)  # no integer //: it syncs
+    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)  # no integer //: it syncs
     pos = half if skip_nan else where(nans > 0, n - nans, (n - 1) // 2)
     values, indices = values.gather(d, pos), indices.gather(d, pos)
     return MinMax(values, indices) if keepdim else MinMax(values.squeeze(d), indices.squeeze(d))
@@ -171,8 +171,8 @@ def _scan(op, x, d, reverse=False):
     if not out.dtype.is_floating_point:
         return out
     if op == "sum":  # each input adds to every later output: the gradient is the reverse scan
-        return _attach(out, (x,), lambda g: (_scan("sum", g, d, not reverse),), "cumsum")
-    return _attach(out, (x,), lambda g: (_cumprod_grad(g, x, out, d, reverse),), "cumprod", (x, out))
+        return attach(out, (x,), lambda g: (_scan("sum", g, d, not reverse),), "cumsum")
+    return attach(out, (x,), lambda g: (_cumprod_grad(g, x, out, d, reverse),), "cumprod", (x, out))
 
 
 def _cumprod_grad(g, x, out, d, reverse):
@@ -238,7 +238,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     if s.ndim == 0 or (s.ndim > 1 and s.shape[:-1] != v.shape[:-1]):
         raise ShapeError(f"{describe(op, sorted_sequence=s, values=v)}: sorted_sequence must be 1-D, or its leading "
                          "dims must match those of values")
-    dt = _dt.promote_types(s.dtype, v.dtype)
+    dt = dtypes.promote_types(s.dtype, v.dtype)
     s, v = s._cast(dt), v._cast(dt)
     s2 = s.reshape(prod(s.shape[:-1]), s.shape[-1])
     v2 = v.reshape(1, v.numel()) if s.ndim == 1 else v.reshape(prod(v.shape[:-1]), v.shape[-1])
@@ -276,8 +276,8 @@ def _unique(op, x, consecutive, return_inverse, return_counts, dim):
         for c in reversed(range(rows.shape[1])):
             order = order.index_select(0, sort(rows.select(1, c).index_select(0, order)).indices)
     s = rows.index_select(0, order).detach()
-    change = (s.narrow(0, 1, n - 1) != s.narrow(0, 0, n - 1))._cast(_dt.int64).sum(1) > 0 if n else s.sum(1) > 0
-    first = cat([zeros(builtins.min(n, 1), dtype=_dt.bool_, device=x._device) == 0, change])  # starts a group
+    change = (s.narrow(0, 1, n - 1) != s.narrow(0, 0, n - 1))._cast(dtypes.int64).sum(1) > 0 if n else s.sum(1) > 0
+    first = cat([zeros(builtins.min(n, 1), dtype=dtypes.bool_, device=x._device) == 0, change])  # starts a group
     start = nonzero(first).select(1, 0)
     out = s.index_select(0, start)
     out = out.reshape(-1) if dim is None else out.reshape((-1,) + tuple(x.shape[i] for i in perm[1:])).permute(
@@ -285,7 +285,7 @@ def _unique(op, x, consecutive, return_inverse, return_counts, dim):
     res = [out]
     if return_inverse:
         group = _scan("sum", first, 0) - 1 if n else order
-        inverse = zeros(n, dtype=_dt.int64, device=x._device).scatter_add(0, order, group)
+        inverse = zeros(n, dtype=dtypes.int64, device=x._device).scatter_add(0, order, group)
         res.append(inverse.reshape(x.shape) if dim is None else inverse)
     if return_counts:
         res.append(cat([start.narrow(0, 1, start.shape[0] - 1), tensor([n], device=x._device)]) - start
@@ -322,19 +322,19 @@ def bincount(input, weights=None, minlength=0):
     """
     x = _tensor("bincount", input)
     minlength = ints("bincount", "minlength", minlength, low=0)
-    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is _dt.bool_:
+    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dtypes.bool_:
         raise DTypeError(f"{describe('bincount', self=x)}: bincount only supports 1-d non-negative integral inputs")
     lo, hi = stack([x.min(), x.max()]).tolist() if x.numel() else (0, -1)
     if lo < 0:
         raise ArgumentError(f"{describe('bincount', self=x)}: bincount only supports 1-d non-negative integral "
                             f"inputs, got {lo}")
     if weights is None:
-        w = zeros(x.shape, dtype=_dt.int64, device=x._device) + 1
+        w = zeros(x.shape, dtype=dtypes.int64, device=x._device) + 1
     else:
         w = _tensor("bincount", weights, "weights")
         if w.shape != x.shape:
             raise ShapeError(f"{describe('bincount', self=x, weights=w)}: weights must have the shape of input")
-        w = w._cast(_dt.float32 if w.dtype is _dt.float32 else _dt.float64)
+        w = w._cast(dtypes.float32 if w.dtype is dtypes.float32 else dtypes.float64)
     return zeros(builtins.max(hi + 1, minlength), dtype=w.dtype, device=x._device).scatter_add(0, x, w)
 
 
@@ -348,7 +348,7 @@ def nonzero(input, *, as_tuple=False):
     x = _tensor("nonzero", input)
     flat = (x != 0).reshape(-1)
     n = flat.numel()
-    rank = _scan("sum", flat, 0) if n else zeros(0, dtype=_dt.int64, device=x._device)
+    rank = _scan("sum", flat, 0) if n else zeros(0, dtype=dtypes.int64, device=x._device)
     count = int(rank[-1].item()) if n else 0  # the one host read: the output's size
     # the k-th non-zero element is where the running count first reaches k (no scatter, nothing else read)
     pos = searchsorted(rank, arange(1, count + 1, device=x._device))
@@ -357,7 +357,7 @@ def nonzero(input, *, as_tuple=False):
               .broadcast_to(x.shape).reshape(-1).index_select(0, pos) for d, size in enumerate(x.shape)]
     if as_tuple:
         return tuple(coords) if x.ndim else (pos,)
-    return stack(coords, 1) if x.ndim else zeros((count, 0), dtype=_dt.int64, device=x._device)
+    return stack(coords, 1) if x.ndim else zeros((count, 0), dtype=dtypes.int64, device=x._device)
 
 
 def argwhere(input):
@@ -388,7 +388,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     n = rows.shape[-1]
     if not replacement and k > n:
         raise ArgumentError(f"{describe(op, self=p)}: cannot sample {k} > {n} categories without replacement")
-    rows = rows.detach()._cast(_dt.float32 if p.dtype.itemsize == 2 else p.dtype)
+    rows = rows.detach()._cast(dtypes.float32 if p.dtype.itemsize == 2 else p.dtype)
     bad = (rows < 0) | (rows != rows) | (rows.abs() == float("inf"))
     n_bad, least = stack([bad.sum()._cast(rows.dtype), rows.sum(-1).amin()]).tolist() if n else (0, 0.0)
     if n_bad:

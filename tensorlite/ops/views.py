@@ -10,7 +10,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .._core import as_view, copy_of, dims_arg, fail, ints, norm_dim, norm_dims, shape_arg, wrap
-from ..autograd import attach as _attach, attach_many as _attach_many
+from ..autograd import attach, attach_many
 from ..errors import ArgumentError, IndexOutOfRange, ShapeError, describe
 from .creation import arange, zeros
 from .joins import cat, stack
@@ -41,7 +41,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     lay = x._layout.reshape(shape)
     out = as_view(x, lay) if lay is not None else wrap(copy_of(x)._storage, shape, x.dtype)
     src = x._layout.shape
-    return _attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
+    return attach(out, (x,), lambda g: (g.reshape(src),), "reshape")
 
 
 def view(x: Tensor, *shape) -> Tensor:
@@ -66,7 +66,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     if sorted(normed) != list(range(nd)):
         raise ShapeError(f"{describe('permute', self=x)}: dims {dims} are not a permutation of {x.ndim} dims")
     inv = [normed.index(d) for d in range(nd)]
-    return _attach(as_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
+    return attach(as_view(x, x._layout.permute(normed)), (x,), lambda g: (g.permute(inv),), "permute")
 
 
 def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
@@ -80,7 +80,7 @@ def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
     if nd == 0:
         return x
     a, b = norm_dim(d0, nd, "transpose", x), norm_dim(d1, nd, "transpose", x)
-    return _attach(as_view(x, x._layout.transpose(a, b)), (x,), lambda g: (g.transpose(a, b),), "transpose")
+    return attach(as_view(x, x._layout.transpose(a, b)), (x,), lambda g: (g.transpose(a, b),), "transpose")
 
 
 def embed(g: Tensor, shape, dim: int, start: int, step: int = 1) -> Tensor:
@@ -108,7 +108,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int, step: int = 1) -> Tenso
                               f"for dim {dim} of size {n}")
     shape = x.shape
     out = as_view(x, x._layout.narrow(dim, start, length, step))
-    return _attach(out, (x,), lambda g: (embed(g, shape, dim, start, step),), "narrow")
+    return attach(out, (x,), lambda g: (embed(g, shape, dim, start, step),), "narrow")
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
@@ -126,7 +126,7 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
     index %= n
     shape = x.shape
     out = as_view(x, x._layout.index(dim, index))
-    return _attach(out, (x,), lambda g: (embed(g.unsqueeze(dim), shape, dim, index),), "select")
+    return attach(out, (x,), lambda g: (embed(g.unsqueeze(dim), shape, dim, index),), "select")
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
@@ -137,7 +137,7 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     (2, 1, 3)
     """
     dim = norm_dim(dim, x.ndim + 1, "unsqueeze", x)
-    return _attach(as_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
+    return attach(as_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
@@ -151,7 +151,7 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
     if not dims:
         return x
     shape = x.shape
-    return _attach(as_view(x, x._layout.squeeze(dims)), (x,), lambda g: (g.reshape(shape),), "squeeze")
+    return attach(as_view(x, x._layout.squeeze(dims)), (x,), lambda g: (g.reshape(shape),), "squeeze")
 
 
 def sum_to(g: Tensor, shape) -> Tensor:
@@ -179,7 +179,7 @@ def broadcast_to(x: Tensor, *shape) -> Tensor:
     if lay is None:
         raise ShapeError(f"{describe('broadcast_to', self=x)}: cannot broadcast to {shape}")
     src = x.shape
-    return _attach(as_view(x, lay), (x,), lambda g: (sum_to(g, src),), "broadcast_to")
+    return attach(as_view(x, lay), (x,), lambda g: (sum_to(g, src),), "broadcast_to")
 
 
 def expand(x: Tensor, *sizes) -> Tensor:
@@ -250,7 +250,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
     def grad(gs):
         return (cat([zeros(s, dtype=x.dtype, device=x._device) if g is None else g for g, s in zip(gs, shapes)], dim),)
-    return tuple(_attach_many(outs, (x,), grad, "split"))
+    return tuple(attach_many(outs, (x,), grad, "split"))
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
@@ -314,7 +314,7 @@ def unbind(x: Tensor, dim: int = 0):
     def grad(gs):  # (only called where there are slices)
         zero = zeros(shape, dtype=x.dtype, device=x._device)
         return (stack([zero if g is None else g for g in gs], d),)
-    return tuple(_attach_many(outs, (x,), grad, "unbind"))
+    return tuple(attach_many(outs, (x,), grad, "unbind"))
 
 
 def t(x: Tensor) -> Tensor:

@@ -6,7 +6,7 @@ from math import prod
 
 import numpy as np
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ..._core import shape_arg
 from ...autograd import no_grad
 from ...custom_op import custom_op
@@ -20,7 +20,7 @@ FINFO_EPS = {"float16": 2.0 ** -23, "bfloat16": 2.0 ** -23, "float32": 2.0 ** -2
 
 
 def floating(x: Tensor) -> Tensor:
-    return x if x.dtype.is_floating_point else x._cast(_dt.get_default_dtype())
+    return x if x.dtype.is_floating_point else x._cast(dtypes.get_default_dtype())
 
 
 def check_like(op, x, **others):
@@ -39,7 +39,7 @@ def inplace_result(x, y, inplace):
 
 def upcast(t):
     """f16/bf16 -> float32: the losses compute in float32 and round once (PyTorch's opmath)."""
-    return t._cast(_dt.float32) if isinstance(t, Tensor) and t.dtype in _dt.HALVES else t
+    return t._cast(dtypes.float32) if isinstance(t, Tensor) and t.dtype in dtypes.HALVES else t
 
 
 def log1p_exp(x):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warnings
 
-from ... import amp as _amp
-from ... import dtype as _dt
+from ... import amp
+from ... import dtype as dtypes
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
 from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import rand
@@ -95,7 +95,7 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     [-1.5, 1.0]"""
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    slope = rand(input.shape, dtype=_dt.float32, device=input._device) * (upper - lower) + lower
+    slope = rand(input.shape, dtype=dtypes.float32, device=input._device) * (upper - lower) + lower
     return inplace_result(input, where(input >= 0, input, input * slope._cast(input.dtype)), inplace)
 
 
@@ -236,8 +236,8 @@ def softmax(x, dim: int = -1, dtype=None):
     >>> tl.nn.functional.softmax(tl.tensor([0.0, 0.0]), -1).tolist()
     [0.5, 0.5]
     """
-    x, = _amp.full_precision(x)
-    x = floating(x if dtype is None else x._cast(_dt.get(dtype)))
+    x, = amp.full_precision(x)
+    x = floating(x if dtype is None else x._cast(dtypes.get(dtype)))
     return _over_last_dim("softmax", "softmax_last_dim", x, dim)
 
 
@@ -248,8 +248,8 @@ def log_softmax(x, dim: int = -1, dtype=None):
     >>> round(tl.nn.functional.log_softmax(tl.tensor([0.0, 0.0]), -1)[0].item(), 4)
     -0.6931
     """
-    x, = _amp.full_precision(x)
-    x = floating(x if dtype is None else x._cast(_dt.get(dtype)))
+    x, = amp.full_precision(x)
+    x = floating(x if dtype is None else x._cast(dtypes.get(dtype)))
     return _over_last_dim("log_softmax", "log_softmax", x, dim)
 
 
@@ -273,4 +273,4 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
     if dim is None:
         warnings.warn("softmin: implicit dimension choice is deprecated, pass dim", UserWarning, stacklevel=_stacklevel)
         dim = 0 if input.ndim in (0, 1, 3) else 1
-    return softmax(-(input if dtype is None else input._cast(_dt.get(dtype))), dim)
+    return softmax(-(input if dtype is None else input._cast(dtypes.get(dtype))), dim)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ... import amp as _amp
-from ... import dtype as _dt
+from ... import amp
+from ... import dtype as dtypes
 from ...autograd import is_grad_enabled
 from ...backend import sdpa_layout
 from ...custom_op import custom_op, result, storage_and_layout
@@ -39,13 +39,13 @@ def _attention_mask(op, q, k, attn_mask, is_causal):
         keep = causal_mask(L, S, bottom_right=True, device=q._device)
         if attn_mask is None:
             attn_mask = keep
-        elif attn_mask.dtype is _dt.bool_:
+        elif attn_mask.dtype is dtypes.bool_:
             attn_mask = attn_mask & keep
         else:
             attn_mask = where(keep, attn_mask, float("-inf"))
     if attn_mask is None:
         return None, kernel_causal
-    if attn_mask.dtype is not _dt.bool_:
+    if attn_mask.dtype is not dtypes.bool_:
         if not attn_mask.dtype.is_floating_point:
             raise DTypeError(f"{describe(op, query=q, attn_mask=attn_mask)}: attn_mask must be bool or float")
         attn_mask = attn_mask._cast(q.dtype)
@@ -68,7 +68,7 @@ def attention_probs(q, kx, mask, scale, causal):
     scores = (q @ kx.mT) * scale
     keep = causal_mask(q.shape[-2], kx.shape[-2], device=q._device) if causal else None
     if mask is not None:
-        if mask.dtype is _dt.bool_:
+        if mask.dtype is dtypes.bool_:
             keep = mask if keep is None else keep & mask
         else:
             scores = scores + mask
@@ -110,7 +110,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
       backward: f32/f16/bf16, head dims <= 128; an error elsewhere), 'gemm' (scores in memory,
       composite backward), 'auto' (default: flash where it covers the case, else gemm).
     """
-    query, key, value = _amp.low_precision(query, key, value)
+    query, key, value = amp.low_precision(query, key, value)
     if dropout_p > 0.0:  # the fused kernel has no dropout: take the composite path
         return sdpa_slow(query, key, value, attn_mask, dropout_p, is_causal, scale)
     q, k, v, groups, scale = _attention_operands("scaled_dot_product_attention", query, key, value, scale)

@@ -2,7 +2,7 @@
 (Not linear.py: the package would then have a submodule and a function both named `linear`.)"""
 from __future__ import annotations
 
-from ... import amp as _amp
+from ... import amp
 from ...backend import batch_of_one
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ShapeError, describe
@@ -17,7 +17,7 @@ def linear(x, weight, bias=None):
     dozens of these, so the node saves the views, broadcasts and reshapes (and their
     backward nodes) of the matmul + add composite, which is the fallback for operands that
     need type promotion."""
-    x, weight, bias = _amp.low_precision(x, weight, bias)
+    x, weight, bias = amp.low_precision(x, weight, bias)
     (xs, xl), (ws, wl), (bs, bl) = storage_and_layout(x), storage_and_layout(weight), storage_and_layout(bias)
     x_shape, w_shape = xl.shape, wl.shape  # not the properties: dozens of calls per step
     if not x_shape or len(w_shape) != 2 or x_shape[-1] != w_shape[-1] or \

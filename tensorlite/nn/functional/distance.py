@@ -1,7 +1,7 @@
 """Distances between tensors: pairwise_distance and cosine_similarity, as torch.nn.functional's."""
 from __future__ import annotations
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...custom_op import normalize_dim
 from ...errors import ArgumentError, ShapeError, TensorliteError, describe
 from ...ops.linalg import p_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
@@ -22,7 +22,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
         d = p_norm(upcast(x1) - upcast(x2) + eps, p, -1)
     except TensorliteError as e:
         raise type(e)(f"pairwise_distance: {e}") from None
-    return (d if keepdim else d.squeeze(-1))._cast(_dt.promote_types(x1.dtype, x2.dtype))
+    return (d if keepdim else d.squeeze(-1))._cast(dtypes.promote_types(x1.dtype, x2.dtype))
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
@@ -38,4 +38,4 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     a, b = (upcast(t).broadcast_to(shape) for t in (x1, x2))
     # the norms clamped at eps without cutting their gradient (PyTorch clamps them under no_grad)
     na, nb = (n + (maximum(n.detach(), eps) - n.detach()) for n in (p_norm(a, 2, d), p_norm(b, 2, d)))
-    return ((a / na) * (b / nb)).sum(d)._cast(_dt.promote_types(x1.dtype, x2.dtype))
+    return ((a / na) * (b / nb)).sum(d)._cast(dtypes.promote_types(x1.dtype, x2.dtype))

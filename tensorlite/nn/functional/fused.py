@@ -3,8 +3,8 @@ residual add or a projection fused with the norm next to it (add_rms_norm, add_l
 rms_norm_linear). Each is one kernel where it takes the case, else the ops it fuses."""
 from __future__ import annotations
 
-from ... import amp as _amp
-from ... import dtype as _dt
+from ... import amp
+from ... import dtype as dtypes
 from ..._core import shape_arg
 from ...autograd import attach_many, is_grad_enabled
 from ...custom_op import result, storage_and_layout
@@ -42,7 +42,7 @@ def add_rms_norm(input, residual, normalized_shape, weight=None, eps=None):
         raise error(f"{describe('add_rms_norm', input=input, residual=residual)}: input and residual must have "
                     "one shape and dtype")
     if is_grad_enabled() and any(t is not None and t.requires_grad for t in (input, residual, weight)) \
-            or _amp.is_autocast_enabled():
+            or amp.is_autocast_enabled():
         total = input + residual
         return rms_norm(total, normalized_shape, weight, eps), total
     x2, (w,), n = flatten_normalized("add_rms_norm", input, normalized_shape, weight=weight)
@@ -72,19 +72,19 @@ def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, ep
     ([[3.0, 6.0]], tensorlite.float32, [[-1.0, 1.0]], tensorlite.bfloat16)
     """
     op = "add_layer_norm"
-    input, weight, bias = _amp.full_precision(input, weight, bias)  # autocast: the norm in float32
+    input, weight, bias = amp.full_precision(input, weight, bias)  # autocast: the norm in float32
     if not isinstance(residual, Tensor) or tuple(input.shape) != tuple(residual.shape):
         raise ShapeError(f"{describe(op, input=input, residual=residual)}: input and residual must have one shape")
     if not (input.dtype.is_floating_point and residual.dtype.is_floating_point):
         raise DTypeError(f"{describe(op, input=input, residual=residual)}: input and residual must be floating point")
-    sum_dt = _dt.promote_types(input.dtype, residual.dtype)
-    out_dt = sum_dt if dtype is None else _dt.get(dtype)
+    sum_dt = dtypes.promote_types(input.dtype, residual.dtype)
+    out_dt = sum_dt if dtype is None else dtypes.get(dtype)
     if not out_dt.is_floating_point:
         raise DTypeError(f"{describe(op, input=input)}: dtype must be a floating dtype, got {out_dt.name}")
     # x: the stream (the sum's dtype); r: the other addend, cast first unless a half type
     # added to a float32 stream (which the GPU kernels read as it is)
     x, r = (input, residual) if input.dtype is sum_dt else (residual, input)
-    if r.dtype is not sum_dt and not (sum_dt is _dt.float32 and r.dtype in _dt.HALVES):
+    if r.dtype is not sum_dt and not (sum_dt is dtypes.float32 and r.dtype in dtypes.HALVES):
         r = r._cast(sum_dt)
     x2, (w, b), n = flatten_normalized(op, x, normalized_shape, weight=weight, bias=bias)
     r2 = reshaped(r, x2.shape)
@@ -132,7 +132,7 @@ def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps
                          f"{', out_features even (gated)' if gated else ''}")
     if bias is not None or is_grad_enabled() and any(t is not None and t.requires_grad
                                                      for t in (input, norm_weight, weight)) \
-            or _amp.is_autocast_enabled():
+            or amp.is_autocast_enabled():
         y = linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias)
         return silu_mul(*y.chunk(2, -1)) if gated else y
     x2, (g,), _ = flatten_normalized(op, input, normalized_shape, weight=norm_weight)

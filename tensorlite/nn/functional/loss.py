@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from ... import amp as _amp
-from ... import dtype as _dt
+from ... import amp
+from ... import dtype as dtypes
 from ...autograd import no_grad
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, TensorliteError, describe
@@ -52,7 +52,7 @@ def _loss(op, input, target, reduction, fn, weight=None, shapes="warn", weight_r
     if not isinstance(input, Tensor):
         raise DTypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
     target = target if isinstance(target, Tensor) else tensor(target, dtype=input.dtype, device=input._device)
-    input, target = _amp.full_precision(input, target)
+    input, target = amp.full_precision(input, target)
     if weight_rule and weight is not None and tuple(getattr(weight, "shape", ())) != input.shape:
         raise ShapeError(f"{describe(op, input=input, weight=weight)}: weight must have the input's shape")
     if input.shape != target.shape and shapes == "raise":
@@ -66,7 +66,7 @@ def _loss(op, input, target, reduction, fn, weight=None, shapes="warn", weight_r
     except TensorliteError as e:  # named as the loss, not the op inside it
         raise type(e)(f"{op}: {e}") from None
     denominator = upcast(weight).sum() if weight_rule == "sum" and weight is not None else None
-    return _reduce_loss(op, loss, reduction, denominator)._cast(_dt.promote_types(input.dtype, target.dtype))
+    return _reduce_loss(op, loss, reduction, denominator)._cast(dtypes.promote_types(input.dtype, target.dtype))
 
 
 def _classes_last(x):
@@ -80,7 +80,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
 
     >>> import tensorlite as tl; tl.nn.functional.nll_loss(tl.tensor([[-1.0, -2.0]]), tl.tensor([1])).item()
     2.0"""
-    input, = _amp.full_precision(input)
+    input, = amp.full_precision(input)
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
     if not isinstance(input, Tensor) or input.ndim == 0:
         raise ShapeError(f"{describe('nll_loss', input=input)}: expected log-probabilities (C,), (N, C) or (N, C, ...)")
@@ -110,7 +110,7 @@ def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
     if target.shape != logp.shape[:-1]:
         raise ShapeError(f"{describe(op, input=logp, target=target)}: target must have shape {logp.shape[:-1]}")
     valid = target != ignore_index
-    safe = where(valid, target, 0)._cast(_dt.int64)
+    safe = where(valid, target, 0)._cast(dtypes.int64)
     try:
         picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
     except IndexOutOfRange as e:  # named as the loss, not its gather
@@ -136,7 +136,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     >>> import tensorlite as tl; round(tl.nn.functional.cross_entropy(tl.zeros(1, 4), tl.tensor([0])).item(), 4)
     1.3863"""
     reduction = _reduction("cross_entropy", size_average, reduce, reduction)
-    input, = _amp.full_precision(input)
+    input, = amp.full_precision(input)
     if not isinstance(input, Tensor) or input.ndim == 0 or input.shape[1 if input.ndim > 1 else 0] == 0:
         raise ShapeError(f"{describe('cross_entropy', input=input)}: expected logits (C,), (N, C) or (N, C, ...), "
                          "C > 0")
@@ -173,7 +173,7 @@ def _cross_entropy_fused(x, tgt, weight, ignore_index, reduction):
                 weight.requires_grad or weight.dtype is not x.dtype or weight._device is not x._device
                 or tuple(weight.shape) != (x.shape[-1],))):
         return None
-    t = tgt if tgt.dtype is _dt.int64 else tgt._cast(_dt.int64)
+    t = tgt if tgt.dtype is dtypes.int64 else tgt._cast(dtypes.int64)
     (xs, xl), (ts, tgl) = storage_and_layout(x), storage_and_layout(t)
     loss, lse, wt = xs.cross_entropy(xl, ts, tgl, *storage_and_layout(weight), ignore_index)
     acc = loss.dtype
@@ -356,7 +356,7 @@ def _paired(op, x1, x2, target, reduction, fn, ndims=(1, 2)):
         loss = fn(upcast(x1), upcast(x2), upcast(target))
     except TensorliteError as e:
         raise type(e)(f"{op}: {e}") from None
-    return _reduce_loss(op, loss, reduction)._cast(_dt.promote_types(x1.dtype, x2.dtype))
+    return _reduce_loss(op, loss, reduction)._cast(dtypes.promote_types(x1.dtype, x2.dtype))
 
 
 def cosine_embedding_loss(input1, input2, target, margin: float = 0, size_average=None, reduce=None,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from math import prod
 
-from ... import amp as _amp
-from ... import dtype as _dt
+from ... import amp
+from ... import dtype as dtypes
 from ...autograd import no_grad, note_write
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
 from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
@@ -42,7 +42,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     >>> round(tl.nn.functional.layer_norm(tl.tensor([[1.0, 3.0]]), (2,))[0, 1].item(), 4)
     1.0
     """
-    x, weight, bias = _amp.full_precision(x, weight, bias)
+    x, weight, bias = amp.full_precision(x, weight, bias)
     x2, (w, b), n = flatten_normalized("layer_norm", x, normalized_shape, weight=weight, bias=bias)
     xs, xl = storage_and_layout(x2)
     y = result(xs.layer_norm(xl, *storage_and_layout(w), *storage_and_layout(b), eps), x2.shape, x2.dtype)
@@ -53,7 +53,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight; eps defaults to the machine epsilon of the computing
     type (float32 for float16/bfloat16, as PyTorch)."""
-    x, weight = _amp.full_precision(x, weight)
+    x, weight = amp.full_precision(x, weight)
     x2, (w,), n = flatten_normalized("rms_norm", x, normalized_shape, weight=weight)
     eps = FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     xs, xl = storage_and_layout(x2)
@@ -98,7 +98,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ArgumentError("batch_norm: running_mean and running_var are required when training=False")
     dims = (0,) + tuple(range(2, x.ndim))
     bshape = (1, c) + (1,) * (x.ndim - 2)
-    cdt = _dt.float32 if x.dtype in _dt.HALVES else x.dtype
+    cdt = dtypes.float32 if x.dtype in dtypes.HALVES else x.dtype
     n = prod(x.shape) // c if c else 0
     if training and n <= 1:
         raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, "

@@ -2,7 +2,7 @@
 (Not dropout.py: the package would then have a submodule and a function both named `dropout`.)"""
 from __future__ import annotations
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import rand
 from ...ops.elementwise import where
@@ -18,7 +18,7 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False, _ma
         return x
     if p == 1.0:
         return inplace_result(x, x * 0.0, inplace)
-    keep = rand(_mask_shape or x.shape, dtype=_dt.float32, device=x._device) >= p  # f32 draws: bf16 would skew p
+    keep = rand(_mask_shape or x.shape, dtype=dtypes.float32, device=x._device) >= p  # f32 draws: bf16 would skew p
     return inplace_result(x, where(keep, floating(x).affine(1.0 / (1.0 - p), 0.0), 0.0), inplace)
 
 

@@ -5,7 +5,7 @@ x is (b, h, t, d) for 'rope' / 'rope_i' and (b, t, h, d) for 'rope_thd'; cos/sin
 (t, d/2) or per batch (b, t, d/2)."""
 from __future__ import annotations
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...autograd import is_grad_enabled, note_write
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
@@ -110,7 +110,7 @@ def rope_kv_cache(qkv, cos, sin, k_cache, v_cache, positions):
         v_cache.index_copy_(2, positions, qkv[:, hq + hkv:])
         return qk[:, :hq]
     c, s = _rope_tables("rope", qkv, cos, sin)
-    ids = positions if positions.dtype is _dt.int64 else positions._cast(_dt.int64)
+    ids = positions if positions.dtype is dtypes.int64 else positions._cast(dtypes.int64)
     (xs, xl), (cs, cl), (ss, sl) = storage_and_layout(qkv), storage_and_layout(c), storage_and_layout(s)
     (ks, kl), (vs, vl), (ps, pl) = storage_and_layout(k_cache), storage_and_layout(v_cache), storage_and_layout(ids)
     qk = result(xs.rope_kv_cache(xl, cs, cl, ss, sl, ks, kl, vs, vl, ps, pl), (qkv.shape[0], hq + hkv) +

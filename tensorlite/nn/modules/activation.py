@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...errors import ArgumentError, DTypeError, ShapeError, describe
 from ...ops.creation import empty, ones, zeros
 from .. import functional as F
@@ -158,7 +158,7 @@ def _torch_mask(op, name, mask, want, shape, q):
     if tuple(mask.shape) != want:
         raise ShapeError(f"{describe(op, **{name: mask})}: expected shape {want}")
     mask = mask.reshape(shape)
-    if mask.dtype is _dt.bool_:
+    if mask.dtype is dtypes.bool_:
         return ~mask
     if not mask.dtype.is_floating_point:
         raise DTypeError(f"{describe(op, **{name: mask})}: masks must be bool or floating point")
@@ -168,9 +168,9 @@ def _torch_mask(op, name, mask, want, shape, q):
 def _merge_masks(a, b):
     if a is None or b is None:
         return a if b is None else b
-    if a.dtype is _dt.bool_ and b.dtype is _dt.bool_:
+    if a.dtype is dtypes.bool_ and b.dtype is dtypes.bool_:
         return a & b
-    bias = [m if m.dtype is not _dt.bool_ else zeros(m.shape, dtype=(b if m is a else a).dtype,
+    bias = [m if m.dtype is not dtypes.bool_ else zeros(m.shape, dtype=(b if m is a else a).dtype,
                                                         device=m._device).masked_fill(~m, float("-inf"))
             for m in (a, b)]
     return bias[0] + bias[1]

@@ -3,7 +3,7 @@ parameters, buffers and running statistics: torch keeps it in instancenorm.py), 
 torch.nn.BatchNorm1d/2d and InstanceNorm1d/2d."""
 from __future__ import annotations
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...autograd import no_grad
 from ...errors import ShapeError
 from ...ops.creation import ones, zeros
@@ -27,7 +27,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=_dt.int64, device=device))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=dtypes.int64, device=device))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
 

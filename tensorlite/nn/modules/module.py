@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict, namedtuple
 
-from ... import dtype as _dt
+from ... import dtype as dtypes
 from ...autograd import HOOK_KEYS, RemovableHandle, attach_many, no_grad
 from ...errors import ArgumentError, DTypeError, ShapeError, StateDictError, TensorliteError
 from ...ops.creation import tensor, zeros_like
@@ -323,11 +323,11 @@ class Module:
         """Move/cast parameters and buffers in place (floating ones only change dtype), as
         torch's (non_blocking is accepted: the copies are ordered on the device either way)."""
         for a in args:
-            if isinstance(a, _dt.DType) or (isinstance(a, str) and a in _dt.BY_NAME):
+            if isinstance(a, dtypes.DType) or (isinstance(a, str) and a in dtypes.BY_NAME):
                 dtype = a
             else:
                 device = a
-        dtype = None if dtype is None else _dt.get(dtype)
+        dtype = None if dtype is None else dtypes.get(dtype)
 
         def convert(t):
             cast = dtype if dtype is not None and t.dtype.is_floating_point else None
@@ -346,10 +346,10 @@ class Module:
         return self.to(f"cuda:{ordinal}")
 
     cpu = functools.partialmethod(to, "cpu")
-    float = functools.partialmethod(to, dtype=_dt.float32)
-    double = functools.partialmethod(to, dtype=_dt.float64)
-    half = functools.partialmethod(to, dtype=_dt.float16)
-    bfloat16 = functools.partialmethod(to, dtype=_dt.bfloat16)
+    float = functools.partialmethod(to, dtype=dtypes.float32)
+    double = functools.partialmethod(to, dtype=dtypes.float64)
+    half = functools.partialmethod(to, dtype=dtypes.float16)
+    bfloat16 = functools.partialmethod(to, dtype=dtypes.bfloat16)
 
     # ---- state -----------------------------------------------------------------------
     def _state_items(self):
