@@ -361,3 +361,18 @@ def test_train_gpt_exit_status_follows_target(device, tmp_path, capsys):
         gpt.answer(model, ["10+1"], device)
     with pytest.raises(ValueError, match="written a\\+b"):
         gpt.answer(model, ["3-1"], device)
+
+
+def test_progress_prints_lines_where_no_bar_is_drawn(capsys):
+    """Outside a terminal (CI, a log file) the examples' progress is a line every few seconds from
+    the first, not silence until the first log line (issue 45: the main job printed nothing for 84 s)."""
+    common = load_example("_common")
+    bar = common.progress(total=3, desc="train", unit="step", every=0.0)  # pytest's stderr is no terminal
+    for _ in range(3):
+        bar.set_postfix(loss="1.5000")
+        bar.update()
+    bar.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("train 1/3 step ") and lines[-1].endswith("loss=1.5000")
+    silent = common.progress(range(4), disable=True)
+    assert list(silent) == [0, 1, 2, 3] and capsys.readouterr().out == ""
