@@ -49,6 +49,7 @@ from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
+from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001

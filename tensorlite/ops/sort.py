@@ -137,7 +137,8 @@ def _median(x, op, dim, keepdim, skip_nan):
         raise IndexOutOfRange(f"{describe(op, self=x)}: cannot take the median of an empty dim {d}")
     values, indices = sort(x, d)
     nans = (x != x).sum(d, keepdim=True)  # NaNs sort last: the first of them, or the lower median of the rest
-    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)  # no integer //: it syncs
+    # no integer //: it syncs
+    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)
     pos = half if skip_nan else where(nans > 0, n - nans, (n - 1) // 2)
     values, indices = values.gather(d, pos), indices.gather(d, pos)
     return MinMax(values, indices) if keepdim else MinMax(values.squeeze(d), indices.squeeze(d))
