@@ -227,8 +227,8 @@ def test_operands_on_another_device_are_refused(gpu_device):
 # ---- on a GPU: one small read, the count ------------------------------------------------------
 OPS = {
     "getitem": lambda x, m, r: x[m],
-    "setitem": lambda x, m, r: x.__setitem__(m, tl.ones(3, device=x.device)),
-    "index_put": lambda x, m, r: x.index_put((m,), tl.ones(3, device=x.device)),
+    "setitem": lambda x, m, r: x.__setitem__(m, tl.ones(1, device=x.device)),
+    "index_put": lambda x, m, r: x.index_put((m,), tl.ones(1, device=x.device)),
     "masked_select": lambda x, m, r: tl.masked_select(x, m[:1]),
     "masked_scatter": lambda x, m, r: x.masked_scatter(m, tl.ones(x.numel(), device=x.device)),
     "repeat_interleave": lambda x, m, r: x.repeat_interleave(r, 1),
