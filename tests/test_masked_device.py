@@ -37,7 +37,8 @@ GETITEM = {
     "transposed": ((5, 3), [((3, 5), "random")], lambda x, m: x.T[m]),
     "strided": ((6, 4), [((3, 4), "random")], lambda x, m: x[::2][m]),
     "two_masks": ((3, 3), [((3,), "all"), ((3,), "all")], lambda x, a, b: x[a, b]),  # their ids pair up
-    "long": ((700,), [((700,), "random")], lambda x, m: x[m]),  # more than one block of the scan
+    "empty_x": ((0, 3), [((0,), "random")], lambda x, m: x[m]),
+    "long": ((2500,), [((2500,), "random")], lambda x, m: x[m]),  # more than a block of the scan
 }
 DTYPES = ("float32", "float16", "int64", "int32", "uint8", "bool")
 
