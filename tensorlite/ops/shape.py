@@ -6,7 +6,6 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-
 from .. import dtype as dtypes
 from .._core import TensorBase, as_view, dims_arg, fail, ints, norm_dim, norm_dims, same_device, shape_arg
 from ..autograd import attach
