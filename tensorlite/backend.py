@@ -347,6 +347,14 @@ class BackendStorage(ABC):
         w_t = Layout.contiguous((n, k)).transpose(0, 1)
         return self.matmul(w, (1, m, n, k), batch_of_one(layout), batch_of_one(w_t))
 
+    def repeat_ids(self, layout: Layout) -> Optional[Tuple[Optional["BackendStorage"], int]]:
+        """For 1-D integer or bool counts (self through `layout`): (ids, their number) where the
+        backend builds ids = 0..n-1, each i repeated counts[i] times (int64, contiguous), in one
+        step from memory it can read directly ((None, 0) where a count is negative); or None
+        (the default), and ops/index.py's repeat_ids composes them on the device from cumsum and
+        searchsorted (x[mask], repeat_interleave). cpu: numpy's repeat, without the search."""
+        return None
+
     def batch_norm_fused(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, bias: "BackendStorage",
                          b_layout: Layout, mean: "BackendStorage", m_layout: Layout, var: "BackendStorage",
                          v_layout: Layout, training: bool, momentum: float, eps: float) -> Optional["BackendStorage"]:

@@ -35,6 +35,12 @@ def repeat_ids(counts: Tensor, op: str, **operands) -> Tensor:
     n = counts.numel()
     if n == 0:
         return zeros(0, dtype=dtypes.int64, device=counts._device)
+    direct = counts._storage.repeat_ids(counts._layout)  # cpu: in one step on the host
+    if direct is not None:
+        ids, total = direct
+        if ids is None:
+            fail(ArgumentError, op, "repeats must be non-negative", **operands)
+        return wrap(ids, (total,))
     sums = counts.reshape(-1).cumsum(0)  # int64
     if counts.dtype.is_signed:
         total, least = stack((sums[-1], counts.amin()._cast(dtypes.int64))).tolist()
