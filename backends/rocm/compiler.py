@@ -35,7 +35,15 @@ _MEMORY: Dict[str, bytes] = {}
 _WARNED = set()              # refusals already reported in this process
 
 
+KERNEL_DIR_ENV = "TENSORLITE_KERNEL_DIR"  # a folder of kernel sources compiled instead of the package's
+
+
 def kernel_dir() -> Path:
+    """The package's kernels/, or the folder $TENSORLITE_KERNEL_DIR names (the emulated
+    platform's mutation check compiles edited copies there: amdemu/mutate.py)."""
+    override = os.environ.get(KERNEL_DIR_ENV)
+    if override:
+        return Path(override).resolve()
     import tensorlite.kernels
     return Path(tensorlite.kernels.__file__).resolve().parent
 
