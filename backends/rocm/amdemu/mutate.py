@@ -170,8 +170,9 @@ def seed_cache(real: Path, private: Path) -> int:
 
 
 def run_tests(target: str, tests: Sequence[str], env: Dict[str, str], root: Path) -> Tuple[str, float, str]:
-    """(status, seconds, output tail) of the tests on one emulated target: status 'passed',
-    'failed', 'timeout', 'no compile' (the code did not compile) or 'no tests' (none selected)."""
+    """(status, seconds, detail) of the tests on one emulated target: status 'passed', 'failed',
+    'timeout', 'no compile' (the code did not compile) or 'no tests' (none selected); detail:
+    pytest's first FAILED line where a test failed, else the output's tail."""
     env = dict(env, TENSORLITE_AMDEMU=target)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", *tests]
     start = time.monotonic()
@@ -180,6 +181,7 @@ def run_tests(target: str, tests: Sequence[str], env: Dict[str, str], root: Path
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start, ""
     seconds, out = time.monotonic() - start, proc.stdout + proc.stderr
+    failures = [line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     if "CompileError" in out:
         status = "no compile"
     elif proc.returncode == 0:
@@ -188,7 +190,7 @@ def run_tests(target: str, tests: Sequence[str], env: Dict[str, str], root: Path
         status = "failed"
     else:
         status = "no tests" if proc.returncode == 5 else f"pytest exit {proc.returncode}"
-    return status, seconds, out[-3000:]
+    return status, seconds, (failures[0][:160] if status == "failed" and failures else out[-3000:])
 
 
 def main(argv=None) -> int:
@@ -224,11 +226,14 @@ def main(argv=None) -> int:
         seeded = seed_cache(compiler.cache_dir(), work / "cache")
         env = dict(os.environ, TENSORLITE_CACHE_DIR=str(work / "cache"))
         env.pop("TENSORLITE_AMDEMU_COVERAGE", None)  # mutated runs are no coverage record
+        # the baseline compiles an unchanged copy the same way, so the copy and the override are checked too
+        shutil.copytree(kdir, work / "kernels")
+        base_env = dict(env, **{compiler.KERNEL_DIR_ENV: str(work / "kernels")})
         jobs = []  # (mutation name or None for the baseline, target, tests, env)
         for t in targets:
             tests = sorted({test for m in mutations if t in m.targets for test in m.tests})
             if tests:
-                jobs.append((None, t, tests, env))
+                jobs.append((None, t, tests, base_env))
         for m in mutations:
             copy = work / f"kernels-{m.name}"
             shutil.copytree(kdir, copy)
@@ -239,8 +244,12 @@ def main(argv=None) -> int:
                     jobs.append((m.name, t, list(m.tests), dict(env, **{compiler.KERNEL_DIR_ENV: str(copy)})))
         print(f"mutation check: {len(mutations)} mutations, {len(jobs)} runs on {', '.join(targets)} "
               f"(private kernel cache seeded with {seeded} entries)", flush=True)
+        def run(job):
+            result = run_tests(job[1], job[2], job[3], root)
+            print(f"  {job[0] or '(unmutated)'} on {job[1]}: {result[0]} ({result[1]:.0f} s)", flush=True)
+            return result
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            results = list(pool.map(lambda job: run_tests(job[1], job[2], job[3], root), jobs))
+            results = list(pool.map(run, jobs))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -253,9 +262,9 @@ def main(argv=None) -> int:
             ok = status in ("failed", "timeout")
             shown = {"failed": "yes", "timeout": "yes (timeout)", "passed": "NO (survived)"}.get(status, status)
         print(f"{name or '(unmutated)':32} {target:8} {shown:14} {seconds:8.1f}")
-        if not ok:
-            failed = True
+        if not ok or status == "failed":  # a catch shows its failure: the mutation's, not a broken run
             print("    " + tail.replace("\n", "\n    ")[-2000:])
+        failed = failed or not ok
     print("\nemulated: every mutation caught on every target where it is a bug" if not failed else
           "\nemulated: a baseline failed, or a mutation survived or did not run (above)")
     return 1 if failed else 0
