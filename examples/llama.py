@@ -149,13 +149,19 @@ class FusedLinears:
 
 
 def normed_linear(norm: nn.RMSNorm, x, weight, bias=None, gated: bool = False):
-    """linear(norm(x), weight, bias); `gated`: silu(g) * u of its two halves (SwiGLU)."""
+    """linear(norm(x), weight, bias); `gated`: silu(g) * u of its two halves (SwiGLU). weight may
+    be an nn.Int8Linear (weight-only int8: its weight, scale and bias)."""
+    if isinstance(weight, nn.Int8Linear):
+        weight, bias, scale = weight.weight, weight.bias, weight.scale
+        return F.rms_norm_linear(x, norm.normalized_shape, norm.weight, weight, bias, norm.eps, gated, scale=scale)
     return F.rms_norm_linear(x, norm.normalized_shape, norm.weight, weight, bias, norm.eps, gated)
 
 
 def add_linear(x, y, linear: nn.Linear):
     """x + linear(y), the add in the product (tl.addmm) where the layer has no bias."""
-    if linear.bias is not None or isinstance(linear, nn.Int8Linear):
+    if isinstance(linear, nn.Int8Linear):
+        return F.linear_int8(y, linear.weight, linear.scale, linear.bias, residual=x)
+    if linear.bias is not None:
         return x + linear(y)
     rows = tl.addmm(x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), linear.weight.mT)
     return rows.reshape(x.shape)
@@ -230,7 +236,7 @@ class Attention(nn.Module):
         # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch,
         # with the cache write in it where there is a cache
         if self.qkv_int8 is not None:
-            y = self.qkv_int8(norm(x))
+            y = normed_linear(norm, x, self.qkv_int8)
         elif self.qkv is not None and self.qkv.current():
             y = normed_linear(norm, x, self.qkv.weight, self.qkv.bias)
         else:
@@ -259,7 +265,7 @@ class MLP(nn.Module):
     def forward(self, x, norm: nn.RMSNorm):
         """x + down(silu(gate(norm(x))) * up(norm(x))): the residual stream after this block."""
         if self.gate_up_int8 is not None:
-            act = F.silu_mul(*self.gate_up_int8(norm(x)).chunk(2, -1))
+            act = normed_linear(norm, x, self.gate_up_int8, gated=True)
         elif self.gate_up is not None and self.gate_up.current():
             act = normed_linear(norm, x, self.gate_up.weight, self.gate_up.bias, gated=True)
         else:
@@ -324,7 +330,7 @@ class Llama(nn.Module):
         """Weight-only int8 for decoding (tl.quantize_weights' scheme): every projection and an untied
         LM head as nn.Int8Linear, q/k/v and gate/up each one layer of their weights side by side
         (a step then streams half the bytes of bf16 weights); the float weights are dropped, so
-        the model is for inference only. The norms run before the products (not inside them)."""
+        the model is for inference only. Each norm runs inside the product after it, as in bf16."""
         def stacked(linears):
             weight = tl.cat([m.weight for m in linears], 0)
             bias = tl.cat([m.bias for m in linears], 0) if linears[0].bias is not None else None
@@ -370,10 +376,9 @@ class Llama(nn.Module):
             cache.advance(t)
         if 0 < logits_to_keep < t:
             x = x[:, t - logits_to_keep:]
-        if isinstance(self.lm_head, nn.Int8Linear):
-            logits = self.lm_head(self.model.norm(x)).float()
-        else:
-            logits = normed_linear(self.model.norm, x, emb if self.lm_head is None else self.lm_head.weight).float()
+        head = emb if self.lm_head is None else self.lm_head if isinstance(self.lm_head, nn.Int8Linear) else \
+            self.lm_head.weight
+        logits = normed_linear(self.model.norm, x, head).float()
         return logits.squeeze(0) if squeeze else logits
 
 
