@@ -133,13 +133,21 @@ def test_isolation_can_be_turned_off(hiprtc, cache_dir, monkeypatch):
 
 # ---- several processes, one cold family ----------------------------------------------
 
+# compiles the family, then watches the cache while the others write: every entry it sees
+# (temp files aside) must be whole
 COMPILE_AT_ONCE = r"""
 import hashlib, os, sys, time
 from tensorlite.backends.rocm import compiler
 while not os.path.exists(sys.argv[1]):  # start together
     time.sleep(0.01)
 code = compiler.compile_source("rocm", sys.argv[2], "gfx90a")
-print(hashlib.sha256(code).hexdigest())
+torn, end = [], time.monotonic() + 3
+while time.monotonic() < end:
+    for p in compiler.cache_dir().iterdir():
+        if not p.name.startswith(".tmp-") and compiler.load_cached(p) is None and p.exists():
+            torn.append(p.name)
+    time.sleep(0.002)
+print(hashlib.sha256(code).hexdigest(), len(torn))
 """
 
 
@@ -152,7 +160,8 @@ def test_four_processes_compiling_one_cold_family_leave_one_whole_entry(hiprtc, 
     go.touch()
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     assert [rc for _, _, rc in results] == [0] * 4, [err[-2000:] for _, err, _ in results]
-    digests = {out.strip() for out, _, _ in results}
+    digests = {out.split()[0] for out, _, _ in results}
+    assert [int(out.split()[1]) for out, _, _ in results] == [0] * 4  # no reader saw a partial entry
     [entry] = entries(cache_dir)  # one entry, no temp file left behind
     code = compiler.load_cached(entry)
     assert code is not None and digests == {hashlib.sha256(code).hexdigest()}
