@@ -48,8 +48,8 @@ def recipe(platform) -> Optional[Tuple[str, str, dict]]:
     """(module, class name, constructor arguments) that rebuild the compiler of `platform` in
     a child, or None where it compiles in this process: isolation is off, its rtc_compile is
     not PlatformBase's (clang's own process, the null platform), or this process replaced it."""
-    if os.environ.get(ISOLATION_ENV, "").strip() == "0" or "rtc_compile" in vars(platform):
-        return None
+    if os.environ.get(ISOLATION_ENV, "").strip() == "0" or "rtc_compile" in vars(platform) or not sys.executable:
+        return None  # (no sys.executable: an embedded interpreter, which cannot start another)
     compiler = getattr(platform, "compiler", platform)  # amdemu compiles with hiprtc's platform or clang
     cls = type(compiler)
     if not isinstance(compiler, PlatformBase) or cls.rtc_compile is not PlatformBase.rtc_compile \
@@ -94,6 +94,10 @@ def compile_in_child(rebuild, source: str, name: str, headers: dict, options, wh
             child.kill()
             out, err = child.communicate()
             ended = f"no result within {limit:g} s ({TIMEOUT_ENV})"
+        except BaseException:  # KeyboardInterrupt: the child must not compile on alone
+            child.kill()
+            child.wait()
+            raise
         else:
             ended = _how_it_ended(child.returncode)
         if child.returncode == 0:
