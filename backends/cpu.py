@@ -1238,6 +1238,23 @@ class CpuDevice(BackendDevice):
     def set_seed(self, seed):
         self._rng = np.random.Generator(np.random.Philox(int(seed)))
 
+    # Philox's state as 13 uint64 words: counter (4), key (2), buffer (4), buffer_pos, has_uint32, uinteger
+    def get_rng_state(self) -> bytes:
+        st = self._rng.bit_generator.state
+        words = [*st["state"]["counter"], *st["state"]["key"], *st["buffer"], st["buffer_pos"], st["has_uint32"],
+                 st["uinteger"]]
+        return np.array(words, np.uint64).tobytes()
+
+    def set_rng_state(self, state: bytes) -> None:
+        if len(state) != 13 * 8:
+            raise ArgumentError(f"set_rng_state: a cpu generator state has {13 * 8} bytes, got {len(state)}")
+        w = np.frombuffer(state, np.uint64)
+        bits = np.random.Philox()
+        bits.state = {"bit_generator": "Philox", "state": {"counter": w[0:4].copy(), "key": w[4:6].copy()},
+                      "buffer": w[6:10].copy(), "buffer_pos": int(w[10]), "has_uint32": int(w[11]),
+                      "uinteger": int(w[12])}
+        self._rng = np.random.Generator(bits)
+
     def rand_uniform(self, shape, dtype, lo, hi):
         dtype = dtypes.get(dtype)
         return self._wrap(self._alloc(lambda: cast_array(self._rng.uniform(lo, hi, math.prod(shape)), dtype), shape,

@@ -21,7 +21,7 @@ from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureErr
                      TensorliteError, WeightsOnlyError)
 from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
 from . import linalg  # tl.linalg
-from ._core import manual_seed, synchronize
+from ._core import get_rng_state, manual_seed, set_rng_state, synchronize
 from .ops.conv import avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, upsample_nearest2d
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, is_tensor, linspace,
                            numel, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm,

@@ -117,6 +117,14 @@ class BackendDevice(ABC):
     def set_seed(self, seed: int) -> None:
         """Seed the device's generator (tl.manual_seed calls it)."""
 
+    def get_rng_state(self) -> bytes:
+        """The generator's state, as bytes that set_rng_state takes back (tl.get_rng_state)."""
+        raise DeviceError(f"{self}: this backend cannot save its generator's state")
+
+    def set_rng_state(self, state: bytes) -> None:
+        """Put the generator back in a state get_rng_state returned; ArgumentError for other bytes."""
+        raise DeviceError(f"{self}: this backend cannot restore its generator's state")
+
     @abstractmethod
     def synchronize(self) -> None:
         """Wait for the device's queued work (tl.synchronize calls it)."""

@@ -215,6 +215,8 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
         raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through negative steps is not supported "
                               "(nor is indexing with them in PyTorch)")
     v = value if isinstance(value, TensorBase) else None
+    if v is None and not is_scalar(value) and np.asarray(value).dtype.kind not in "biuf":  # x[0] = "a"
+        raise DTypeError(f"{describe(op, self=x)}: cannot assign a {type(value).__name__} to the elements")
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
             m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)

@@ -377,6 +377,9 @@ class Module:
                            f"unexpected keys {unexpected}")
         for k in [key for key in own if key in state_dict]:
             target, value = own[k], state_dict[k]
+            if not hasattr(value, "shape"):  # a list, a number: torch too wants a tensor-like value
+                raise DTypeError(f"load_state_dict for {type(self).__name__}: {k!r} is a {type(value).__name__} in "
+                                 "the checkpoint; expected a tensor (or a numpy array)")
             if tuple(value.shape) != target.shape:
                 raise ShapeError(f"load_state_dict for {type(self).__name__}: {k!r} has shape "
                                  f"{tuple(value.shape)} in the checkpoint but {target.shape} in the model")
