@@ -4,7 +4,7 @@
 >>> x = tl.randn(4, 8)              # on TENSORLITE_DEVICE or cpu; device="cuda", "rocm", "cuda:1", ...
 >>> y = tl.nn.functional.softmax(x @ x.mT, -1)
 >>> y.shape
-(4, 4)
+tensorlite.Size([4, 4])
 >>> round(y.sum(-1).mean().item(), 5)
 1.0
 
@@ -18,7 +18,7 @@ from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, ge
                     int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
                      DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
-                     TensorliteError)
+                     StateDictShapeError, TensorliteError)
 from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
 from . import linalg  # tl.linalg
 from ._core import manual_seed, synchronize
@@ -49,6 +49,8 @@ from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
+from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
+from .size import Size  # noqa: F401
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001

@@ -36,11 +36,17 @@ class FormatError(TensorliteError, ValueError):
     """A file is not what its format says (a corrupt or truncated safetensors, a bad config.json)."""
 
 
-class StateDictError(TensorliteError, KeyError):
-    """A state dict's keys do not match the module's (missing or unexpected)."""
+class StateDictError(TensorliteError, KeyError, RuntimeError):
+    """A state dict that does not fit: missing or unexpected keys (a KeyError), also the
+    RuntimeError that torch's load_state_dict raises and its users catch."""
 
     def __str__(self):  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class StateDictShapeError(StateDictError, ShapeError):
+    """A state dict's tensor whose shape differs from the module's (torch's "size mismatch", a
+    RuntimeError; also a ShapeError)."""
 
 
 class BackendUnavailable(DeviceError):

@@ -102,7 +102,7 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         if i.dtype is dtypes.bool_:
             if i.shape != out.shape[d:d + i.ndim]:
                 raise IndexOutOfRange(f"{describe(op, self=x, mask=i)}: mask shape does not match "
-                                      f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
+                                      f"dims {d}..{d + i.ndim - 1} of shape {tuple(out.shape)}")
             nz = np.nonzero(i.numpy().reshape(-1))[0]
             out, shift = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d), shift + i.ndim - 1
             i = tensor(nz.astype(np.int64), device=x._device)
@@ -116,7 +116,8 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         out, dims = permute(out, order), list(range(len(dims)))
     shape = broadcast_shapes(*[t.shape for t in ids])
     if shape is None:
-        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
+        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[tuple(t.shape) for t in ids]} do "
+                         "not broadcast")
     sizes, flat, bad = out.shape[dims[0]:dims[0] + len(dims)], None, None
     for t, n, pos in zip(ids, sizes, nonneg):  # (no new ids where none can be negative: their bounds stay known)
         t = t if len(ids) == 1 and pos else t._cast(dtypes.int64)

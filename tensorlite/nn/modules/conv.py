@@ -47,7 +47,7 @@ class Conv2d(_ConvNd):
 
     >>> import tensorlite as tl
     >>> tl.nn.Conv2d(3, 8, 3, padding=1)(tl.randn(1, 3, 5, 5)).shape
-    (1, 8, 5, 5)
+    tensorlite.Size([1, 8, 5, 5])
     """
     nd = 2
 
@@ -57,7 +57,7 @@ class Conv1d(_ConvNd):
 
     >>> import tensorlite as tl
     >>> tl.nn.Conv1d(3, 8, 3)(tl.randn(1, 3, 10)).shape
-    (1, 8, 8)
+    tensorlite.Size([1, 8, 8])
     """
     nd = 1
 

@@ -9,7 +9,7 @@ class Flatten(Module):
 
     >>> import tensorlite as tl
     >>> tl.nn.Flatten()(tl.zeros(2, 3, 4)).shape
-    (2, 12)
+    tensorlite.Size([2, 12])
     """
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()

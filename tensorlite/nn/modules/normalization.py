@@ -26,7 +26,7 @@ class LayerNorm(_Norm):
 
     >>> import tensorlite as tl
     >>> tl.nn.LayerNorm(8)(tl.randn(2, 8)).shape
-    (2, 8)
+    tensorlite.Size([2, 8])
     """
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None):
@@ -42,7 +42,7 @@ class RMSNorm(_Norm):
 
     >>> import tensorlite as tl
     >>> tl.nn.RMSNorm(8)(tl.randn(2, 8)).shape
-    (2, 8)
+    tensorlite.Size([2, 8])
     """
     def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, False, device, dtype)

@@ -15,7 +15,7 @@ class MaxPool2d(Module):
 
     >>> import tensorlite as tl
     >>> tl.nn.MaxPool2d(2)(tl.zeros(1, 1, 4, 4)).shape
-    (1, 1, 2, 2)
+    tensorlite.Size([1, 1, 2, 2])
     """
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
         super().__init__()
