@@ -1,8 +1,12 @@
 """Small pieces of PyTorch's API that real programs used and tensorlite lacked (issue 45):
 Tensor.nelement, RNNBase.flatten_parameters, numpy's axis= / keepdims= on reductions, the
-shift operators on integer tensors, and torch.cuda's seeding calls on a machine without CUDA.
-Each is compared with torch itself where torch is installed."""
+shift operators on integer tensors, torch.cuda's seeding calls on a machine without CUDA,
+the tensor repr and print options, tl.Size, the modules' reprs, load_state_dict's errors,
+masked_fill's broadcast, torch.accelerator / torch.backends flags and the refused APIs
+(torch.compile, torch.jit, torch.onnx). Each is compared with torch itself where torch is installed."""
 from __future__ import annotations
+
+import pickle
 
 import numpy as np
 import pytest
@@ -144,3 +148,174 @@ def test_cuda_manual_seed_seeds_each_gpu_and_outlives_the_global_seed():
         tl.cuda.manual_seed(7)
         np.testing.assert_array_equal(tl.rand(5, device="cuda:0").numpy(), want)
         assert not np.array_equal(tl.rand(5, device="cuda:1").numpy(), want)  # cuda:1 went on
+
+
+# ---- the tensor repr: torch's text, with tensorlite's name for the dtypes -----------------------
+REPR_CASES = {
+    "0-d float": lambda m: m.tensor(94.), "integral floats": lambda m: m.tensor([1., 2., 3.]),
+    "fixed point": lambda m: m.tensor([1.0, 2.5]), "int64": lambda m: m.tensor([1, 2, 3]),
+    "bool": lambda m: m.tensor([True, False]), "2-d bool": lambda m: m.tensor([[True]]),
+    "small: scientific": lambda m: m.tensor([1e-5, 1.0]), "large: scientific": lambda m: m.tensor([1e10, 1.]),
+    "wide range: scientific": lambda m: m.tensor([[1e-8, 1e8], [-3., 4.]]),
+    "nan and inf": lambda m: m.tensor([float("nan"), 1.5, float("inf")]), "only nan": lambda m: m.tensor([float("nan")]),
+    "int and inf": lambda m: m.tensor([1.0, float("inf")]), "signed zeros": lambda m: m.tensor([-0.0, 0.0]),
+    "zeros": lambda m: m.tensor([0.0]), "summarised 1-d": lambda m: m.arange(2000.),
+    "summarised 2-d": lambda m: m.ones(40, 40), "summarised one dim": lambda m: m.arange(3000).reshape(10, 300),
+    "summarised 4-d": lambda m: m.arange(7 ** 4).reshape(7, 7, 7, 7) - 1000,
+    "3-d": lambda m: m.arange(24.).reshape(2, 3, 4) / 7, "wrapped lines": lambda m: m.linspace(-1, 1, 50),
+    "wrapped 2-d": lambda m: m.arange(30.).reshape(1, 30) + 0.5, "big ints as floats": lambda m: m.arange(100.) * 1e5,
+    "mixed magnitudes": lambda m: m.tensor([123456.789, 0.001]), "negatives": lambda m: m.tensor([1., -1.]) * 1e-3,
+    "aligned 2-d": lambda m: m.tensor([[1.123456789, -22.5], [333.25, 4.]]), "0-d int": lambda m: m.tensor(-7),
+    "empty": lambda m: m.zeros(0), "empty 2-d": lambda m: m.zeros(0, 3), "empty int64": lambda m: m.zeros(0, dtype=m.int64),
+    "empty int32 2-d": lambda m: m.zeros(2, 0, dtype=m.int32), "empty 3-d": lambda m: m.zeros(3, 0, 2),
+    "int32": lambda m: m.tensor([1, 2], dtype=m.int32), "uint8": lambda m: m.tensor([255, 0], dtype=m.uint8),
+    "float16": lambda m: m.tensor([1.5, 2], dtype=m.float16), "bfloat16": lambda m: m.tensor([1.5, 2], dtype=m.bfloat16),
+    "float64": lambda m: m.tensor([1.5, 2], dtype=m.float64),
+    "requires_grad": lambda m: m.tensor([2.0], requires_grad=True),
+    "0-d requires_grad": lambda m: m.tensor(3.5, requires_grad=True),
+}
+
+
+def _torch_text(t):
+    return repr(t).replace("torch.", "tensorlite.")
+
+
+@pytest.mark.parametrize("case", REPR_CASES)
+def test_repr_is_torchs(case):
+    make = REPR_CASES[case]
+    assert repr(make(tl)) == _torch_text(make(torch))
+    assert str(make(tl)) == repr(make(tl))
+
+
+PRINT_OPTIONS = [dict(precision=2), dict(threshold=5), dict(edgeitems=1, threshold=10), dict(linewidth=30),
+                 dict(sci_mode=True), dict(sci_mode=False), dict(profile="short"), dict(profile="full"),
+                 dict(edgeitems=0, threshold=3), dict(precision=6, linewidth=120)]
+PRINTED = [lambda m: m.arange(20.) / 3, lambda m: m.arange(12).reshape(3, 4), lambda m: m.tensor([1e-6, 1.0, 2.0]),
+           lambda m: m.arange(2000.).reshape(40, 50), lambda m: m.tensor(5.0), lambda m: m.tensor([0., 0.])]
+
+
+@pytest.mark.parametrize("options", PRINT_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_set_printoptions_as_torch(options):
+    try:
+        tl.set_printoptions(**options)
+        torch.set_printoptions(**options)
+        for make in PRINTED:
+            assert repr(make(tl)) == _torch_text(make(torch))
+    finally:
+        tl.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+    assert repr(tl.arange(2000)[:5]) == "tensor([0, 1, 2, 3, 4])"
+
+
+def test_get_printoptions_and_the_printoptions_block():
+    assert tl.get_printoptions() == {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
+                                     "sci_mode": None}
+    with tl.printoptions(precision=1, sci_mode=True):
+        assert tl.get_printoptions()["precision"] == 1 and repr(tl.tensor([2.0])) == "tensor([2.0e+00])"
+    assert tl.get_printoptions()["precision"] == 4 and repr(tl.tensor([2.0])) == "tensor([2.])"
+    with pytest.raises(tl.ArgumentError, match="set_printoptions: profile='long'"):
+        tl.set_printoptions(profile="long")
+
+
+def test_repr_of_results_names_the_op_and_of_devices_the_device(device):
+    x = tl.ones(2, requires_grad=True)
+    assert repr(x * 2) == "tensor([2., 2.], grad_fn=<AffineBackward>)"  # torch: <MulBackward0>
+    assert repr(x.sum()) == "tensor(2., grad_fn=<SumBackward>)"
+    assert repr(tl.nn.functional.log_softmax(x, 0)).endswith("grad_fn=<LogSoftmaxBackward>)")
+    with tl.no_grad():
+        assert repr(x * 2) == "tensor([2., 2.])"
+    assert repr(tl.nn.Parameter(tl.ones(1))) == repr(torch.nn.Parameter(torch.ones(1)))
+    on = "" if device == "cpu" else f", device='{tl.zeros(1, device=device).device}'"
+    assert repr(tl.tensor([1.5, 2.0], device=device)) == f"tensor([1.5000, 2.0000]{on})"
+    assert repr(tl.tensor([1, 2], dtype=tl.int32, device=device)) == f"tensor([1, 2]{on}, dtype=tensorlite.int32)"
+
+
+def test_repr_suffixes_wrap_as_torchs():
+    a = np.arange(9, dtype=np.float32) + 0.5
+    got, want = tl.tensor(a, dtype=tl.float64), torch.tensor(a, dtype=torch.float64)
+    assert repr(got) == _torch_text(want) and "\n" in repr(got)  # dtype= on a line of its own
+
+
+# ---- tl.Size ------------------------------------------------------------------------------------
+def test_shape_is_a_size_as_torchs():
+    s, ts = tl.zeros(64, 1, 28, 28).shape, torch.zeros(64, 1, 28, 28).shape
+    assert type(s) is tl.Size and isinstance(s, tuple) and type(tl.zeros(2).size()) is tl.Size
+    assert repr(s) == str(s) == repr(ts).replace("torch.", "tensorlite.") == "tensorlite.Size([64, 1, 28, 28])"
+    assert s == (64, 1, 28, 28) == ts and hash(s) == hash((64, 1, 28, 28)) and s != [64, 1, 28, 28]
+    assert s.numel() == ts.numel() == 50176 and tl.Size().numel() == torch.Size().numel() == 1
+    for got, want in [(s[1:], ts[1:]), (s + (5,), ts + (5,)), ((5,) + s, (5,) + ts), (s * 2, ts * 2)]:
+        assert type(got) is tl.Size and got == want and type(want) is torch.Size
+    assert s[0] == 64 and type(s[0]) is int and tl.zeros(2, 3).size(1) == 3
+    assert pickle.loads(pickle.dumps(s)) == s and type(pickle.loads(pickle.dumps(s))) is tl.Size
+    assert tl.Size([tl.tensor(3)]) == torch.Size([torch.tensor(3)]) == (3,)
+    assert tl.zeros(s[1:]).shape == s[1:] and np.zeros(s).shape == s
+    with pytest.raises(TypeError, match=r"item 0 is float"):
+        tl.Size([2.0])
+    with pytest.raises(TypeError):
+        torch.Size([2.0])
+
+
+def test_dtypes_print_as_torchs_under_tensorlites_name():
+    for name in ("float32", "bfloat16", "int64", "bool", "uint8"):
+        assert repr(getattr(tl, name)) == str(getattr(tl, name)) == str(getattr(torch, name)).replace(
+            "torch.", "tensorlite.")
+
+
+# ---- the modules' reprs: torch's print(model) ----------------------------------------------------
+MODULE_REPRS = [
+    "Flatten()", "Flatten(0, 2)", "Unflatten(1, (2, 3))", "Linear(3, 4, bias=False)", "Identity()",
+    "Conv1d(3, 8, 3)", "Conv2d(3, 8, 3, stride=2, padding=1)", "Conv2d(3, 8, 3, padding='same')",
+    "Conv1d(2, 4, 3, padding='valid', dilation=2, groups=2, bias=False)", "ConvTranspose2d(4, 4, 3, groups=2, dilation=2)",
+    "ConvTranspose2d(3, 8, 3, stride=2, output_padding=1)", "ConvTranspose1d(2, 4, 3)",
+    "MaxPool2d(2)", "MaxPool2d(3, stride=2, padding=1)", "MaxPool2d(2, 1)", "MaxPool1d(2)", "AvgPool2d(2)",
+    "AvgPool2d(3, 1, 1)", "AvgPool1d(3)", "AvgPool1d(3, 2, 1)", "AdaptiveAvgPool2d((1, 1))", "AdaptiveAvgPool1d(4)",
+    "AdaptiveMaxPool2d(2)", "AdaptiveMaxPool1d(3)",
+    "BatchNorm1d(4)", "BatchNorm2d(4, momentum=None)", "LayerNorm(8)", "LayerNorm((4, 8), elementwise_affine=False)",
+    "GroupNorm(2, 4)", "InstanceNorm2d(3)", "InstanceNorm1d(3, affine=True)", "RMSNorm(8)",
+    "Dropout(0.1)", "Dropout2d()", "Dropout1d(0.3, inplace=True)", "Embedding(10, 3, padding_idx=0)",
+    "ReLU(inplace=True)", "GELU(approximate='tanh')", "Softmax(dim=0)", "LogSoftmax(dim=1)", "LeakyReLU()", "ELU()",
+    "PReLU(3)", "Softplus(2, 10)", "Threshold(0.5, 1.0, True)", "Hardtanh()", "Hardshrink()", "Softshrink()", "GLU(0)",
+    "RReLU()",
+    "LSTM(3, 4)", "LSTM(3, 4, num_layers=2, batch_first=True, dropout=0.1, bidirectional=True)",
+    "LSTM(3, 4, proj_size=2)", "GRU(3, 4, bias=False)", "RNN(3, 4, nonlinearity='relu')", "LSTMCell(3, 4)",
+    "RNNCell(3, 4, nonlinearity='relu', bias=False)",
+    "Upsample(scale_factor=2)", "Upsample(size=4, mode='bilinear')", "Upsample(scale_factor=(2, 3))",
+    "PixelShuffle(2)", "ZeroPad2d(1)", "ZeroPad1d((1, 2))", "ConstantPad1d(2, 3.5)", "ConstantPad2d((1, 2, 3, 4), 1.0)",
+    "ReflectionPad2d(1)", "ReplicationPad1d((1, 2))", "CosineSimilarity()", "PairwiseDistance()",
+    "CrossEntropyLoss(label_smoothing=0.1)", "MSELoss()", "NLLLoss()", "BCEWithLogitsLoss()", "HuberLoss()",
+    "Sequential(Linear(2, 3), ReLU(), Flatten())", "ModuleList([Linear(2, 3)])", "ModuleDict({'a': Conv2d(1, 2, 3)})",
+]
+
+
+def _build(nn, spec):
+    return eval(spec, {k: getattr(nn, k) for k in dir(nn) if k[:1].isupper()})
+
+
+@pytest.mark.parametrize("spec", MODULE_REPRS)
+def test_module_repr_is_torchs(spec):
+    assert repr(_build(tl.nn, spec)) == repr(_build(torch.nn, spec))
+
+
+def test_attention_repr_is_torchs_but_for_the_projections_class():
+    """torch's out_proj is a NonDynamicallyQuantizableLinear (a quantisation marker), tensorlite's a Linear."""
+    got, want = repr(tl.nn.TransformerEncoderLayer(8, 2, 16)), repr(torch.nn.TransformerEncoderLayer(8, 2, 16))
+    assert got == want.replace("NonDynamicallyQuantizableLinear", "Linear")
+
+
+# ---- load_state_dict: what torch users catch --------------------------------------------------
+def test_strict_load_state_dict_mismatches_are_runtime_errors_as_torchs():
+    src, dst = tl.nn.Linear(3, 4), tl.nn.Sequential(tl.nn.Linear(3, 4))
+    with pytest.raises(RuntimeError, match="missing keys"):
+        dst.load_state_dict(src.state_dict())
+    with pytest.raises(tl.StateDictError) as e:
+        dst.load_state_dict(src.state_dict())
+    assert isinstance(e.value, KeyError)  # as before (tensorlite's own type)
+    with pytest.raises(RuntimeError):
+        torch.nn.Sequential(torch.nn.Linear(3, 4)).load_state_dict(torch.nn.Linear(3, 4).state_dict())
+    wrong = {"weight": tl.zeros(4, 5), "bias": tl.zeros(4)}
+    for strict in (True, False):
+        with pytest.raises(RuntimeError, match=r"'weight' has shape \(4, 5\) in the checkpoint but \(4, 3\)") as e:
+            src.load_state_dict(wrong, strict=strict)
+        assert isinstance(e.value, tl.ShapeError) and isinstance(e.value, tl.StateDictError)
+        with pytest.raises(RuntimeError, match="size mismatch"):
+            torch.nn.Linear(3, 4).load_state_dict({"weight": torch.zeros(4, 5), "bias": torch.zeros(4)}, strict=strict)

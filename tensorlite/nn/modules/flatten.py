@@ -19,6 +19,10 @@ class Flatten(Module):
         """x.flatten(start_dim, end_dim)."""
         return x.flatten(self.start_dim, self.end_dim)
 
+    def extra_repr(self):
+        """start_dim and end_dim, for the repr."""
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
 
 class Unflatten(Module):
     """Split dim `dim` into `unflattened_size`."""

@@ -36,6 +36,10 @@ class LayerNorm(_Norm):
         """F.layer_norm of x with this module's weight, bias and eps."""
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
+    def extra_repr(self):
+        """_Norm's settings and whether there is a bias, for the repr."""
+        return super().extra_repr() + f", bias={self.bias is not None}"
+
 
 class RMSNorm(_Norm):
     """x / sqrt(mean(x^2) + eps) * weight over the last dims normalized_shape, as torch.nn.RMSNorm.
@@ -76,4 +80,5 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         """The settings, for the repr."""
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
