@@ -319,3 +319,30 @@ def test_strict_load_state_dict_mismatches_are_runtime_errors_as_torchs():
         assert isinstance(e.value, tl.ShapeError) and isinstance(e.value, tl.StateDictError)
         with pytest.raises(RuntimeError, match="size mismatch"):
             torch.nn.Linear(3, 4).load_state_dict({"weight": torch.zeros(4, 5), "bias": torch.zeros(4)}, strict=strict)
+
+
+# ---- masked_fill broadcasts self and the mask together, as torch's ---------------------------
+@pytest.mark.parametrize("xshape,mshape", [((3,), (2, 3)), ((), (2,)), ((2, 1), (1, 3)), ((4, 3), (3,)),
+                                           ((1, 3), (2, 4, 1))])
+def test_masked_fill_broadcasts_as_torch(device, xshape, mshape):
+    rng = np.random.default_rng(0)
+    a, m = rng.standard_normal(xshape).astype(np.float32), rng.random(mshape) > 0.5
+    x = tl.tensor(a, device=device, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    for value, tvalue in [(-1.5, -1.5), (tl.tensor(7.0, device=device), torch.tensor(7.0))]:
+        got, want = x.masked_fill(tl.tensor(m, device=device), value), tx.masked_fill(torch.tensor(m), tvalue)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    (got * got).sum().backward()
+    (want * want).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+def test_masked_fill_refuses_what_does_not_broadcast_and_in_place_keeps_the_shape():
+    x, m = tl.zeros(3), tl.tensor([[True, False, True], [False, False, True]])
+    with pytest.raises(tl.ShapeError, match="masked_fill_.*the result's shape \\(2, 3\\)"):
+        x.masked_fill_(m, 1.0)
+    with pytest.raises(RuntimeError):
+        torch.zeros(3).masked_fill_(torch.tensor(m.numpy()), 1.0)
+    with pytest.raises(tl.ShapeError, match="masked_fill.*the mask and self do not broadcast"):
+        x.masked_fill(tl.tensor([True, False]), 1.0)
