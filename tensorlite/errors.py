@@ -49,6 +49,11 @@ class StateDictShapeError(StateDictError, ShapeError):
     RuntimeError; also a ShapeError)."""
 
 
+class NotSupportedError(TensorliteError, NotImplementedError):
+    """A PyTorch API that tensorlite cannot provide honestly (torch.compile, torch.jit.script,
+    torch.onnx.export); the message says why and names the alternative."""
+
+
 class BackendUnavailable(DeviceError):
     """The backend cannot run here (a missing library, no device); the message says why."""
 

@@ -346,3 +346,83 @@ def test_masked_fill_refuses_what_does_not_broadcast_and_in_place_keeps_the_shap
         torch.zeros(3).masked_fill_(torch.tensor(m.numpy()), 1.0)
     with pytest.raises(tl.ShapeError, match="masked_fill.*the mask and self do not broadcast"):
         x.masked_fill(tl.tensor([True, False]), 1.0)
+
+
+# ---- torch.accelerator and torch.backends' flags --------------------------------------------
+def test_accelerator_without_a_gpu_is_as_torchs_on_a_cpu_machine():
+    if tl.accelerator.is_available():
+        pytest.skip("a GPU device can run here (the fake-device test covers the accelerator)")
+    assert tl.accelerator.current_accelerator() is None and tl.accelerator.device_count() == 0
+    assert tl.accelerator.current_accelerator(check_available=True) is None
+    for fn in (tl.accelerator.current_device_index, tl.accelerator.synchronize):
+        with pytest.raises(tl.DeviceError, match="no accelerator .* tl.backends.available"):
+            fn()
+    if not torch.accelerator.is_available():  # the cpu build of torch answers the same
+        assert torch.accelerator.current_accelerator() is None and torch.accelerator.device_count() == 0
+        with pytest.raises(RuntimeError):
+            torch.accelerator.current_device_index()
+
+
+def test_accelerator_is_the_gpu_device():
+    with tl.backends.scoped_registry():
+        tl.backends.register("cuda", _FakeCuda)
+        acc = tl.accelerator.current_accelerator()
+        assert tl.accelerator.is_available() and acc == tl.device("cuda") and acc.type == "cuda"
+        assert tl.accelerator.device_count() == 2 and tl.accelerator.current_device_index() == 0
+        assert tl.accelerator.current_device_idx() == 0
+        x = tl.ones(3, device=acc)
+        assert x.device == "cuda:0"
+        for d in (None, 1, "cuda:1", tl.device("cuda", 0)):
+            assert tl.accelerator.synchronize(d) is None
+
+
+def test_backends_flags_are_torchs_names_and_defaults():
+    import tensorlite.backends.cudnn as cudnn  # as programs import torch's
+    for name in ("enabled", "benchmark", "deterministic", "allow_tf32"):
+        assert getattr(cudnn, name) == getattr(torch.backends.cudnn, name), name
+    assert cudnn.is_available() is False and cudnn.version() is None
+    assert tl.backends.mps.is_available() is False is tl.backends.mps.is_built()
+    assert tl.backends.cuda.is_built() is True
+    flags = tl.backends.cuda.matmul
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        assert getattr(flags, name) == getattr(torch.backends.cuda.matmul, name), name
+    with pytest.raises(AttributeError):
+        flags.allow_tf33 = True
+    assert tl.backends.available()["cpu"] is True and "cpu" in tl.backends.available_devices()  # the registry API
+    try:
+        cudnn.benchmark, flags.allow_tf32 = True, True
+        assert tl.backends.cudnn.benchmark is True and tl.get_float32_matmul_precision() == "high"
+        tl.set_float32_matmul_precision("highest")
+        assert flags.allow_tf32 is False and tl.get_float32_matmul_precision() == "highest"
+        tl.set_float32_matmul_precision("medium")
+        assert flags.allow_tf32 is True and tl.get_float32_matmul_precision() == "medium"
+        with pytest.raises(tl.ArgumentError, match="set_float32_matmul_precision: 'low'"):
+            tl.set_float32_matmul_precision("low")
+    finally:
+        cudnn.benchmark = False
+        tl.set_float32_matmul_precision("highest")
+
+
+# ---- what tensorlite refuses, naming the alternative ----------------------------------------
+def test_compile_jit_and_onnx_refuse_with_the_alternative():
+    model = tl.nn.Linear(2, 2)
+    with pytest.raises(tl.NotSupportedError, match="tl.compile: .* disable=True.*tl.graphs.graphed"):
+        tl.compile(model)
+    with pytest.raises(NotImplementedError, match="tl.compile"):
+        tl.compile(mode="max-autotune")  # the decorator form
+    assert tl.compile(model, disable=True) is model and tl.compile(disable=True)(model) is model
+    for fn, what in [(tl.jit.script, "script"), (tl.jit.trace, "trace"), (tl.jit.save, "save"), (tl.jit.load, "load")]:
+        with pytest.raises(tl.NotSupportedError, match=f"tl.jit.{what}: tensorlite has no"):
+            fn(model)
+    assert tl.jit.is_scripting() is False is tl.jit.is_tracing()
+
+    @tl.jit.ignore
+    def f(x):
+        return x + 1
+
+    assert f(1) == 2 and tl.jit.unused(drop=True)(f) is f and tl.jit.export(f) is f
+    import tensorlite.onnx  # importing works: programs import it and export behind a flag
+
+    assert tensorlite.onnx.is_in_onnx_export() is False
+    with pytest.raises(tl.NotSupportedError, match="no ONNX exporter.*torch.onnx.export"):
+        tensorlite.onnx.export(model, (tl.zeros(1, 2),), "model.onnx")
