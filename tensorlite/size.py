@@ -16,6 +16,7 @@ import operator
 from math import prod
 
 from .errors import DTypeError
+from .layout import cached
 
 
 class Size(tuple):
@@ -31,13 +32,8 @@ class Size(tuple):
                 raise DTypeError(f"tl.Size() takes an iterable of int (item {i} is {type(n).__name__})") from None
         return tuple.__new__(cls, [operator.index(n) for n in items])
 
-    @classmethod
-    def of(cls, shape: tuple) -> "Size":
-        """The Size of a tuple of ints already checked (a Layout's shape): no per-item check."""
-        return tuple.__new__(cls, shape)
-
     def __repr__(self):
-        return f"tensorlite.Size({list(self)})"
+        return f"tensorlite.Size([{', '.join(map(str, self))}])"
 
     def numel(self) -> int:
         """The number of elements a tensor of this shape has."""
@@ -60,3 +56,12 @@ class Size(tuple):
 
     def __reduce__(self):  # pickles as Size((2, 3))
         return (Size, (tuple(self),))
+
+
+_SIZES: dict = {}  # shape tuple -> its Size (immutable, so shared): a new tuple subclass costs more than a lookup
+
+
+def size_of(shape: tuple) -> Size:
+    """The Size of a tuple of ints already checked (a Layout's shape), without Size()'s per-item check."""
+    s = _SIZES.get(shape)
+    return s if s is not None else cached(_SIZES, shape, lambda t: tuple.__new__(Size, t))

@@ -25,7 +25,7 @@ from .ops.shape import ShapeMethods
 from .ops.sort import SortMethods
 from .ops.views import ViewMethods
 from .printing import tensor_repr
-from .size import Size
+from .size import Size, size_of
 
 
 def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
@@ -56,7 +56,7 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         >>> tl.zeros(2, 3).shape
         tensorlite.Size([2, 3])
         """
-        return Size.of(self._layout.shape)
+        return size_of(self._layout.shape)
 
     def size(self, dim=None):
         """The shape, or the size of dim `dim`, as torch.Tensor.size.
