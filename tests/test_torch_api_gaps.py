@@ -228,6 +228,9 @@ def test_repr_of_results_names_the_op_and_of_devices_the_device(device):
     on = "" if device == "cpu" else f", device='{tl.zeros(1, device=device).device}'"
     assert repr(tl.tensor([1.5, 2.0], device=device)) == f"tensor([1.5000, 2.0000]{on})"
     assert repr(tl.tensor([1, 2], dtype=tl.int32, device=device)) == f"tensor([1, 2]{on}, dtype=tensorlite.int32)"
+    big = tl.arange(2000.0).reshape(40, 50)  # summarised on the device: only the printed corners come back
+    text = repr(big.to(device))
+    assert text.startswith(repr(big)[:-1]) and text.endswith(on.lstrip(",\n ") + ")") and "..." in text
 
 
 def test_repr_suffixes_wrap_as_torchs():
