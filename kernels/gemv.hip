@@ -1,4 +1,5 @@
-// Matrix family: gemv1_<t> and gemv_<t> (floats), the few-row products of decoding. A decode
+// Matrix family: gemv1_<t> and gemv_<t> (floats), the few-row products of decoding, and their
+// int8-weight forms gemv1_q8_<t> / gemv_q8_<t>. A decode
 // step's linear layers multiply one row per sequence (m <= GEMV_MAX_ROWS in ops/matmul.py) by a
 // weight W (n x k) stored row-major, as nn.Linear keeps it: the product streams W once, and
 // its speed is memory bandwidth. The vendor GEMMs tile for m >= 64; here a whole small weight
@@ -17,10 +18,10 @@
 // multiplied), with the same run of A's rows (L1/L2 hits: every block reads A). Each warp sums
 // its lanes, the block its warps. M is the largest m the accumulators hold; V is 16 bytes of
 // T where A, W and their row strides allow it, else 1. add (m x n, row stride ld_add; may be
-// null) is added to C, as gemv_warp_rows's.
-template <typename T, int M, int WR, int V>
-TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha,
-                      const T* add, i64 ld_add) {
+// null) is added to C, as gemv_warp_rows's. TW and scale as gemv_warp_rows's.
+template <typename T, int M, int WR, int V, typename TW = T>
+TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const TW* w, i64 ldw, T* c, i64 ldc, double alpha,
+                      const T* add, i64 ld_add, const T* scale = nullptr) {
     typedef typename Tr<T>::acc A;
     __shared__ A part[TL_MAX_WARPS][WR * M];
     const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, warps = blockDim.x / warpSize;
@@ -32,10 +33,10 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
 #pragma unroll
             for (int r = 0; r < M; ++r) acc[u][r] = A(0);
         for (i64 p = (i64)threadIdx.x * V; p < k; p += step) {
-            Run<T, V> wv[WR];
+            Run<TW, V> wv[WR];
 #pragma unroll
             for (int u = 0; u < WR; ++u)  // rows past n read row n-1 again; their sums are dropped
-                wv[u] = *(const Run<T, V>*)(w + (j0 + u < n ? j0 + u : n - 1) * ldw + p);
+                wv[u] = *(const Run<TW, V>*)(w + (j0 + u < n ? j0 + u : n - 1) * ldw + p);
 #pragma unroll
             for (int r = 0; r < M; ++r) {
                 if (r >= m) break;
@@ -44,7 +45,7 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
                 for (int v = 0; v < V; ++v) {
                     const A x = Tr<T>::load(av.v[v]);
 #pragma unroll
-                    for (int u = 0; u < WR; ++u) acc[u][r] += x * Tr<T>::load(wv[u].v[v]);
+                    for (int u = 0; u < WR; ++u) acc[u][r] += x * (A)Tr<TW>::load(wv[u].v[v]);
                 }
             }
         }
@@ -61,6 +62,7 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
         if (threadIdx.x < WR * M && r < m && j0 + u < n) {
             A s = A(0);
             for (int q = 0; q < warps; ++q) s += part[q][threadIdx.x];
+            if (scale != nullptr) s *= Tr<T>::load(scale[j0 + u]);
             c[r * ldc + j0 + u] = Tr<T>::store(s * (A)alpha + (add ? Tr<T>::load(add[r * ld_add + j0 + u]) : A(0)));
         }
         __syncthreads();  // part is written again by the next group
@@ -79,10 +81,12 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 
 //   gate/up or the LM head): every warp reads all of a anyway, so it sums a's squares beside its dot
 //   product of W's row with a * g and scales the dot by 1 / sqrt(mean(a^2) + eps) after;
 // - Gated: c has n columns and W 2n rows (gate's, then up's): a warp takes rows j and n + j
-//   and stores silu(gate) * up (SwiGLU).
-template <typename T, int V, int U, bool Norm, bool Gated>
-TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha, const T* add,
-                           const T* g, double eps) {
+//   and stores silu(gate) * up (SwiGLU);
+// - TW, scale (may be null): weight-only quantization: W is stored as TW (int8: gemv1_q8) and
+//   row j's dot product is multiplied by scale[j] (per output channel) before alpha.
+template <typename T, int V, int U, bool Norm, bool Gated, typename TW = T>
+TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const TW* w, i64 ldw, T* c, double alpha, const T* add,
+                           const T* g, double eps, const T* scale = nullptr) {
     typedef typename Tr<T>::acc A;
     enum { R = Gated ? 2 : 1 };  // rows of W per column of c
     const int lane = threadIdx.x % warpSize, per_block = blockDim.x / warpSize;
@@ -93,12 +97,12 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, 
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = A(0);
         for (i64 p0 = (i64)lane * V; p0 < k; p0 += span * U) {
-            Run<T, V> wv[R][U];
+            Run<TW, V> wv[R][U];
 #pragma unroll
             for (int r = 0; r < R; ++r)
 #pragma unroll
                 for (int u = 0; u < U; ++u)
-                    if (p0 + u * span < k) wv[r][u] = *(const Run<T, V>*)(w + (j + r * n) * ldw + p0 + u * span);
+                    if (p0 + u * span < k) wv[r][u] = *(const Run<TW, V>*)(w + (j + r * n) * ldw + p0 + u * span);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 if (p0 + u * span >= k) break;
@@ -113,7 +117,7 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, 
                         if (g != nullptr) x *= Tr<T>::load(gv.v[v]);
                     }
 #pragma unroll
-                    for (int r = 0; r < R; ++r) acc[r] += x * Tr<T>::load(wv[r][u].v[v]);
+                    for (int r = 0; r < R; ++r) acc[r] += x * (A)Tr<TW>::load(wv[r][u].v[v]);
                 }
             }
         }
@@ -129,6 +133,7 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, 
             up *= inv;
         }
         if constexpr (Gated) y = y / (A(1) + tl_exp(-y)) * up;
+        if (scale != nullptr) y *= Tr<T>::load(scale[j]);
         if (lane == 0) c[j] = Tr<T>::store(y * (A)alpha + addend);
     }
 }
@@ -187,3 +192,29 @@ TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, doubl
     }                                                                                                      \
     GEMV1_NORM_ENTRY(gemv1_norm, false, T, sfx) GEMV1_NORM_ENTRY(gemv1_norm_silu, true, T, sfx)
 TL_FOR_FLOATS(GEMV_ENTRY)
+
+// Weight-only int8 (tl.quantize_weights): gemv1_q8_<t> (one row of A) and gemv_q8_<t> (up to 4),
+// C = (A . W^T) * scale per column, W (n x k) int8 and scale (n,) of T. A run of W is V int8
+// (V = 16 bytes of T): half (bf16) the bytes of gemv1's, so twice the runs are in flight per
+// lane for the same register budget of W. The vector path needs A and W 16-byte aligned and
+// k, lda, ldw whole runs; otherwise one element at a time.
+#define GEMV_Q8_ENTRY(T, sfx)                                                                              \
+    extern "C" __global__ void gemv1_q8_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const i8* w,     \
+                                              i64 ldw, const T* scale, T* c, i64 ldc) {                  \
+        tl_dependent_start();                                                                              \
+        const int V = 16 / (int)sizeof(T);                                                                 \
+        if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0)                              \
+            gemv_warp_rows<T, V, 16, false, false, i8>(n, k, a, w, ldw, c, 1.0, nullptr, nullptr, 0.0, scale); \
+        else                                                                                               \
+            gemv_warp_rows<T, 1, 16, false, false, i8>(n, k, a, w, ldw, c, 1.0, nullptr, nullptr, 0.0, scale); \
+    }                                                                                                      \
+    extern "C" __global__ void gemv_q8_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const i8* w,      \
+                                             i64 ldw, const T* scale, T* c, i64 ldc) {                   \
+        tl_dependent_start();                                                                              \
+        const int V = 16 / (int)sizeof(T);                                                                 \
+        if (tl_aligned16(a) && tl_aligned16(w) && lda % V == 0 && ldw % V == 0 && k % V == 0)              \
+            gemv_rows<T, 4, 4, V, i8>(m, n, k, a, lda, w, ldw, c, ldc, 1.0, nullptr, 0, scale);               \
+        else                                                                                               \
+            gemv_rows<T, 4, 4, 1, i8>(m, n, k, a, lda, w, ldw, c, ldc, 1.0, nullptr, 0, scale);               \
+    }
+TL_FOR_FLOATS(GEMV_Q8_ENTRY)

@@ -18,7 +18,7 @@ from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, ge
                     int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
                      DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, NotSupportedError, ShapeError,
-                     StateDictError, StateDictShapeError, TensorliteError)
+                     StateDictError, StateDictShapeError, TensorliteError, WeightsOnlyError)
 from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
 from . import linalg  # tl.linalg
 from ._core import manual_seed, synchronize
@@ -44,11 +44,12 @@ from .ops.sort import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, 
 from .ops.views import (broadcast_to, chunk, expand, flatten, moveaxis, movedim, narrow, permute, reshape, split,
                         squeeze, swapaxes, swapdims, t, transpose, unbind, unsqueeze)
 from . import backends  # noqa: F401  (tl.backends.register / available)
-from . import cuda, graphs, nn, optim, utils  # noqa: F401  (tl.cuda, tl.graphs, tl.nn, tl.optim, tl.utils)
+from . import cuda, graphs, nn, optim, serialization, utils  # noqa: F401  (tl.cuda, tl.graphs, tl.nn, ...)
 from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
+from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
 from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
 from .size import Size  # noqa: F401
 from . import accelerator, jit, onnx  # noqa: F401  (tl.accelerator; tl.jit and tl.onnx refuse what they cannot do)

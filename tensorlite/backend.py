@@ -335,6 +335,26 @@ class BackendStorage(ABC):
         half = n // 2
         return y.binary_impl("silu_mul", y, Layout((m, half), (n, 1), 0), Layout((m, half), (n, 1), half))
 
+    def matmul_int8(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, scale: "BackendStorage",
+                    s_layout: Layout) -> "BackendStorage":
+        """lhs (self, 2-D (m, k), floating) @ (weight * scale[:, None])^T: weight (n, k) int8, scale
+        (n,) of self's dtype; a new contiguous (m, n). Weight-only int8 linear (F.linear_int8)
+        without autograd. Dequantises the weight to self's dtype and runs matmul; the GPU backend
+        streams the int8 weight through a GEMV kernel for a few rows (decoding)."""
+        (m, k), n = layout.shape, w_layout.shape[0]
+        w = weight.to_dtype(w_layout, self.dtype).binary_impl(
+            "mul", scale, Layout.contiguous((n, k)), Layout((n, k), (s_layout.strides[0], 0), s_layout.offset))
+        w_t = Layout.contiguous((n, k)).transpose(0, 1)
+        return self.matmul(w, (1, m, n, k), batch_of_one(layout), batch_of_one(w_t))
+
+    def repeat_ids(self, layout: Layout) -> Optional[Tuple[Optional["BackendStorage"], int]]:
+        """For 1-D integer or bool counts (self through `layout`): (ids, their number) where the
+        backend builds ids = 0..n-1, each i repeated counts[i] times (int64, contiguous), in one
+        step from memory it can read directly ((None, 0) where a count is negative); or None
+        (the default), and ops/index.py's repeat_ids composes them on the device from cumsum and
+        searchsorted (x[mask], repeat_interleave). cpu: numpy's repeat, without the search."""
+        return None
+
     def batch_norm_fused(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, bias: "BackendStorage",
                          b_layout: Layout, mean: "BackendStorage", m_layout: Layout, var: "BackendStorage",
                          v_layout: Layout, training: bool, momentum: float, eps: float) -> Optional["BackendStorage"]:

@@ -5,6 +5,7 @@ Each class is also the built-in a Python user would catch (a shape error is a
 `describe` formats operands the same way in every message: the op, then each
 operand's shape, dtype and device; `storage_error` does it for a backend's operands.
 """
+import pickle
 from typing import NamedTuple
 
 
@@ -34,6 +35,10 @@ class ArgumentError(TensorliteError, ValueError):
 
 class FormatError(TensorliteError, ValueError):
     """A file is not what its format says (a corrupt or truncated safetensors, a bad config.json)."""
+
+
+class WeightsOnlyError(FormatError, pickle.UnpicklingError):
+    """A weights-only tl.load met a pickled object it may not rebuild (tl.serialization says which)."""
 
 
 class StateDictError(TensorliteError, KeyError, RuntimeError):

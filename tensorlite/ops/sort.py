@@ -13,6 +13,7 @@ from ..autograd import attach
 from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
 from .creation import arange, rand, tensor, zeros
 from .elementwise import where
+from .index import repeat_ids
 from .joins import cat, stack
 
 
@@ -137,7 +138,8 @@ def _median(x, op, dim, keepdim, skip_nan):
         raise IndexOutOfRange(f"{describe(op, self=x)}: cannot take the median of an empty dim {d}")
     values, indices = sort(x, d)
     nans = (x != x).sum(d, keepdim=True)  # NaNs sort last: the first of them, or the lower median of the rest
-    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)  # no integer //: it syncs
+    # no integer //: it syncs
+    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)
     pos = half if skip_nan else where(nans > 0, n - nans, (n - 1) // 2)
     values, indices = values.gather(d, pos), indices.gather(d, pos)
     return MinMax(values, indices) if keepdim else MinMax(values.squeeze(d), indices.squeeze(d))
@@ -346,12 +348,8 @@ def nonzero(input, *, as_tuple=False):
     [[0, 1], [1, 0]]
     """
     x = _tensor("nonzero", input)
-    flat = (x != 0).reshape(-1)
-    n = flat.numel()
-    rank = _scan("sum", flat, 0) if n else zeros(0, dtype=dtypes.int64, device=x._device)
-    count = int(rank[-1].item()) if n else 0  # the one host read: the output's size
-    # the k-th non-zero element is where the running count first reaches k (no scatter, nothing else read)
-    pos = searchsorted(rank, arange(1, count + 1, device=x._device))
+    pos = repeat_ids((x != 0).reshape(-1), "nonzero")  # a device scan; the one host read is the count
+    count = pos.numel()
     # each dim's coordinate of every element, picked at the positions (integer // and % would read their divisor)
     coords = [arange(size, device=x._device).reshape([-1 if i == d else 1 for i in range(x.ndim)])
               .broadcast_to(x.shape).reshape(-1).index_select(0, pos) for d, size in enumerate(x.shape)]

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 # None: one per warp); and its one-row GEMVs with the RMSNorm before them (rms_norm_matmul)
 _GEMV_KERNELS = (("gemv1", 1, None), ("gemv", 4, 4))
 _NORM_GEMV_KERNELS = {False: "gemv1_norm", True: "gemv1_norm_silu"}  # by `gated`
-KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name in [*(g[0] for g in _GEMV_KERNELS), *_NORM_GEMV_KERNELS.values()]
-                             for t in FLOATS)}
+_Q8_GEMV_KERNELS = (("gemv1_q8", 1, None), ("gemv_q8", 4, 4))  # int8 weights (matmul_int8), as _GEMV_KERNELS
+KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name in [*(g[0] for g in _GEMV_KERNELS + _Q8_GEMV_KERNELS),
+                                                          *_NORM_GEMV_KERNELS.values()] for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
 # go to a GEMV kernel (past the rows of the last of _GEMV_KERNELS the BLAS takes them anyway).
@@ -98,6 +99,25 @@ class MatmulOps:
                             ("ptr", out.buffer.ptr)])
             return out
         return super().rms_norm_matmul(layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated)
+
+    def matmul_int8(self, layout, weight, w_layout, scale, s_layout):
+        # a decode step's few rows: gemv(1)_q8 streams the int8 weight once, dequantising in
+        # registers; more rows take the contract's dequantised weight and the BLAS
+        (m, k), n = layout.shape, w_layout.shape[0]
+        if 0 < m <= _Q8_GEMV_KERNELS[-1][1] and n and k and (k == 1 or layout.strides[1] == 1 and
+                                                             w_layout.strides[1] == 1) and s_layout.strides[0] == 1:
+            name, w_rows = next((name, w_rows) for name, rows, w_rows in _Q8_GEMV_KERNELS if m <= rows)
+            dev = self.device
+            kernel = kernel_for(dev, f"{name}_{self.dtype.short}", "linear_int8", input=(self, layout),
+                                weight=(weight, w_layout))
+            out = self._new(m * n)
+            dev.launch(kernel, _gemv_blocks(dev, n, w_rows or BLOCK // dev.warp_size), BLOCK,
+                       [("int32", m), ("int64", n), ("int64", k), ("ptr", self.addr(layout.offset)),
+                        ("int64", layout.strides[0] if m > 1 else k), ("ptr", weight.addr(w_layout.offset)),
+                        ("int64", w_layout.strides[0] if n > 1 else k), ("ptr", scale.addr(s_layout.offset)),
+                        ("ptr", out.buffer.ptr), ("int64", n)])
+            return out
+        return super().matmul_int8(layout, weight, w_layout, scale, s_layout)
 
     def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
         m, n, k = mnk
