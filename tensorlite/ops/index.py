@@ -197,7 +197,8 @@ def _put(t: Tensor, adv, values, accumulate: bool, x: Tensor, op: str) -> Tensor
     while v.ndim > len(want) and v.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
         v = v.reshape(v.shape[1:])
     if broadcast_shapes(v.shape, want) != want:
-        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape {want}")
+        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape "
+                         f"{tuple(want)}")
     v = broadcast_to(v, want).reshape(q.shape[:d0] + flat.shape + q.shape[d0 + 1:])
     try:
         r = q.index_add(d0, flat, v) if accumulate else q.index_copy(d0, flat, v)
@@ -271,7 +272,7 @@ def _check_index_source(op, x, dim, index, source):  # index_add's, index_copy's
         raise DTypeError(f"{describe(op, self=x, index=index, source=source)}: source must have the dtype of self")
     if index.ndim != 1 or source.shape != expect:
         raise ShapeError(f"{describe(op, self=x, index=index, source=source)}: expected a 1-D index and a source of "
-                         f"shape {expect}")
+                         f"shape {tuple(expect)}")
     return dim, index
 
 
