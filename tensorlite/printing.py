@@ -36,7 +36,7 @@ from . import dtype as dtypes
 from .errors import ArgumentError
 from .ops.joins import cat
 
-_INTEGER_DTYPES = (dtypes.int64, dtypes.bool_)  # printed without dtype=, as is the default float
+_IMPLIED_DTYPES = (dtypes.int64, dtypes.bool_)  # printed without dtype= (their values say them), as the default float
 
 
 @dataclasses.dataclass
@@ -202,7 +202,7 @@ def tensor_repr(t) -> str:
         text = "[]"
     else:
         suffixes += [] if _OPTIONS.edgeitems else [f"size={tuple(t.shape)}"]
-        suffixes += [] if t.dtype is default or t.dtype in _INTEGER_DTYPES else [f"dtype={t.dtype}"]
+        suffixes += [] if t.dtype is default or t.dtype in _IMPLIED_DTYPES else [f"dtype={t.dtype}"]
         x = t.detach()
         cut = [False] * x.ndim
         if x.numel() > _OPTIONS.threshold:
