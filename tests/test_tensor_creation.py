@@ -302,7 +302,7 @@ def test_repr_shows_values_and_what_is_not_default(device):
     """torch's rules: dtype= only for a dtype other than the default float, int64 and bool;
     device= only off the cpu (tests/test_torch_api_gaps.py compares the text with torch's)."""
     t = tl.tensor([[1.5, -2.25], [3.0, 4.0]], device=device)
-    on = "" if device == "cpu" else f", device='{device}'"
+    on = "" if device == "cpu" else f", device='{t.device}'"  # 'cuda:0', as torch prints it
     assert repr(t) == f"tensor([[ 1.5000, -2.2500],\n        [ 3.0000,  4.0000]]{on})"
     assert repr(tl.ones(2, dtype=tl.bfloat16, device=device)) == f"tensor([1., 1.]{on}, dtype=tensorlite.bfloat16)"
     assert repr(tl.tensor([1, 2], device=device)) == f"tensor([1, 2]{on})"
