@@ -68,7 +68,7 @@ def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _filled("zeros", sizes_arg("zeros", sizes, size), 0, dtype_of(dtype, op="zeros"), device, requires_grad)
 
@@ -88,7 +88,7 @@ def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
 
     >>> import tensorlite as tl
     >>> tl.empty(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _filled("empty", sizes_arg("empty", sizes, size), None, dtype_of(dtype, op="empty"), device, requires_grad)
 
@@ -134,7 +134,7 @@ def empty_like(x, **kw):
 
     >>> import tensorlite as tl
     >>> tl.empty_like(tl.zeros(2, 3)).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _like(empty, x, **kw)
 
@@ -215,7 +215,7 @@ def randn(*sizes, size=None, dtype=None, device=None, requires_grad=False):
 
     >>> import tensorlite as tl
     >>> tl.randn(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _random("randn", "rand_normal", sizes_arg("randn", sizes, size), dtype, device, requires_grad)
 
@@ -280,7 +280,7 @@ def new_empty(x: Tensor, *size, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(1).new_empty(2, 3).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _new(empty, x, size, **kw)
 
 
@@ -324,7 +324,7 @@ def rand_like(x: Tensor, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.rand_like(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _random_like(rand, x, **kw)
 
 
@@ -333,7 +333,7 @@ def randn_like(x: Tensor, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.randn_like(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _random_like(randn, x, **kw)
 
 

@@ -259,7 +259,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     """
     if not isinstance(boundaries, TensorBase) or boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be a 1-D tensor, got "
-                         f"{getattr(boundaries, 'shape', boundaries)!r}")
+                         f"{tuple(boundaries.shape) if isinstance(boundaries, TensorBase) else repr(boundaries)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
