@@ -48,6 +48,7 @@ from . import cuda, graphs, nn, optim, serialization, utils  # noqa: F401  (tl.c
 from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
+from .generator import Generator  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
 from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
 from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
