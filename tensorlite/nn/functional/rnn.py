@@ -16,6 +16,7 @@ from ... import amp
 from ... import dtype as dtypes
 from ...autograd import attach_many
 from ...custom_op import result
+from ...ops.creation import zeros
 from ...ops.joins import stack
 from .dense import linear
 
@@ -50,16 +51,22 @@ def rnn_layer_slow(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, 
 
 def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weight_hr=None, reverse=False):
     """One layer and direction of a recurrent stack over a sequence: input (L, N, H_in), hx the
-    initial hidden state (N, H_out), cx the initial cell state (N, H) for LSTM (else None), weights
+    initial hidden state (N, H_out), cx the initial cell state (N, H) for LSTM (zeros where None), weights
     and biases as torch's (weight_hr: LSTM's projection, or None); `reverse` runs from the last step.
     Returns (output (L, N, H_out), h_n, c_n) (c_n None outside LSTM). Not a PyTorch function: its
     modules call it once per layer and direction."""
     tensors = (input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weight_hr)
     present = [t for t in tensors if t is not None]
-    if amp.is_autocast_enabled() or any(t.device.type != "cpu" or t.dtype is not input.dtype for t in present) \
+    N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
+    if amp.is_autocast_enabled() or any(not t.is_cpu or t.dtype is not input.dtype for t in present) \
             or input.dtype not in (dtypes.float32, dtypes.float64) or input.shape[0] == 0:
-        return rnn_layer_slow(mode, *tensors, reverse)
+        hx, cx = (zeros(N, n, dtype=input.dtype, device=input._device) if s is None and (k == 0 or mode == "LSTM")
+                  else s for k, (s, n) in enumerate(((hx, H_out), (cx, H))))
+        return rnn_layer_slow(mode, input, hx, cx, *tensors[3:], reverse)
     arrays = [None if t is None else t.numpy() for t in tensors]
+    for k, n in ((1, H_out), (2, H if mode == "LSTM" else 0)):
+        if arrays[k] is None and n:
+            arrays[k] = np.zeros((N, n), arrays[0].dtype)
     out, h_n, c_n, saved = _forward(mode, *arrays, reverse)
     outs = [_tensor(a, input) for a in (out, h_n, c_n) if a is not None]
     wants = [t is not None and t.requires_grad for t in tensors]
@@ -78,20 +85,24 @@ def _tensor(a, like):
     return result(like._device.wrap_memory(a.reshape(-1), a.size, like.dtype), a.shape, like.dtype)
 
 
-def _sigmoid_tanh(a, scale, shift):
-    """In place: sigmoid where scale is 0.5 and shift 0.5 (as 0.5 tanh(x / 2) + 0.5: no overflow),
-    tanh where scale is 1 and shift 0."""
-    a *= scale
-    np.tanh(a, out=a)
-    a *= scale
-    a += shift
+# The loops keep each step's values as columns (features, batch), so that a gate is a contiguous
+# block of rows (numpy's passes over strided slices cost several times more at RNN sizes), with
+# the sigmoid gates' rows first: LSTM's in the order o, i, f, g (torch's is i, f, g, o), so that
+# the gates that dc multiplies (i, f, g) are contiguous too.
+_ORDER = {"LSTM": (3, 0, 1, 2), "GRU": (0, 1, 2), "RNN_TANH": (0,), "RNN_RELU": (0,)}
+_SIGMOIDS = {"LSTM": 3, "GRU": 2, "RNN_TANH": 0, "RNN_RELU": 0}
 
 
-def _lanes(mode, H, dt):
-    """(scale, shift) per gate lane: the sigmoid gates and the tanh one of the mode."""
-    sig = {"LSTM": (1, 1, 0, 1), "GRU": (1, 1)}[mode]
-    scale = np.repeat(np.array([0.5 if s else 1.0 for s in sig], dt), H)
-    return scale, np.repeat(np.array([0.5 * s for s in sig], dt), H)
+def _rows(mode, H):
+    """The rows of torch's gate layout in the loops' order."""
+    return np.concatenate([np.arange(k * H, (k + 1) * H) for k in _ORDER[mode]])
+
+
+def _unpermute(grad, rows):
+    """A gradient in the loops' row order, back in torch's."""
+    out = np.empty_like(grad)
+    out[rows] = grad
+    return out
 
 
 def _previous(seq, first, reverse):
@@ -104,56 +115,76 @@ def _previous(seq, first, reverse):
     return prev
 
 
+def _columns(a):
+    """(L, N, F) -> (L, F, N), contiguous."""
+    return np.ascontiguousarray(a.transpose(0, 2, 1))
+
+
 def _forward(mode, x, h0, c0, w_ih, b_ih, w_hh, b_hh, w_hr, reverse):
     """The layer's forward in numpy: (output, h_n, c_n, what backward reads)."""
     L, N = x.shape[:2]
-    H = w_hh.shape[0] // GATES[mode]
-    gi = (x.reshape(L * N, -1) @ w_ih.T).reshape(L, N, -1)  # becomes the gates' activations in place
+    G, dt = w_hh.shape[0], x.dtype
+    H, S = G // GATES[mode], _SIGMOIDS[mode] * G // GATES[mode]
+    rows = _rows(mode, H)
+    # sigmoid(a) = 0.5 tanh(a / 2) + 0.5 (never overflows): the sigmoid rows' weights and biases
+    # halved (exactly), so one tanh pass covers every gate
+    half = np.ones((G, 1), dt)
+    half[:S] = 0.5
+    w_ih_p, w_hh_p = w_ih[rows], w_hh[rows]
+    bias = np.zeros((G, 1), dt)
     if b_ih is not None:
-        gi += b_ih
+        bias += b_ih[rows, None]
     if b_hh is not None and mode != "GRU":  # GRU's b_hn sits inside r * (h W_hn + b_hn)
-        gi += b_hh
-    out = np.empty((L, N, h0.shape[1]), x.dtype)
-    w_hh_t, h, c = w_hh.T, h0, c0
-    gh = np.empty((L if mode == "GRU" else 1, N, w_hh.shape[0]), x.dtype)
-    saved = {"gates": gi, "out": out}
+        bias += b_hh[rows, None]
+    gi = (w_ih_p * half) @ x.reshape(L * N, -1).T  # every step's input projection: one GEMM
+    gi += bias * half
+    gates = np.ascontiguousarray(gi.reshape(G, L, N).transpose(1, 0, 2))  # (L, G, N); activations in place
+    w_hh_s = w_hh_p * half
+    b_hh_s = None if b_hh is None or mode != "GRU" else b_hh[rows, None] * half
+    outs = np.empty((L, h0.shape[1], N), dt)
+    h, c, tmp = np.ascontiguousarray(h0.T), None if c0 is None else np.ascontiguousarray(c0.T), np.empty((G, N), dt)
+    saved = {"gates": gates, "outs": outs, "rows": rows, "w_ih": w_ih_p, "w_hh": w_hh_p}
     if mode == "LSTM":
-        scale, shift = _lanes(mode, H, x.dtype)
-        cs, tcs = np.empty((L, N, H), x.dtype), np.empty((L, N, H), x.dtype)
-        hh = np.empty((L, N, H), x.dtype) if w_hr is not None else out
+        cs, tcs = np.empty((L, H, N), dt), np.empty((L, H, N), dt)
+        hh = np.empty((L, H, N), dt) if w_hr is not None else outs
         saved.update(cs=cs, tcs=tcs, hh=hh)
     elif mode == "GRU":
-        scale, shift = _lanes(mode, H, x.dtype)
-        saved["gh"] = gh
+        saved["gh"] = ghs = np.empty((L, G, N), dt)
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        a = gi[t]
+        a = gates[t]
         if mode == "GRU":
-            g = np.matmul(h, w_hh_t, out=gh[t])
-            if b_hh is not None:
-                g += b_hh
-            rz, n = a[:, :2 * H], a[:, 2 * H:]
-            rz += g[:, :2 * H]
-            _sigmoid_tanh(rz, scale, shift)
-            n += rz[:, :H] * g[:, 2 * H:]
+            gh = np.matmul(w_hh_s, h, out=ghs[t])
+            if b_hh_s is not None:
+                gh += b_hh_s
+            rz, n = a[:2 * H], a[2 * H:]
+            rz += gh[:2 * H]
+            np.tanh(rz, out=rz)
+            rz *= 0.5
+            rz += 0.5
+            n += np.multiply(rz[:H], gh[2 * H:], out=tmp[:H])
             np.tanh(n, out=n)
-            h = np.subtract(h, n, out=out[t])
-            h *= rz[:, H:]
+            h = np.subtract(h, n, out=outs[t])
+            h *= rz[H:]
             h += n  # (1 - z) n + z h
             continue
-        a += np.matmul(h, w_hh_t, out=gh[0])
+        a += np.matmul(w_hh_s, h, out=tmp)
         if mode == "RNN_TANH":
-            h = np.tanh(a, out=out[t])
+            h = np.tanh(a, out=outs[t])
         elif mode == "RNN_RELU":
-            h = np.maximum(a, 0, out=out[t])
+            h = np.maximum(a, 0, out=outs[t])
         else:
-            _sigmoid_tanh(a, scale, shift)
-            i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
+            np.tanh(a, out=a)
+            sig = a[:S]
+            sig *= 0.5
+            sig += 0.5
+            o, i, f, g = a[:H], a[H:2 * H], a[2 * H:3 * H], a[3 * H:]
             c = np.multiply(f, c, out=cs[t])
-            c += i * g
+            c += np.multiply(i, g, out=tmp[:H])
             np.multiply(o, np.tanh(c, out=tcs[t]), out=hh[t])
-            h = hh[t] if w_hr is None else np.matmul(hh[t], w_hr.T, out=out[t])
+            h = hh[t] if w_hr is None else np.matmul(w_hr, hh[t], out=outs[t])
     last = 0 if reverse else L - 1
-    return out, out[last].copy(), (cs[last].copy() if mode == "LSTM" else None), saved
+    out = _columns(outs)
+    return out, out[last].copy(), (cs[last].T.copy() if mode == "LSTM" else None), saved
 
 
 def _backward(mode, arrays, saved, grads, wants, reverse):
@@ -161,67 +192,74 @@ def _backward(mode, arrays, saved, grads, wants, reverse):
     x, h0, c0, w_ih, b_ih, w_hh, b_hh, w_hr = arrays
     g_out, g_h, g_c = grads
     L, N = x.shape[:2]
-    H, gates, dt = w_hh.shape[0] // GATES[mode], saved["gates"], x.dtype
-    out = saved["out"]
-    hp = _previous(out, h0, reverse)  # each step's incoming hidden state
-    dh = np.zeros_like(h0) if g_h is None else g_h.copy()
+    gates, outs, rows, w_hh_p = saved["gates"], saved["outs"], saved["rows"], saved["w_hh"]
+    G, dt = gates.shape[1], x.dtype
+    H = G // GATES[mode]
+    g_out = None if g_out is None else _columns(g_out)
+    dh = np.zeros((h0.shape[1], N), dt) if g_h is None else np.ascontiguousarray(g_h.T)
+    hp = _previous(outs, h0.T, reverse)  # each step's incoming hidden state
     dgi = np.empty_like(gates)  # the gradient of the pre-activation gates of every step
-    dgh = dgi  # and of h W_hh^T + b_hh (GRU's differs from dgi in the n lane)
+    dgh = dgi  # and of W_hh h + b_hh (GRU's differs from dgi in the n rows)
+    w_back = w_hh_p.T
     # the local derivatives of every step at once (vectorized over time), so that a step's
     # loop body is only the products that depend on the gradient flowing back
     if mode == "LSTM":
-        dc = np.zeros((N, H), dt) if g_c is None else g_c.copy()
+        dc = np.zeros((H, N), dt) if g_c is None else np.ascontiguousarray(g_c.T)
         cs, tcs, hh = saved["cs"], saved["tcs"], saved["hh"]
-        i, f, g, o = (gates[..., k * H:(k + 1) * H] for k in range(4))
-        local = gates * (1 - gates)  # sigmoid' for i, f, o ...
-        np.subtract(1, g * g, out=local[..., 2 * H:3 * H])  # ... and tanh' for g
-        local[..., :H] *= g  # d(i g) / d(a_i)
-        local[..., H:2 * H] *= _previous(cs, c0, reverse)  # d(f c) / d(a_f)
-        local[..., 2 * H:3 * H] *= i
-        local[..., 3 * H:] *= tcs  # d(o tanh c) / d(a_o)
+        o, i, f, g = (gates[:, k * H:(k + 1) * H] for k in range(4))
+        local = gates * (1 - gates)  # sigmoid' for o, i, f ...
+        np.subtract(1, g * g, out=local[:, 3 * H:])  # ... and tanh' for g
+        local[:, :H] *= tcs  # d(o tanh c) / d(a_o)
+        local[:, H:2 * H] *= g  # d(i g) / d(a_i)
+        local[:, 2 * H:3 * H] *= _previous(cs, c0.T, reverse)  # d(f c) / d(a_f)
+        local[:, 3 * H:] *= i
         to_c = o * (1 - tcs * tcs)  # d h / d c
-        dhs = np.empty((L, N, h0.shape[1]), dt) if w_hr is not None else None
+        dhs = np.empty_like(outs) if w_hr is not None else None
     elif mode == "GRU":
         dgh = np.empty_like(gates)
-        rz, n, ghn = gates[..., :2 * H], gates[..., 2 * H:], saved["gh"][..., 2 * H:]
-        local = rz * (1 - rz)
-        z = rz[..., H:]
+        r, z, n, ghn = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:], saved["gh"][:, 2 * H:]
+        local = gates[:, :2 * H] * (1 - gates[:, :2 * H])
         to_n = (1 - z) * (1 - n * n)  # d h / d a_n
-        local[..., :H] *= ghn  # d a_n / d r, times sigmoid'
-        local[..., H:] *= hp - n  # d h / d z, times sigmoid'
+        local[:, :H] *= ghn  # d a_n / d r, times sigmoid'
+        local[:, H:] *= hp - n  # d h / d z, times sigmoid'
     else:
-        local = 1 - out * out if mode == "RNN_TANH" else (out > 0).astype(dt)
+        local = 1 - outs * outs if mode == "RNN_TANH" else (outs > 0).astype(dt)
     for t in (range(L) if reverse else range(L - 1, -1, -1)):
         if g_out is not None:
             dh += g_out[t]
         d = dgi[t]
         if mode == "GRU":
-            dn = np.multiply(dh, to_n[t], out=d[:, 2 * H:])
-            np.multiply(dh, local[t, :, H:], out=d[:, H:2 * H])
-            np.multiply(dn, local[t, :, :H], out=d[:, :H])
+            dn = np.multiply(dh, to_n[t], out=d[2 * H:])
+            np.multiply(dh, local[t, H:], out=d[H:2 * H])
+            np.multiply(dn, local[t, :H], out=d[:H])
             e = dgh[t]
-            e[:, :2 * H] = d[:, :2 * H]
-            np.multiply(dn, rz[t, :, :H], out=e[:, 2 * H:])
-            dh = dh * z[t] + e @ w_hh
+            e[:2 * H] = d[:2 * H]
+            np.multiply(dn, r[t], out=e[2 * H:])
+            dh = dh * z[t]
+            dh += np.matmul(w_back, e)
             continue
         if mode != "LSTM":
-            dh = np.multiply(dh, local[t], out=d) @ w_hh
+            dh = np.matmul(w_back, np.multiply(dh, local[t], out=d))
             continue
         if dhs is not None:
             dhs[t] = dh
-            dh = dh @ w_hr
-        np.multiply(dh, local[t, :, 3 * H:], out=d[:, 3 * H:])
+            dh = np.matmul(w_hr.T, dh)
+        np.multiply(dh, local[t, :H], out=d[:H])
         dh *= to_c[t]
         dc += dh
-        np.multiply(dc[:, None], local[t].reshape(N, 4, H)[:, :3], out=d.reshape(N, 4, H)[:, :3])  # i, f, g
+        np.multiply(dc, local[t, H:].reshape(3, H, N), out=d[H:].reshape(3, H, N))  # i, f, g
         dc *= f[t]
-        dh = d @ w_hh
-    rows_i, rows_h = dgi.reshape(L * N, -1), dgh.reshape(L * N, -1)
-    found = [rows_i @ w_ih if wants[0] else None, dh if wants[1] else None,
-             dc if mode == "LSTM" and wants[2] else None,
-             rows_i.T @ x.reshape(L * N, -1) if wants[3] else None, rows_i.sum(0) if wants[4] else None,
-             rows_h.T @ hp.reshape(L * N, -1) if wants[5] else None, rows_h.sum(0) if wants[6] else None,
-             dhs.reshape(L * N, -1).T @ hh.reshape(L * N, -1) if wants[7] else None]
-    if found[0] is not None:
-        found[0] = found[0].reshape(x.shape)
-    return found
+        dh = np.matmul(w_back, d)
+    rows_i = dgi.transpose(1, 0, 2).reshape(G, L * N)  # (gates, steps x batch): the GEMMs' layout
+    rows_h = rows_i if dgh is dgi else dgh.transpose(1, 0, 2).reshape(G, L * N)
+
+    def steps_rows(a):  # (L, F, N) -> (L * N, F)
+        return a.transpose(0, 2, 1).reshape(L * N, -1)
+    return [(rows_i.T @ saved["w_ih"]).reshape(x.shape) if wants[0] else None,
+            dh.T if wants[1] else None,
+            dc.T if mode == "LSTM" and wants[2] else None,
+            _unpermute(rows_i @ x.reshape(L * N, -1), rows) if wants[3] else None,
+            _unpermute(rows_i.sum(1), rows) if wants[4] else None,
+            _unpermute(rows_h @ steps_rows(hp), rows) if wants[5] else None,
+            _unpermute(rows_h.sum(1), rows) if wants[6] else None,
+            steps_rows(dhs).T @ steps_rows(hh) if wants[7] else None]

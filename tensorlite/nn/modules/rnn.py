@@ -74,10 +74,7 @@ class RNNBase(Module):
         batched = input.ndim == 3
         x = (input.transpose(0, 1) if self.batch_first else input) if batched else input.unsqueeze(1)
         N, H_out = x.shape[1], self.proj_size or self.hidden_size
-        states = (hx if lstm else (hx,)) if hx is not None else \
-            [zeros(self.num_layers * D, N, size, dtype=x.dtype, device=x._device)
-             for size in ((H_out, self.hidden_size) if lstm else (H_out,))]
-        states = [s if batched else s.unsqueeze(1) for s in states]
+        states = [] if hx is None else [s if batched else s.unsqueeze(1) for s in (hx if lstm else (hx,))]
         for s, size in zip(states, (H_out, self.hidden_size)):
             if tuple(s.shape) != (self.num_layers * D, N, size):
                 raise ShapeError(f"{describe(name, input=input, hx=s)}: expected hidden state "
@@ -89,8 +86,8 @@ class RNNBase(Module):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 p = [getattr(self, n + sfx, None) for n in ("weight_ih", "bias_ih", "weight_hh", "bias_hh",
                                                             "weight_hr")]
-                out, h, c = rnn_layer(self.mode, x, states[0][layer * D + d],
-                                      states[1][layer * D + d] if lstm else None, *p, reverse=bool(d))
+                h0, c0 = (states[k][layer * D + d] if k < len(states) else None for k in (0, 1))  # None: zeros
+                out, h, c = rnn_layer(self.mode, x, h0, c0, *p, reverse=bool(d))
                 outs.append(out)
                 h_n.append(h), c_n.append(c)
             x = outs[0] if D == 1 else cat(outs, -1)
