@@ -14,6 +14,7 @@ and inputs, so the steps do the same arithmetic; the first step's outputs are co
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import torch
     import tensorlite as tl
-    rows = []
+    rows, load_start = [], os.getloadavg()[0]
     for size in args.sizes:
         for threads in args.threads:
             for name in args.cases:
@@ -108,7 +109,14 @@ def main(argv=None) -> int:
                 rows.append((size, name, threads, s * 1e3, t * 1e3, s_cpu * 1e3, t_cpu * 1e3))
                 print(f"{size} {name} {threads} thread(s): tensorlite {s * 1e3:.2f} ms, torch {t * 1e3:.2f} ms, "
                       f"{s / t:.2f}x (CPU time {s_cpu / t_cpu:.2f}x), max |out diff| {err:.1e}", file=sys.stderr)
-    print(f"\n{args.dtype}, medians of {args.rounds} alternating rounds of {args.steps} steps (each after "
+    try:
+        from threadpoolctl import threadpool_info
+        blas = ", ".join(f"{i['internal_api']} {i.get('version')} {i.get('architecture', '')}"
+                         for i in threadpool_info() if i["user_api"] == "blas")
+    except ImportError:
+        blas = "unknown"
+    print(f"\nload average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; numpy's BLAS: {blas}")
+    print(f"{args.dtype}, medians of {args.rounds} alternating rounds of {args.steps} steps (each after "
           f"{args.warmup} warm-up); sizes: " +
           "; ".join(f"{k} {v['layers']} layers, {v['input']} in, {v['hidden']} hidden, {v['seq']} steps x batch "
                     f"{v['batch']}" for k, v in SIZES.items() if k in args.sizes))

@@ -134,3 +134,21 @@ def test_inplace_change_of_a_weight_before_backward_raises():
         m.weight_hh_l0.mul_(2)
     with pytest.raises(tl.TensorliteError, match="rnn_layer\\(LSTM\\).*modified by an in-place operation"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_gradient_of_gradient_matches_torch(rng, kind):
+    """create_graph=True through the fused layer (its backward recomputed as Tensor ops), as torch."""
+    tm = getattr(torch.nn, kind)(3, 4, 2, bidirectional=True).double()
+    m = getattr(nn, kind)(3, 4, 2, bidirectional=True, dtype=tl.float64)
+    m.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    xa = rng.standard_normal((5, 2, 3))
+    found = []
+    for lib, mod in ((torch, tm), (tl, m)):
+        x = lib.tensor(xa, requires_grad=True)
+        out, _ = mod(x)
+        g, = lib.autograd.grad((out * out).sum(), [x], create_graph=True)
+        (g * g).sum().backward()
+        found.append([g.detach().numpy(), x.grad.numpy(), mod.weight_hh_l0.grad.numpy()])
+    for name, a, b in zip(("first gradient", "input's", "weight_hh_l0's"), *found):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)

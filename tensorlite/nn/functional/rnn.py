@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import amp
 from ... import dtype as dtypes
-from ...autograd import attach_many
+from ...autograd import attach_many, grad, is_grad_enabled
 from ...custom_op import result
 from ...ops.creation import zeros
 from ...ops.joins import stack
@@ -60,9 +60,7 @@ def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weigh
     N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
     if amp.is_autocast_enabled() or any(not t.is_cpu or t.dtype is not input.dtype for t in present) \
             or input.dtype not in (dtypes.float32, dtypes.float64) or input.shape[0] == 0:
-        hx, cx = (zeros(N, n, dtype=input.dtype, device=input._device) if s is None and (k == 0 or mode == "LSTM")
-                  else s for k, (s, n) in enumerate(((hx, H_out), (cx, H))))
-        return rnn_layer_slow(mode, input, hx, cx, *tensors[3:], reverse)
+        return _slow_with_states(mode, tensors, reverse)
     arrays = [None if t is None else t.numpy() for t in tensors]
     for k, n in ((1, H_out), (2, H if mode == "LSTM" else 0)):
         if arrays[k] is None and n:
@@ -72,11 +70,32 @@ def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weigh
     wants = [t is not None and t.requires_grad for t in tensors]
 
     def backward(grads):
+        if is_grad_enabled():  # create_graph: gradients that can be differentiated again
+            return _slow_grads(mode, tensors, grads, reverse)
         grads = [None if g is None else g.numpy() for g in grads] + [None] * (3 - len(grads))
         found = _backward(mode, arrays, saved, grads, wants, reverse)
         return tuple(None if g is None else _tensor(g, input) for g in found)
     attach_many(outs, tensors, backward, f"rnn_layer({mode})", saved=present + outs[:1])  # output: hp below
     return outs[0], outs[1], (outs[2] if mode == "LSTM" else None)
+
+
+def _slow_with_states(mode, tensors, reverse):
+    """rnn_layer_slow of rnn_layer's operands, zeros for the initial states not given."""
+    input, hx, cx, *params = tensors
+    N, H_out, H = input.shape[1], params[2].shape[1], params[2].shape[0] // GATES[mode]
+    hx, cx = (zeros(N, n, dtype=input.dtype, device=input._device) if s is None and (k == 0 or mode == "LSTM")
+              else s for k, (s, n) in enumerate(((hx, H_out), (cx, H))))
+    return rnn_layer_slow(mode, input, hx, cx, *params, reverse)
+
+
+def _slow_grads(mode, tensors, grads, reverse):
+    """rnn_layer's input gradients as rnn_layer_slow's Tensor ops (recomputed): what a gradient
+    of a gradient (create_graph=True) differentiates."""
+    outs = _slow_with_states(mode, tensors, reverse)
+    pairs = [(o, g) for o, g in zip(outs, grads) if o is not None and g is not None]
+    wanted = [t for t in tensors if t is not None and t.requires_grad]
+    got = iter(grad([o for o, _ in pairs], wanted, [g for _, g in pairs], create_graph=True, allow_unused=True))
+    return tuple(next(got) if t is not None and t.requires_grad else None for t in tensors)
 
 
 def _tensor(a, like):
