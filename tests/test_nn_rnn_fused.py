@@ -152,3 +152,15 @@ def test_gradient_of_gradient_matches_torch(rng, kind):
         found.append([g.detach().numpy(), x.grad.numpy(), mod.weight_hh_l0.grad.numpy()])
     for name, a, b in zip(("first gradient", "input's", "weight_hh_l0's"), *found):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_empty_batch(kind):
+    """A batch of 0 sequences: outputs and gradients of 0 rows, every parameter's gradient zeros, as torch."""
+    m = getattr(nn, kind)(3, 4, 2, bidirectional=True)
+    x = tl.randn(5, 0, 3, requires_grad=True)
+    out, h = m(x)
+    assert tuple(out.shape) == (5, 0, 8) and tuple((h[0] if kind == "LSTM" else h).shape) == (4, 0, 4)
+    out.sum().backward()
+    assert tuple(x.grad.shape) == (5, 0, 3)
+    assert all(not p.grad.numpy().any() for p in m.parameters())

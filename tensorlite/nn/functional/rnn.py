@@ -155,7 +155,7 @@ def _forward(mode, x, h0, c0, w_ih, b_ih, w_hh, b_hh, w_hr, reverse):
         bias += b_ih[rows, None]
     if b_hh is not None and mode != "GRU":  # GRU's b_hn sits inside r * (h W_hn + b_hn)
         bias += b_hh[rows, None]
-    gi = (w_ih_p * half) @ x.reshape(L * N, -1).T  # every step's input projection: one GEMM
+    gi = (w_ih_p * half) @ x.reshape(L * N, x.shape[2]).T  # every step's input projection: one GEMM
     gi += bias * half
     gates = np.ascontiguousarray(gi.reshape(G, L, N).transpose(1, 0, 2))  # (L, G, N); activations in place
     w_hh_s = w_hh_p * half
@@ -273,11 +273,11 @@ def _backward(mode, arrays, saved, grads, wants, reverse):
     rows_h = rows_i if dgh is dgi else dgh.transpose(1, 0, 2).reshape(G, L * N)
 
     def steps_rows(a):  # (L, F, N) -> (L * N, F)
-        return a.transpose(0, 2, 1).reshape(L * N, -1)
+        return a.transpose(0, 2, 1).reshape(L * N, a.shape[1])
     return [(rows_i.T @ saved["w_ih"]).reshape(x.shape) if wants[0] else None,
             dh.T if wants[1] else None,
             dc.T if mode == "LSTM" and wants[2] else None,
-            _unpermute(rows_i @ x.reshape(L * N, -1), rows) if wants[3] else None,
+            _unpermute(rows_i @ x.reshape(L * N, x.shape[2]), rows) if wants[3] else None,
             _unpermute(rows_i.sum(1), rows) if wants[4] else None,
             _unpermute(rows_h @ steps_rows(hp), rows) if wants[5] else None,
             _unpermute(rows_h.sum(1), rows) if wants[6] else None,
