@@ -2,9 +2,9 @@
 nn.RNN / LSTM / GRU), rnn_cell (one step, the cells' and the reference's), rnn_layer_slow.
 
 On `cpu` at float32 / float64, rnn_layer is one autograd node: the input projection of every step
-is one GEMM, each step's hidden product one GEMM and the cell's pointwise part a few numpy passes
-over the step's gates; the backward through time the same way, with the weights' gradients as one
-GEMM each over the whole sequence. Elsewhere (GPUs, half types, autocast) it is rnn_layer_slow, the
+is one (stacked) matmul call, each step's hidden product one GEMM and the cell's pointwise part a
+few numpy passes over the step's gates; the backward through time the same way, with the weights'
+gradients as one GEMM each over the whole sequence. Elsewhere (GPUs, half types, autocast) it is rnn_layer_slow, the
 cell's Tensor ops step by step, which the tests hold the fused op to. Gate order and biases as
 torch's: LSTM (i, f, g, o), GRU (r, z, n) with n = tanh(x W_in + b_in + r (h W_hn + b_hn)).
 """
@@ -57,10 +57,10 @@ def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weigh
     modules call it once per layer and direction."""
     tensors = (input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weight_hr)
     present = [t for t in tensors if t is not None]
-    N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
     if amp.is_autocast_enabled() or any(not t.is_cpu or t.dtype is not input.dtype for t in present) \
             or input.dtype not in (dtypes.float32, dtypes.float64) or input.shape[0] == 0:
         return _slow_with_states(mode, tensors, reverse)
+    N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
     arrays = [None if t is None else t.numpy() for t in tensors]
     for k, n in ((1, H_out), (2, H if mode == "LSTM" else 0)):
         if arrays[k] is None and n:
@@ -75,7 +75,7 @@ def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weigh
         grads = [None if g is None else g.numpy() for g in grads] + [None] * (3 - len(grads))
         found = _backward(mode, arrays, saved, grads, wants, reverse)
         return tuple(None if g is None else _tensor(g, input) for g in found)
-    attach_many(outs, tensors, backward, f"rnn_layer({mode})", saved=present + outs[:1])  # output: hp below
+    attach_many(outs, tensors, backward, f"rnn_layer({mode})", saved=present + outs[:1])  # backward reads the output
     return outs[0], outs[1], (outs[2] if mode == "LSTM" else None)
 
 
@@ -117,10 +117,10 @@ def _rows(mode, H):
     return np.concatenate([np.arange(k * H, (k + 1) * H) for k in _ORDER[mode]])
 
 
-def _unpermute(grad, rows):
+def _unpermute(g, rows):
     """A gradient in the loops' row order, back in torch's."""
-    out = np.empty_like(grad)
-    out[rows] = grad
+    out = np.empty_like(g)
+    out[rows] = g
     return out
 
 
