@@ -65,7 +65,7 @@ def train(lib, opt, params, x, y, steps, schedule=None):
         opt.step()
         if schedule is not None:
             schedule.step()
-        out.append([p.detach().cpu().numpy().astype(np.float64) for p in params])
+        out.append([np.array(p.detach().cpu().double().numpy()) for p in params])  # copies: p changes in place
     return out
 
 
@@ -223,6 +223,44 @@ def test_tensor_lr_is_read_each_step():
         lr.fill_(0.05)
         b.param_groups[0]["lr"] = 0.05
     np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+LOW_PRECISION = [("Adadelta", dict(lr=1.0)), ("Adamax", dict(lr=0.01, eps=1e-3, weight_decay=0.05)),
+                 ("ASGD", ZOO[5][1]), ("NAdam", dict(lr=0.01, eps=1e-3, momentum_decay=0.01)),
+                 ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), eps=1e-3)), ("Rprop", dict(lr=0.01))]
+
+
+@needs_torch("half-precision updates")
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name,kwargs", LOW_PRECISION, ids=[n for n, _ in LOW_PRECISION])
+def test_half_precision_parameters(device, name, kwargs, dtype_name):
+    """float16 / bfloat16 parameters keep their dtype, and so does their state (as torch's); three steps
+    agree with torch's run in the same dtype to a few of the dtype's rounding steps (eps >= 1e-3 where
+    it is added to a root: float16's 1e-8 is 0, and torch's update is then nan, as tensorlite's)."""
+    got, want, opt, _ = run_both(device, name, kwargs, dtype_name, steps=3)
+    dtype = getattr(tl, dtype_name)
+    for g in opt.param_groups:
+        for p in g["params"]:
+            assert p.dtype is dtype
+            assert all(v.dtype is dtype for v in opt.state[p].values() if isinstance(v, tl.Tensor))
+    tol = 4 * (2.0 ** -10 if dtype_name == "float16" else 2.0 ** -7)
+    for g, w in zip(got[-1], want[-1]):
+        assert np.isfinite(g).all() and np.isfinite(w).all()
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["Adadelta", "Adamax", "ASGD", "NAdam", "RAdam", "Rprop"])
+def test_step_inside_a_graph_capture_is_refused(gpu_device, name):
+    """capturable=True is accepted, but the step counts stay host numbers: a step inside a capture
+    (whose replays would repeat its counts) raises, and eagerly the optimizer runs."""
+    p = nn.Parameter(tl.ones(3, device=gpu_device))
+    opt = getattr(optim, name)([p], lr=0.1, capturable=True)
+    (p * p).sum().backward()
+    opt.step()
+    with pytest.raises(tl.CaptureError, match=f"{name}.step inside a graph capture.*outside the captured code"):
+        with tl.graphs.graph(tl.graphs.Graph(), device=gpu_device):
+            opt.step()
+    assert opt.state[p]["step"] == 1 and not tl.graphs.is_capturing(gpu_device)
 
 
 # ---- LBFGS: step(closure) ---------------------------------------------------------------
