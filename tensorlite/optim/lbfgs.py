@@ -94,8 +94,9 @@ class LBFGS(Optimizer):
     line_search_fn='strong_wolfe'; it stops early where the gradient's largest element is at most
     tolerance_grad or the loss or the step changes less than tolerance_change. One parameter group, its
     parameters on one device; the state (torch's keys: 'func_evals', 'n_iter', 'd', 't', 'old_dirs',
-    'old_stps', 'ro', 'H_diag', 'prev_flat_grad', 'prev_loss', 'al') is the first parameter's. Its scalars
-    are host numbers: each iteration reads a few dot products (as torch's does, to branch on them).
+    'old_stps', 'ro', 'H_diag', 'prev_flat_grad', 'prev_loss', 'al') is the first parameter's; 'ro', 'al'
+    and 'H_diag' are 0-d tensors in the parameters' dtype, as torch's. Each iteration reads a few dot
+    products and norms on the host, to branch on them (as torch's does).
 
     >>> import tensorlite as tl
     >>> x = tl.nn.Parameter(tl.tensor([3.0, -1.0]))
