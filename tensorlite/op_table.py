@@ -168,6 +168,9 @@ COMPARE: Tuple[Compare, ...] = (
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}
 BINARY_BY_NAME = {op.name: op for op in BINARY}
+# the ops that are tensorlite functions too, tl.<name>(x, ...) = x.<name>(...) (tensorlite/__init__.py)
+FUNCTIONS: Tuple[str, ...] = (*(op.method for op in UNARY if op.top_level),
+                              *(op.method for op in BINARY if op.method_too), *(op.name for op in COMPARE))
 
 
 def defined_for(op: Union[Unary, Binary], is_float: bool, is_bool: bool) -> bool:
