@@ -15,9 +15,9 @@ unit of tensorlite/fused_unary.py, whose row here is `_fused_row(unit)`.
 `grad(g, x, out)` returns dL/dx of a unary op (`g * f'(x)`, from the input x or the
 output out); `grad(g, a, b, out)` returns (dL/da, dL/db) of a binary op before the
 broadcast is summed away. FUSED: the backend's unary_backward computes g * f'(x) in one
-kernel (the fused unary's unit). None: the op is piecewise constant (no gradient flows). `saves` is derived from
-`grad`: which of its value arguments the formula reads, the tensors autograd saves for it
-(as PyTorch's codegen derives them from derivatives.yaml's formulas).
+kernel (the fused unary's unit). None: the op is piecewise constant (no gradient flows).
+`saves` is derived from `grad`: which of its value arguments the formula reads, the tensors
+autograd saves for it (as PyTorch's codegen derives them from derivatives.yaml's formulas).
 """
 from __future__ import annotations
 
