@@ -57,35 +57,50 @@ def token_ids(tokens, device) -> tl.Tensor:
     return tl.tensor(arr.astype(np.int64), device=device)
 
 
-def progress(iterable=None, disable=None, **kwargs):
-    """tqdm's bar when installed (shown only on a terminal: disable=None), else a plain
-    stand-in (iterates `iterable`; no-op `update`/`set_postfix`/`stop_early`, a printing
-    `write`), so the loop body is the same either way. disable=True turns the bar off.
-    A manual bar (iterable None, total=N, update() per step) can `stop_early()`: the bar
-    then ends where the loop did, not at a total it never reached."""
+def progress(iterable=None, disable=None, every=5.0, **kwargs):
+    """A progress display from the first second, on a terminal or not: tqdm's bar on a terminal
+    when tqdm is installed; otherwise (a log file, a pipe, CI, no tqdm) a plain line every `every`
+    seconds ("train 12/1200 step 0.95 s/step loss=2.2013"). disable=True turns both off. The loop
+    body is the same either way: iterate it or call update(); set_postfix, write, close. A manual
+    bar (iterable None, total=N) can `stop_early()`: it then ends where the loop did."""
     if disable:
-        return _Plain(iterable)
+        return _Lines(iterable, every=None)
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        return _Plain(iterable)
-    bar = tqdm(iterable, disable=None, **kwargs)
+        tqdm = None
+    if tqdm is None or not sys.stderr.isatty():
+        return _Lines(iterable, every=every, **kwargs)
+    bar = tqdm(iterable, **kwargs)
     bar.stop_early = lambda: (setattr(bar, "total", bar.n), bar.refresh())
     return bar
 
 
-class _Plain:
-    def __init__(self, iterable):
-        self.iterable = iterable
+class _Lines:
+    """progress() where no bar can be drawn: a line at most every `every` seconds (None: silent)."""
+
+    def __init__(self, iterable=None, every=5.0, total=None, initial=0, desc="", unit="it", **_):
+        self.iterable, self.every, self.n, self.desc, self.unit = iterable, every, initial, desc, unit
+        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+        self.postfix, self.first = "", initial
+        self.start = self.last = time.perf_counter()
 
     def __iter__(self):
-        return iter(self.iterable)
+        for item in self.iterable:
+            yield item
+            self.update()
 
     def update(self, n=1):
-        pass
+        self.n += n
+        now = time.perf_counter()
+        if self.every is not None and now - self.last >= self.every:
+            self.last = now
+            rate = (now - self.start) / max(1, self.n - self.first)
+            total = f"/{self.total}" if self.total else ""
+            print(f"{self.desc} {self.n}{total} {self.unit} {rate:.3g} s/{self.unit}{self.postfix}", flush=True)
 
-    def set_postfix(self, *args, **kwargs):
-        pass
+    def set_postfix(self, **kwargs):
+        self.postfix = "".join(f" {k}={v}" for k, v in kwargs.items())
 
     def stop_early(self):
         pass

@@ -4,7 +4,7 @@
 >>> x = tl.randn(4, 8)              # on TENSORLITE_DEVICE or cpu; device="cuda", "rocm", "cuda:1", ...
 >>> y = tl.nn.functional.softmax(x @ x.mT, -1)
 >>> y.shape
-(4, 4)
+tensorlite.Size([4, 4])
 >>> round(y.sum(-1).mean().item(), 5)
 1.0
 
@@ -17,11 +17,11 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8,
                     int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
-                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
-                     TensorliteError)
+                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, NotSupportedError, ShapeError,
+                     StateDictError, StateDictShapeError, TensorliteError, WeightsOnlyError)
 from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
 from . import linalg  # tl.linalg
-from ._core import manual_seed, synchronize
+from ._core import get_rng_state, manual_seed, set_rng_state, synchronize
 from .ops.conv import avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, upsample_nearest2d
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, is_tensor, linspace,
                            numel, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
@@ -44,11 +44,18 @@ from .ops.sort import (argsort, argwhere, bincount, bucketize, cumprod, cumsum, 
 from .ops.views import (broadcast_to, chunk, expand, flatten, moveaxis, movedim, narrow, permute, reshape, split,
                         squeeze, swapaxes, swapdims, t, transpose, unbind, unsqueeze)
 from . import backends  # noqa: F401  (tl.backends.register / available)
-from . import cuda, graphs, nn, optim, utils  # noqa: F401  (tl.cuda, tl.graphs, tl.nn, tl.optim, tl.utils)
+from . import cuda, graphs, nn, optim, serialization, utils  # noqa: F401  (tl.cuda, tl.graphs, tl.nn, ...)
 from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
+from .generator import Generator  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
+from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
+from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
+from .size import Size  # noqa: F401
+from . import accelerator, jit, onnx  # noqa: F401  (tl.accelerator; tl.jit and tl.onnx refuse what they cannot do)
+from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: F401
+from .jit import compile_ as compile  # noqa: F401,A001  (torch.compile: refused, naming tl.graphs)
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001

@@ -36,7 +36,8 @@ class autocast:
         names = backend.registered()
         if device_type not in names:
             raise ArgumentError(f"autocast: device_type must be one of {names}, got {device_type!r}")
-        dtype = dtypes.get(dtype) if dtype is not None else (dtypes.bfloat16 if device_type == "cpu" else dtypes.float16)
+        default = dtypes.bfloat16 if device_type == "cpu" else dtypes.float16
+        dtype = dtypes.get(dtype) if dtype is not None else default
         if dtype not in dtypes.HALVES:
             raise DTypeError(f"autocast: dtype must be float16 or bfloat16, got {dtype.name}")
         self.device_type, self.dtype, self.enabled = device_type, dtype, enabled

@@ -5,6 +5,7 @@ Each class is also the built-in a Python user would catch (a shape error is a
 `describe` formats operands the same way in every message: the op, then each
 operand's shape, dtype and device; `storage_error` does it for a backend's operands.
 """
+import pickle
 from typing import NamedTuple
 
 
@@ -36,11 +37,26 @@ class FormatError(TensorliteError, ValueError):
     """A file is not what its format says (a corrupt or truncated safetensors, a bad config.json)."""
 
 
-class StateDictError(TensorliteError, KeyError):
-    """A state dict's keys do not match the module's (missing or unexpected)."""
+class WeightsOnlyError(FormatError, pickle.UnpicklingError):
+    """A weights-only tl.load met a pickled object it may not rebuild (tl.serialization says which)."""
+
+
+class StateDictError(TensorliteError, KeyError, RuntimeError):
+    """A state dict that does not fit: missing or unexpected keys (a KeyError), also the
+    RuntimeError that torch's load_state_dict raises and its users catch."""
 
     def __str__(self):  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class StateDictShapeError(StateDictError, ShapeError):
+    """A state dict's tensor whose shape differs from the module's (torch's "size mismatch", a
+    RuntimeError; also a ShapeError)."""
+
+
+class NotSupportedError(TensorliteError, NotImplementedError):
+    """A PyTorch API that tensorlite cannot provide honestly (torch.compile, torch.jit.script,
+    torch.onnx.export); the message says why and names the alternative."""
 
 
 class BackendUnavailable(DeviceError):

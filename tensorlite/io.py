@@ -2,18 +2,21 @@
 via ml_dtypes), Hugging Face checkpoint directories, and tl.save / tl.load (state dicts, no pickle)."""
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import mmap
 import os
+import pickle
 import secrets
 import stat
 import zlib
 
 import numpy as np
 
-from . import dtype as dtypes
+from . import dtype as dtypes, serialization
 from .errors import ArgumentError, DeviceError, DTypeError, FormatError
+from .nn.parameter import Parameter
 from .ops.creation import tensor
 from .tensor import Tensor
 
@@ -99,6 +102,9 @@ def load_hf_checkpoint(directory, device=None, dtype=None):
 # of the header's content and of every tensor's bytes, checked on load.
 _STRUCTURE, _FORMAT, _CHECKSUMS = "tensorlite.save", "tensorlite.format", "tensorlite.checksums"
 _FORMAT_VERSION = 2
+# Format 3 (written only where something was pickled: a whole module...) adds "tensorlite.pickles", the
+# base64 pickles that {"pickle": i} structure nodes name, their tensors kept as the file's entries
+_PICKLES, _PICKLE_FORMAT = "tensorlite.pickles", 3
 _ST_CODES = {d.name: "BOOL" if d is dtypes.bool_ else "BF16" if d is dtypes.bfloat16 else
              {"f": "F", "i": "I", "u": "U"}[d.np.kind] + str(8 * d.itemsize) for d in dtypes.ALL}
 _ST_DTYPES = {code: dtypes.get(name) for name, code in _ST_CODES.items()}
@@ -188,8 +194,10 @@ def _replace_atomically(path, op: str, write) -> None:
 
 def save(obj, f) -> None:
     """Save a state dict (nested dicts, lists, tuples of Tensors, numbers, strings, None) to a path or a
-    binary file: a safetensors file with the structure as JSON in its metadata (nothing is pickled), and
-    crc32s of its header and of every tensor, which load checks.
+    binary file: a safetensors file with the structure as JSON in its metadata, and crc32s of its header
+    and of every tensor, which load checks. Any other object in it (a whole module, torch.save(model)'s
+    way) is pickled, its tensors kept as the file's tensors; load rebuilds it only when its classes are
+    allowed (tl.serialization) or with weights_only=False.
 
     To a path, the file is written beside it under a temporary name, fsynced, then renamed over it: a save
     killed or failing midway (a full disk) leaves the previous file at `f` whole. Tensors are copied to the
@@ -202,30 +210,38 @@ def save(obj, f) -> None:
     >>> tl.load(buf)['w'].tolist()
     [1.0, 1.0]
     """
-    tensors, names = {}, {}  # names: id(Tensor) -> its entry (a tensor saved twice loads as one object)
+    tensors, names, pickles = {}, {}, []  # names: id(Tensor) -> its entry (saved twice, loads as one object)
+
+    def entry(x):
+        if id(x) not in names:
+            names[id(x)] = str(len(tensors))
+            tensors[names[id(x)]] = x
+        return names[id(x)]
 
     def encode(x, path):
         if isinstance(x, Tensor):
-            if id(x) not in names:
-                names[id(x)] = str(len(tensors))
-                tensors[names[id(x)]] = x
-            return {"tensor": names[id(x)], "device": str(x.device),
-                    **({"requires_grad": True} if x.requires_grad else {})}
+            return {"tensor": entry(x), "device": str(x.device), **({"requires_grad": True} if x.requires_grad else {}),
+                    **({"parameter": True} if isinstance(x, Parameter) else {})}
         if x is None or isinstance(x, (bool, int, float, str)):
             return x
         if isinstance(x, (list, tuple)):
             items = [encode(v, f"{path}[{i}]") for i, v in enumerate(x)]
             return items if isinstance(x, list) else {"tuple": items}
-        if isinstance(x, dict):
-            for k in x:
-                if not (k is None or isinstance(k, (bool, int, float, str))):
-                    raise DTypeError(f"save: {path} has a key of type {type(k).__name__} ({k!r}); keys must be "
-                                     "str, int, float, bool or None")
-            return {"dict": [[k, encode(v, f"{path}[{k!r}]")] for k, v in x.items()]}
-        raise DTypeError(f"save: {path} is a {type(x).__name__}; tensorlite saves Tensors, dicts, lists, tuples, "
-                         "str, int, float, bool and None (it never pickles: save a state_dict())")
+        if isinstance(x, dict) and all(k is None or isinstance(k, (bool, int, float, str)) for k in x):
+            return {"dict": [[k, encode(v, f"{path}[{k!r}]")] for k, v in x.items()]}  # else pickled
+        try:
+            data = serialization.dumps(x, lambda t: (entry(t), str(t.device), t.requires_grad,
+                                                     isinstance(t, Parameter)))
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            raise DTypeError(f"save: {path} is a {type(x).__name__}, which cannot be pickled ({e}); save its "
+                             "state_dict() instead") from None
+        pickles.append(base64.b64encode(data).decode("ascii"))
+        return {"pickle": len(pickles) - 1}
 
-    metadata = {_STRUCTURE: json.dumps(encode(obj, "obj")), _FORMAT: str(_FORMAT_VERSION)}
+    metadata = {_STRUCTURE: json.dumps(encode(obj, "obj"))}
+    metadata[_FORMAT] = str(_PICKLE_FORMAT if pickles else _FORMAT_VERSION)
+    if pickles:
+        metadata[_PICKLES] = json.dumps(pickles)
     if hasattr(f, "write"):
         _write_safetensors(f, tensors, metadata, checksums=True)
     else:
@@ -234,9 +250,11 @@ def save(obj, f) -> None:
 
 def load(f, map_location=None, weights_only: bool = True):
     """Load what tl.save wrote (a plain safetensors file loads as {name: Tensor}) from a path or a binary
-    file, tensors on their saved device or on `map_location` (a device string). Never unpickles:
-    weights_only=False (torch's way to unpickle arbitrary objects) raises. A truncated or corrupted file
-    (its checksums do not match) raises FormatError naming it.
+    file, tensors on their saved device or on `map_location` (a device string). A pickled object in it (a
+    whole module) is rebuilt only from the classes tl.serialization allows (weights-only, the default, as
+    PyTorch 2.6+), else WeightsOnlyError (a pickle.UnpicklingError); weights_only=False rebuilds anything
+    and can run arbitrary code. A truncated or corrupted file (its checksums do not match) raises
+    FormatError naming it.
 
     >>> import io, tensorlite as tl
     >>> buf = io.BytesIO()
@@ -244,9 +262,6 @@ def load(f, map_location=None, weights_only: bool = True):
     >>> t, rest = tl.load(buf, map_location='cpu'); t.tolist(), rest
     ([1, 2], ('a', None))
     """
-    if not weights_only:
-        raise ArgumentError("load: weights_only=False (unpickling arbitrary objects) is not supported: tensorlite "
-                            "never unpickles, and tl.save writes only tensors, containers, numbers and strings")
     if map_location is not None and not isinstance(map_location, str):
         raise ArgumentError(f"load: map_location must be a device string such as 'cpu' or 'cuda:0', got "
                             f"{type(map_location).__name__}")
@@ -271,9 +286,9 @@ def load(f, map_location=None, weights_only: bool = True):
         raise FormatError(f"load: {where} is not a tl.save / safetensors file ({type(e).__name__}: {e})" +
                           ("; it looks like a pickled (torch.save) checkpoint, which tensorlite never unpickles: "
                            "in PyTorch, save it with safetensors' save_file(state_dict)" if pickled else "")) from None
-    if version > _FORMAT_VERSION:
+    if version > _PICKLE_FORMAT:
         raise FormatError(f"load: {where} is in tl.save format {version}; this tensorlite reads formats up to "
-                          f"{_FORMAT_VERSION} (upgrade tensorlite)")
+                          f"{_PICKLE_FORMAT} (upgrade tensorlite)")
     if checks is None and version >= 2:
         raise FormatError(f"load: {where} is corrupted: it is in tl.save format {version} but has no checksums")
     if checks is not None and _header_crc({k: v for k, v in meta.items() if k != _CHECKSUMS}, header) != \
@@ -284,7 +299,8 @@ def load(f, map_location=None, weights_only: bool = True):
         raise FormatError(f"load: {where} is truncated: its header describes {8 + n + size} bytes, the file "
                           f"holds {len(data)}")
 
-    def tensor_(name, device, path):
+    def tensor_(name, device, path, requires_grad=False, parameter=False):
+        """Entry `name` as a Tensor (an nn.Parameter where saved as one); one object per entry."""
         if name not in cache:
             if name not in entries:
                 raise FormatError(f"load: {path} names tensor {name!r}, which {where} does not hold")
@@ -299,10 +315,11 @@ def load(f, map_location=None, weights_only: bool = True):
             except (ValueError, TypeError) as e:
                 raise FormatError(f"load: {path} of {where} does not fit its header ({e})") from None
             try:
-                cache[name] = tensor(arr, dtype=_ST_DTYPES[code], device=map_location or device)
+                t = tensor(arr, dtype=_ST_DTYPES[code], device=map_location or device)
             except DeviceError as e:
                 raise type(e)(f"load: {path} was saved on {device!r}: {e}; pass map_location "
                               "(e.g. map_location='cpu')") from None
+            cache[name] = Parameter(t, requires_grad) if parameter else t.requires_grad_(requires_grad)
         return cache[name]
 
     def decode(x, path):
@@ -314,8 +331,19 @@ def load(f, map_location=None, weights_only: bool = True):
             return tuple(decode(v, f"{path}[{i}]") for i, v in enumerate(x["tuple"]))
         if "dict" in x:
             return {k: decode(v, f"{path}[{k!r}]") for k, v in x["dict"]}
-        t = tensor_(x["tensor"], x.get("device"), path)
-        return t.requires_grad_() if x.get("requires_grad") and not t.requires_grad else t
+        if "pickle" in x:
+            return unpickle(x["pickle"], path)
+        return tensor_(x["tensor"], x.get("device"), path, bool(x.get("requires_grad")), bool(x.get("parameter")))
+
+    def unpickle(i, path):
+        def tensor_of(key):  # save's (entry, device, requires_grad, is an nn.Parameter)
+            return tensor_(*key[:2], path, *key[2:])
+        try:
+            data = base64.b64decode(json.loads(meta[_PICKLES])[i])
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            raise FormatError(f"load: {path} of {where} names pickle {i!r}, which the file does not hold ({e})") \
+                from None
+        return serialization.loads(data, tensor_of, weights_only, f"{where} ({path})")
 
     if structure is None:
         return {name: tensor_(name, None, repr(name)) for name in entries}

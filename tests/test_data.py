@@ -119,3 +119,23 @@ def test_bad_arguments_raise_as_torch():
     with pytest.raises(tl.ShapeError, match="size mismatch"):
         TensorDataset(tl.arange(3), tl.arange(4))
     assert len(list(DataLoader(ds, batch_size=2, num_workers=2))) == 2  # workers: accepted, loading runs here
+
+
+def test_random_sampler_with_replacement_and_num_samples():
+    """RandomSampler(replacement=True, num_samples=N), as torch's (issue 45: two public programs use it)."""
+    tl.manual_seed(0)
+    ds = TensorDataset(tl.arange(10))
+    drawn = list(RandomSampler(ds, replacement=True, num_samples=200))
+    assert len(drawn) == 200 and all(isinstance(i, int) and 0 <= i < 10 for i in drawn)
+    assert len(set(drawn)) == 10 and max(drawn.count(i) for i in set(drawn)) > 1  # repeats: not a permutation
+    assert len(list(RandomSampler(ds, replacement=True))) == 10
+    # without replacement, num_samples beyond the dataset: whole permutations, then part of one
+    more = list(RandomSampler(ds, num_samples=25))
+    assert len(more) == 25 and sorted(more[:10]) == sorted(more[10:20]) == list(range(10)) and len(set(more[20:])) == 5
+    assert len(RandomSampler(ds, num_samples=7)) == 7 and len(list(RandomSampler(ds, num_samples=7))) == 7
+    loader = DataLoader(ds, batch_size=8, sampler=RandomSampler(ds, replacement=True, num_samples=20))
+    assert [len(b[0]) for b in loader] == [8, 8, 4]
+    with pytest.raises(tl.ArgumentError, match="num_samples should be a positive integer value"):
+        RandomSampler(ds, num_samples=0)
+    with pytest.raises(tl.ArgumentError, match="replacement should be a boolean value"):
+        RandomSampler(ds, replacement=1)

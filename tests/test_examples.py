@@ -361,3 +361,34 @@ def test_train_gpt_exit_status_follows_target(device, tmp_path, capsys):
         gpt.answer(model, ["10+1"], device)
     with pytest.raises(ValueError, match="written a\\+b"):
         gpt.answer(model, ["3-1"], device)
+
+
+def test_progress_prints_lines_where_no_bar_is_drawn(capsys):
+    """Outside a terminal (CI, a log file) the examples' progress is a line every few seconds from
+    the first, not silence until the first log line (issue 45: the main job printed nothing for 84 s)."""
+    common = load_example("_common")
+    bar = common.progress(total=3, desc="train", unit="step", every=0.0)  # pytest's stderr is no terminal
+    for _ in range(3):
+        bar.set_postfix(loss="1.5000")
+        bar.update()
+    bar.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("train 1/3 step ") and lines[-1].endswith("loss=1.5000")
+    silent = common.progress(range(4), disable=True)
+    assert list(silent) == [0, 1, 2, 3] and capsys.readouterr().out == ""
+
+
+def test_llama_int8_weights_follow_the_float_model(tmp_path, device):
+    """llama.load(int8=True): every projection and the LM head as weight-only int8 (issue 46); its
+    logits stay within int8's rounding of the float model's, and its greedy tokens are the same on
+    a small random checkpoint."""
+    llama = load_example("llama")
+    llama.write_random_checkpoint(str(tmp_path), hidden_size=64, layers=2, heads=4, kv_heads=2, vocab_size=256)
+    ref, q8 = llama.load(str(tmp_path), device=device), llama.load(str(tmp_path), device=device, int8=True)
+    kinds = {type(m).__name__ for m in q8.modules()}
+    assert "Int8Linear" in kinds and "Linear" not in kinds
+    ids = np.random.default_rng(0).integers(0, 256, (2, 12))
+    with tl.no_grad():
+        want, got = ref(ids).numpy(), q8(ids).numpy()
+    assert np.abs(got - want).max() < 0.03 * np.abs(want).max()
+    assert np.array_equal(llama.generate(q8, ids[:, :4], 8), llama.generate(ref, ids[:, :4], 8))

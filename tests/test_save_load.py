@@ -117,21 +117,15 @@ def test_a_device_missing_here_names_the_key_and_map_location():
     assert tl.load(io.BytesIO(forged), map_location="cpu")["model"]["w"].tolist() == [1.0, 1.0]
 
 
-def test_unsupported_content_names_the_key_path():
-    with pytest.raises(TypeError, match=r"save: obj\['model'\]\['layers'\]\[1\] is a Linear"):
-        tl.save({"model": {"layers": [tl.ones(1), nn.Linear(1, 1)]}}, io.BytesIO())
-    with pytest.raises(TypeError, match=r"obj\['a'\] has a key of type tuple"):
-        tl.save({"a": {(1, 2): 3}}, io.BytesIO())
-    with pytest.raises(TypeError, match=r"obj\[0\] is a set"):
-        tl.save([{1}], io.BytesIO())
+def test_what_cannot_be_pickled_names_the_key_path():
+    with pytest.raises(TypeError, match=r"obj\['model'\]\['layers'\]\[1\] is a function, which cannot be pickled"):
+        tl.save({"model": {"layers": [tl.ones(1), lambda x: x]}}, io.BytesIO())
 
 
-def test_never_unpickles(tmp_path):
-    with pytest.raises(ValueError, match="weights_only=False .* not supported"):
-        tl.load(io.BytesIO(b""), weights_only=False)
+def test_never_reads_a_pickled_torch_file(tmp_path):
     path = tmp_path / "evil.pt"
     path.write_bytes(pickle.dumps({"w": [1.0, 2.0]}))
-    with pytest.raises(tl.FormatError, match="pickled .*never unpickles"):
+    with pytest.raises(tl.FormatError, match="pickled .*never unpickles"):  # torch.save's files, not tl.save's
         tl.load(path)
     with pytest.raises(tl.FormatError, match="not a tl.save / safetensors file"):
         tl.load(io.BytesIO(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope"))
@@ -140,3 +134,48 @@ def test_never_unpickles(tmp_path):
     forged = rewrite_structure(buf.getvalue(), lambda s: s.replace('"tensor": "0"', '"tensor": "9"'))
     with pytest.raises(tl.FormatError, match=r"obj\['w'\] names tensor '9'"):
         tl.load(io.BytesIO(forged))
+
+
+def test_a_whole_module_saves_and_loads_weights_only_as_torch(tmp_path):
+    """tl.save(model) pickles the module, its tensors kept as the file's checked tensors; tl.load is
+    weights-only by default (PyTorch 2.6+): the module's classes must be allowed, or weights_only=False."""
+    tl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    path = tmp_path / "model.pt"
+    tl.save(model, path)
+    with pytest.raises(tl.WeightsOnlyError, match=r"names tensorlite\.nn\.modules\.container\.Sequential, which is not "
+                       r"an allowed global.*add_safe_globals\(\[Sequential\]\).*weights_only=False") as e:
+        tl.load(path)
+    assert isinstance(e.value, pickle.UnpicklingError)  # what torch raises, and its users catch
+    with tl.serialization.safe_globals([nn.Sequential, nn.Linear]):
+        with pytest.raises(tl.WeightsOnlyError, match="ReLU"):
+            tl.load(path)
+    assert tl.serialization.get_safe_globals() == []
+    tl.serialization.add_safe_globals([nn.Sequential, nn.Linear, nn.ReLU])
+    try:
+        again = tl.load(path)
+    finally:
+        tl.serialization.clear_safe_globals()
+    for loaded in (again, tl.load(path, weights_only=False)):
+        assert type(loaded) is nn.Sequential and repr(loaded) == repr(model)
+        for p, q in zip(loaded.parameters(), model.parameters()):
+            assert type(p) is nn.Parameter and p.requires_grad and np.array_equal(p.numpy(), q.numpy())
+        x = tl.randn(5, 3)
+        assert np.array_equal(loaded(x).numpy(), model(x).numpy())
+
+
+def test_pickled_parts_share_tensors_with_the_rest():
+    """A state dict saved beside its module names the same entries: loaded, they are one object."""
+    model = nn.Linear(2, 2)
+    buf = io.BytesIO()
+    tl.save({"model": model, "weight": model.weight, "steps": {(1, 2): 3}}, buf)
+    buf.seek(0)
+    got = tl.load(buf, weights_only=False)
+    assert got["model"].weight is got["weight"] and got["steps"] == {(1, 2): 3}
+    small = io.BytesIO()
+    tl.save({"steps": {(1, 2): 3}, "seen": {1, 2}}, small)
+    small.seek(0)
+    assert tl.load(small) == {"steps": {(1, 2): 3}, "seen": {1, 2}}  # pickled, of types allowed by default
+    bad = rewrite_structure(buf.getvalue(), lambda s: s.replace('{"pickle": 0}', '{"pickle": 7}'))
+    with pytest.raises(tl.FormatError, match="names pickle 7"):
+        tl.load(io.BytesIO(bad), weights_only=False)

@@ -5,6 +5,8 @@ module's first statement (no bottom-of-file imports), no module-level import cyc
 import ast
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tensorlite"
 BACKENDS = ROOT.parent / "backends"  # installed as tensorlite.backends
 PROJECT = {"tensorlite", "backends"}
@@ -208,3 +210,15 @@ def test_no_file_over_the_line_budget():
     long = {str(p.relative_to(ROOT.parent)): n for p in _modules().values()
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_every_package_is_in_the_wheel():
+    """A new subpackage not listed in pyproject.toml's explicit `packages` would be missing from
+    the wheel (the explicit list is needed: tensorlite.backends and .kernels live outside tensorlite/)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {name for name, p in _modules().items() if p.name == "__init__.py"}
+    found |= {"tensorlite.backends" + name[len("backends"):] for name, p in _modules(BACKENDS).items()
+              if p.name == "__init__.py"}
+    found.add("tensorlite.kernels")
+    assert found - listed == set(), "add these to [tool.setuptools] packages"

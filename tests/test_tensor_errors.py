@@ -571,7 +571,8 @@ def test_bad_dims_name_the_op(device, op, fn):
 
 def test_masked_fill_follows_pytorch(device):
     x = t((2,), device=device)
-    _raises(tl.ShapeError, "masked_fill", lambda: x.masked_fill(tl.ones((3, 2), dtype=tl.bool, device=device), 0.0), x)
+    _raises(tl.ShapeError, "masked_fill", lambda: x.masked_fill(tl.ones((3,), dtype=tl.bool, device=device), 0.0), x)
+    assert x.masked_fill(tl.ones((3, 2), dtype=tl.bool, device=device), 0.0).shape == (3, 2)  # broadcast, as torch
     _raises(tl.DTypeError, "masked_fill", lambda: x.masked_fill(x > 1, t((2,), device=device)), x)
     _raises(tl.DTypeError, "masked_fill", lambda: x.masked_fill(x, 0.0), x)
     assert x.masked_fill(x > 1, tl.tensor(7.0, device=device)).tolist() == [1.0, 7.0]

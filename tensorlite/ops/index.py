@@ -12,17 +12,49 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtype as dtypes
-from .._core import TensorBase, is_scalar, norm_dim, same_device, scalar_tensor, wrap
+from .._core import TensorBase, fail, is_scalar, norm_dim, same_device, scalar_tensor, wrap
 from ..autograd import attach, is_grad_enabled, no_grad, note_write
 from ..errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, ShapeError, describe
 from ..layout import broadcast_shapes
-from .creation import arange, ones_like, tensor, zeros, zeros_like
+from .creation import arange, ones, ones_like, tensor, zeros, zeros_like
 from .elementwise import floor_divide, where
 from .inplace import inplace, inplace_method, refuse_inplace_on_graph, snapshot, write
+from .joins import stack
 from .views import broadcast_to, flatten, narrow, permute, select, sum_to, unsqueeze
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
+
+
+def repeat_ids(counts: Tensor, op: str, **operands) -> Tensor:
+    """0, 1, ..., n - 1 (int64), each i repeated counts[i] times (counts: 1-D, integer or bool),
+    built on counts' device; repeat_ids(mask) is the positions of mask's True elements (x[mask]'s
+    ids). The running sums S of the counts, then for k = 1 .. S[-1] the first i with S[i] >= k (a
+    binary search). One small host read, the result's size (with the least count: a negative one
+    raises naming op and operands), as torch's sync; the counts themselves never leave the device."""
+    n = counts.numel()
+    if n == 0:
+        return zeros(0, dtype=dtypes.int64, device=counts._device)
+    direct = counts._storage.repeat_ids(counts._layout)  # cpu: in one step on the host
+    if direct is not None:
+        ids, total = direct
+        if ids is None:
+            fail(ArgumentError, op, "repeats must be non-negative", **operands)
+        return wrap(ids, (total,))
+    sums = counts.reshape(-1).cumsum(0)  # int64
+    if counts.dtype.is_signed:
+        total, least = stack((sums[-1], counts.amin()._cast(dtypes.int64))).tolist()
+        if least < 0:
+            fail(ArgumentError, op, "repeats must be non-negative", **operands)
+    else:
+        total = int(sums[-1].item())
+    if total == 0:
+        return zeros(0, dtype=dtypes.int64, device=counts._device)
+    ks = ones(1, total, dtype=dtypes.int64, device=counts._device).cumsum(1)  # 1 .. total, made on the device
+    # S[-1] = total is >= every k, so the first n - 1 sums give the same ids, and the search's
+    # host-known bound (GpuStorage.value_range) is then n - 1: the gathers after need no error-flag read
+    seq = sums[:n - 1].reshape(1, n - 1)
+    return wrap(seq._storage.searchsorted(seq._layout, ks._storage, ks._layout, False), (total,))
 
 
 def _index_tensor(i, x):
@@ -102,10 +134,9 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         if i.dtype is dtypes.bool_:
             if i.shape != out.shape[d:d + i.ndim]:
                 raise IndexOutOfRange(f"{describe(op, self=x, mask=i)}: mask shape does not match "
-                                      f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
-            nz = np.nonzero(i.numpy().reshape(-1))[0]
+                                      f"dims {d}..{d + i.ndim - 1} of shape {tuple(out.shape)}")
             out, shift = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d), shift + i.ndim - 1
-            i = tensor(nz.astype(np.int64), device=x._device)
+            i = repeat_ids(i.reshape(-1), op)
         elif i.dtype.is_floating_point:
             raise DTypeError(f"{describe(op, self=x, index=i)}: index tensors must be integer or bool")
         dims.append(d)
@@ -116,7 +147,8 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         out, dims = permute(out, order), list(range(len(dims)))
     shape = broadcast_shapes(*[t.shape for t in ids])
     if shape is None:
-        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
+        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[tuple(t.shape) for t in ids]} do "
+                         "not broadcast")
     sizes, flat, bad = out.shape[dims[0]:dims[0] + len(dims)], None, None
     for t, n, pos in zip(ids, sizes, nonneg):  # (no new ids where none can be negative: their bounds stay known)
         t = t if len(ids) == 1 and pos else t._cast(dtypes.int64)
@@ -165,7 +197,8 @@ def _put(t: Tensor, adv, values, accumulate: bool, x: Tensor, op: str) -> Tensor
     while v.ndim > len(want) and v.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
         v = v.reshape(v.shape[1:])
     if broadcast_shapes(v.shape, want) != want:
-        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape {want}")
+        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape "
+                         f"{tuple(want)}")
     v = broadcast_to(v, want).reshape(q.shape[:d0] + flat.shape + q.shape[d0 + 1:])
     try:
         r = q.index_add(d0, flat, v) if accumulate else q.index_copy(d0, flat, v)
@@ -184,6 +217,8 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
         raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through negative steps is not supported "
                               "(nor is indexing with them in PyTorch)")
     v = value if isinstance(value, TensorBase) else None
+    if v is None and not is_scalar(value) and np.asarray(value).dtype.kind not in "biuf":  # x[0] = "a"
+        raise DTypeError(f"{describe(op, self=x)}: cannot assign a {type(value).__name__} to the elements")
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
             m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)
@@ -239,7 +274,7 @@ def _check_index_source(op, x, dim, index, source):  # index_add's, index_copy's
         raise DTypeError(f"{describe(op, self=x, index=index, source=source)}: source must have the dtype of self")
     if index.ndim != 1 or source.shape != expect:
         raise ShapeError(f"{describe(op, self=x, index=index, source=source)}: expected a 1-D index and a source of "
-                         f"shape {expect}")
+                         f"shape {tuple(expect)}")
     return dim, index
 
 
@@ -486,17 +521,17 @@ def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     same_device("masked_scatter", self=x, mask=mask, source=source)
     if broadcast_shapes(mask.shape, x.shape) != x.shape:
         raise ShapeError(f"{describe('masked_scatter', self=x, mask=mask)}: mask does not broadcast to self's shape")
-    at = np.flatnonzero(broadcast_to(mask, x.shape).numpy())  # the mask is read on the host, as x[mask]'s
-    if source.numel() < at.size:
+    at = repeat_ids(broadcast_to(mask, x.shape).reshape(-1), "masked_scatter")  # on the device; reads the count
+    if source.numel() < at.numel():
         raise ShapeError(f"{describe('masked_scatter', self=x, mask=mask, source=source)}: source has fewer "
-                         f"elements than mask's {at.size} True values")
-    flat = x.reshape(-1).index_copy(0, tensor(at, device=x._device), source.reshape(-1)[:at.size])
+                         f"elements than mask's {at.numel()} True values")
+    flat = x.reshape(-1).index_copy(0, at, source.reshape(-1)[:at.numel()])
     return flat.reshape(x.shape)
 
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of x where mask (x and mask broadcast together) is True, as a 1-d tensor, as
-    torch.masked_select (the mask is read on the host, as x[mask]'s).
+    torch.masked_select (on the device; the one host read is the count, as x[mask]'s).
 
     >>> import tensorlite as tl; tl.masked_select(tl.tensor([[1, 2], [3, 4]]), tl.tensor([True, False])).tolist()
     [1, 3]

@@ -6,15 +6,13 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .. import dtype as dtypes
 from .._core import TensorBase, as_view, dims_arg, fail, ints, norm_dim, norm_dims, same_device, shape_arg
 from ..autograd import attach
 from ..errors import ArgumentError, ShapeError
 from ..layout import Layout
-from .creation import arange, tensor, zeros
-from .index import index_select
+from .creation import arange, zeros
+from .index import index_select, repeat_ids
 from .joins import cat
 from .views import broadcast_to, movedim, narrow
 
@@ -136,20 +134,22 @@ def repeat_interleave(x: Tensor, repeats=None, dim=None, *, output_size=None) ->
             fail(ShapeError, op, f"repeats must be an integer tensor of 0 or 1 dims with 1 or {n} elements",
                   input=x, repeats=repeats)
         same_device(op, input=x, repeats=repeats)
-        reps = repeats.numpy().reshape(-1).astype(np.int64)
-        if reps.size == 1 and n != 1:
-            repeats = int(reps[0])
-    else:
-        reps = np.array([ints(op, "repeats", repeats, input=x)])
-    if (reps < 0).any():
+        if repeats.numel() == 1:  # one count for every element: read it (the output's size)
+            repeats = repeats.reshape(()).item()
+        else:  # one count each: the ids on the device, one read of their number
+            ids = repeat_ids(repeats, op, input=x)
+            _check_output_size(op, x, output_size, ids.numel())
+            return index_select(x, d, ids)
+    r = ints(op, "repeats", repeats, input=x)
+    if r < 0:
         fail(ArgumentError, op, "repeats must be non-negative", input=x)
-    total = int(reps.sum()) * (n if reps.size == 1 else 1)
+    _check_output_size(op, x, output_size, r * n)
+    return _copied(broadcast_to(x.unsqueeze(d + 1), x.shape[:d + 1] + (r,) + x.shape[d + 1:]).flatten(d, d + 1), x)
+
+
+def _check_output_size(op, x, output_size, total):
     if output_size is not None and output_size != total:
         fail(ArgumentError, op, f"output_size {output_size} is not the {total} elements the repeats give", input=x)
-    if isinstance(repeats, TensorBase):
-        return index_select(x, d, tensor(np.repeat(np.arange(n), reps), device=x._device))
-    r = int(reps[0])
-    return _copied(broadcast_to(x.unsqueeze(d + 1), x.shape[:d + 1] + (r,) + x.shape[d + 1:]).flatten(d, d + 1), x)
 
 
 def _tri(op, x, diagonal, lower):

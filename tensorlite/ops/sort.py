@@ -11,8 +11,10 @@ from .. import dtype as dtypes
 from .._core import MinMax, TensorBase, dtype_of, ints, norm_dim, numpy_keywords, same_device, wrap
 from ..autograd import attach
 from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
+from ..generator import check_generator
 from .creation import arange, rand, tensor, zeros
 from .elementwise import where
+from .index import repeat_ids
 from .joins import cat, stack
 
 
@@ -137,7 +139,8 @@ def _median(x, op, dim, keepdim, skip_nan):
         raise IndexOutOfRange(f"{describe(op, self=x)}: cannot take the median of an empty dim {d}")
     values, indices = sort(x, d)
     nans = (x != x).sum(d, keepdim=True)  # NaNs sort last: the first of them, or the lower median of the rest
-    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)  # no integer //: it syncs
+    # no integer //: it syncs
+    half = ((n - 1 - nans).clamp(min=0)._cast(dtypes.float64) * 0.5).floor()._cast(dtypes.int64)
     pos = half if skip_nan else where(nans > 0, n - nans, (n - 1) // 2)
     values, indices = values.gather(d, pos), indices.gather(d, pos)
     return MinMax(values, indices) if keepdim else MinMax(values.squeeze(d), indices.squeeze(d))
@@ -257,7 +260,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     """
     if not isinstance(boundaries, TensorBase) or boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be a 1-D tensor, got "
-                         f"{getattr(boundaries, 'shape', boundaries)!r}")
+                         f"{tuple(boundaries.shape) if isinstance(boundaries, TensorBase) else repr(boundaries)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
@@ -346,12 +349,8 @@ def nonzero(input, *, as_tuple=False):
     [[0, 1], [1, 0]]
     """
     x = _tensor("nonzero", input)
-    flat = (x != 0).reshape(-1)
-    n = flat.numel()
-    rank = _scan("sum", flat, 0) if n else zeros(0, dtype=dtypes.int64, device=x._device)
-    count = int(rank[-1].item()) if n else 0  # the one host read: the output's size
-    # the k-th non-zero element is where the running count first reaches k (no scatter, nothing else read)
-    pos = searchsorted(rank, arange(1, count + 1, device=x._device))
+    pos = repeat_ids((x != 0).reshape(-1), "nonzero")  # a device scan; the one host read is the count
+    count = pos.numel()
     # each dim's coordinate of every element, picked at the positions (integer // and % would read their divisor)
     coords = [arange(size, device=x._device).reshape([-1 if i == d else 1 for i in range(x.ndim)])
               .broadcast_to(x.shape).reshape(-1).index_select(0, pos) for d, size in enumerate(x.shape)]
@@ -381,8 +380,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     p = _tensor(op, input)
     if not p.dtype.is_floating_point or p.ndim not in (1, 2):
         raise DTypeError(f"{describe(op, self=p)}: expected a 1-D or 2-D floating tensor of probabilities")
-    if generator is not None:
-        raise ArgumentError(f"{op}: generator is not supported; seed the device's generator with tl.manual_seed")
+    check_generator(op, generator)
     k = ints(op, "num_samples", num_samples, low=1, self=p)
     rows = p.reshape(1, -1) if p.ndim == 1 else p
     n = rows.shape[-1]
@@ -395,7 +393,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise ArgumentError(f"{describe(op, self=p)}: probability tensor contains either inf, nan or element < 0")
     if least <= 0:
         raise ArgumentError(f"{describe(op, self=p)}: invalid multinomial distribution (sum of probabilities <= 0)")
-    u = rand(rows.shape[0], k if replacement else n, dtype=rows.dtype, device=p._device)
+    u = rand(rows.shape[0], k if replacement else n, dtype=rows.dtype, device=p._device, generator=generator)
     if replacement:  # inverse CDF: each uniform lands in one category's share of the running sum
         cdf = _scan("sum", rows, 1)
         out = searchsorted(cdf, u * cdf.narrow(1, n - 1, 1), right=True).clamp(max=n - 1)

@@ -1,7 +1,7 @@
 """Functional nn ops with PyTorch names and signatures, one submodule per family:
 
 activation (and the softmax family), attention, conv (and unfold / fold), dense (linear),
-distance, fused (tensorlite's fused ops PyTorch lacks), loss, normalization, pooling,
+distance, fused (tensorlite's fused ops PyTorch lacks), loss, normalization, pooling, quantized,
 regularization (dropout), rotary (rope), sparse (embedding, one_hot), vision (pad,
 interpolate, pixel shuffle). `import tensorlite.nn.functional as F` gives them all.
 
@@ -31,6 +31,7 @@ from .normalization import (  # noqa: F401
 from .pooling import (  # noqa: F401
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d,
     adaptive_max_pool3d, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d)
+from .quantized import linear_int8, quantize_per_channel_int8  # noqa: F401
 from .regularization import dropout, dropout1d, dropout2d, dropout3d  # noqa: F401
 from .rotary import rope, rope_i, rope_i_slow, rope_kv_cache, rope_slow, rope_thd, rope_thd_slow  # noqa: F401
 from .sparse import embedding, one_hot  # noqa: F401

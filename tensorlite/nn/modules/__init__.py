@@ -1,7 +1,8 @@
 """nn.Module and the standard layers, shaped after torch.nn, one submodule per family as
 torch.nn.modules: module (Module), container, linear, conv, pooling, activation (and
 MultiheadAttention), normalization, batchnorm (and instance norm), dropout, sparse
-(Embedding), rnn, transformer, loss, padding, flatten, pixelshuffle, distance, upsampling.
+(Embedding), rnn, transformer, loss, padding, flatten, pixelshuffle, distance, upsampling,
+quantized (weight-only int8: Int8Linear, quantize_weights).
 `from tensorlite.nn.modules import X` works for every layer X (and Parameter)."""
 from ..parameter import Parameter  # noqa: F401
 from .activation import (  # noqa: F401
@@ -23,6 +24,7 @@ from .padding import (  # noqa: F401
     ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d,
     ZeroPad2d)
 from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from .quantized import Int8Linear, quantize_weights  # noqa: F401
 from .pooling import (  # noqa: F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
     MaxPool2d)

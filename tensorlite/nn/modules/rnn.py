@@ -124,9 +124,13 @@ class RNNBase(Module):
         return (out, (h_n, c_n)) if lstm else (out, h_n)
 
     def extra_repr(self):
-        """The sizes and settings, for the repr."""
-        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, batch_first={self.batch_first}, "
-                f"dropout={self.dropout}, bidirectional={self.bidirectional}")
+        """The sizes and the settings that differ from their defaults, for the repr (as torch's)."""
+        changed = [(n, v) for n, v, default in (
+            ("proj_size", self.proj_size, 0), ("num_layers", self.num_layers, 1), ("bias", self.bias, True),
+            ("batch_first", self.batch_first, False), ("dropout", self.dropout, 0), ("bidirectional",
+                                                                                   self.bidirectional, False))
+            if v != default]
+        return ", ".join([f"{self.input_size}, {self.hidden_size}"] + [f"{n}={v}" for n, v in changed])
 
 
 class RNN(RNNBase):
@@ -206,8 +210,9 @@ class RNNCellBase(Module):
         return (h, c) if lstm else h
 
     def extra_repr(self):
-        """input_size, hidden_size and bias, for the repr."""
-        return f"{self.input_size}, {self.hidden_size}, bias={self.bias}"
+        """input_size, hidden_size, and bias and nonlinearity where not the defaults, for the repr (as torch's)."""
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias is True else f", bias={self.bias}") + (
+            "" if getattr(self, "nonlinearity", "tanh") == "tanh" else f", nonlinearity={self.nonlinearity}")
 
 
 class LSTMCell(RNNCellBase):
