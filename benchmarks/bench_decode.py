@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             prompt = rng.integers(0, SHAPES[name]["vocab_size"], (batch, args.prompt))
             prompt_t = torch.tensor(prompt, device=torch_dev)
 
-            def run_ref():
+            def run_ref(ref=ref, prompt_t=prompt_t):
                 with torch.no_grad():
                     out = ref.generate(prompt_t, attention_mask=torch.ones_like(prompt_t), max_new_tokens=args.new,
                                        min_new_tokens=args.new, do_sample=False, pad_token_id=0)
@@ -142,7 +142,8 @@ def main(argv=None) -> int:
             t_ref, ref_ids, _ = timed(run_ref, args.reps, torch_sync)
             bf16_ids = t_bf16 = None
             for graph in ((True, False) if tl_dev.name != "cpu" else (False,)):  # graphs: GPUs only
-                t_ours, our_ids, t_first = timed(lambda: llama.generate(ours, prompt, args.new, graph=graph),
+                t_ours, our_ids, t_first = timed(lambda ours=ours, prompt=prompt, graph=graph:
+                                                 llama.generate(ours, prompt, args.new, graph=graph),
                                                  args.reps, tl_dev.synchronize)
                 if bf16_ids is None:
                     bf16_ids, t_bf16 = our_ids, t_ours
@@ -158,7 +159,7 @@ def main(argv=None) -> int:
                                          if graph else "")))
             if ours_int8 is not None:
                 graph = tl_dev.name != "cpu"
-                t_q, q_ids, _ = timed(lambda p=prompt, g=graph: llama.generate(ours_int8, p, args.new, graph=g),
+                t_q, q_ids, _ = timed(lambda q=ours_int8, p=prompt, g=graph: llama.generate(q, p, args.new, graph=g),
                                       args.reps, tl_dev.synchronize)
                 agree = float((q_ids == bf16_ids).mean())
                 same_prefix = [int(np.argmax(r != o)) if (r != o).any() else args.new
@@ -174,16 +175,16 @@ def main(argv=None) -> int:
         ids = rng.integers(0, SHAPES[name]["vocab_size"], (1, args.prefill))
         ids_t = torch.tensor(ids, device=torch_dev)
 
-        def prefill_ref():
+        def prefill_ref(ref=ref, ids_t=ids_t):
             with torch.no_grad():
                 return ref(ids_t).logits
         with tl.no_grad():
             t_ref, _, _ = timed(prefill_ref, args.reps, torch_sync)
-            t_ours, _, _ = timed(lambda: ours(ids), args.reps, tl_dev.synchronize)
+            t_ours, _, _ = timed(lambda ours=ours, ids=ids: ours(ids), args.reps, tl_dev.synchronize)
         rows.append(dict(case=f"prefill {name} {args.prefill} tokens", unit="tokens/s",
                          tensorlite=args.prefill / t_ours, transformers=args.prefill / t_ref, limit_share=None,
                          note=""))
-        del ref, ours, ours_int8
+        del ref, ours, ours_int8, run_ref, prefill_ref  # the closures hold the models too
         if on_gpu:
             torch.cuda.empty_cache()
 

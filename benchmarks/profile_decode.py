@@ -38,7 +38,7 @@ import tensorlite as tl  # noqa: E402
 from tensorlite.backend import get_device  # noqa: E402
 
 from bench_decode import SHAPES  # noqa: E402
-from profile_step import KernelTimer, _register_null_device  # noqa: E402
+from profile_step import KernelTimer, register_null_device  # noqa: E402
 
 
 def copy_bandwidth(dev, nbytes=1 << 30) -> float:
@@ -109,7 +109,7 @@ def main(argv=None):
     for item in args.set:
         _override(item)
     if args.device == "null":
-        _register_null_device()
+        register_null_device()
 
     dev = get_device(args.device)
     c = llama.LlamaConfig(dict(SHAPES[args.shape], rms_norm_eps=1e-5, max_position_embeddings=4096))

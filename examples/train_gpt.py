@@ -83,12 +83,12 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py when run as a script
 import tensorlite as tl  # noqa: E402
 import tensorlite.distributed as dist  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
+from common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
 
 PLUS, EQUALS = 10, 11
 VOCAB = 12  # '0'..'9', '+', '='

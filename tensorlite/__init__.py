@@ -86,7 +86,7 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 
-def _tensor_level_function(name):
+def _method_as_function(name):
     def fn(x, *args, **kwargs):
         return getattr(x, name)(*args, **kwargs)
     fn.__name__ = name
@@ -94,12 +94,13 @@ def _tensor_level_function(name):
     return fn
 
 
-# tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
-for _n in [op.method for op in op_table.UNARY if op.top_level] + [
-        op.method for op in op_table.BINARY if op.method_too] + [op.name for op in op_table.COMPARE] + [
-        "pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max", "softmax",
-        "log_softmax"]:
-    globals().setdefault(_n, _tensor_level_function(_n))
+# tl.exp(x), tl.add(a, b), tl.eq(a, b), ...: Tensor methods that torch also has as functions, made
+# from the op table (op_table.FUNCTIONS: adding a row adds its tl.<name>) and the few methods named
+# here. A name bound above keeps its own function (tl.maximum, tl.minimum, tl.fmod: ops.elementwise's).
+_METHOD_FUNCTIONS = {n: _method_as_function(n) for n in (
+    *op_table.FUNCTIONS, "pow", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max",
+    "softmax", "log_softmax") if n not in globals()}
+globals().update(_METHOD_FUNCTIONS)
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 __version__ = "0.1.0"

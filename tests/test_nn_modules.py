@@ -103,7 +103,7 @@ def test_setattr_rules():
     m.bias = None
     assert [n for n, _ in m.named_parameters()] == ["weight"]
     with pytest.raises(AttributeError, match="'Linear' object has no attribute 'nothing'"):
-        m.nothing
+        _ = m.nothing
 
     class Early(nn.Module):
         def __init__(self):

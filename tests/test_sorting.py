@@ -154,12 +154,12 @@ def test_sort_topk_kthvalue_median_gradients(device, rng):
         (lambda m, t: m.median() * t[0, 0], True),
     ]
     for fn, _ in cases:
-        def grad(dev):
+        def grad(dev, fn=fn):
             x = tl.tensor(a, device=dev, requires_grad=True)
             fn(x, tl.tensor(g, device=dev)).sum().backward()
             return x.grad
 
-        def against_torch(got):
+        def against_torch(got, fn=fn):
             tx = torch.tensor(a, requires_grad=True)
             fn(tx, torch.tensor(g)).sum().backward()
             assert_close(got, tx.grad.numpy())
