@@ -27,7 +27,7 @@ import sys
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from tensorlite import dtype as dtypes, op_table
+from tensorlite import dtype as dtypes, fused_unary, op_table
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
                                 adam_state_dtype, batch_of_one, check_adam_scalar, check_cross_entropy, sdpa_layout,
                                 sdpa_mode)
@@ -161,8 +161,6 @@ def _erf(x):
     return _erf_f64(x.astype(np.float64)).astype(x.dtype)
 
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
 # The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
 # the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
 # float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
@@ -232,33 +230,16 @@ def _blockwise(fn, block=1 << 16):
     return run
 
 
-# The GELU formulas run in place on one buffer (a block of _blockwise): each step rounds as the
-# written-out formula in its comment does, without a fresh array per operator.
-def _gelu_tanh(x):  # 0.5 * x * (1 + tanh(k * (x + 0.044715 * x * x * x)))
-    t = np.multiply(x, 0.044715)
-    t *= x
-    t *= x
-    t += x
-    t *= _SQRT_2_OVER_PI
-    np.tanh(t, out=t)
-    t += 1.0
-    t *= x
-    t *= 0.5  # exact: the same as (0.5 * x) * (...)
-    return t
-
-
-def _gelu_erf(x):  # 0.5 * x * (1 + erf(x / sqrt(2)))
-    t = _erf(x / math.sqrt(2.0))
-    t += 1.0
-    t *= x
-    t *= 0.5
-    return t
+def _fused(formula):
+    """A fused unary's numpy formula (tensorlite/fused_unary.py: formula(x, ops)) over blocks, given
+    this backend's float ops for what numpy lacks (erf, sigmoid)."""
+    return _blockwise(lambda x: formula(x, UNARY_FLOAT))  # UNARY_FLOAT: bound below, read at the call
 
 
 _UNARY_NUMPY_LACKS = {
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
-    "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "erf": _blockwise(_erf),
-    "gelu_tanh": _blockwise(_gelu_tanh), "gelu_erf": _blockwise(_gelu_erf),
+    "sigmoid": _sigmoid, "erf": _blockwise(_erf),
+    **{u.name: _fused(u.cpu_forward) for u in fused_unary.UNARIES},
 }
 _IDENTITY = lambda x: x  # noqa: E731 - floor/ceil/round of integers
 _UNARY_NONFLOAT = {"sqr": lambda x: x * x, "floor": _IDENTITY, "ceil": _IDENTITY, "round": _IDENTITY,
@@ -278,48 +259,8 @@ def _unary_table(is_float: bool, is_bool: bool) -> dict:
 UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(False, False), _unary_table(False, True)
 
 
-def _gelu_tanh_derivative(x):
-    """0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3c * x * x), t = tanh(k * (x + c * x^3)), in
-    two buffers."""
-    k, c = _SQRT_2_OVER_PI, 0.044715
-    x2 = x * x
-    t = np.multiply(x2, c)
-    t *= x
-    t += x
-    t *= k
-    np.tanh(t, out=t)
-    d = np.multiply(t, t)
-    np.subtract(1.0, d, out=d)  # 1 - t^2
-    d *= x
-    d *= 0.5 * k
-    x2 *= 3.0 * c
-    x2 += 1.0
-    d *= x2
-    t += 1.0
-    t *= 0.5
-    t += d
-    return t
-
-
-def _gelu_erf_derivative(x):  # 0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x^2 / 2) / sqrt(2 pi)
-    d = x * x
-    d *= -0.5
-    np.exp(d, out=d)
-    d *= x
-    d *= 1.0 / math.sqrt(2 * math.pi)
-    t = _erf(x / math.sqrt(2.0))
-    t += 1.0
-    t *= 0.5
-    t += d
-    return t
-
-
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
-UNARY_DERIVATIVE = {
-    "gelu_tanh": _blockwise(_gelu_tanh_derivative),
-    "gelu_erf": _blockwise(_gelu_erf_derivative),
-    "silu": _blockwise(lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x)))),
-}
+UNARY_DERIVATIVE = {u.name: _fused(u.cpu_derivative) for u in fused_unary.UNARIES}
 CMP = {op.name: op.numpy for op in op_table.COMPARE}
 REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
 
@@ -1237,6 +1178,23 @@ class CpuDevice(BackendDevice):
 
     def set_seed(self, seed):
         self._rng = np.random.Generator(np.random.Philox(int(seed)))
+
+    # Philox's state as 13 uint64 words: counter (4), key (2), buffer (4), buffer_pos, has_uint32, uinteger
+    def get_rng_state(self) -> bytes:
+        st = self._rng.bit_generator.state
+        words = [*st["state"]["counter"], *st["state"]["key"], *st["buffer"], st["buffer_pos"], st["has_uint32"],
+                 st["uinteger"]]
+        return np.array(words, np.uint64).tobytes()
+
+    def set_rng_state(self, state: bytes) -> None:
+        if len(state) != 13 * 8:
+            raise ArgumentError(f"set_rng_state: a cpu generator state has {13 * 8} bytes, got {len(state)}")
+        w = np.frombuffer(state, np.uint64)
+        bits = np.random.Philox()
+        bits.state = {"bit_generator": "Philox", "state": {"counter": w[0:4].copy(), "key": w[4:6].copy()},
+                      "buffer": w[6:10].copy(), "buffer_pos": int(w[10]), "has_uint32": int(w[11]),
+                      "uinteger": int(w[12])}
+        self._rng = np.random.Generator(bits)
 
     def rand_uniform(self, shape, dtype, lo, hi):
         dtype = dtypes.get(dtype)

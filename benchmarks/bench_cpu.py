@@ -107,11 +107,11 @@ def main(argv=None) -> int:
         l_model.load_state_dict({k: tl.tensor(v.detach().numpy()) for k, v in t_model.state_dict().items()})
         fixed = make_batch()
 
-        def batches(lib):
+        def batches(lib, fixed=fixed, loss=loss):
             x, y = fixed
             return lambda: (lib.tensor(x), lib.tensor(y[:, 1:] if loss == "lm" else y))
 
-        def loss_of(lib):
+        def loss_of(lib, loss=loss):
             def fn(out, y):
                 out = out[:, :-1].reshape(-1, LM["vocab"]) if loss == "lm" else out
                 return lib.nn.functional.cross_entropy(out, y.reshape(-1))

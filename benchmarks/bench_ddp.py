@@ -230,7 +230,7 @@ def _init_torch_group(torch, kind: str, world: int, rank: int) -> None:
 
 
 def run_torch(torch, args, cfg: dict, device: str, world: int, rank: int) -> dict:
-    from bench_nn import _torch_gpt
+    from bench_nn import torch_gpt
     kind = device.split(":")[0]
     index = int(device.split(":")[1]) if ":" in device else 0
     tdev = torch.device("cpu") if kind == "cpu" else torch.device("cuda", index)  # ROCm torch calls it cuda too
@@ -241,7 +241,7 @@ def run_torch(torch, args, cfg: dict, device: str, world: int, rank: int) -> dic
     try:
         ids = torch.from_numpy(batch_of(cfg, rank)).to(tdev)
         x, y = ids[:, :-1], ids[:, 1:].reshape(-1)
-        model = _torch_gpt(torch, cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["n_layer"], cfg["n_head"])
+        model = torch_gpt(torch, cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["n_layer"], cfg["n_head"])
         # tensorlite's initial weights (the same seed as its run), as bench_nn.py does: equal first losses
         # show that both frameworks train the same model
         model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v.numpy()))

@@ -71,6 +71,11 @@ def copy_bandwidth(torch, device) -> float:
     return 2 * src.numel() / statistics.median(times[1:])
 
 
+def int8_bytes(model) -> int:
+    """The bytes a decode step of the int8 model reads at least: every parameter and buffer once."""
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
 def timed(fn, reps: int, sync):
     """(median seconds of `reps` runs after one warm-up run, the last run's result, the warm-up
     run's seconds)."""
@@ -97,6 +102,8 @@ def main(argv=None) -> int:
     p.add_argument("--prefill", type=int, default=2048)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default=None)
+    p.add_argument("--int8", action="store_true",
+                   help="also tensorlite with weight-only int8 projections (llama.load(int8=True)), graphed")
     args = p.parse_args(argv)
 
     import torch
@@ -119,6 +126,7 @@ def main(argv=None) -> int:
             weight_bytes = make_checkpoint(torch, transformers, SHAPES[name], folder)
             ref = transformers.LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.bfloat16).to(torch_dev).eval()
             ours = llama.load(folder, device=args.device)
+            ours_int8 = llama.load(folder, device=args.device, int8=True) if args.int8 else None
         # steps per second when every weight is read once per step
         limit = bandwidth / weight_bytes if bandwidth else None
         rng = np.random.default_rng(0)
@@ -126,15 +134,19 @@ def main(argv=None) -> int:
             prompt = rng.integers(0, SHAPES[name]["vocab_size"], (batch, args.prompt))
             prompt_t = torch.tensor(prompt, device=torch_dev)
 
-            def run_ref():
+            def run_ref(ref=ref, prompt_t=prompt_t):
                 with torch.no_grad():
                     out = ref.generate(prompt_t, attention_mask=torch.ones_like(prompt_t), max_new_tokens=args.new,
                                        min_new_tokens=args.new, do_sample=False, pad_token_id=0)
                 return out[:, args.prompt:].cpu().numpy()
             t_ref, ref_ids, _ = timed(run_ref, args.reps, torch_sync)
+            bf16_ids = t_bf16 = None
             for graph in ((True, False) if tl_dev.name != "cpu" else (False,)):  # graphs: GPUs only
-                t_ours, our_ids, t_first = timed(lambda: llama.generate(ours, prompt, args.new, graph=graph),
+                t_ours, our_ids, t_first = timed(lambda ours=ours, prompt=prompt, graph=graph:
+                                                 llama.generate(ours, prompt, args.new, graph=graph),
                                                  args.reps, tl_dev.synchronize)
+                if bf16_ids is None:
+                    bf16_ids, t_bf16 = our_ids, t_ours
                 same = int((ref_ids == our_ids).all(axis=1).sum())
                 first_diff = [int(np.argmax(r != o)) if (r != o).any() else None for r, o in zip(ref_ids, our_ids)]
                 rows.append(dict(case=f"decode {name} b{batch} prompt {args.prompt} + {args.new}"
@@ -145,19 +157,34 @@ def main(argv=None) -> int:
                                       + ("" if same == batch else f" (first difference at steps {first_diff})")
                                       + (f"; first call (captures): {batch * args.new / t_first:.1f} tokens/s"
                                          if graph else "")))
+            if ours_int8 is not None:
+                graph = tl_dev.name != "cpu"
+                t_q, q_ids, _ = timed(lambda q=ours_int8, p=prompt, g=graph: llama.generate(q, p, args.new, graph=g),
+                                      args.reps, tl_dev.synchronize)
+                agree = float((q_ids == bf16_ids).mean())
+                same_prefix = [int(np.argmax(r != o)) if (r != o).any() else args.new
+                               for r, o in zip(bf16_ids, q_ids)]
+                q_limit = bandwidth / int8_bytes(ours_int8) if bandwidth else None
+                rows.append(dict(case=f"decode {name} b{batch} prompt {args.prompt} + {args.new} int8 weights",
+                                 unit="tokens/s", tensorlite=batch * args.new / t_q,
+                                 transformers=batch * args.new / t_ref,
+                                 limit_share=args.new / t_q / q_limit if q_limit else None,
+                                 note=f"{t_bf16 / t_q:.2f}x tensorlite bf16{' (graphed)' if graph else ''}; greedy "
+                                      f"tokens as bf16's: {100 * agree:.1f}%, the same for the first {same_prefix} "
+                                      "steps (limit: the int8 model's bytes)"))
         ids = rng.integers(0, SHAPES[name]["vocab_size"], (1, args.prefill))
         ids_t = torch.tensor(ids, device=torch_dev)
 
-        def prefill_ref():
+        def prefill_ref(ref=ref, ids_t=ids_t):
             with torch.no_grad():
                 return ref(ids_t).logits
         with tl.no_grad():
             t_ref, _, _ = timed(prefill_ref, args.reps, torch_sync)
-            t_ours, _, _ = timed(lambda: ours(ids), args.reps, tl_dev.synchronize)
+            t_ours, _, _ = timed(lambda ours=ours, ids=ids: ours(ids), args.reps, tl_dev.synchronize)
         rows.append(dict(case=f"prefill {name} {args.prefill} tokens", unit="tokens/s",
                          tensorlite=args.prefill / t_ours, transformers=args.prefill / t_ref, limit_share=None,
                          note=""))
-        del ref, ours
+        del ref, ours, ours_int8, run_ref, prefill_ref  # the closures hold the models too
         if on_gpu:
             torch.cuda.empty_cache()
 

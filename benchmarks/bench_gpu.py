@@ -216,7 +216,7 @@ class Bench:
             ms_t = self.time_torch(lambda: out_t.copy_(x_t), 10)
             tl_gbs, t_gbs = 2 * nbytes / ms_tl / 1e6, 2 * nbytes / ms_t / 1e6
             self._copy_gbs = max(tl_gbs, t_gbs)
-            self.row(f"d2d copy {_count(n)} f32 (read+write)", "GB/s", tl_gbs, t_gbs, note=note)
+            self.row(f"d2d copy {size_label(n)} f32 (read+write)", "GB/s", tl_gbs, t_gbs, note=note)
         return self._copy_gbs
 
     # ---- results --------------------------------------------------------------------
@@ -252,7 +252,7 @@ class Bench:
         self.rows.append({"case": f"[{group}]", "unit": "", "status": status, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def _count(n):
+def size_label(n):
     """64M for 64 * 2**20 (the label of a size)."""
     for unit, div in (("M", 2 ** 20), ("K", 2 ** 10)):
         if n >= div and n % div == 0:
@@ -298,27 +298,28 @@ def dispatch_cases(b):
 
 
 def core_cases(b):
-    tl, torch, dev, reps, n = b.tl, b.torch, b.dev, b.reps, b.args.elements
+    tl, torch, n = b.tl, b.torch, b.args.elements
     with tl.no_grad(), torch.no_grad():
         b.copy_gbs()
         x_tl, x_t = b.pair((n,))
         y_tl, y_t = b.pair((n,))
         # ---- elementwise -------------------------------------------------------------
         for name, f_tl, f_t, moved in (
-                (f"add {_count(n)} f32", lambda: x_tl + y_tl, lambda: x_t + y_t, 12 * n),
-                (f"mul {_count(n)} f32", lambda: x_tl * y_tl, lambda: x_t * y_t, 12 * n),
-                (f"cast {_count(n)} f32->bf16", lambda: x_tl.to(tl.bfloat16), lambda: x_t.to(torch.bfloat16), 6 * n)):
+                (f"add {size_label(n)} f32", lambda x=x_tl, y=y_tl: x + y, lambda x=x_t, y=y_t: x + y, 12 * n),
+                (f"mul {size_label(n)} f32", lambda x=x_tl, y=y_tl: x * y, lambda x=x_t, y=y_t: x * y, 12 * n),
+                (f"cast {size_label(n)} f32->bf16", lambda x=x_tl: x.to(tl.bfloat16),
+                 lambda x=x_t: x.to(torch.bfloat16), 6 * n)):
             b.check(name, f_tl(), f_t(), 1e-2 if "bf16" in name else 1e-6)
             ms_tl, ms_t = b.time_tl(f_tl, 10), b.time_torch(f_t, 10)
             b.row(name, "GB/s", moved / ms_tl / 1e6, moved / ms_t / 1e6, copy=True, target={"copy": 90})
 
         # ---- reductions --------------------------------------------------------------
-        for name, f_tl, f_t in ((f"sum {_count(n)} f32", lambda: x_tl.sum(), lambda: x_t.sum()),
-                                (f"max {_count(n)} f32", lambda: x_tl.max(), lambda: x_t.max())):
+        for name, f_tl, f_t in ((f"sum {size_label(n)} f32", x_tl.sum, x_t.sum),
+                                (f"max {size_label(n)} f32", x_tl.max, x_t.max)):
             b.check(name, f_tl(), f_t(), 1e-4)
             ms_tl, ms_t = b.time_tl(f_tl, 10), b.time_torch(f_t, 10)
             b.row(name, "GB/s", 4 * n / ms_tl / 1e6, 4 * n / ms_t / 1e6, copy=True)
-        del x_tl, y_tl, x_t, y_t
+        del x_tl, y_tl, x_t, y_t, f_tl, f_t  # the cases' closures hold the inputs too
 
         # ---- GEMM --------------------------------------------------------------------
         g = b.args.gemm
@@ -328,8 +329,8 @@ def core_cases(b):
             p_tl, p_t = b.pair((g, g), dt_name)
             q_tl, q_t = b.pair((g, g), dt_name)
             b.check(f"gemm {dt_name}", p_tl @ q_tl, p_t @ q_t, 2e-2 if dt_name == "bfloat16" else 1e-4)
-            ms_tl = b.time_tl(lambda: p_tl @ q_tl, 5)
-            ms_t = b.time_torch(lambda: p_t @ q_t, 5)
+            ms_tl = b.time_tl(lambda p=p_tl, q=q_tl: p @ q, 5)
+            ms_t = b.time_torch(lambda p=p_t, q=q_t: p @ q, 5)
             b.row(f"gemm {g}^3 {dt_name}", "TFLOP/s", flops / ms_tl / 1e9, flops / ms_t / 1e9, target={"ratio": 0.95})
             del p_tl, q_tl, p_t, q_t
 
@@ -339,13 +340,13 @@ def core_cases(b):
                                ("down", 2048, 5632), ("lm_head", 32000, 2048)):
             x_tl, x_t = b.pair((1, k), "bfloat16")
             w_tl, w_t = b.pair((n_out, k), "bfloat16")
-            f_tl = lambda: tl.nn.functional.linear(x_tl, w_tl)  # noqa: E731
-            f_t = lambda: torch.nn.functional.linear(x_t, w_t)  # noqa: E731
+            f_tl = lambda x=x_tl, w=w_tl: tl.nn.functional.linear(x, w)  # noqa: E731
+            f_t = lambda x=x_t, w=w_t: torch.nn.functional.linear(x, w)  # noqa: E731
             b.check(f"gemv {name}", f_tl(), f_t(), 2e-2)
             ms_tl, ms_t = b.time_tl(f_tl, 40), b.time_torch(f_t, 40)
             b.row(f"linear 1x{k} . {n_out}x{k}^T bf16 ({name})", "GB/s", 2 * n_out * k / ms_tl / 1e6,
                   2 * n_out * k / ms_t / 1e6, copy=True, target={"ratio": 1.0})
-            del x_tl, x_t, w_tl, w_t
+            del x_tl, x_t, w_tl, w_t, f_tl, f_t
 
 
 def _fmt(v):

@@ -52,7 +52,7 @@ import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from bench_gpu import _count, main as _bench_main  # noqa: E402
+from bench_gpu import size_label, main as _bench_main  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -98,20 +98,21 @@ def norm_cases(b):
             bias_tl, bias_t = b.pair((cols,), dt)
             sd = _short(dt)
             cases = [
-                (f"softmax {_count(rows * cols)} {sd} (last dim {cols})",
-                 lambda: F.softmax(x_tl, -1), lambda: torch.softmax(x_t, -1), 0),
-                (f"layer_norm {_count(rows * cols)} {sd} ({cols})",
-                 lambda: F.layer_norm(x_tl, (cols,), w_tl, bias_tl),
-                 lambda: tF.layer_norm(x_t, (cols,), w_t, bias_t), 2 * cols),
-                (f"rms_norm {_count(rows * cols)} {sd} ({cols})",
-                 lambda: F.rms_norm(x_tl, (cols,), w_tl), lambda: tF.rms_norm(x_t, (cols,), w_t), cols),
+                (f"softmax {size_label(rows * cols)} {sd} (last dim {cols})",
+                 lambda x=x_tl: F.softmax(x, -1), lambda x=x_t: torch.softmax(x, -1), 0),
+                (f"layer_norm {size_label(rows * cols)} {sd} ({cols})",
+                 lambda x=x_tl, w=w_tl, bias=bias_tl, cols=cols: F.layer_norm(x, (cols,), w, bias),
+                 lambda x=x_t, w=w_t, bias=bias_t, cols=cols: tF.layer_norm(x, (cols,), w, bias), 2 * cols),
+                (f"rms_norm {size_label(rows * cols)} {sd} ({cols})",
+                 lambda x=x_tl, w=w_tl, cols=cols: F.rms_norm(x, (cols,), w),
+                 lambda x=x_t, w=w_t, cols=cols: tF.rms_norm(x, (cols,), w), cols),
             ]
             for name, f_tl, f_t, extra in cases:
                 b.check(name, f_tl(), f_t(), _tol(dt))
                 moved = (2 * rows * cols + extra) * isz
                 ms_tl, ms_t = b.time_tl(f_tl, 10), b.time_torch(f_t, 10)
                 b.row(name, "GB/s", moved / ms_tl / 1e6, moved / ms_t / 1e6, copy=True, target=target)
-            del x_tl, x_t, w_tl, w_t, bias_tl, bias_t
+            del x_tl, x_t, w_tl, w_t, bias_tl, bias_t, cases, f_tl, f_t  # the closures hold the inputs too
 
             # rope, half-split, x (b, h, t, d); the tables as a model computes them
             q_tl, q_t = b.pair((bh // heads, heads, t, d), dt)
@@ -127,15 +128,15 @@ def norm_cases(b):
             def rope_hf(x, cos=cos_t, sin=sin_t):
                 x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
                 return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-            name = f"rope {_count(q_t.numel())} {sd} ({q_t.shape[0]},{heads},{t},{d})"
-            f_tl = lambda: F.rope(q_tl, cos_tl, sin_tl)  # noqa: E731
-            f_t = lambda: rope_hf(q_t)  # noqa: E731
+            name = f"rope {size_label(q_t.numel())} {sd} ({q_t.shape[0]},{heads},{t},{d})"
+            f_tl = lambda q=q_tl, cos=cos_tl, sin=sin_tl: F.rope(q, cos, sin)  # noqa: E731
+            f_t = lambda q=q_t: rope_hf(q)  # noqa: E731
             b.check(name, f_tl(), f_t(), _tol(dt))
             moved = (2 * q_t.numel() + t * d) * isz      # x in and out, cos and sin (t, d/2) each
             ms_tl, ms_t = b.time_tl(f_tl, 10), b.time_torch(f_t, 10)
             b.row(name, "GB/s", moved / ms_tl / 1e6, moved / ms_t / 1e6, copy=True, target=target,
                   note="torch: HF rotate_half")
-            del q_tl, q_t
+            del q_tl, q_t, f_tl, f_t
 
 
 # ---- attention ---------------------------------------------------------------------------
@@ -264,8 +265,8 @@ def conv_cases(b):
             x_tl, x_t = b.pair((n, c, hw, hw), dt)
             w_tl, w_t = b.pair((co, c, 3, 3), dt)
             w_tl, w_t = w_tl * (1.0 / math.sqrt(9 * c)), w_t * (1.0 / math.sqrt(9 * c))
-            f_tl = lambda: tl.conv2d(x_tl, w_tl, None, 1, 1)  # noqa: E731
-            f_t = lambda: torch.nn.functional.conv2d(x_t, w_t, None, 1, 1)  # noqa: E731
+            f_tl = lambda x=x_tl, w=w_tl: tl.conv2d(x, w, None, 1, 1)  # noqa: E731
+            f_t = lambda x=x_t, w=w_t: torch.nn.functional.conv2d(x, w, None, 1, 1)  # noqa: E731
             ms_t = b.time_torch(f_t, 5)
             name = f"conv2d 3x3 N{n} C{c} {hw}x{hw} -> {co} pad 1 {_short(dt)}"
             for mode in ([None, "0"] if has_switch and os.environ.get("TENSORLITE_DNN") != "0" else [None]):
@@ -275,14 +276,14 @@ def conv_cases(b):
                     b.check(f"{name} ({state})", f_tl(), f_t(), _tol(dt))
                     ms_tl = b.time_tl(f_tl, 5)
                     b.row(name + tag, "TFLOP/s", flops / ms_tl / 1e9, flops / ms_t / 1e9, note=f"tensorlite: {state}")
-            del x_tl, x_t, w_tl, w_t
+            del x_tl, x_t, w_tl, w_t, f_tl, f_t
     if b.gpu:
         torch.backends.cudnn.allow_tf32 = True  # torch's default back
 
 
 # ---- GPT training step -------------------------------------------------------------------
 
-def _torch_gpt(torch, vocab, block_size, d_model, n_layer, n_head):
+def torch_gpt(torch, vocab, block_size, d_model, n_layer, n_head):
     """train_gpt.GPT's structure (pre-norm blocks, separate q/k/v modules run as one GEMM as
     train_gpt does, GELU tanh MLP, untied head), module names equal so the state dicts match."""
     nn, F = torch.nn, torch.nn.functional
@@ -340,7 +341,7 @@ def gpt_cases(b):
         tl.manual_seed(0)
         model = GPT(vocab, seq, d_model, n_layer, n_head).to(b.device)
         model.compute_dtype = getattr(tl, dt)
-        tmodel = _torch_gpt(torch, vocab, seq, d_model, n_layer, n_head)
+        tmodel = torch_gpt(torch, vocab, seq, d_model, n_layer, n_head)
         tmodel.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v.numpy()))
                                 for k, v in model.state_dict().items()})
         tmodel.to(b.tdev)
@@ -439,7 +440,7 @@ def _torch_compiled_ms(b, torch, dt, mode, vocab, seq, d_model, n_layer, n_head,
     """ms per training step of the torch GPT with forward + loss + backward under torch.compile(mode)
     and an eager AdamW step; (ms, the loss of the third step). Raises where torch.compile fails."""
     torch.manual_seed(0)
-    tmodel = _torch_gpt(torch, vocab, seq, d_model, n_layer, n_head).to(b.tdev)
+    tmodel = torch_gpt(torch, vocab, seq, d_model, n_layer, n_head).to(b.tdev)
     topt = torch.optim.AdamW(tmodel.parameters(), **opt_args)  # eager, as in the torch eager row
     autocast = (lambda: torch.autocast(b.tdev, torch.bfloat16)) if dt == "bfloat16" else contextlib.nullcontext
 

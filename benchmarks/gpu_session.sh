@@ -8,7 +8,7 @@
 #            (python3 -m pytest -n 16 tests; ~5 min on an H100/H200 with the compile)
 #   train    examples/train_gpt.py on cuda, f32 and bf16 (seconds each)
 #   decode   Llama decode against transformers (bench_decode.py, the 1.1B and 12-layer shapes at
-#            batch 1), profile_decode.py's replayed 1.1B step as the backend runs it (its
+#            batch 1, bf16 and int8 weights), profile_decode.py's replayed 1.1B step as the backend runs it (its
 #            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0),
 #            and probe_decode_products.py (that step's products one by one, BLAS and GEMV vs torch)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
@@ -54,7 +54,7 @@ for stage in "$@"; do
             tail -2 "$OUT/train_$dt.log" | tee -a "$SUMMARY"
         done ;;
     decode)
-        timed decode 300 python3 benchmarks/bench_decode.py --shapes 1.1b,12l --batches 1 --reps 3
+        timed decode 300 python3 benchmarks/bench_decode.py --shapes 1.1b,12l --batches 1 --reps 3 --int8
         timed profile_now 150 python3 benchmarks/profile_decode.py --shape 1.1b --top 30
         timed products 150 python3 benchmarks/probe_decode_products.py
         sed -n '/^| /,$p' "$OUT/decode.log" | tee -a "$SUMMARY"

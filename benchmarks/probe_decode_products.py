@@ -68,13 +68,13 @@ def main():
         norm_w = tl.from_dlpack(torch.randn(k, device="cuda", dtype=torch.bfloat16))
         residual = tl.from_dlpack(torch.randn(1, n, device="cuda", dtype=torch.bfloat16))
 
-        def fused(w):
+        def fused(w, name=name, residual=residual, tl_x=tl_x, k=k, norm_w=norm_w):
             if name in RESIDUAL_AFTER:
                 return tl.addmm(residual, tl_x[0], w.mT)
             return F.rms_norm_linear(tl_x, k, norm_w, w, eps=1e-5, gated=name in GATED) if name in NORM_BEFORE \
                 else F.linear(tl_x, w)
 
-        def tl_us(product, gemv_rows):
+        def tl_us(product, gemv_rows, tl_weights=tl_weights, ring=ring):
             saved = matmul.GEMV_MAX_ROWS
             matmul.GEMV_MAX_ROWS = gemv_rows
             try:
@@ -86,10 +86,10 @@ def main():
                 return _median_us(tl_ms, g.replay, ring)
             finally:
                 matmul.GEMV_MAX_ROWS = saved
-        plain = lambda w: F.linear(tl_x, w)  # noqa: E731
+        plain = lambda w, tl_x=tl_x: F.linear(tl_x, w)  # noqa: E731
         print(f"{name:>8} {n:>6}x{k:<7} {mb:6.1f} {us_torch:9.2f} {tl_us(plain, 0):8.2f} {tl_us(plain, 1):8.2f} "
               f"{tl_us(fused, 1):9.2f} {mb / COPY_GBS * 1e3:9.2f}")
-        del weights, outs, graph, tl_weights
+        del weights, outs, graph, tl_weights, fused, tl_us, plain  # the closures hold the weights too
         torch.cuda.empty_cache()
 
 

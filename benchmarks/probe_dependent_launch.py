@@ -130,7 +130,10 @@ def main():
             ts = []
             for _ in range(15):
                 e0, e1 = dev.event(), dev.event()
-                e0.record(); g.replay(); e1.record(); e1.synchronize()
+                e0.record()
+                g.replay()
+                e1.record()
+                e1.synchronize()
                 ts.append(e0.elapsed_ms(e1) * 1e3)
             out = bufs[3].cpu().numpy() if not tiny else bufs[2].cpu().numpy()
             if mode == 0:

@@ -38,7 +38,7 @@ import tensorlite as tl  # noqa: E402
 from tensorlite.backend import get_device  # noqa: E402
 
 from bench_decode import SHAPES  # noqa: E402
-from profile_step import KernelTimer, _register_null_device  # noqa: E402
+from profile_step import KernelTimer, register_null_device  # noqa: E402
 
 
 def copy_bandwidth(dev, nbytes=1 << 30) -> float:
@@ -95,6 +95,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--int8", action="store_true", help="weight-only int8 projections (Llama.quantize_int8)")
     ap.add_argument("--prefill", type=int, default=0, metavar="N",
                     help="time a forward over N tokens without a cache instead of the decode step")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
@@ -108,16 +109,17 @@ def main(argv=None):
     for item in args.set:
         _override(item)
     if args.device == "null":
-        _register_null_device()
+        register_null_device()
 
     dev = get_device(args.device)
     c = llama.LlamaConfig(dict(SHAPES[args.shape], rms_norm_eps=1e-5, max_position_embeddings=4096))
     tl.manual_seed(0)
     with tl.no_grad():
-        model = llama.Llama(c).to(args.device, dtype=tl.bfloat16).requires_grad_(False).fuse_projections()
+        model = llama.Llama(c).to(args.device, dtype=tl.bfloat16).requires_grad_(False)
+        model = model.quantize_int8() if args.int8 else model.fuse_projections()
     if args.prefill:
         return profile_prefill(dev, model, args)
-    weight_bytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
+    weight_bytes = sum(p.numel() * p.dtype.itemsize for p in [*model.parameters(), *model.buffers()])
     prompt = 32
     cache = llama.KVCache(c, args.batch, prompt + args.replays + 64, args.device, tl.bfloat16)
     last = tl.zeros(args.batch, 1, dtype=tl.int64, device=args.device)
@@ -169,7 +171,8 @@ def main(argv=None):
         del dev.dtod, dev.memset
     kernel_ms = sum(ms for ms, _ in table.values())
     calls = sum(n for _, n in table.values())
-    print(f"decode step, Llama {args.shape} bf16, batch {args.batch}, on {dev} ({dev.props.get('name')}):")
+    print(f"decode step, Llama {args.shape} bf16{' (int8 weights)' if args.int8 else ''}, batch {args.batch}, on {dev} "
+          f"({dev.props.get('name')}):")
     tokens = args.batch / max(replay_ms, 1e-9) * 1e3
     print(f"  replayed graph: {replay_ms:.3f} ms GPU per step ({tokens:.0f} tokens/s), "
           f"host {host_ms:.3f} ms per replay call")

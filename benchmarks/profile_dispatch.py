@@ -162,7 +162,8 @@ def main():
         params, stream, handle = lay.params, dev.stream, kernel.handle
         abi = dev.platform.launch_function()
         shim = "compiled shim" if fn_raw is not abi else "cffi ABI mode"
-        bare = (f"bare launch call ({shim} + driver)", lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, last))
+        bare = (f"bare launch call ({shim} + driver)",
+                lambda: fn_raw(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, last))
         queue = dev._queue
         noop = None
         if queue is not None:
@@ -191,9 +192,9 @@ def main():
             dev._launch_last = last
         print("stages of `add 64x1024` (each layer timed alone; its share is the difference to the next):")
         if queue is not None:
-            print("  (launches through the launch queue" + (", towards a no-op driver entry: the calling thread's share)"
-                                                         if noop is not None else
-                                                         "; no C compiler for a no-op entry: loops may wait for the worker)"))
+            print("  (launches through the launch queue"
+                  + (", towards a no-op driver entry: the calling thread's share)" if noop is not None else
+                     "; no C compiler for a no-op entry: loops may wait for the worker)"))
         show("whole op", totals[0])
         for i, (stage, _) in enumerate(layers):
             show(stage, tuple(x - y for x, y in zip(totals[i], totals[i + 1])))

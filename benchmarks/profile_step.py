@@ -38,7 +38,7 @@ from tensorlite import dtype as dtypes  # noqa: E402
 from tensorlite.backend import get_device  # noqa: E402
 
 
-def _register_null_device():
+def register_null_device():
     import tempfile
     from tensorlite.backends.rocm.device import GpuDevice
     from tensorlite.backend import register
@@ -107,7 +107,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from train_gpt import GPT
     if args.device == "null":
-        _register_null_device()
+        register_null_device()
 
     vocab, seq, d_model, n_layer, n_head, batch = ((128, 32, 64, 2, 2, 4) if args.small
                                                    else (8192, 256, 512, 6, 8, 32))
@@ -171,7 +171,7 @@ def main(argv=None):
     print(f"GPT step d{d_model} L{n_layer} h{n_head} V{vocab} b{batch}x{seq} {args.dtype} on {dev}: "
           f"wall {wall:.2f} ms/step ({batch * seq / wall * 1e3:.0f} tokens/s), GPU sum {gpu:.2f} ms, "
           f"{launches:.0f} launches, {reads[0] / args.steps:.0f} blocking device reads")
-    print(f"| kernel | ms/step | % of GPU sum | calls/step | us/call |\n|---|---|---|---|---|")
+    print("| kernel | ms/step | % of GPU sum | calls/step | us/call |\n|---|---|---|---|---|")
     for name, (ms, n) in sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))[:args.top]:
         print(f"| {name} | {ms:.3f} | {100 * ms / max(gpu, 1e-9):.1f}% | {n:.0f} | {1e3 * ms / n:.1f} |")
 

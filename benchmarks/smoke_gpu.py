@@ -79,7 +79,8 @@ def t_open(dev):
     p = dev.props
     assert dev.arch.startswith("sm_") or dev.arch.startswith("gfx"), dev.arch
     assert p["total_memory"] > 0 and dev.warp_size in (32, 64) and p["multiprocessor_count"] > 0
-    return f"{p['name']} arch={dev.arch} warp={dev.warp_size} SMs={p['multiprocessor_count']} mem={p['total_memory'] >> 20} MiB"
+    return (f"{p['name']} arch={dev.arch} warp={dev.warp_size} SMs={p['multiprocessor_count']} "
+            f"mem={p['total_memory'] >> 20} MiB")
 
 
 @check("host/device round trip, dtod, memset for every dtype")
@@ -242,7 +243,8 @@ def t_timing(dev):
         e1.synchronize()
         times.append(e0.elapsed_ms(e1))
     ms = float(np.median(times[2:]))
-    return f"launch {us:.2f} us/kernel via GpuDevice.launch, {raw_us:.2f} us bare driver call; dtod copy {2 * nbytes / ms / 1e6:.0f} GB/s (read+write)"
+    return (f"launch {us:.2f} us/kernel via GpuDevice.launch, {raw_us:.2f} us bare driver call; "
+            f"dtod copy {2 * nbytes / ms / 1e6:.0f} GB/s (read+write)")
 
 
 @check("interop: torch in the same process")
@@ -274,7 +276,8 @@ def main():
     ap.add_argument("--ordinal", type=int, default=0)
     args = ap.parse_args()
     dev = open_device(args.platform, args.ordinal)
-    for t in (t_open, t_roundtrip, t_compile_all, t_launch, t_struct, t_gemm, t_alloc, t_oom, t_timing, t_torch, t_tensor):
+    for t in (t_open, t_roundtrip, t_compile_all, t_launch, t_struct, t_gemm, t_alloc, t_oom, t_timing, t_torch,
+              t_tensor):
         t(dev)
     failed = [n for n, ok in RESULTS if not ok]
     print(f"\n{len(RESULTS) - len(failed)} passed, {len(failed)} failed" + (f": {failed}" if failed else ""))

@@ -51,11 +51,11 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py when run as a script
 import tensorlite as tl  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device, token_ids, warm_up_kernels  # noqa: E402
+from common import add_device_args, progress, resolve_device, token_ids, warm_up_kernels  # noqa: E402
 
 
 # ---- configuration and rotary tables -----------------------------------------------------
@@ -149,12 +149,18 @@ class FusedLinears:
 
 
 def normed_linear(norm: nn.RMSNorm, x, weight, bias=None, gated: bool = False):
-    """linear(norm(x), weight, bias); `gated`: silu(g) * u of its two halves (SwiGLU)."""
+    """linear(norm(x), weight, bias); `gated`: silu(g) * u of its two halves (SwiGLU). weight may
+    be an nn.Int8Linear (weight-only int8: its weight, scale and bias)."""
+    if isinstance(weight, nn.Int8Linear):
+        weight, bias, scale = weight.weight, weight.bias, weight.scale
+        return F.rms_norm_linear(x, norm.normalized_shape, norm.weight, weight, bias, norm.eps, gated, scale=scale)
     return F.rms_norm_linear(x, norm.normalized_shape, norm.weight, weight, bias, norm.eps, gated)
 
 
 def add_linear(x, y, linear: nn.Linear):
     """x + linear(y), the add in the product (tl.addmm) where the layer has no bias."""
+    if isinstance(linear, nn.Int8Linear):
+        return F.linear_int8(y, linear.weight, linear.scale, linear.bias, residual=x)
     if linear.bias is not None:
         return x + linear(y)
     rows = tl.addmm(x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1]), linear.weight.mT)
@@ -218,6 +224,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.attention_bias)
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=c.attention_bias)
         self.qkv = None  # FusedLinears of q/k/v_proj (Llama.fuse_projections)
+        self.qkv_int8 = None  # nn.Int8Linear of q/k/v_proj's weights side by side (Llama.quantize_int8)
 
     def forward(self, x, norm: nn.RMSNorm, cos, sin, cache: KVCache = None, positions=None, mask=None):
         """x + o_proj(attention(norm(x))): the residual stream x after this block."""
@@ -228,7 +235,9 @@ class Attention(nn.Module):
             return y.reshape(b, t, n, c.head_dim).transpose(1, 2)
         # q, k and v side by side (one GEMM when fused), so q and k take one rotary launch,
         # with the cache write in it where there is a cache
-        if self.qkv is not None and self.qkv.current():
+        if self.qkv_int8 is not None:
+            y = normed_linear(norm, x, self.qkv_int8)
+        elif self.qkv is not None and self.qkv.current():
             y = normed_linear(norm, x, self.qkv.weight, self.qkv.bias)
         else:
             h = norm(x)
@@ -251,10 +260,13 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
         self.gate_up = None  # FusedLinears of gate/up_proj (Llama.fuse_projections)
+        self.gate_up_int8 = None  # nn.Int8Linear of gate/up_proj's weights (Llama.quantize_int8)
 
     def forward(self, x, norm: nn.RMSNorm):
         """x + down(silu(gate(norm(x))) * up(norm(x))): the residual stream after this block."""
-        if self.gate_up is not None and self.gate_up.current():
+        if self.gate_up_int8 is not None:
+            act = normed_linear(norm, x, self.gate_up_int8, gated=True)
+        elif self.gate_up is not None and self.gate_up.current():
             act = normed_linear(norm, x, self.gate_up.weight, self.gate_up.bias, gated=True)
         else:
             h = norm(x)
@@ -314,6 +326,27 @@ class Llama(nn.Module):
             m.gate_up = FusedLinears([m.gate_proj, m.up_proj])
         return self
 
+    def quantize_int8(self) -> "Llama":
+        """Weight-only int8 for decoding (tl.quantize_weights' scheme): every projection and an untied
+        LM head as nn.Int8Linear, q/k/v and gate/up each one layer of their weights side by side
+        (a step then streams half the bytes of bf16 weights); the float weights are dropped, so
+        the model is for inference only. Each norm runs inside the product after it, as in bf16."""
+        def stacked(linears):
+            weight = tl.cat([m.weight for m in linears], 0)
+            bias = tl.cat([m.bias for m in linears], 0) if linears[0].bias is not None else None
+            q, scale = F.quantize_per_channel_int8(weight)
+            return nn.Int8Linear(weight.shape[1], weight.shape[0], q, scale, bias)
+        with tl.no_grad():
+            for layer in self.model.layers:
+                a, m = layer.self_attn, layer.mlp
+                a.qkv_int8, a.qkv = stacked([a.q_proj, a.k_proj, a.v_proj]), None
+                m.gate_up_int8, m.gate_up = stacked([m.gate_proj, m.up_proj]), None
+                a.q_proj = a.k_proj = a.v_proj = m.gate_proj = m.up_proj = None
+                a.o_proj, m.down_proj = stacked([a.o_proj]), stacked([m.down_proj])
+            if self.lm_head is not None:
+                self.lm_head = stacked([self.lm_head])
+        return self
+
     def forward(self, tokens, cache: KVCache = None, logits_to_keep: int = 0):
         """Logits (b, t, vocab), or (t, vocab) for 1-D ids, as float32. With a cache, the
         tokens continue the cached positions and the cache is extended by them.
@@ -343,13 +376,15 @@ class Llama(nn.Module):
             cache.advance(t)
         if 0 < logits_to_keep < t:
             x = x[:, t - logits_to_keep:]
-        logits = normed_linear(self.model.norm, x, emb if self.lm_head is None else self.lm_head.weight).float()
+        head = emb if self.lm_head is None else self.lm_head if isinstance(self.lm_head, nn.Int8Linear) else \
+            self.lm_head.weight
+        logits = normed_linear(self.model.norm, x, head).float()
         return logits.squeeze(0) if squeeze else logits
 
 
-def load(path, device="cpu", dtype=None) -> Llama:
+def load(path, device="cpu", dtype=None, int8: bool = False) -> Llama:
     """A Llama from a Hugging Face checkpoint directory, on `device` (dtype: keep the
-    checkpoint's, or e.g. 'f32', 'bf16')."""
+    checkpoint's, or e.g. 'f32', 'bf16'); int8: weight-only int8 projections (quantize_int8)."""
     config, state = tl.load_hf_checkpoint(path, device="cpu", dtype=dtype)
     c = LlamaConfig(config)
     model = Llama(c)
@@ -358,7 +393,8 @@ def load(path, device="cpu", dtype=None) -> Llama:
     # HF keeps non-persistent buffers out of checkpoints, but older ones carry rotary tables
     state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
     model.load_state_dict(state, assign=True)  # assign: keep the checkpoint's (or requested) dtype
-    return model.requires_grad_(False).eval().to(device).fuse_projections()
+    model = model.requires_grad_(False).eval().to(device)
+    return model.quantize_int8() if int8 else model.fuse_projections()
 
 
 def write_random_checkpoint(path, hidden_size=64, layers=2, heads=4, kv_heads=2, vocab_size=256, seed=0) -> None:
@@ -543,6 +579,7 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--int8", action="store_true", help="weight-only int8 projections (half the bytes per token)")
     add_device_args(p, dtypes=("auto", "f32", "bf16", "f16"))
     args = p.parse_args(argv)
     if args.write_random:
@@ -553,7 +590,7 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     warm_up_kernels(device)
     try:
-        model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype)
+        model = load(args.path, device=device, dtype=None if args.dtype == "auto" else args.dtype, int8=args.int8)
     except (FileNotFoundError, tl.FormatError) as e:  # a user's mistake: one line, not a traceback
         sys.exit(f"llama.py: {e}\n(a Hugging Face Llama checkpoint directory: config.json + model.safetensors; "
                  f"to try the example, write a small random one: python examples/llama.py {args.path} --write-random)")

@@ -26,11 +26,11 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py when run as a script
 import tensorlite as tl  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
+from common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
 
 
 def default_model_dir() -> str:
@@ -93,11 +93,11 @@ class DenseAddNorm(nn.Module):
 class Attention(nn.Module):
     def __init__(self, c: dict):
         super().__init__()
-        setattr(self, "self", SelfAttention(c))  # the checkpoint calls it `attention.self`
+        self.self = SelfAttention(c)  # the checkpoint calls it `attention.self`
         self.output = DenseAddNorm(c, c["hidden_size"])
 
     def forward(self, x, keep):
-        return self.output(getattr(self, "self")(x, keep), x)
+        return self.output(self.self(x, keep), x)
 
 
 class Intermediate(nn.Module):

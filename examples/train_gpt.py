@@ -57,11 +57,11 @@ The script exits with status 1 when the accuracy is below --target.
 
 Resuming: `--checkpoint-every N` writes the training state every N steps (and when training
 ends) to --checkpoint through tl.save, which replaces the file only once the new one is
-complete: the model, AdamW's state, the step, the losses so far and the data position (the
-problem generator's state). The learning-rate schedule is a function of the step, so it has no
-state of its own. The devices' generators are not saved (tensorlite has no get_rng_state): only
-the model's initialisation draws from them, and a resumed run reseeds and builds the model as a
-fresh one does, so they stand where the uninterrupted run's do. `--resume` continues from the
+complete: the model, AdamW's state, the step, the losses so far, the data position (the
+problem generator's state) and the generators of `cpu` and the device (tl.get_rng_state; only
+the model's initialisation draws from them today, but a step that draws, dropout say, then
+resumes on the same numbers). The learning-rate schedule is a function of the step, so it has no
+state of its own. `--resume` continues from the
 checkpoint (or starts afresh where there is none): on `cpu` the resumed run's losses and weights
 equal the uninterrupted run's bit for bit. The checkpoint records the run's settings; resuming
 with other settings raises.
@@ -83,12 +83,12 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common when run as a script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py when run as a script
 import tensorlite as tl  # noqa: E402
 import tensorlite.distributed as dist  # noqa: E402
 import tensorlite.nn.functional as F  # noqa: E402
 from tensorlite import nn  # noqa: E402
-from _common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
+from common import add_device_args, progress, resolve_device, warm_up_kernels  # noqa: E402
 
 PLUS, EQUALS = 10, 11
 VOCAB = 12  # '0'..'9', '+', '='
@@ -407,7 +407,7 @@ def save_training_state(path: str, model: GPT, opt, data: AdditionProblems, args
                         stopped: bool) -> None:
     """Everything a run needs to continue after `step` steps (see the module docstring), written atomically."""
     tl.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "losses": losses,
-             "stopped": stopped, "data_rng": data.rng.bit_generator.state,
+             "stopped": stopped, "data_rng": data.rng.bit_generator.state, "rng": rng_states(model),
              "settings": {k: getattr(args, k) for k in RUN_SETTINGS}}, path)
 
 
@@ -420,7 +420,15 @@ def resume_training_state(path: str, model: GPT, opt, data: AdditionProblems, ar
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     data.rng.bit_generator.state = state["data_rng"]
+    for device, rng in state["rng"].items():
+        tl.set_rng_state(rng, device)
     return state
+
+
+def rng_states(model: GPT) -> dict:
+    """{device: generator state} of `cpu` and of the model's device."""
+    devices = dict.fromkeys(["cpu", str(next(model.parameters()).device)])
+    return {device: tl.get_rng_state(device) for device in devices}
 
 
 def problems(args: argparse.Namespace, digits: int) -> AdditionProblems:

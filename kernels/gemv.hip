@@ -83,7 +83,7 @@ TL_DEV void gemv_rows(int m, i64 n, i64 k, const T* a, i64 lda, const TW* w, i64
 // - Gated: c has n columns and W 2n rows (gate's, then up's): a warp takes rows j and n + j
 //   and stores silu(gate) * up (SwiGLU);
 // - TW, scale (may be null): weight-only quantization: W is stored as TW (int8: gemv1_q8) and
-//   row j's dot product is multiplied by scale[j] (per output channel) before alpha.
+//   the dot product of W's row i is multiplied by scale[i] (per output channel) first.
 template <typename T, int V, int U, bool Norm, bool Gated, typename TW = T>
 TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const TW* w, i64 ldw, T* c, double alpha, const T* add,
                            const T* g, double eps, const T* scale = nullptr) {
@@ -126,6 +126,9 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const TW* w, i64 ldw, T* c,
             for (int r = 0; r < R; ++r) acc[r] += tl_shfl_xor(acc[r], o, warpSize);
             if constexpr (Norm) squares += tl_shfl_xor(squares, o, warpSize);
         }
+        if (scale != nullptr)  // each row's own scale: a gated pair's rows j and n + j have two
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] *= Tr<T>::load(scale[j + r * n]);
         A y = acc[0], up = acc[R - 1];
         if constexpr (Norm) {
             const A inv = A(1) / tl_sqrt(squares / (A)k + (A)eps);
@@ -133,31 +136,32 @@ TL_DEV void gemv_warp_rows(i64 n, i64 k, const T* a, const TW* w, i64 ldw, T* c,
             up *= inv;
         }
         if constexpr (Gated) y = y / (A(1) + tl_exp(-y)) * up;
-        if (scale != nullptr) y *= Tr<T>::load(scale[j]);
         if (lane == 0) c[j] = Tr<T>::store(y * (A)alpha + addend);
     }
 }
 
-template <typename T, int M, int WR>
-TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const T* w, i64 ldw, T* c, i64 ldc, double alpha,
-                     const T* add, i64 ld_add) {
+template <typename T, int M, int WR, typename TW = T>
+TL_DEV void gemv_map(int m, i64 n, i64 k, const T* a, i64 lda, const TW* w, i64 ldw, T* c, i64 ldc, double alpha,
+                     const T* add, i64 ld_add, const T* scale = nullptr) {
     const int V = 16 / (int)sizeof(T);
     // runs of V: every row start aligned to 16 bytes, and k whole runs (the tail is not masked)
     if (tl_aligned16(a) && tl_aligned16(w) && lda % V == 0 && ldw % V == 0 && k % V == 0)
-        gemv_rows<T, M, WR, V>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add);
+        gemv_rows<T, M, WR, V, TW>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add, scale);
     else
-        gemv_rows<T, M, WR, 1>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add);
+        gemv_rows<T, M, WR, 1, TW>(m, n, k, a, lda, w, ldw, c, ldc, alpha, add, ld_add, scale);
 }
 
 // g (the norm's weight, Norm only) is read with a's runs: contiguous, and aligned as a is.
-template <typename T, bool Norm, bool Gated>
-TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, double alpha, const T* add,
-                      const T* g, double eps) {
-    const int V = 16 / (int)sizeof(T), U = Gated ? 4 : 8;  // 8 runs of W in flight per lane either way
+// 8 runs of W in flight per lane (4 of each of a gated pair's rows); twice as many where W is
+// narrower than T (int8 weights): the same bytes in flight and registers held.
+template <typename T, bool Norm, bool Gated, typename TW = T>
+TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const TW* w, i64 ldw, T* c, double alpha, const T* add,
+                      const T* g, double eps, const T* scale = nullptr) {
+    const int V = 16 / (int)sizeof(T), U = (Gated ? 4 : 8) * (sizeof(TW) < sizeof(T) ? 2 : 1);
     if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0 && (!Norm || tl_aligned16(g)))
-        gemv_warp_rows<T, V, U, Norm, Gated>(n, k, a, w, ldw, c, alpha, add, g, eps);
+        gemv_warp_rows<T, V, U, Norm, Gated, TW>(n, k, a, w, ldw, c, alpha, add, g, eps, scale);
     else
-        gemv_warp_rows<T, 1, U, Norm, Gated>(n, k, a, w, ldw, c, alpha, add, g, eps);
+        gemv_warp_rows<T, 1, U, Norm, Gated, TW>(n, k, a, w, ldw, c, alpha, add, g, eps, scale);
 }
 
 // Entry points, a kernel's registers being those of its largest path: gemv1_<t> for one row
@@ -193,28 +197,29 @@ TL_DEV void gemv1_map(i64 n, i64 k, const T* a, const T* w, i64 ldw, T* c, doubl
     GEMV1_NORM_ENTRY(gemv1_norm, false, T, sfx) GEMV1_NORM_ENTRY(gemv1_norm_silu, true, T, sfx)
 TL_FOR_FLOATS(GEMV_ENTRY)
 
-// Weight-only int8 (tl.quantize_weights): gemv1_q8_<t> (one row of A) and gemv_q8_<t> (up to 4),
-// C = (A . W^T) * scale per column, W (n x k) int8 and scale (n,) of T. A run of W is V int8
-// (V = 16 bytes of T): half (bf16) the bytes of gemv1's, so twice the runs are in flight per
-// lane for the same register budget of W. The vector path needs A and W 16-byte aligned and
-// k, lda, ldw whole runs; otherwise one element at a time.
-#define GEMV_Q8_ENTRY(T, sfx)                                                                              \
-    extern "C" __global__ void gemv1_q8_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const i8* w,     \
-                                              i64 ldw, const T* scale, T* c, i64 ldc) {                  \
+// Weight-only int8 (tl.quantize_weights), the entry points above with W (n x k) int8 and the
+// dot product of W's row j scaled by scale[j] (of T): gemv1_q8_<t> and gemv_q8_<t> (one row of A
+// / up to 4, adding `add` as gemv1's), gemv1_q8_norm_<t> and gemv1_q8_norm_silu_<t> (as
+// gemv1_norm(_silu)). A run of W is V int8 (V: 16 bytes of T), so twice gemv1's runs are in
+// flight per lane (gemv1_map). The one-row forms capped at 64 registers, as the norm GEMVs.
+#define GEMV1_Q8_NORM_ENTRY(name, Gated, T, sfx)                                                           \
+    extern "C" __global__ void TL_MAX_REGS(64) name##_##sfx(i64 n, i64 k, const T* a, const T* g, double eps,    \
+                                                            const i8* w, i64 ldw, const T* scale, T* c) {        \
         tl_dependent_start();                                                                              \
-        const int V = 16 / (int)sizeof(T);                                                                 \
-        if (tl_aligned16(a) && tl_aligned16(w) && ldw % V == 0 && k % V == 0)                              \
-            gemv_warp_rows<T, V, 16, false, false, i8>(n, k, a, w, ldw, c, 1.0, nullptr, nullptr, 0.0, scale); \
-        else                                                                                               \
-            gemv_warp_rows<T, 1, 16, false, false, i8>(n, k, a, w, ldw, c, 1.0, nullptr, nullptr, 0.0, scale); \
+        gemv1_map<T, true, Gated, i8>(n, k, a, w, ldw, c, 1.0, nullptr, g, eps, scale);                   \
+    }
+#define GEMV_Q8_ENTRY(T, sfx)                                                                              \
+    extern "C" __global__ void TL_MAX_REGS(64) gemv1_q8_##sfx(int m, i64 n, i64 k, const T* a, i64 lda,   \
+                                                              const i8* w, i64 ldw, const T* scale, T* c,  \
+                                                              i64 ldc, const T* add, i64 ld_add) {         \
+        tl_dependent_start();                                                                              \
+        gemv1_map<T, false, false, i8>(n, k, a, w, ldw, c, 1.0, add, nullptr, 0.0, scale);                \
     }                                                                                                      \
     extern "C" __global__ void gemv_q8_##sfx(int m, i64 n, i64 k, const T* a, i64 lda, const i8* w,      \
-                                             i64 ldw, const T* scale, T* c, i64 ldc) {                   \
+                                             i64 ldw, const T* scale, T* c, i64 ldc, const T* add,       \
+                                             i64 ld_add) {                                                 \
         tl_dependent_start();                                                                              \
-        const int V = 16 / (int)sizeof(T);                                                                 \
-        if (tl_aligned16(a) && tl_aligned16(w) && lda % V == 0 && ldw % V == 0 && k % V == 0)              \
-            gemv_rows<T, 4, 4, V, i8>(m, n, k, a, lda, w, ldw, c, ldc, 1.0, nullptr, 0, scale);               \
-        else                                                                                               \
-            gemv_rows<T, 4, 4, 1, i8>(m, n, k, a, lda, w, ldw, c, ldc, 1.0, nullptr, 0, scale);               \
-    }
+        gemv_map<T, 4, 4, i8>(m, n, k, a, lda, w, ldw, c, ldc, 1.0, add, ld_add, scale);                  \
+    }                                                                                                      \
+    GEMV1_Q8_NORM_ENTRY(gemv1_q8_norm, false, T, sfx) GEMV1_Q8_NORM_ENTRY(gemv1_q8_norm_silu, true, T, sfx)
 TL_FOR_FLOATS(GEMV_Q8_ENTRY)

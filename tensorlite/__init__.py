@@ -4,7 +4,7 @@
 >>> x = tl.randn(4, 8)              # on TENSORLITE_DEVICE or cpu; device="cuda", "rocm", "cuda:1", ...
 >>> y = tl.nn.functional.softmax(x @ x.mT, -1)
 >>> y.shape
-(4, 4)
+tensorlite.Size([4, 4])
 >>> round(y.sum(-1).mean().item(), 5)
 1.0
 
@@ -17,11 +17,11 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .dtype import (DType, bfloat16, bool_, finfo, float16, float32, float64, get_default_dtype, iinfo, int8,
                     int16, int32, int64, promote_types, set_default_dtype, uint8, uint32)
 from .errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError, DTypeError,
-                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, ShapeError, StateDictError,
-                     TensorliteError, WeightsOnlyError)
+                     DeviceError, FormatError, IndexOutOfRange, OutOfMemoryError, NotSupportedError, ShapeError,
+                     StateDictError, StateDictShapeError, TensorliteError, WeightsOnlyError)
 from .tensor import Tensor  # first: the submodule tensorlite.tensor must not shadow tl.tensor, bound below
 from . import linalg  # tl.linalg
-from ._core import manual_seed, synchronize
+from ._core import get_rng_state, manual_seed, set_rng_state, synchronize
 from .ops.conv import avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool2d, upsample_nearest2d
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, is_tensor, linspace,
                            numel, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
@@ -48,8 +48,14 @@ from . import cuda, graphs, nn, optim, serialization, utils  # noqa: F401  (tl.c
 from .amp import autocast  # noqa: F401
 from .backend import Device as device  # noqa: F401  (torch.device's name)
 from .dlpack import from_dlpack  # noqa: F401
+from .generator import Generator  # noqa: F401
 from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetensors  # noqa: F401
 from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
+from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
+from .size import Size  # noqa: F401
+from . import accelerator, jit, onnx  # noqa: F401  (tl.accelerator; tl.jit and tl.onnx refuse what they cannot do)
+from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: F401
+from .jit import compile_ as compile  # noqa: F401,A001  (torch.compile: refused, naming tl.graphs)
 
 bool = bool_  # noqa: A001  (tl.bool, as torch.bool)
 float = float32  # noqa: A001
@@ -80,7 +86,7 @@ def _register_builtin_backends():
 _register_builtin_backends()
 
 
-def _tensor_level_function(name):
+def _method_as_function(name):
     def fn(x, *args, **kwargs):
         return getattr(x, name)(*args, **kwargs)
     fn.__name__ = name
@@ -88,12 +94,13 @@ def _tensor_level_function(name):
     return fn
 
 
-# tl.exp(x), tl.add(a, b), ...: the op table's unary and binary ops (and a few more) as functions
-for _n in [op.method for op in op_table.UNARY if op.top_level] + [
-        op.method for op in op_table.BINARY if op.method_too] + [op.name for op in op_table.COMPARE] + [
-        "pow", "flatten", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max", "softmax",
-        "log_softmax"]:
-    globals().setdefault(_n, _tensor_level_function(_n))
+# tl.exp(x), tl.add(a, b), tl.eq(a, b), ...: Tensor methods that torch also has as functions, made
+# from the op table (op_table.FUNCTIONS: adding a row adds its tl.<name>) and the few methods named
+# here. A name bound above keeps its own function (tl.maximum, tl.minimum, tl.fmod: ops.elementwise's).
+_METHOD_FUNCTIONS = {n: _method_as_function(n) for n in (
+    *op_table.FUNCTIONS, "pow", "unflatten", "clip", "fix", "bernoulli", "nan_to_num", "clamp_min", "clamp_max",
+    "softmax", "log_softmax") if n not in globals()}
+globals().update(_METHOD_FUNCTIONS)
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 __version__ = "0.1.0"

@@ -12,9 +12,9 @@ import itertools
 import threading
 import weakref
 
+from . import fused_unary
 from ._core import TensorBase
 from .errors import ArgumentError, ShapeError, TensorliteError, describe
-from .op_table import FUSED, UNARY
 
 _state = threading.local()
 _WRITES = [0]  # in-place writes of any storage so far (stamps): a backward checks saved tensors only after one
@@ -338,44 +338,28 @@ def not_twice(t, v, g):
     return t
 
 
-def _gelu_tanh_d(x, k=0.7978845608028654, c=0.044715):
-    t = ((x + x * x * x * c) * k).tanh()
-    return (t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * c) + 1) * (0.5 * k)
-
-
-def _linear_twice(v, g):
-    x, w, b = (v.inputs + (None,))[:3]
-    g = g._cast(x.dtype)
-    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-    return ((g @ w) if x.requires_grad else None, (g2.mT @ x2) if w.requires_grad else None,
-            g2.sum(0) if b is not None and b.requires_grad else None)[:len(v.inputs)]
-
-
-def _unary_twice(d):  # g * f'(x) of a fused unary row, d = f'
+def _unary_twice(d):  # g * f'(x) of a fused unary, d = f' in Tensor ops
     return lambda v, g: (g._cast(v.inputs[0].dtype) * d(v.inputs[0]),)
 
 
-def _of_output(f):  # f(y, g) of a fused softmax: y its (saved) output
-    return lambda v, g: (f(v.saved[0], g._cast(v.saved[0].dtype)),)
+# node name -> rule(node, g) -> its input gradients as Tensor ops: what create_graph runs for the
+# ops whose backward is a fused kernel: the fused unaries' from their units (fused_unary.py), the
+# others' (softmax, log_softmax, linear) registered beside their forwards
+_TWICE = {u.name: _unary_twice(u.derivative) for u in fused_unary.UNARIES}
 
 
-# node name -> (node, g) -> its input gradients as Tensor ops: what create_graph runs for the
-# ops whose backward is a fused kernel (softmax's saved tensor is its output, over the last dim)
-_TWICE = {
-    "gelu_tanh": _unary_twice(_gelu_tanh_d),
-    "gelu_erf": _unary_twice(lambda x: ((x * 0.7071067811865476).erf() + 1) * 0.5
-                             + x * (x * x * -0.5).exp() * 0.3989422804014327),
-    "silu": _unary_twice(lambda x: x.sigmoid() * (x * (1 - x.sigmoid()) + 1)),
-    "softmax": _of_output(lambda y, g: y * (g - (g * y).sum(-1, keepdim=True))),
-    "log_softmax": _of_output(lambda y, g: g - y.exp() * g.sum(-1, keepdim=True)),
-    "linear": _linear_twice,
-}
-_FUSED_UNARY = {op.name for op in UNARY if op.grad == FUSED}
+def register_double_backward(name: str, rule) -> None:
+    """rule(node, g) -> the input gradients (one per input) of a node recorded under `name`, written
+    in Tensor ops: what a backward with create_graph=True runs instead of the node's backward where
+    that is a fused kernel (whose result cannot be differentiated again). `node.inputs` and
+    `node.saved` are what the op recorded (custom_op's inputs and saved tensors)."""
+    _TWICE[name] = rule
 
 
 def _recorded_backward(v, g):
     """v's input gradients with grad mode on (create_graph): recorded where written as Tensor
-    ops; a fused kernel's result (custom_op.result, the fused unary rows) refuses a second pass."""
+    ops (or where _TWICE has a rule for v); a fused kernel's result (custom_op.result) refuses a
+    second pass."""
     twice = _TWICE.get(v.name)
     if twice is not None:
         return twice(v, g)
@@ -384,7 +368,7 @@ def _recorded_backward(v, g):
         grads = v.backward_fn(g)
     finally:
         _state.fused = None
-    return [not_twice(t, v, g) for t in grads] if v.name in _FUSED_UNARY else grads
+    return grads
 
 
 def mark_if_fused_backward(t):

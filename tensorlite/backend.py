@@ -117,6 +117,14 @@ class BackendDevice(ABC):
     def set_seed(self, seed: int) -> None:
         """Seed the device's generator (tl.manual_seed calls it)."""
 
+    def get_rng_state(self) -> bytes:
+        """The generator's state, as bytes that set_rng_state takes back (tl.get_rng_state)."""
+        raise DeviceError(f"{self}: this backend cannot save its generator's state")
+
+    def set_rng_state(self, state: bytes) -> None:
+        """Put the generator back in a state get_rng_state returned; ArgumentError for other bytes."""
+        raise DeviceError(f"{self}: this backend cannot restore its generator's state")
+
     @abstractmethod
     def synchronize(self) -> None:
         """Wait for the device's queued work (tl.synchronize calls it)."""
@@ -323,29 +331,38 @@ class BackendStorage(ABC):
         return out.binary_impl("add", addend, Layout.contiguous((m, n)), addend_layout)
 
     def rms_norm_matmul(self, layout: Layout, norm_weight: Optional["BackendStorage"], nw_layout: Optional[Layout],
-                        eps: float, rhs: "BackendStorage", rhs_layout: Layout, gated: bool) -> "BackendStorage":
+                        eps: float, rhs: "BackendStorage", rhs_layout: Layout, gated: bool,
+                        scale: Optional["BackendStorage"] = None,
+                        s_layout: Optional[Layout] = None) -> "BackendStorage":
         """rms_norm(self's rows (m, k), norm_weight, eps) @ rhs (k, n): a new contiguous (m, n);
-        `gated`: silu(y[:, :n/2]) * y[:, n/2:], (m, n/2) (SwiGLU). F.rms_norm_linear's forward
-        without autograd. Runs the ops; the GPU backend runs one row as one GEMV."""
+        `gated`: silu(y[:, :n/2]) * y[:, n/2:], (m, n/2) (SwiGLU). `scale` (n,): rhs is an int8
+        weight's transpose, its column j scaled by scale[j] (matmul_int8's). F.rms_norm_linear's
+        forward without autograd. Runs the ops; the GPU backend runs one row as one GEMV."""
         (m, k), n = layout.shape, rhs_layout.shape[1]
         normed = self.rms_norm(layout, norm_weight, nw_layout, eps)
-        y = normed.matmul(rhs, (1, m, n, k), batch_of_one(Layout.contiguous((m, k))), batch_of_one(rhs_layout))
+        if scale is None:
+            y = normed.matmul(rhs, (1, m, n, k), batch_of_one(Layout.contiguous((m, k))), batch_of_one(rhs_layout))
+        else:
+            y = normed.matmul_int8(Layout.contiguous((m, k)), rhs, rhs_layout.transpose(0, 1), scale, s_layout)
         if not gated:
             return y
         half = n // 2
         return y.binary_impl("silu_mul", y, Layout((m, half), (n, 1), 0), Layout((m, half), (n, 1), half))
 
     def matmul_int8(self, layout: Layout, weight: "BackendStorage", w_layout: Layout, scale: "BackendStorage",
-                    s_layout: Layout) -> "BackendStorage":
-        """lhs (self, 2-D (m, k), floating) @ (weight * scale[:, None])^T: weight (n, k) int8, scale
-        (n,) of self's dtype; a new contiguous (m, n). Weight-only int8 linear (F.linear_int8)
-        without autograd. Dequantises the weight to self's dtype and runs matmul; the GPU backend
-        streams the int8 weight through a GEMV kernel for a few rows (decoding)."""
+                    s_layout: Layout, addend: Optional["BackendStorage"] = None,
+                    addend_layout: Optional[Layout] = None) -> "BackendStorage":
+        """lhs (self, 2-D (m, k), floating) @ (weight * scale[:, None])^T (+ addend (m, n)): weight
+        (n, k) int8, scale (n,) and addend of self's dtype; a new contiguous (m, n). Weight-only
+        int8 linear (F.linear_int8) without autograd. Dequantises the weight to self's dtype and
+        runs matmul (then the add); the GPU backend streams the int8 weight through a GEMV kernel
+        for a few rows (decoding), the add in its store."""
         (m, k), n = layout.shape, w_layout.shape[0]
         w = weight.to_dtype(w_layout, self.dtype).binary_impl(
             "mul", scale, Layout.contiguous((n, k)), Layout((n, k), (s_layout.strides[0], 0), s_layout.offset))
         w_t = Layout.contiguous((n, k)).transpose(0, 1)
-        return self.matmul(w, (1, m, n, k), batch_of_one(layout), batch_of_one(w_t))
+        y = self.matmul(w, (1, m, n, k), batch_of_one(layout), batch_of_one(w_t))
+        return y if addend is None else y.binary_impl("add", addend, Layout.contiguous((m, n)), addend_layout)
 
     def repeat_ids(self, layout: Layout) -> Optional[Tuple[Optional["BackendStorage"], int]]:
         """For 1-D integer or bool counts (self through `layout`): (ids, their number) where the

@@ -9,7 +9,7 @@ True
 from __future__ import annotations
 
 from . import backend
-from ._core import seed_device
+from ._core import get_rng_state as device_rng_state, seed_device, set_rng_state as set_device_rng_state
 from .errors import DeviceError
 
 
@@ -35,6 +35,27 @@ def manual_seed_all(seed: int) -> None:
     """Seed every GPU's generator, as torch.cuda.manual_seed_all (ignored where cuda cannot run)."""
     for i in range(device_count()):
         seed_device(backend.get_device(f"cuda:{i}"), seed)
+
+
+def get_rng_state(device="cuda"):
+    """A GPU's generator state as a uint8 tensor on `cpu` (default cuda:0), as torch.cuda.get_rng_state."""
+    return device_rng_state(_cuda(device))
+
+
+def get_rng_state_all() -> list:
+    """Every GPU's generator state (an empty list where cuda cannot run), as torch.cuda.get_rng_state_all."""
+    return [device_rng_state(f"cuda:{i}") for i in range(device_count())]
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    """Put a GPU's generator (default cuda:0) back in a state get_rng_state returned."""
+    set_device_rng_state(new_state, _cuda(device))
+
+
+def set_rng_state_all(new_states) -> None:
+    """Put each GPU's generator back in its state of get_rng_state_all, as torch.cuda.set_rng_state_all."""
+    for i, state in enumerate(new_states):
+        set_device_rng_state(state, f"cuda:{i}")
 
 
 def get_device_name(device=None) -> str:

@@ -17,8 +17,11 @@ inputs' storages and layouts, wraps the fresh result, and records how to differe
 `custom_op` records the backward only where an input requires grad and grad mode is on;
 the backward runs under no_grad, or with grad mode on for create_graph=True (higher
 derivatives): a storage method's result there (made by `result`) refuses to be differentiated
-again, naming the op; write the backward in Tensor ops to make it differentiable twice. Every
-backend implements the contract, so such an op runs on every device.
+again, naming the op; write the backward in Tensor ops to make it differentiable twice, or keep
+the kernel and register the backward in Tensor ops for create_graph too
+(tensorlite.autograd.register_double_backward, as softmax and linear do). Every backend
+implements the contract, so such an op runs on every device. The fused unaries (GELU, SiLU)
+are units of tensorlite/fused_unary.py.
 """
 from __future__ import annotations
 

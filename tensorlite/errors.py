@@ -41,11 +41,22 @@ class WeightsOnlyError(FormatError, pickle.UnpicklingError):
     """A weights-only tl.load met a pickled object it may not rebuild (tl.serialization says which)."""
 
 
-class StateDictError(TensorliteError, KeyError):
-    """A state dict's keys do not match the module's (missing or unexpected)."""
+class StateDictError(TensorliteError, KeyError, RuntimeError):
+    """A state dict that does not fit: missing or unexpected keys (a KeyError), also the
+    RuntimeError that torch's load_state_dict raises and its users catch."""
 
     def __str__(self):  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class StateDictShapeError(StateDictError, ShapeError):
+    """A state dict's tensor whose shape differs from the module's (torch's "size mismatch", a
+    RuntimeError; also a ShapeError)."""
+
+
+class NotSupportedError(TensorliteError, NotImplementedError):
+    """A PyTorch API that tensorlite cannot provide honestly (torch.compile, torch.jit.script,
+    torch.onnx.export); the message says why and names the alternative."""
 
 
 class BackendUnavailable(DeviceError):

@@ -9,14 +9,15 @@ Everything else is derived from these rows:
   per dtype class (`integers`, `bools`).
 
 Adding a unary op: a row here; its cpu function in backends/cpu.py if numpy lacks it; its
-device function and entry in kernels/unary.hip.
+device function and entry in kernels/unary.hip. A fused unary (its backward one kernel) is a
+unit of tensorlite/fused_unary.py, whose row here is `_fused_row(unit)`.
 
 `grad(g, x, out)` returns dL/dx of a unary op (`g * f'(x)`, from the input x or the
 output out); `grad(g, a, b, out)` returns (dL/da, dL/db) of a binary op before the
 broadcast is summed away. FUSED: the backend's unary_backward computes g * f'(x) in one
-kernel. None: the op is piecewise constant (no gradient flows). `saves` is derived from
-`grad`: which of its value arguments the formula reads, the tensors autograd saves for it
-(as PyTorch's codegen derives them from derivatives.yaml's formulas).
+kernel (the fused unary's unit). None: the op is piecewise constant (no gradient flows).
+`saves` is derived from `grad`: which of its value arguments the formula reads, the tensors
+autograd saves for it (as PyTorch's codegen derives them from derivatives.yaml's formulas).
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
+
+from . import fused_unary
 
 FUSED = "fused"          # grad: storage.unary_backward(op) computes g * f'(x) in one pass
 _TWO_OVER_SQRT_PI = 1.1283791670955126
@@ -82,6 +85,11 @@ class Compare:
     numpy: Callable
 
 
+def _fused_row(unit: fused_unary.FusedUnary) -> Unary:
+    """The row of a fused unary (its formulas, kernels and second derivative: its unit)."""
+    return Unary(unit.name, unit.method, FUSED, top_level=unit.top_level)
+
+
 UNARY: Tuple[Unary, ...] = (
     Unary("exp", "exp", lambda g, x, out: g * out, np.exp),
     Unary("log", "log", lambda g, x, out: g / x, np.log),
@@ -93,11 +101,11 @@ UNARY: Tuple[Unary, ...] = (
     Unary("recip", "reciprocal", lambda g, x, out: -g * out * out, np.reciprocal),
     Unary("sqr", "square", lambda g, x, out: g * x * 2, np.square, integers=True, bools=True),
     Unary("sqrt", "sqrt", lambda g, x, out: g / (out * 2), np.sqrt),
-    Unary("gelu_tanh", "gelu_tanh", FUSED, top_level=False),  # tanh approximation
-    Unary("gelu_erf", "gelu", FUSED, top_level=False),       # exact: PyTorch's default gelu
+    _fused_row(fused_unary.GELU_TANH),
+    _fused_row(fused_unary.GELU_ERF),
     Unary("erf", "erf", lambda g, x, out: g * (-(x * x)).exp() * _TWO_OVER_SQRT_PI),
     Unary("relu", "relu", lambda g, x, out: g * (x > 0), integers=True, bools=True),
-    Unary("silu", "silu", FUSED),
+    _fused_row(fused_unary.SILU),
     Unary("floor", "floor", None, np.floor, integers=True, bools=True),
     Unary("ceil", "ceil", None, np.ceil, integers=True, bools=True),
     Unary("round", "round", None, np.round, integers=True, bools=True),  # half to even, as PyTorch
@@ -160,6 +168,9 @@ COMPARE: Tuple[Compare, ...] = (
 
 UNARY_BY_NAME = {op.name: op for op in UNARY}
 BINARY_BY_NAME = {op.name: op for op in BINARY}
+# the ops that are tensorlite functions too, tl.<name>(x, ...) = x.<name>(...) (tensorlite/__init__.py)
+FUNCTIONS: Tuple[str, ...] = (*(op.method for op in UNARY if op.top_level),
+                              *(op.method for op in BINARY if op.method_too), *(op.name for op in COMPARE))
 
 
 def defined_for(op: Union[Unary, Binary], is_float: bool, is_bool: bool) -> bool:

@@ -24,6 +24,8 @@ from .ops.reduce import ReduceMethods
 from .ops.shape import ShapeMethods
 from .ops.sort import SortMethods
 from .ops.views import ViewMethods
+from .printing import tensor_repr
+from .size import Size, size_of
 
 
 def _unpickle(cls, data, dtype, device, requires_grad):  # Tensor.__reduce__'s inverse (a Parameter stays one)
@@ -47,14 +49,14 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
 
     # ---- attributes -----------------------------------------------------------------
     @property
-    def shape(self):
-        """The sizes of the dims, a tuple (torch's is a torch.Size, a tuple subclass).
+    def shape(self) -> Size:
+        """The sizes of the dims, a tl.Size (a tuple, as torch.Size).
 
         >>> import tensorlite as tl
         >>> tl.zeros(2, 3).shape
-        (2, 3)
+        tensorlite.Size([2, 3])
         """
-        return self._layout.shape
+        return size_of(self._layout.shape)
 
     def size(self, dim=None):
         """The shape, or the size of dim `dim`, as torch.Tensor.size.
@@ -262,11 +264,8 @@ class Tensor(TensorBase, ElementwiseMethods, OpTableMethods, ViewMethods, Reduce
         return object.__format__(self, spec) if spec else repr(self)
 
     def __repr__(self):
-        a = self.numpy().astype(np.float32) if self.dtype is dtypes.bfloat16 else self.numpy()
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=200, edgeitems=3)
-        extra = [f"shape={self.shape}", f"dtype={self.dtype.name}", f"device='{self.device}'"] + (
-            ["requires_grad=True"] if self.requires_grad else [])
-        return f"tensor({body}, {', '.join(extra)})"
+        """torch's repr (tensorlite/printing.py): `tensor([1., 2.])`, `tensor(94.)`."""
+        return tensor_repr(self)
 
     # ---- autograd -------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -32,7 +32,7 @@ def code_object(source: str) -> tuple:
     if source not in _PARSED:
         plat = get_platform("rocm")
         try:
-            plat.rtc
+            _ = plat.rtc
         except BackendUnavailable as e:
             pytest.skip(f"libamdhip64/hiprtc is not installed: {e}")
         image = compiler.compile_source(plat, source, ARCH)

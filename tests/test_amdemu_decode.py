@@ -107,7 +107,7 @@ def code_objects(arch: str, tmp_root: Path) -> dict:
     if arch == "gfx90a":
         plat = get_platform("rocm")
         try:
-            plat.rtc
+            _ = plat.rtc
         except BackendUnavailable as e:
             pytest.skip(f"libamdhip64/hiprtc is not installed: {e}")
         objs = {src: compiler.compile_source(plat, src, arch) for src in sources}
@@ -262,7 +262,7 @@ class Mismatches:
 
     def check(self, total):
         if self.count:
-            kinds = "; ".join(f"ours {o!r} vs LLVM {l!r}: {n}" for (o, l), n in
+            kinds = "; ".join(f"ours {o!r} vs LLVM {m!r}: {n}" for (o, m), n in
                               sorted(self.kinds.items(), key=lambda kv: -kv[1])[:20])
             pytest.fail(f"{self.arch}: {self.count} of {total} instructions decode differently from LLVM "
                         f"({kinds})\n" + "\n".join(self.items))
@@ -434,7 +434,8 @@ def _sweep_rdna3():
     for op in range(256):
         T[("DS", op)] = [_words(0xD8000000 | op << 18, 2 | d0 << 8 | d1 << 16 | vd << 24)
                          for vd in (8, 0) for d0 in (4, 0) for d1 in (6, 0)]
-        T[("SMEM", op)] = [_words(0xF4000000 | op << 18 | 4 << 6 | 2, 0xF8000010), _words(0xF4000000 | op << 18, 0xF8000000)]
+        T[("SMEM", op)] = [_words(0xF4000000 | op << 18 | 4 << 6 | 2, 0xF8000010),
+                           _words(0xF4000000 | op << 18, 0xF8000000)]
     for op in range(0x80):
         T[("VOP3P", op)] = [_words(0xCC000000 | op << 16 | h2 << 14, V(2) | V(4) << 9 | s2 << 18 | h << 27)
                             for s2 in (V(8), 0) for h2 in (1, 0) for h in (3, 0)]

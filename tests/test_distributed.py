@@ -343,7 +343,7 @@ def test_ddp_of_one_rank_trains_as_the_plain_module(device, rng):
     ddp = dist.DistributedDataParallel(wrapped, bucket_cap_mb=1e-4)  # several buckets
     assert ddp.module is wrapped and list(ddp.state_dict()) == [f"module.{k}" for k in plain.state_dict()]
     opts = [tl.optim.SGD(m.parameters(), lr=0.1) for m in (plain, wrapped)]
-    for step in range(3):
+    for _ in range(3):
         x = tl.tensor(rng.standard_normal((6, 5)).astype(np.float32), device=device)
         for model, opt in zip((plain, ddp), opts):
             opt.zero_grad()
@@ -717,7 +717,7 @@ def test_ddp_backward_runs_its_all_reduces_on_the_communication_stream(null_back
     nbuckets = len(ddp._buckets)
     assert nbuckets >= 3
     log = fake.calls
-    for step in range(2):  # the second step: events come from the pool, parameters' grads are bucket views
+    for _ in range(2):  # the second step: events come from the pool, parameters' grads are bucket views
         del log[:]
         x = tl.tensor(rng.standard_normal((4, 5)).astype(np.float32), device=null_backend)
         ddp(x).square().mean().backward()

@@ -376,3 +376,19 @@ def test_progress_prints_lines_where_no_bar_is_drawn(capsys):
     assert len(lines) == 3 and lines[0].startswith("train 1/3 step ") and lines[-1].endswith("loss=1.5000")
     silent = common.progress(range(4), disable=True)
     assert list(silent) == [0, 1, 2, 3] and capsys.readouterr().out == ""
+
+
+def test_llama_int8_weights_follow_the_float_model(tmp_path, device):
+    """llama.load(int8=True): every projection and the LM head as weight-only int8 (issue 46); its
+    logits stay within int8's rounding of the float model's, and its greedy tokens are the same on
+    a small random checkpoint."""
+    llama = load_example("llama")
+    llama.write_random_checkpoint(str(tmp_path), hidden_size=64, layers=2, heads=4, kv_heads=2, vocab_size=256)
+    ref, q8 = llama.load(str(tmp_path), device=device), llama.load(str(tmp_path), device=device, int8=True)
+    kinds = {type(m).__name__ for m in q8.modules()}
+    assert "Int8Linear" in kinds and "Linear" not in kinds
+    ids = np.random.default_rng(0).integers(0, 256, (2, 12))
+    with tl.no_grad():
+        want, got = ref(ids).numpy(), q8(ids).numpy()
+    assert np.abs(got - want).max() < 0.03 * np.abs(want).max()
+    assert np.array_equal(llama.generate(q8, ids[:, :4], 8), llama.generate(ref, ids[:, :4], 8))

@@ -7,23 +7,23 @@ from a tuple, a numpy ValueError, a ZeroDivisionError): anything raised must be 
 and a differentiable float result must survive `.sum().backward()`.
 
 TL_FUZZ_EXAMPLES sets the number of examples per family (kept small so the file runs in
-well under a minute on two cores)."""
+well under a minute on two cores); TL_FUZZ_SEED and how a failure reproduces: fuzz_util.py."""
 import os
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
 from tensorlite import dtype as _dt
+from fuzz_util import fuzz
 
 EXAMPLES = int(os.environ.get("TL_FUZZ_EXAMPLES", "100"))
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, on NaN/Inf and empty edge inputs
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = fuzz(EXAMPLES)
 
 ints = st.integers(-3, 5)
 # what a user may pass where an int (a size, a dim, a stride) is expected
@@ -299,3 +299,27 @@ def test_casts(device, data):
     call(("to", "dtype", "device"), x.to, device, target)
     for name in ("float", "half", "bfloat16", "double", "long", "int", "bool"):
         call(name, getattr(x, name))
+
+
+# ----------------------------------------------------------------------------- reproducibility
+def _probe_run(fail_at=None):
+    """The integers one run of a small FUZZ test draws (it fails on `fail_at`)."""
+    drawn = []
+
+    @FUZZ
+    @given(x=st.integers(0, 10 ** 9))
+    def probe(x):
+        drawn.append(x)
+        assert x != fail_at
+    probe()
+    return drawn
+
+
+@pytest.mark.skipif(bool(os.environ.get("TL_FUZZ_SEED")), reason="checks the derandomized default (TL_FUZZ_SEED set)")
+def test_a_fuzz_run_draws_the_same_examples_and_a_failure_prints_its_replay(capsys):
+    first = _probe_run()
+    assert len(first) > 10 and first == _probe_run()  # a rerun tries the same examples
+    with pytest.raises(AssertionError) as info:
+        _probe_run(fail_at=first[5])
+    report = "\n".join(getattr(info.value, "__notes__", [])) + capsys.readouterr().out
+    assert f"x={first[5]}" in report and "@reproduce_failure(" in report

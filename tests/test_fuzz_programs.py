@@ -4,13 +4,14 @@ reductions, matmul, in-place ops) run on every device beside the `cpu` reference
 
 Each step is written once against a namespace that both libraries fill in (`tl` with
 tensorlite.nn.functional, `torch` with torch.nn.functional), so a program is the same text
-for both."""
+for both. How a failure reproduces (TL_FUZZ_SEED): fuzz_util.py."""
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import tensorlite as tl
 import tensorlite.nn.functional as tlF
+from fuzz_util import fuzz
 
 try:
     import torch
@@ -107,7 +108,7 @@ def _arrays(seed, shape, n):
     return [rng.uniform(-1.5, 1.5, shape) for _ in range(n)]
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = fuzz(60)
 
 
 @FUZZ

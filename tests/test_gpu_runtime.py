@@ -28,7 +28,7 @@ from tensorlite.backends.rocm.device import ArgLayout, Buffer, CachingAllocator,
 def _hip_or_skip():
     plat = get_platform("rocm")
     try:
-        plat.rt
+        _ = plat.rt
     except BackendUnavailable as e:
         pytest.skip(f"libamdhip64 is not installed: {e}")
     return plat
@@ -148,7 +148,7 @@ def test_compile_error_carries_the_log_and_the_name(cache_dir):
 def test_nvrtc_compiles_for_sm90_without_a_gpu(cache_dir):
     plat = get_platform("cuda")
     try:
-        plat.rtc
+        _ = plat.rtc
     except BackendUnavailable as e:
         pytest.skip(f"no libnvrtc here: {e}")
     code = compiler.compile_text("cuda", TINY_SOURCE, "tiny.hip", "sm_90", TINY_HEADERS)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import BINARY_OPS, CMP_OPS, UNARY_BACKWARD_OPS, ConvParams, PoolParams, sdpa_layout
+from tensorlite.backend import CMP_OPS, UNARY_BACKWARD_OPS, ConvParams, PoolParams, sdpa_layout
 from tensorlite.errors import BackendUnavailable, DTypeError, ShapeError
 from tensorlite.layout import Layout
 from tensorlite.backends.rocm import compiler, get_platform
@@ -38,7 +38,7 @@ SOURCES = sorted(kernel_table.KERNELS)
 def _hiprtc_or_skip():
     plat = get_platform("rocm")
     try:
-        plat.rtc
+        _ = plat.rtc
     except BackendUnavailable as e:
         pytest.skip(f"libamdhip64/hiprtc is not installed: {e}")
     return plat
@@ -210,7 +210,7 @@ LAYOUTS_4x6 = {
 @pytest.mark.parametrize("dt", dtypes.ALL, ids=[f"{ARCH}-{d.short}" for d in dtypes.ALL])
 def test_elementwise_launches_match_gfx90a_signatures(dev, dt):
     ops = kernel_table.unary_ops(dt.short)  # the op table says which rows each dtype has
-    for (lname, (lay, n)), (rname, (ray, rn)) in itertools.product(LAYOUTS_4x6.items(), repeat=2):
+    for (lay, n), (ray, rn) in itertools.product(LAYOUTS_4x6.values(), repeat=2):
         x, y = _storage(dev, n, dt), _storage(dev, rn, dt)
         for op in ops:
             assert x.unary_impl(op, lay).numel == 24

@@ -38,7 +38,7 @@ SOURCES = compiler.list_kernel_sources()  # every file, so one missing from KERN
 
 try:
     PLATFORM = get_platform("cuda")
-    PLATFORM.rtc  # only NVRTC: no libcuda, no GPU
+    _ = PLATFORM.rtc  # only NVRTC: no libcuda, no GPU
 except BackendUnavailable as e:
     pytest.skip(f"NVRTC cannot be loaded (pip install 'nvidia-cuda-nvrtc==13.0.*'): {e}", allow_module_level=True)
 

@@ -181,7 +181,7 @@ def test_every_other_stream_call_comes_after_the_launches_queued_before_it(queue
     dev.dtod(buf.ptr, buf.ptr, 64)
     for i in range(50):
         _put(dev, i)
-    dev.blas.handle  # a library call on the stream takes its handle right before
+    _ = dev.blas.handle  # a library call on the stream takes its handle right before
     assert rec.rec_count == 150
     _put(dev, 0)
     ev = dev.event()

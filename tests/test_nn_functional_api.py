@@ -181,9 +181,10 @@ def test_instance_norm(device, rng, dtype):
     for use_input_stats in (True, False):
         stats = [tl.tensor(rm, dtype=dtype, device=device), tl.tensor(rv, dtype=dtype, device=device)]
         ref_stats = [torch.tensor(rm), torch.tensor(rv)]
-        compare(device, rng, lambda a: F.instance_norm(a, *stats, use_input_stats=use_input_stats, momentum=0.3),
-                lambda a: TF.instance_norm(a, *ref_stats, use_input_stats=use_input_stats, momentum=0.3), [x], dtype,
-                terms=8)
+        compare(device, rng,
+                lambda a, s=stats, u=use_input_stats: F.instance_norm(a, *s, use_input_stats=u, momentum=0.3),
+                lambda a, s=ref_stats, u=use_input_stats: TF.instance_norm(a, *s, use_input_stats=u, momentum=0.3),
+                [x], dtype, terms=8)
         for got, ref in zip(stats, ref_stats):  # the running statistics updated as torch's
             assert_close(got, ref.numpy(), dtype, terms=8)
 
@@ -208,8 +209,8 @@ def test_distances(device, rng, dtype):
     compare(device, rng, lambda x, y: F.cosine_similarity(x, y, dim=0), lambda x, y: TF.cosine_similarity(x, y, dim=0),
             [a, b[:1]], dtype, (0, 1), terms=8)  # broadcast
     for kw in ({}, {"p": 1.0}, {"p": 3.0, "keepdim": True}, {"p": float("inf")}):
-        compare(device, rng, lambda x, y: F.pairwise_distance(x, y, **kw),
-                lambda x, y: TF.pairwise_distance(x, y, **kw), [a, b], dtype, (0, 1), terms=8)
+        compare(device, rng, lambda x, y, kw=kw: F.pairwise_distance(x, y, **kw),
+                lambda x, y, kw=kw: TF.pairwise_distance(x, y, **kw), [a, b], dtype, (0, 1), terms=8)
 
 
 def test_cosine_similarity_of_zero_vectors(device):

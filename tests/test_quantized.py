@@ -33,7 +33,7 @@ def test_linear_int8_matches_the_dequantised_product(device, rng, dtype, m, k):
     with tl.no_grad():
         got = F.linear_int8(xs, tl.tensor(q, device=device), ss, bs)
     # the reference from the operands as the device holds them (rounded to dtype), in float64
-    x64, s64, b64 = (t.float().cpu().numpy().astype(np.float64) for t in (xs, ss, bs))
+    x64, s64, b64 = (t.to(tl.float64).cpu().numpy() for t in (xs, ss, bs))
     want = x64 @ (q.astype(np.float64) * s64[:, None]).T + b64
     assert got.shape == (m, n) and got.device == xs.device
     assert_close(got, want, dtype, terms=k)
@@ -96,3 +96,45 @@ def test_bad_operands_name_the_op():
         F.linear_int8(tl.ones(2, 8), q, tl.ones(4, dtype=tl.float64))
     with pytest.raises(tl.ArgumentError, match="quantize_weights: dtype must be 'int8'"):
         tl.quantize_weights(tl.nn.Linear(2, 2), dtype="int4")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("m", [1, 3, 6])
+def test_linear_int8_adds_the_residual(device, rng, dtype, m):
+    """residual=: the block's residual add in the product's store (gemv(1)_q8's `add`)."""
+    n, k = 24, 64
+    q = tl.tensor(rng.integers(-127, 128, (n, k)).astype(np.int8), device=device)
+    scale, x, res = (tl.tensor(a, device=device).to(dtype) for a in (
+        rng.random(n).astype(np.float32) * 0.05, rng.standard_normal((m, k)).astype(np.float32),
+        rng.standard_normal((m, n)).astype(np.float32)))
+    with tl.no_grad():
+        got = F.linear_int8(x, q, scale, residual=res)
+    s64, x64, r64 = (t.to(tl.float64).cpu().numpy() for t in (scale, x, res))
+    assert_close(got, r64 + x64 @ (q.numpy() * s64[:, None]).T, dtype, terms=k)
+    with pytest.raises(tl.ShapeError, match="residual of the result's shape"):
+        F.linear_int8(x, q, scale, residual=res[:, :3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("gated", [False, True], ids=["plain", "gated"])
+@pytest.mark.parametrize("m", [1, 2])
+def test_rms_norm_linear_with_an_int8_weight(device, rng, dtype, gated, m):
+    """F.rms_norm_linear(..., scale=): the norm inside the int8 product (gemv1_q8_norm(_silu) for one
+    row on GPUs), against the norm, the dequantised product and SwiGLU written out in float64."""
+    n, k = 32, 64
+    q = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    scale, g, x = (tl.tensor(a, device=device).to(dtype) for a in (
+        rng.random(n).astype(np.float32) * 0.05, rng.random(k).astype(np.float32) + 0.5,
+        rng.standard_normal((m, k)).astype(np.float32)))
+    with tl.no_grad():
+        got = F.rms_norm_linear(x, k, g, tl.tensor(q, device=device), None, 1e-5, gated, scale=scale)
+    s64, g64, x64 = (t.to(tl.float64).cpu().numpy() for t in (scale, g, x))
+    h = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * g64
+    y = h @ (q * s64[:, None]).T
+    if gated:
+        gate, up = y[:, :n // 2], y[:, n // 2:]
+        y = gate / (1 + np.exp(-gate)) * up
+    # relative to the largest output: silu(gate) * up of a cancelling `up` is small, and the composite
+    # (more than one row) rounds the normed input, the dequantised weight and y to dtype on the way
+    err = np.abs(got.to(tl.float64).cpu().numpy() - y).max() / np.abs(y).max()
+    assert err < {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 4e-2}[dtype.name]

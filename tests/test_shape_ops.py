@@ -241,7 +241,8 @@ def test_random_like(device):
                                           (((0, 1),), {"correction": 0}), ((), {"unbiased": False})], ids=str)
 def test_std_mean_var_mean(device, rng, dtype, args, kwargs):
     for name in ("std_mean", "var_mean"):
-        check_against_torch(lambda m, x: getattr(m, name)(x, *args, **kwargs), [(3, 4)], dtype, device, rng, terms=12)
+        check_against_torch(lambda m, x, name=name: getattr(m, name)(x, *args, **kwargs), [(3, 4)], dtype, device, rng,
+                            terms=12)
 
 
 @pytest.mark.parametrize("dtype", FLOAT, ids=lambda d: d.name)

@@ -562,7 +562,8 @@ def test_composite_ops_name_themselves_not_their_parts(device, op, fn):
 
 @pytest.mark.parametrize("op, fn", [("std", lambda x: x.std(5)), ("amax", lambda x: x.amax(5)),
                                     ("amin", lambda x: x.amin(-4)), ("normalize", lambda x: F.normalize(x, dim=3)),
-                                    ("softmax", lambda x: F.softmax(x, 2)), ("log_softmax", lambda x: F.log_softmax(x, -3))])
+                                    ("softmax", lambda x: F.softmax(x, 2)),
+                                    ("log_softmax", lambda x: F.log_softmax(x, -3))])
 def test_bad_dims_name_the_op(device, op, fn):
     x = t((2, 3), device=device)
     _raises(IndexError, op, lambda: fn(x), x)
@@ -570,7 +571,8 @@ def test_bad_dims_name_the_op(device, op, fn):
 
 def test_masked_fill_follows_pytorch(device):
     x = t((2,), device=device)
-    _raises(tl.ShapeError, "masked_fill", lambda: x.masked_fill(tl.ones((3, 2), dtype=tl.bool, device=device), 0.0), x)
+    _raises(tl.ShapeError, "masked_fill", lambda: x.masked_fill(tl.ones((3,), dtype=tl.bool, device=device), 0.0), x)
+    assert x.masked_fill(tl.ones((3, 2), dtype=tl.bool, device=device), 0.0).shape == (3, 2)  # broadcast, as torch
     _raises(tl.DTypeError, "masked_fill", lambda: x.masked_fill(x > 1, t((2,), device=device)), x)
     _raises(tl.DTypeError, "masked_fill", lambda: x.masked_fill(x, 0.0), x)
     assert x.masked_fill(x > 1, tl.tensor(7.0, device=device)).tolist() == [1.0, 7.0]
@@ -597,7 +599,8 @@ def test_to_with_a_string_that_is_neither_device_nor_dtype(device):
 # ------------------------------------------------------------------ conv and pooling
 @pytest.mark.parametrize("kw, cls", [
     (dict(stride=0), tl.ArgumentError), (dict(stride=(1, -1)), tl.ArgumentError), (dict(dilation=0), tl.ArgumentError),
-    (dict(padding=-1), tl.ArgumentError), (dict(groups=0), tl.ArgumentError), (dict(stride=(1, 1, 1)), tl.ArgumentError),
+    (dict(padding=-1), tl.ArgumentError), (dict(groups=0), tl.ArgumentError),
+    (dict(stride=(1, 1, 1)), tl.ArgumentError),
     (dict(stride=1.5), tl.DTypeError), (dict(padding="full"), tl.ArgumentError),
     (dict(padding="same", stride=2), tl.ArgumentError), (dict(groups=2), tl.ShapeError),
 ], ids=str)
@@ -650,7 +653,7 @@ def test_pool_parameters_are_checked(device, kw):
     for op in ("max_pool2d", "avg_pool2d"):
         if op == "avg_pool2d" and "dilation" in kw:
             continue
-        _raises(tl.ArgumentError, op, lambda: getattr(tl, op)(x, **kw), x)
+        _raises(tl.ArgumentError, op, lambda op=op: getattr(tl, op)(x, **kw), x)
 
 
 @pytest.mark.parametrize("kw", [dict(size=(-2, 4)), dict(size=0), dict(scale_factor=0.1), dict(scale_factor=-1.0),

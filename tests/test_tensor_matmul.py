@@ -47,7 +47,8 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
         (x.mT @ x, None, fa.swapaxes(1, 2) @ fa),
         (x[:, 1:6:2], y.mT[:, :5], fa[:, 1:6:2] @ fb.swapaxes(1, 2)[:, :5]),  # row step + offset
         (x[1:, :, 1:4], y[1:, 1:4], fa[1:, :, 1:4] @ fb[1:, 1:4]),     # column slices
-        (x[0:1].expand(4, 7, 5), y[0, :, :5].mT, np.broadcast_to(fa[0:1], (4, 7, 5)) @ fb[0, :, :5].T),  # batch stride 0
+        # batch stride 0
+        (x[0:1].expand(4, 7, 5), y[0, :, :5].mT, np.broadcast_to(fa[0:1], (4, 7, 5)) @ fb[0, :, :5].T),
         (x.permute(1, 0, 2)[2], y[:, :5, 3].T, fa.transpose(1, 0, 2)[2] @ fb[:, :5, 3].T),
     ]
     for lhs, rhs, expected in cases:
@@ -59,8 +60,8 @@ def test_matmul_transposed_and_strided_operands(device, rng, dtype):
 @pytest.mark.parametrize("m", [1, 2, 4, 5])
 def test_few_rows_times_a_row_major_weight(device, rng, dtype, m, monkeypatch):
     """Decoding's linear layers: x (m, k) . W^T for W (n, k) row-major, which the GPU backend
-    gives its GEMV kernels (when GEMV_MAX_ROWS lets it, as here) up to 4 rows (16-byte runs where k, the row strides and the
-    offsets allow, one element at a time otherwise; one row: a warp per row of W; 2-4 rows: a
+    gives its GEMV kernels (when GEMV_MAX_ROWS lets it, as here) up to 4 rows (16-byte runs where k, the row
+    strides and the offsets allow, one element at a time otherwise; one row: a warp per row of W; 2-4 rows: a
     block per four rows of W, n's tail reading its last row again), the BLAS past that."""
     monkeypatch.setattr(matmul_ops, "GEMV_MAX_ROWS", 4)
     for k, n in [(64, 37), (67, 300), (1, 5), (256, 1)]:

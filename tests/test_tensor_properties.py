@@ -7,7 +7,6 @@ whole suite stays within CI's time limit)."""
 import os
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ shapes = st.lists(sizes, min_size=0, max_size=4).map(tuple)
 nonempty_shapes = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)
 seeds = st.integers(0, 2 ** 32 - 1)
 float_dtypes = st.sampled_from([tl.float32, tl.float64, tl.float16, tl.bfloat16])
+float32_only = st.just(tl.float32)
 
 
 @st.composite
@@ -56,7 +56,7 @@ def build(recipe, shape, dtype, device, seed, low=-2.0, high=2.0):
 
 
 @st.composite
-def strided(draw, shape_strategy=shapes, dtype_strategy=st.just(tl.float32)):
+def strided(draw, shape_strategy=shapes, dtype_strategy=float32_only):
     shape = draw(shape_strategy)
     return shape, draw(layouts(shape)), draw(dtype_strategy), draw(seeds)
 

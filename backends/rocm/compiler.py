@@ -13,8 +13,13 @@ a private per-user directory under the system temp dir is used instead (`cache_d
 key hashes the source, every header, the options, the arch, the compiler (its cache name and
 version: the emulated platform's hiprtc and clang-19 entries never meet) and the package
 version. Each file holds a magic line, the payload's sha256 and the payload; a file that
-fails the check is discarded and the kernel recompiled. Writes go to a temp file
-in the same directory and are renamed into place, so readers never see a partial file.
+fails the check (a truncated or damaged file) is recompiled and replaced. Writes go to a
+temp file in the same directory and are renamed into place, so readers never see a partial
+file, and processes that compile the same cold family at once each write a complete entry
+(the last rename wins; tests/test_compile_isolation.py runs four).
+
+hiprtc and NVRTC compile in a child process (compile_worker.py), so that a crash of the
+compiler raises CompileError here instead of killing the process; a cache hit spawns nothing.
 
 `compile_source(platform, source_name, arch)` needs no device: CI compiles every kernel
 source through exactly this path on a machine without a GPU.
@@ -29,6 +34,8 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Optional, Tuple
+
+from . import compile_worker
 
 _MAGIC = b"TLKC1\n"          # tensorlite kernel cache, format 1
 _MEMORY: Dict[str, bytes] = {}
@@ -196,22 +203,27 @@ def compile_text(platform, source: str, name: str, arch: str, headers: Dict[str,
     if payload is not None:
         return payload
     # No lock around the compile itself: different sources compile in parallel (precompile),
-    # and two threads racing on one key only duplicate work (the rename is atomic).
+    # and two threads or processes racing on one key only duplicate work (the rename is atomic).
     path = cache_dir() / f"{key}{plat.CODE_SUFFIX}"
     payload = load_cached(path)
-    if payload is None:
-        if path.exists():  # corrupt or truncated: drop it, then rebuild
-            try:
-                path.unlink()
-            except OSError:
-                pass
-        payload = plat.rtc_compile(source, name, headers, options)
+    if payload is None:  # missing, or truncated or damaged: os.replace puts a good one in its place
+        payload = run_compiler(plat, source, name, headers, options, arch)
         try:
             _store(path, payload)
         except OSError:
             pass  # a read-only cache must not stop us from running
     _MEMORY[key] = payload
     return payload
+
+
+def run_compiler(plat, source: str, name: str, headers: Dict[str, str], options, arch: str) -> bytes:
+    """The platform's compiler on `source`: in a child process where it is a library that
+    runs in this one (hiprtc, NVRTC: compile_worker.py), else here."""
+    rebuild = compile_worker.recipe(plat)
+    if rebuild is None:
+        return plat.rtc_compile(source, name, headers, options)
+    what = f"{name} for {arch} with {plat.rtc_version()} (options {' '.join(options)})"
+    return compile_worker.compile_in_child(rebuild, source, name, headers, options, what)
 
 
 def compile_source(platform, source_name: str, arch: str) -> bytes:
@@ -226,12 +238,14 @@ def list_kernel_sources():
 
 
 def precompile(platform, arch: str, sources=None, workers: int = None) -> Dict[str, int]:
-    """Compile kernel sources (default: all) for `arch` in parallel threads; the rtc call
-    releases the GIL, so a cold cache fills in about the time of the slowest family.
-    Returns {source: code size}."""
+    """Compile kernel sources (default: all) for `arch` in parallel threads; each compile runs
+    in its own child process (or releases the GIL), so a cold cache fills in about the time of
+    the slowest family. Returns {source: code size}."""
     plat = _platform(platform)
     sources = list(sources or list_kernel_sources())
-    if not plat.RTC_THREAD_SAFE:
+    # a compiler that is not thread-safe (HIP 5.2's hiprtc) runs one at a time, unless each
+    # compile has a process of its own
+    if not plat.RTC_THREAD_SAFE and compile_worker.recipe(plat) is None:
         workers = 1
     workers = workers or min(len(sources), os.cpu_count() or 1) or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:

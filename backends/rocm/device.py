@@ -22,7 +22,8 @@ from typing import Dict, Tuple
 from tensorlite import dtype as dtypes
 from tensorlite.backend import BackendDevice
 from tensorlite.dtype import DType
-from tensorlite.errors import BackendError, BackendUnavailable, CaptureError, CompileError, OutOfMemoryError
+from tensorlite.errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError,
+                               OutOfMemoryError)
 
 from . import get_platform, launch_shim
 from .compiler import compile_source
@@ -661,6 +662,14 @@ class GpuDevice(BackendDevice):
 
     def set_seed(self, seed: int) -> None:
         self._seed, self._rng_offset = int(seed) & 0xFFFFFFFFFFFFFFFF, 0
+
+    def get_rng_state(self) -> bytes:  # Philox's key and stream offset, as torch.cuda's 16 bytes
+        return np.array([self._seed, self._rng_offset], np.uint64).tobytes()
+
+    def set_rng_state(self, state: bytes) -> None:
+        if len(state) != 16:
+            raise ArgumentError(f"set_rng_state: a {self} generator state has 16 bytes, got {len(state)}")
+        self._seed, self._rng_offset = (int(w) for w in np.frombuffer(state, np.uint64))
 
     def _random(self, shape, dtype, kind, a, b):
         from .ops.random import random_fill

@@ -72,7 +72,7 @@ class DistributedDataParallel(Module):
     >>> net = dist.DistributedDataParallel(tl.nn.Linear(3, 1))
     >>> net(tl.ones(2, 3)).sum().backward()
     >>> net.module.weight.grad.shape
-    (1, 3)
+    tensorlite.Size([1, 3])
     """
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers: bool = True,

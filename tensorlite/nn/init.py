@@ -3,6 +3,7 @@ device and dtype and swaps the values in without recording autograd history."""
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..autograd import no_grad
 from ..errors import ArgumentError, ShapeError, describe
@@ -86,8 +87,19 @@ def ones_(t):
     return constant_(t, 1.0)
 
 
+def _zero_element(t) -> bool:
+    """Whether t has no elements (nn.Linear(0, 3)'s weight: its fan is 0), warning as torch
+    does: the kaiming initialisers leave such a tensor as it is."""
+    if t.numel():
+        return False
+    warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+    return True
+
+
 def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
     """He init: U(-b, b), b = gain * sqrt(3 / fan), in place, as torch.nn.init.kaiming_uniform_."""
+    if _zero_element(t):
+        return t
     fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
@@ -95,6 +107,8 @@ def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str 
 
 def kaiming_normal_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
     """He init: N(0, gain / sqrt(fan)), in place, as torch.nn.init.kaiming_normal_."""
+    if _zero_element(t):
+        return t
     fan = calculate_fan_in_and_fan_out(t)[0 if mode == "fan_in" else 1]
     return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
 

@@ -130,7 +130,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
     >>> import tensorlite as tl
     >>> tl.conv2d(tl.ones(1, 1, 3, 3), tl.ones(1, 1, 2, 2), padding=1).shape
-    (1, 1, 4, 4)
+    tensorlite.Size([1, 1, 4, 4])
     """
     return _conv("conv2d", input, weight, bias, 2, stride, padding, dilation, groups)
 
@@ -150,7 +150,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
     >>> import tensorlite as tl
     >>> tl.conv_transpose2d(tl.ones(1, 2, 3, 3), tl.ones(2, 4, 2, 2), stride=2).shape
-    (1, 4, 6, 6)
+    tensorlite.Size([1, 4, 6, 6])
     """
     return _conv("conv_transpose2d", input, weight, bias, 2, stride, padding, dilation, groups, output_padding)
 

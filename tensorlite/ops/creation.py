@@ -14,6 +14,7 @@ from .. import dtype as dtypes
 from .._core import (TensorBase, check_size, copy_of, dtype_of, fail, fits, full_storage, grad_flag, ints,
                      resolve_device, shape_arg, sizes_arg, wrap)
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..generator import drawing_from
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -68,7 +69,7 @@ def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _filled("zeros", sizes_arg("zeros", sizes, size), 0, dtype_of(dtype, op="zeros"), device, requires_grad)
 
@@ -88,7 +89,7 @@ def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
 
     >>> import tensorlite as tl
     >>> tl.empty(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _filled("empty", sizes_arg("empty", sizes, size), None, dtype_of(dtype, op="empty"), device, requires_grad)
 
@@ -134,7 +135,7 @@ def empty_like(x, **kw):
 
     >>> import tensorlite as tl
     >>> tl.empty_like(tl.zeros(2, 3)).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     return _like(empty, x, **kw)
 
@@ -196,31 +197,32 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return tensor(np.eye(*shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def _random(op, draw, size, dtype, device, requires_grad):  # rand / randn: the device's `draw` on [0, 1) / N(0, 1)
+def _random(op, draw, size, dtype, device, requires_grad, generator):  # rand / randn: `draw` on [0, 1) / N(0, 1)
     dt, shape, dev = dtype_of(dtype, 0.0, op), shape_arg(size, op), resolve_device(device)
     if not dt.is_floating_point:
         raise DTypeError(f"{op}: expected a floating dtype, got {dt.name}")
-    out = wrap(getattr(dev, draw)(check_size(op, shape, dt, dev), dt, 0.0, 1.0), shape, dt)
+    with drawing_from(generator, dev, op):
+        out = wrap(getattr(dev, draw)(check_size(op, shape, dt, dev), dt, 0.0, 1.0), shape, dt)
     out.requires_grad = requires_grad
     return out
 
 
-def rand(*sizes, size=None, dtype=None, device=None, requires_grad=False):
-    """Uniform on [0, 1) from the device's counter-based generator (see manual_seed)."""
-    return _random("rand", "rand_uniform", sizes_arg("rand", sizes, size), dtype, device, requires_grad)
+def rand(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1) from the device's counter-based generator (see manual_seed), or `generator`'s."""
+    return _random("rand", "rand_uniform", sizes_arg("rand", sizes, size), dtype, device, requires_grad, generator)
 
 
-def randn(*sizes, size=None, dtype=None, device=None, requires_grad=False):
+def randn(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples from the device's counter-based generator (see manual_seed), as torch.randn.
 
     >>> import tensorlite as tl
     >>> tl.randn(2, 3).shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
-    return _random("randn", "rand_normal", sizes_arg("randn", sizes, size), dtype, device, requires_grad)
+    return _random("randn", "rand_normal", sizes_arg("randn", sizes, size), dtype, device, requires_grad, generator)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None):
+def randint(low, high=None, size=(), dtype=None, device=None, *, generator=None):
     """Integers uniform on [low, high), drawn in float64 so every value is reachable."""
     if high is None or isinstance(high, (tuple, list)):  # randint(high), randint(high, size)
         low, high, size = 0, low, (size if high is None else high)
@@ -229,13 +231,14 @@ def randint(low, high=None, size=(), dtype=None, device=None):
         raise ArgumentError(f"randint: empty range [{low}, {high})")
     dev, dt = resolve_device(device), dtype_of(dtype, 0, "randint")
     shape = check_size("randint", shape_arg((size,), "randint"), dtypes.float64, dev)
-    u = wrap(dev.rand_uniform(shape, dtypes.float64, 0.0, 1.0), shape, dtypes.float64)
+    with drawing_from(generator, dev, "randint"):
+        u = wrap(dev.rand_uniform(shape, dtypes.float64, 0.0, 1.0), shape, dtypes.float64)
     v = (u * float(high - low)).floor()._cast(dtypes.int64) + int(low)
     v = v.minimum(high - 1)  # guards the u -> 1.0 rounding edge
     return v._cast(dt) if dtype is not None else v
 
 
-def randperm(n, dtype=None, device=None, requires_grad=False):
+def randperm(n, dtype=None, device=None, requires_grad=False, *, generator=None):
     """A random permutation of 0..n-1 (int64), as torch.randperm: the order of n uniform
     float64 draws, made on the device.
 
@@ -247,7 +250,8 @@ def randperm(n, dtype=None, device=None, requires_grad=False):
     dev, dt = resolve_device(device), dtype_of(dtype, 0, "randperm")
     if requires_grad:
         raise ArgumentError("randperm: an integer tensor cannot require grad")
-    u = wrap(dev.rand_uniform((n,), dtypes.float64, 0.0, 1.0), (n,), dtypes.float64)
+    with drawing_from(generator, dev, "randperm"):
+        u = wrap(dev.rand_uniform((n,), dtypes.float64, 0.0, 1.0), (n,), dtypes.float64)
     out = u.argsort()
     return out._cast(dt) if dtype is not None else out
 
@@ -280,7 +284,7 @@ def new_empty(x: Tensor, *size, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(1).new_empty(2, 3).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _new(empty, x, size, **kw)
 
 
@@ -324,7 +328,7 @@ def rand_like(x: Tensor, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.rand_like(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _random_like(rand, x, **kw)
 
 
@@ -333,7 +337,7 @@ def randn_like(x: Tensor, **kw) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.randn_like(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return _random_like(randn, x, **kw)
 
 

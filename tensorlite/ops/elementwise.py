@@ -451,11 +451,14 @@ def logical_xor(input, other) -> Tensor:
 # x with value where mask (a bool tensor broadcast to x's shape) is True; value is a number or a
 # 0-d tensor (PyTorch)
 def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
-    """x with `value` where the bool mask (broadcast to x) is True, as torch.masked_fill.
+    """x with `value` where the bool mask is True, as torch.masked_fill: x and the mask broadcast
+    together (a mask of more dims gives the broadcast shape; masked_fill_ keeps x's).
 
     >>> import tensorlite as tl
     >>> tl.tensor([1, 2, 3]).masked_fill(tl.tensor([True, False, True]), 0).tolist()
     [0, 2, 0]
+    >>> tl.tensor([1, 2]).masked_fill(tl.tensor([[True], [False]]), 0).tolist()
+    [[0, 0], [1, 2]]
     """
     v = {"value": value} if isinstance(value, TensorBase) else {}
     if not isinstance(mask, TensorBase) or mask.dtype is not dtypes.bool_ or \
@@ -463,8 +466,8 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
         raise DTypeError(f"{describe('masked_fill', self=x, mask=mask, **v)}: expected a bool mask and a number "
                          "or 0-d tensor value")
     same_device("masked_fill", self=x, mask=mask, **v)
-    if broadcast_shapes(mask.shape, x.shape) != x.shape:
-        raise ShapeError(f"{describe('masked_fill', self=x, mask=mask)}: mask does not broadcast to self's shape")
+    if broadcast_shapes(mask.shape, x.shape) is None:
+        raise ShapeError(f"{describe('masked_fill', self=x, mask=mask)}: the mask and self do not broadcast")
     return where(mask, scalar_tensor(value, x.dtype, x._device, "masked_fill") if not v else value._cast(x.dtype), x)
 
 

@@ -134,7 +134,7 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         if i.dtype is dtypes.bool_:
             if i.shape != out.shape[d:d + i.ndim]:
                 raise IndexOutOfRange(f"{describe(op, self=x, mask=i)}: mask shape does not match "
-                                      f"dims {d}..{d + i.ndim - 1} of shape {out.shape}")
+                                      f"dims {d}..{d + i.ndim - 1} of shape {tuple(out.shape)}")
             out, shift = flatten(out, d, d + i.ndim - 1) if i.ndim else unsqueeze(out, d), shift + i.ndim - 1
             i = repeat_ids(i.reshape(-1), op)
         elif i.dtype.is_floating_point:
@@ -147,7 +147,8 @@ def _adv_plan(out: Tensor, adv, x: Tensor, op: str):
         out, dims = permute(out, order), list(range(len(dims)))
     shape = broadcast_shapes(*[t.shape for t in ids])
     if shape is None:
-        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[t.shape for t in ids]} do not broadcast")
+        raise ShapeError(f"{describe(op, self=x)}: index tensors of shapes {[tuple(t.shape) for t in ids]} do "
+                         "not broadcast")
     sizes, flat, bad = out.shape[dims[0]:dims[0] + len(dims)], None, None
     for t, n, pos in zip(ids, sizes, nonneg):  # (no new ids where none can be negative: their bounds stay known)
         t = t if len(ids) == 1 and pos else t._cast(dtypes.int64)
@@ -196,7 +197,8 @@ def _put(t: Tensor, adv, values, accumulate: bool, x: Tensor, op: str) -> Tensor
     while v.ndim > len(want) and v.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
         v = v.reshape(v.shape[1:])
     if broadcast_shapes(v.shape, want) != want:
-        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape {want}")
+        raise ShapeError(f"{describe(op, self=x, values=v)}: values do not broadcast to the indexed shape "
+                         f"{tuple(want)}")
     v = broadcast_to(v, want).reshape(q.shape[:d0] + flat.shape + q.shape[d0 + 1:])
     try:
         r = q.index_add(d0, flat, v) if accumulate else q.index_copy(d0, flat, v)
@@ -215,6 +217,8 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
         raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through negative steps is not supported "
                               "(nor is indexing with them in PyTorch)")
     v = value if isinstance(value, TensorBase) else None
+    if v is None and not is_scalar(value) and np.asarray(value).dtype.kind not in "biuf":  # x[0] = "a"
+        raise DTypeError(f"{describe(op, self=x)}: cannot assign a {type(value).__name__} to the elements")
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
             m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)
@@ -270,7 +274,7 @@ def _check_index_source(op, x, dim, index, source):  # index_add's, index_copy's
         raise DTypeError(f"{describe(op, self=x, index=index, source=source)}: source must have the dtype of self")
     if index.ndim != 1 or source.shape != expect:
         raise ShapeError(f"{describe(op, self=x, index=index, source=source)}: expected a 1-D index and a source of "
-                         f"shape {expect}")
+                         f"shape {tuple(expect)}")
     return dim, index
 
 

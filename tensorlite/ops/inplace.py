@@ -116,7 +116,7 @@ def inplace(x: Tensor, op: str, fn, *args, **kwargs) -> Tensor:
         refuse_inplace_on_graph(x, op)
     out = fn(snapshot(x, copy=True) if recording else x, *args, **kwargs)
     if out.shape != x.shape:
-        raise ShapeError(f"{describe(op, self=x)}: the result's shape {out.shape} (after broadcasting) is not "
+        raise ShapeError(f"{describe(op, self=x)}: the result's shape {tuple(out.shape)} (after broadcasting) is not "
                          "the tensor's")
     if out.dtype is not x.dtype:  # PyTorch's rule: no float into an integer, nothing but bool into bool
         if (out.dtype.is_floating_point and not x.dtype.is_floating_point) or x.dtype is dtypes.bool_:

@@ -129,7 +129,7 @@ def atleast_1d(*tensors):
 
     >>> import tensorlite as tl
     >>> tl.atleast_1d(tl.tensor(3)).shape
-    (1,)"""
+    tensorlite.Size([1])"""
     return _atleast(1, tensors)
 
 
@@ -138,7 +138,7 @@ def atleast_2d(*tensors):
 
     >>> import tensorlite as tl
     >>> tl.atleast_2d(tl.zeros(3)).shape
-    (1, 3)"""
+    tensorlite.Size([1, 3])"""
     return _atleast(2, tensors)
 
 
@@ -147,7 +147,7 @@ def atleast_3d(*tensors):
 
     >>> import tensorlite as tl
     >>> tl.atleast_3d(tl.zeros(2, 3)).shape
-    (2, 3, 1)"""
+    tensorlite.Size([2, 3, 1])"""
     return _atleast(3, tensors)
 
 
@@ -196,7 +196,7 @@ def broadcast_tensors(*tensors):
 
     >>> import tensorlite as tl
     >>> [t.shape for t in tl.broadcast_tensors(tl.zeros(2, 1), tl.zeros(3))]
-    [(2, 3), (2, 3)]"""
+    [tensorlite.Size([2, 3]), tensorlite.Size([2, 3])]"""
     ts = listed("broadcast_tensors", tensors)
     shape = broadcast_shapes(*[t.shape for t in ts])
     if shape is None:

@@ -80,9 +80,9 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.tensordot(tl.ones(2, 3, 4), tl.ones(3, 4, 5)).shape
-    (2, 5)
+    tensorlite.Size([2, 5])
     >>> tl.tensordot(tl.ones(3, 2), tl.ones(2, 3), dims=([0], [1])).shape
-    (2, 2)"""
+    tensorlite.Size([2, 2])"""
     if isinstance(dims, (tuple, list)) and len(dims) == 2 and all(isinstance(d, (tuple, list)) for d in dims):
         da = [norm_dim(d, a.ndim, "tensordot", a) for d in dims[0]]
         db = [norm_dim(d, b.ndim, "tensordot", b) for d in dims[1]]
@@ -141,7 +141,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.bmm(tl.ones(2, 1, 3), tl.ones(2, 3, 1)).shape
-    (2, 1, 1)"""
+    tensorlite.Size([2, 1, 1])"""
     _operands("bmm", (3, 3), self=a, mat2=b)
     if a.shape[0] != b.shape[0]:
         fail(ShapeError, "bmm", "batch sizes differ", self=a, mat2=b)
@@ -200,7 +200,7 @@ ger = outer
 
 def _add_product(op, x, product, beta, alpha):
     if not isinstance(x, TensorBase) or broadcast_shapes(x.shape, product.shape) != product.shape:
-        fail(ShapeError, op, f"input does not broadcast to the product's shape {product.shape}", input=x)
+        fail(ShapeError, op, f"input does not broadcast to the product's shape {tuple(product.shape)}", input=x)
     out = product if alpha == 1 else product * alpha
     return out if beta == 0 else out + (x if beta == 1 else x * beta)  # beta 0 ignores input (NaN too)
 

@@ -11,6 +11,7 @@ from .. import dtype as dtypes
 from .._core import MinMax, TensorBase, dtype_of, ints, norm_dim, numpy_keywords, same_device, wrap
 from ..autograd import attach
 from ..errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, describe
+from ..generator import check_generator
 from .creation import arange, rand, tensor, zeros
 from .elementwise import where
 from .index import repeat_ids
@@ -259,7 +260,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     """
     if not isinstance(boundaries, TensorBase) or boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be a 1-D tensor, got "
-                         f"{getattr(boundaries, 'shape', boundaries)!r}")
+                         f"{tuple(boundaries.shape) if isinstance(boundaries, TensorBase) else repr(boundaries)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
@@ -379,8 +380,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     p = _tensor(op, input)
     if not p.dtype.is_floating_point or p.ndim not in (1, 2):
         raise DTypeError(f"{describe(op, self=p)}: expected a 1-D or 2-D floating tensor of probabilities")
-    if generator is not None:
-        raise ArgumentError(f"{op}: generator is not supported; seed the device's generator with tl.manual_seed")
+    check_generator(op, generator)
     k = ints(op, "num_samples", num_samples, low=1, self=p)
     rows = p.reshape(1, -1) if p.ndim == 1 else p
     n = rows.shape[-1]
@@ -393,7 +393,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise ArgumentError(f"{describe(op, self=p)}: probability tensor contains either inf, nan or element < 0")
     if least <= 0:
         raise ArgumentError(f"{describe(op, self=p)}: invalid multinomial distribution (sum of probabilities <= 0)")
-    u = rand(rows.shape[0], k if replacement else n, dtype=rows.dtype, device=p._device)
+    u = rand(rows.shape[0], k if replacement else n, dtype=rows.dtype, device=p._device, generator=generator)
     if replacement:  # inverse CDF: each uniform lands in one category's share of the running sum
         cdf = _scan("sum", rows, 1)
         out = searchsorted(cdf, u * cdf.narrow(1, n - 1, 1), right=True).clamp(max=n - 1)

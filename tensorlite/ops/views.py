@@ -58,7 +58,7 @@ def permute(x: Tensor, *dims) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3, 4).permute(2, 0, 1).shape
-    (4, 2, 3)
+    tensorlite.Size([4, 2, 3])
     """
     dims = shape_arg(dims, "permute", x)
     nd = x.ndim
@@ -134,7 +134,7 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).unsqueeze(1).shape
-    (2, 1, 3)
+    tensorlite.Size([2, 1, 3])
     """
     dim = norm_dim(dim, x.ndim + 1, "unsqueeze", x)
     return attach(as_view(x, x._layout.unsqueeze(dim)), (x,), lambda g: (g.squeeze(dim),), "unsqueeze")
@@ -145,7 +145,7 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 1, 3, 1).squeeze().shape
-    (2, 3)
+    tensorlite.Size([2, 3])
     """
     dims = [d for d in norm_dims(dim, x.ndim, "squeeze", x, False) if x.shape[d] == 1] if x.ndim else []
     if not dims:
@@ -187,7 +187,7 @@ def expand(x: Tensor, *sizes) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(3, 1).expand(-1, 4).shape
-    (3, 4)
+    tensorlite.Size([3, 4])
     """
     sizes = shape_arg(sizes, "expand", x)
     lead = len(sizes) - x.ndim
@@ -203,7 +203,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3, 4).flatten(1).shape
-    (2, 12)
+    tensorlite.Size([2, 12])
     """
     if x.ndim == 0:
         return x.reshape(1)
@@ -218,7 +218,7 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 12).unflatten(1, (3, -1)).shape
-    (2, 3, 4)
+    tensorlite.Size([2, 3, 4])
     """
     dim = norm_dim(dim, x.ndim, "unflatten", x, False)
     sizes = _infer_shape(shape_arg((sizes,), "unflatten", x), x.shape[dim], "unflatten", x)
@@ -269,7 +269,7 @@ def movedim(x: Tensor, source, destination) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3, 4).movedim(0, -1).shape
-    (3, 4, 2)"""
+    tensorlite.Size([3, 4, 2])"""
     src, dst = dims_arg(source, (), "movedim", x), dims_arg(destination, (), "movedim", x)
     src = [norm_dim(d, x.ndim, "movedim", x) for d in src]
     dst = [norm_dim(d, x.ndim, "movedim", x) for d in dst]
@@ -293,7 +293,7 @@ def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).swapaxes(0, 1).shape
-    (3, 2)"""
+    tensorlite.Size([3, 2])"""
     return x.transpose(axis0, axis1)
 
 
@@ -322,7 +322,7 @@ def t(x: Tensor) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(2, 3).t().shape
-    (3, 2)"""
+    tensorlite.Size([3, 2])"""
     if x.ndim > 2:
         fail(ShapeError, "t", f"expects a tensor of at most 2 dims, got {x.ndim}", self=x)
     return x.transpose(0, 1) if x.ndim == 2 else x
@@ -333,7 +333,7 @@ def view_as(x: Tensor, other: Tensor) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(6).view_as(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return x.view(other.shape)
 
 
@@ -342,7 +342,7 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(6).reshape_as(tl.zeros(3, 2)).shape
-    (3, 2)"""
+    tensorlite.Size([3, 2])"""
     return x.reshape(other.shape)
 
 
@@ -351,7 +351,7 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
     >>> import tensorlite as tl
     >>> tl.zeros(1, 3).expand_as(tl.zeros(2, 3)).shape
-    (2, 3)"""
+    tensorlite.Size([2, 3])"""
     return x.expand(other.shape)
 
 
@@ -370,7 +370,7 @@ class ViewMethods:
 
         >>> import tensorlite as tl
         >>> tl.zeros(2, 3, 4).T.shape
-        (4, 3, 2)
+        tensorlite.Size([4, 3, 2])
         """
         return self.permute(tuple(reversed(range(self.ndim))))
 
@@ -380,7 +380,7 @@ class ViewMethods:
 
         >>> import tensorlite as tl
         >>> tl.zeros(5, 2, 3).mT.shape
-        (5, 3, 2)
+        tensorlite.Size([5, 3, 2])
         """
         return self.transpose(-2, -1)
 

@@ -1,9 +1,13 @@
 """Optimizers (torch.optim names, defaults, update rules and state_dict layout).
 
-Updates run under no_grad on each parameter's device. SGD, RMSprop and Adagrad compose Tensor ops
-and swap the result into the parameter (`p.data = ...`); Adam/AdamW update each parameter and its
-moment buffers in place with one fused step (`adamw_step`; `adamw_steps` hands a group's
-parameters to the backend at once, a few kernel launches on a GPU), as torch does. Either way modules
+torch's list: SGD, Adam, AdamW, Adadelta, Adagrad, Adamax, ASGD, NAdam, RAdam, RMSprop, Rprop and
+LBFGS (SparseAdam raises: there are no sparse gradients here). Updates run under no_grad on each
+parameter's device. SGD, RMSprop and Adagrad compose Tensor ops and swap the result into the
+parameter (`p.data = ...`); the others written in Tensor ops (adadelta.py, adamax.py, asgd.py,
+nadam.py, radam.py, rprop.py, lbfgs.py) write the parameter and their buffers in place, as torch's;
+Adam/AdamW update each parameter and its moment buffers in place with one fused step (`adamw_step`;
+`adamw_steps` hands a group's parameters to the backend at once, a few kernel launches on a GPU),
+as torch does. Either way modules
 and optimizers keep the same objects. Step counts and bias corrections are Python numbers: a step
 never waits for the device; with capturable=True (Adam/AdamW) they live on the device instead, so
 a step can be captured in a graph (tl.graphs). `lr_scheduler` holds the learning-rate schedules.
@@ -17,7 +21,15 @@ from ..errors import ArgumentError, CaptureError, TensorliteError
 from ..ops.creation import full_like, tensor, zeros, zeros_like
 from ..tensor import Tensor
 from . import lr_scheduler  # noqa: F401  (tl.optim.lr_scheduler)
+from .adadelta import Adadelta  # noqa: F401
+from .adamax import Adamax  # noqa: F401
+from .asgd import ASGD  # noqa: F401
+from .lbfgs import LBFGS  # noqa: F401
+from .nadam import NAdam  # noqa: F401
 from .optimizer import Optimizer
+from .radam import RAdam  # noqa: F401
+from .rprop import Rprop  # noqa: F401
+from .sparse_adam import SparseAdam  # noqa: F401
 
 
 class SGD(Optimizer):
@@ -35,8 +47,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False, foreach=None,
                  differentiable: bool = False, fused=None):
-        if lr < 0 or momentum < 0 or weight_decay < 0:
-            raise ArgumentError(f"SGD: invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
+        self._check_settings(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ArgumentError("SGD: nesterov momentum requires momentum > 0 and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
@@ -71,31 +82,24 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
                  momentum: float = 0.0, centered: bool = False, capturable: bool = False, foreach=None,
                  maximize: bool = False, differentiable: bool = False):
-        if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
-            raise ArgumentError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, momentum={momentum} or "
-                                f"weight_decay={weight_decay}")
+        self._check_settings(lr=lr, alpha=alpha, eps=eps, momentum=momentum, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize), differentiable)
+                                      centered=centered, maximize=maximize, capturable=capturable), differentiable)
 
-    def step(self, closure=None):
-        """One RMSprop update of every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group, p, grad, state in self._params_with_grad():
-                g, a, mu = self._direction(group, p, grad), group["alpha"], group["momentum"]
-                if not state:
-                    state.update(step=0, square_avg=zeros_like(p), **({"momentum_buffer": zeros_like(p)} if mu else {}),
-                                 **({"grad_avg": zeros_like(p)} if group["centered"] else {}))
-                state["step"] += 1
-                v = state["square_avg"] = state["square_avg"].affine(a, 0.0) + (g * g).affine(1.0 - a, 0.0)
-                if group["centered"]:
-                    m = state["grad_avg"] = state["grad_avg"] + (g - state["grad_avg"]).affine(1.0 - a, 0.0)
-                    v = v - m * m
-                d = g / v.sqrt().affine(1.0, group["eps"])
-                if mu:
-                    d = state["momentum_buffer"] = state["momentum_buffer"].affine(mu, 0.0) + d
-                self._update(p, p - d.affine(self._lr(group), 0.0))
-        return loss
+    def _initial_state(self, group, p):
+        return dict(square_avg=zeros_like(p), **({"momentum_buffer": zeros_like(p)} if group["momentum"] else {}),
+                    **({"grad_avg": zeros_like(p)} if group["centered"] else {}))
+
+    def _step_one(self, group, p, g, state):
+        a, mu = group["alpha"], group["momentum"]
+        v = state["square_avg"] = state["square_avg"].affine(a, 0.0) + (g * g).affine(1.0 - a, 0.0)
+        if group["centered"]:
+            m = state["grad_avg"] = state["grad_avg"] + (g - state["grad_avg"]).affine(1.0 - a, 0.0)
+            v = v - m * m
+        d = g / v.sqrt().affine(1.0, group["eps"])
+        if mu:
+            d = state["momentum_buffer"] = state["momentum_buffer"].affine(mu, 0.0) + d
+        self._update(p, p - d.affine(self._lr(group), 0.0))
 
 
 class Adagrad(Optimizer):
@@ -112,9 +116,8 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
                  initial_accumulator_value: float = 0.0, eps: float = 1e-10, foreach=None, *, maximize: bool = False,
                  differentiable: bool = False, fused=None):
-        if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or eps < 0:
-            raise ArgumentError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, weight_decay={weight_decay}, "
-                                f"initial_accumulator_value={initial_accumulator_value} or eps={eps}")
+        self._check_settings(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+                             initial_accumulator_value=initial_accumulator_value)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps, maximize=maximize,
                                       initial_accumulator_value=initial_accumulator_value), differentiable)
 
@@ -123,19 +126,15 @@ class Adagrad(Optimizer):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         for p in group["params"]:
-            self.state[p] = {"step": 0, "sum": full_like(p, group["initial_accumulator_value"])}
+            self.state[p] = {"step": 0, **self._initial_state(group, p)}
 
-    def step(self, closure=None):
-        """One Adagrad update of every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group, p, grad, state in self._params_with_grad():
-                g = self._direction(group, p, grad)
-                state["step"] += 1
-                s = state["sum"] = state["sum"] + g * g
-                lr = self._lr(group) / (1 + (state["step"] - 1) * group["lr_decay"])
-                self._update(p, p - (g / s.sqrt().affine(1.0, group["eps"])).affine(lr, 0.0))
-        return loss
+    def _initial_state(self, group, p):
+        return {"sum": full_like(p, group["initial_accumulator_value"])}
+
+    def _step_one(self, group, p, g, state):
+        s = state["sum"] = state["sum"] + g * g
+        lr = self._lr(group) / (1 + (state["step"] - 1) * group["lr_decay"])
+        self._update(p, p - (g / s.sqrt().affine(1.0, group["eps"])).affine(lr, 0.0))
 
 
 class AdamW(Optimizer):
@@ -171,11 +170,7 @@ class AdamW(Optimizer):
 
     def _init(self, params, lr, betas, eps, weight_decay, amsgrad, maximize, differentiable, decoupled_weight_decay,
               capturable):
-        name = type(self).__name__
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ArgumentError(f"{name}: Tensor lr must be 1-element, got shape {tuple(lr.shape)}")
-        if float(lr) < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
-            raise ArgumentError(f"{name}: invalid lr={lr}, betas={betas}, eps={eps} or weight_decay={weight_decay}")
+        self._check_settings(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         self._step_buffers = {}  # (id(group), device) -> _StepBuffer (capturable groups)
         Optimizer.__init__(self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                               amsgrad=amsgrad, maximize=maximize, capturable=bool(capturable),

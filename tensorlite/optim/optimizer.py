@@ -2,9 +2,21 @@
 state_dict / load_state_dict, zero_grad; tensorlite.optim's optimizers and lr_scheduler build on it."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd import enable_grad, no_grad, note_write
+from ..dtype import float64, get_default_dtype
 from ..errors import ArgumentError, CaptureError, StateDictError, TensorliteError
 from ..tensor import Tensor
+
+# torch's ValueError for a setting outside its range: name -> (test, the range in words)
+_NONNEGATIVE = ("lr", "eps", "weight_decay", "momentum", "alpha", "lr_decay", "initial_accumulator_value",
+                "momentum_decay")
+_SETTING_RANGES = {
+    **{name: (lambda v: v >= 0, ">= 0") for name in _NONNEGATIVE},
+    "rho": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "betas": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+}
 
 
 class Optimizer:
@@ -12,7 +24,8 @@ class Optimizer:
     `zero_grad`, `add_param_group`, `state_dict` / `load_state_dict`. `params`: tensors, (name, tensor) pairs
     or dicts of settings with their own 'params'. torch's implementation switches
     (foreach, fused) are accepted and change nothing: each optimizer has one implementation;
-    capturable=True of Adam/AdamW keeps the step count and lr on the device (see AdamW).
+    capturable=True of Adam/AdamW keeps the step count and lr on the device (see AdamW); the
+    other optimizers accept it and count on the host (their step inside a graph capture raises).
     A Tensor lr is read on the host at each step (torch's _get_value), except by a capturable AdamW.
 
     >>> import tensorlite as tl
@@ -81,7 +94,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    if p._device.capture is not None and not group.get("capturable"):
+                    if p._device.capture is not None and not (self._CAN_CAPTURE and group.get("capturable")):
                         fix = ("pass capturable=True to keep them on the device" if self._CAN_CAPTURE else
                                "step the optimizer outside the captured code")
                         raise CaptureError(f"{type(self).__name__}.step inside a graph capture on {p._device}: its "
@@ -89,14 +102,51 @@ class Optimizer:
                                            f"repeat; {fix}")
                     yield group, p, p.grad, self.state.setdefault(p, {})
 
+    def _check_settings(self, **settings):
+        """torch's range checks of the settings named in _SETTING_RANGES (lr may be a 1-element Tensor)."""
+        name = type(self).__name__
+        lr = settings.get("lr")
+        if isinstance(lr, Tensor):
+            if lr.numel() != 1:
+                raise ArgumentError(f"{name}: Tensor lr must be 1-element, got shape {tuple(lr.shape)}")
+            settings["lr"] = lr.item()
+        for key, value in settings.items():
+            ok, words = _SETTING_RANGES[key]
+            if not ok(value):
+                raise ArgumentError(f"{name}: invalid {key}={value!r} (must be {words})")
+
+    @staticmethod
+    def _scalar_state(x: float) -> float:
+        """x as torch keeps a per-parameter scalar of the state (ASGD's eta and mu, NAdam's mu_product):
+        a 0-d tensor of torch's scalar dtype (float32 unless the default dtype is float64), so x is
+        rounded to it; the trajectories then match torch's to the last bit of float64."""
+        return float(x) if get_default_dtype() is float64 else float(np.float32(x))
+
     @staticmethod
     def _lr(group):  # a Tensor lr is read on the host (torch's _get_value)
         lr = group["lr"]
         return lr.item() if isinstance(lr, Tensor) else lr
 
     def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure()'s loss."""
-        raise NotImplementedError(f"{type(self).__name__} must define step()")
+        """One update of every parameter that has a gradient; returns closure()'s loss. A parameter's
+        state starts as {'step': 0, **_initial_state()} (torch's keys); each update counts a step, then
+        runs _step_one on the gradient as _direction gives it (maximize, weight decay)."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group, p, grad, state in self._params_with_grad():
+                if not state:
+                    state.update(step=0, **self._initial_state(group, p))
+                state["step"] += 1
+                self._step_one(group, p, self._direction(group, p, grad), state)
+        return loss
+
+    def _initial_state(self, group, p) -> dict:
+        """p's buffers before its first step, by torch's names (zeros, lr, ...)."""
+        raise NotImplementedError(f"{type(self).__name__} must define step() or _initial_state()")
+
+    def _step_one(self, group, p, g, state):
+        """Update p (and its state) from the gradient g; state['step'] already counts this update."""
+        raise NotImplementedError(f"{type(self).__name__} must define step() or _step_one()")
 
     @staticmethod
     def _closure_loss(closure):
@@ -105,11 +155,19 @@ class Optimizer:
         with enable_grad():
             return closure()
 
-    @staticmethod
-    def _direction(group, p, grad):  # the gradient (in p's dtype), negated for maximize, plus L2 weight decay
+    @classmethod
+    def _direction(cls, group, p, grad):
+        """The gradient in p's dtype, negated for maximize, then weight decay as torch applies it: added
+        to the gradient (L2), or with decoupled_weight_decay p *= 1 - lr * weight_decay (in place)."""
         g = grad if grad.dtype is p.dtype else grad._cast(p.dtype)
         g = g.affine(-1.0, 0.0) if group["maximize"] else g
-        return g + p.affine(group["weight_decay"], 0.0) if group["weight_decay"] else g
+        wd = group.get("weight_decay", 0.0)
+        if not wd:
+            return g
+        if group.get("decoupled_weight_decay"):
+            p.mul_(1.0 - cls._lr(group) * wd)
+            return g
+        return g + p.affine(wd, 0.0)
 
     @staticmethod
     def _update(p, new):  # new storage for p (README: where SGD differs); a backward that saved p must refuse
@@ -150,11 +208,14 @@ class Optimizer:
             if i not in index:
                 raise StateDictError(f"{name}: the state has buffers for parameter {i!r}, which no group lists")
             p = index[i]
-            state[p] = {k: self._copy_buffer(v, p) if isinstance(v, Tensor) else v for k, v in buffers.items()}
+            state[p] = {k: self._copy_buffer(v, p) if isinstance(v, (Tensor, list, tuple)) else v
+                        for k, v in buffers.items()}
         for group, saved in zip(self.param_groups, saved_groups):  # Tensor settings copied (torch: deepcopy)
             group.update({k: v.clone() if isinstance(v, Tensor) else v for k, v in saved.items() if k != "params"})
         self.state = state
 
     def _copy_buffer(self, v, p):  # a copy (buffers change in place), on p's device, floats in the state dtype
+        if isinstance(v, (list, tuple)):  # LBFGS's histories
+            return type(v)(self._copy_buffer(x, p) if isinstance(x, Tensor) else x for x in v)
         v = v.detach().to(p.device)
         return (v._cast(self._state_dtype(p)) if v.dtype.is_floating_point else v).clone()

@@ -29,6 +29,7 @@ documented to 1 ulp.
 from __future__ import annotations
 
 import math
+import operator
 import re
 
 import numpy as np
@@ -224,7 +225,8 @@ def convert(x, k, n):
             out = np.where(big, a - 2.0 ** 63, a).astype(np.int64).astype(np.uint64)
             return T(np.where(big, out + np.uint64(1 << 63), out), "u", 64)
         return T(norm(a.astype(np.int64), k, n), k, n)
-    return T(norm(x.a if x.k == k else (np.asarray(x.a).astype(np.int64) if k == "i" else np.asarray(x.a).astype(np.uint64)), k, n), k, n)
+    a = x.a if x.k == k else np.asarray(x.a).astype(np.int64 if k == "i" else np.uint64)
+    return T(norm(a, k, n), k, n)
 
 
 def cast(x, k, n):
@@ -248,25 +250,24 @@ def _common(a: T, b: T):
     return ("u" if unsigned else "i"), n
 
 
+_FLOAT_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": np.true_divide}
+_INT_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_, "|": operator.or_,
+              "^": operator.xor}  # / and % below: C's division
+
+
 def arith(a, b, op):
     a, b = wrap(a), wrap(b)
     k, n = _common(a, b)
     x, y = convert(a, k, n).a, convert(b, k, n).a
     if k == "f":
+        if op not in _FLOAT_ARITH:
+            raise Untranslatable(f"float {op}")
         with np.errstate(all="ignore"):
-            if op == "+": r = x + y
-            elif op == "-": r = x - y
-            elif op == "*": r = x * y
-            elif op == "/": r = np.true_divide(x, y)
-            else: raise Untranslatable(f"float {op}")
+            r = _FLOAT_ARITH[op](x, y)
         return T(np.asarray(r, _FDT[n]), "f", n)
     with np.errstate(all="ignore"):
-        if op == "+": r = x + y
-        elif op == "-": r = x - y
-        elif op == "*": r = x * y
-        elif op == "&": r = x & y
-        elif op == "|": r = x | y
-        elif op == "^": r = x ^ y
+        if op in _INT_ARITH:
+            r = _INT_ARITH[op](x, y)
         elif op in "/%":
             safe = np.where(y == 0, 1, y).astype(x.dtype)
             if k == "i":  # C truncates toward zero
@@ -430,7 +431,9 @@ def store(old, ty, value, mask, hi=None, lo=None):
 
 def set_lane(old, value, mask):
     """X.u64[laneId] = value: this lane's bit of a wave mask."""
-    return merge(mask, Lanes(truth(value) if not isinstance(value, T) or value.n == 1 else (np.asarray(wrap(value).bits()) & np.uint64(1)) != 0), old if isinstance(old, Lanes) else None)
+    bit = (truth(value) if not isinstance(value, T) or value.n == 1
+           else (np.asarray(wrap(value).bits()) & np.uint64(1)) != 0)
+    return merge(mask, Lanes(bit), old if isinstance(old, Lanes) else None)
 
 
 def mand(m, c):
@@ -703,7 +706,7 @@ def _tokens(text):
 
 
 def _int_literal(tok):
-    t = tok.rstrip("ULL").rstrip("L") if tok.endswith(("ULL", "LL")) else tok.rstrip("UL")
+    t = tok.rstrip("UL")  # C's integer suffixes U, L, UL, LL, ULL (no hex digit is U or L)
     v = int(t, 16) if t.lower().startswith("0x") else int(t)
     if tok.endswith("ULL"):
         return f"R.lit({v}, 'u', 64)"
@@ -724,7 +727,8 @@ _SPECIAL = {  # named constants
     "PI": f"R.lit({math.pi!r}, 'f', 64)",
     # results on under/overflow in round-to-nearest mode (the mode kernels run in)
     "UNDERFLOW_F32": "R.lit(0.0, 'f', 32)", "OVERFLOW_F32": "R.lit(float('inf'), 'f', 32)",
-    "UNDERFLOW_F64": "R.lit(0.0, 'f', 64)", "OVERFLOW_F64": "R.lit(float('inf'), 'f', 64)", "MAX_FLOAT_F32": f"R.lit({float(np.finfo(np.float32).max)!r}, 'f', 32)",
+    "UNDERFLOW_F64": "R.lit(0.0, 'f', 64)", "OVERFLOW_F64": "R.lit(float('inf'), 'f', 64)",
+    "MAX_FLOAT_F32": f"R.lit({float(np.finfo(np.float32).max)!r}, 'f', 32)",
 }
 
 
@@ -1009,7 +1013,8 @@ class _Parser:
                 self.depth -= 1
             self.expect("endif")
             break
-        self.emit(f"_m = {saved}" if not self.loop else f"_m = R.mandnot({saved}, _brk) if _brk is not None else {saved}")
+        self.emit(f"_m = {saved}" if not self.loop
+                  else f"_m = R.mandnot({saved}, _brk) if _brk is not None else {saved}")
 
     def for_stmt(self):
         self.next()
@@ -1084,7 +1089,8 @@ class _Parser:
             if hi is not None:
                 cur = f"R.wrap({target})[{hi}:{lo}]" + (f".{ty}" if ty else "")
             value = f"({cur} {op[0]} {value})"
-        lane_reg = is_reg and name in ("VCC", "D0", "EXEC") and self.vector and (lane or (name == "VCC" and ty is None and hi is None))
+        lane_reg = (is_reg and name in ("VCC", "D0", "EXEC") and self.vector
+                    and (lane or (name == "VCC" and ty is None and hi is None)))
         if lane or lane_reg:
             if not (lane_reg or lane):
                 raise Untranslatable("lane write to a non-mask")
@@ -1199,6 +1205,6 @@ class _Runtime:
 
 _RUNTIME = _Runtime()
 for _n in ("lit", "wrap", "cast", "convert", "select", "land", "lor", "lnot", "compare", "truth", "store",
-           "set_lane", "merge", "concat", "mand", "mandnot", "mor", "any_set", "as_int", "neg", "is_denorm", "is_zero", "PZERO", "NZERO", "FUNCTIONS",
-           "DENORM"):
+           "set_lane", "merge", "concat", "mand", "mandnot", "mor", "any_set", "as_int", "neg", "is_denorm", "is_zero",
+           "PZERO", "NZERO", "FUNCTIONS", "DENORM"):
     setattr(_RUNTIME, _n, globals()[_n])

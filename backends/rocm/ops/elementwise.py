@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 import struct
 
-from tensorlite import dtype as dtypes
+from tensorlite import dtype as dtypes, fused_unary
 from tensorlite.backend import CMP_OPS, UNARY_BACKWARD_OPS
 from tensorlite.errors import ArgumentError
 from tensorlite.layout import Layout
@@ -136,7 +136,8 @@ class ElementwiseOps:
         if op not in UNARY_BACKWARD_OPS:
             raise ArgumentError(f"unary_backward: op must be one of {sorted(UNARY_BACKWARD_OPS)}, got {op!r}")
         self._check_grad(f"{op}_backward", layout, grad, grad_layout)
-        return self._binary(f"{op}_bwd_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)
+        kernel = fused_unary.BY_NAME[op].backward_kernel
+        return self._binary(f"{kernel}_{self.dtype.short}", f"{op}_backward", grad, layout, grad_layout)
 
 
 def _cast_many(dev, src, dst, batch) -> None:

@@ -14,6 +14,7 @@ import struct
 from tensorlite import dtype as dtypes
 from tensorlite.backend import adam_bias_corrections, adam_state_dtype, check_adam_scalar, check_cross_entropy
 from tensorlite.errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, storage_error, unsupported_dtype
+from tensorlite.fused_unary import UNARIES
 from tensorlite.layout import Layout
 
 from ..dnn import dnn_for, run as dnn_run
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 MIXED_NORM = ("f32_f16", "f32_bf16")
 
 # the entry points of this family's kernel sources (kernel_table.py assembles every family's);
-# attn_softmax is the GEMM path's masked softmax (ops/attention.py), gelu_tanh/gelu_erf/silu_bwd the fused
-# unary backward (ops/elementwise.py)
+# attn_softmax is the GEMM path's masked softmax (ops/attention.py); the fused unaries' backwards
+# (tensorlite/fused_unary.py: gelu_tanh_bwd, ...) run from ops/elementwise.py
 KERNELS = {
     "fused.hip": tuple(f"{op}_{t}" for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "add_rms_norm",
                                               "add_layer_norm", "rope", "rope_i", "rope_thd", "rope_kv_cache",
@@ -41,8 +42,8 @@ KERNELS = {
                                                    "layer_norm_bwd_fit", "rms_norm_bwd_fit",
                                                    "layer_norm_bwd_fit_vec", "rms_norm_bwd_fit_vec",
                                                    "norm_wgrad", "norm_wgrad_finish", "cross_entropy_fwd",
-                                                   "cross_entropy_bwd", "gelu_tanh_bwd", "gelu_erf_bwd",
-                                                   "silu_bwd", "adamw", "adamw_many", "adamw_cap", "adamw_many_cap",
+                                                   "cross_entropy_bwd", *(u.backward_kernel for u in UNARIES),
+                                                   "adamw", "adamw_many", "adamw_cap", "adamw_many_cap",
                                                    "add_layer_norm_bwd")
                            for t in FLOATS) + tuple(f"add_layer_norm_bwd_{t}" for t in MIXED_NORM),
 }

@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 # None: one per warp); and its one-row GEMVs with the RMSNorm before them (rms_norm_matmul)
 _GEMV_KERNELS = (("gemv1", 1, None), ("gemv", 4, 4))
 _NORM_GEMV_KERNELS = {False: "gemv1_norm", True: "gemv1_norm_silu"}  # by `gated`
-_Q8_GEMV_KERNELS = (("gemv1_q8", 1, None), ("gemv_q8", 4, 4))  # int8 weights (matmul_int8), as _GEMV_KERNELS
+# the same with int8 weights and a scale per output channel (matmul_int8, rms_norm_matmul's `scale`)
+_Q8_GEMV_KERNELS = (("gemv1_q8", 1, None), ("gemv_q8", 4, 4))
+_Q8_NORM_GEMV_KERNELS = {False: "gemv1_q8_norm", True: "gemv1_q8_norm_silu"}
 KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name in [*(g[0] for g in _GEMV_KERNELS + _Q8_GEMV_KERNELS),
-                                                          *_NORM_GEMV_KERNELS.values()] for t in FLOATS)}
+                                                          *_NORM_GEMV_KERNELS.values(),
+                                                          *_Q8_NORM_GEMV_KERNELS.values()] for t in FLOATS)}
 
 # Products of at most this many rows whose operands are both read along k with unit stride
 # go to a GEMV kernel (past the rows of the last of _GEMV_KERNELS the BLAS takes them anyway).
@@ -79,16 +82,20 @@ class MatmulOps:
               addend_layout.strides[0] if m > 1 else n)
         return out
 
-    def rms_norm_matmul(self, layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated):
+    def rms_norm_matmul(self, layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated, scale=None,
+                        s_layout=None):
         # one row (a decode step's q/k/v, gate/up or LM head): gemv1_norm(_silu), where x is a
-        # contiguous row, the norm's weight contiguous and W^T a row-major weight's transpose
+        # contiguous row, the norm's weight contiguous and W^T a row-major weight's transpose;
+        # gemv1_q8_norm(_silu) for an int8 W and its scale
         (m, k), n = layout.shape, rhs_layout.shape[1]
-        lds = m == 1 and k and _gemv_rows(self, m) and rhs.dtype is self.dtype and \
+        kernels = _NORM_GEMV_KERNELS if scale is None else _Q8_NORM_GEMV_KERNELS
+        lds = m == 1 and k and _gemv_rows(self, m) and (rhs.dtype is self.dtype or scale is not None) and \
+            (scale is None or s_layout.strides[0] == 1 or n == 1) and \
             (norm_weight is None or (norm_weight.dtype is self.dtype and (k == 1 or nw_layout.strides[0] == 1))) and \
             _gemv_strides(batch_of_one(layout), batch_of_one(rhs_layout), m, n, k)
         if lds:
             dev, cols = self.device, n // 2 if gated else n
-            kernel = kernel_for(dev, f"{_NORM_GEMV_KERNELS[gated]}_{self.dtype.short}", "rms_norm_linear",
+            kernel = kernel_for(dev, f"{kernels[gated]}_{self.dtype.short}", "rms_norm_linear",
                                 input=(self, layout), weight=(rhs, rhs_layout))
             out = self._new(cols)
             if cols:
@@ -96,16 +103,19 @@ class MatmulOps:
                            [("int64", cols), ("int64", k), ("ptr", self.addr(layout.offset)),
                             ("ptr", 0 if norm_weight is None else norm_weight.addr(nw_layout.offset)), ("double", eps),
                             ("ptr", rhs.addr(rhs_layout.offset)), ("int64", lds[1]),
+                            *([] if scale is None else [("ptr", scale.addr(s_layout.offset))]),
                             ("ptr", out.buffer.ptr)])
             return out
-        return super().rms_norm_matmul(layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated)
+        return super().rms_norm_matmul(layout, norm_weight, nw_layout, eps, rhs, rhs_layout, gated, scale, s_layout)
 
-    def matmul_int8(self, layout, weight, w_layout, scale, s_layout):
+    def matmul_int8(self, layout, weight, w_layout, scale, s_layout, addend=None, addend_layout=None):
         # a decode step's few rows: gemv(1)_q8 streams the int8 weight once, dequantising in
-        # registers; more rows take the contract's dequantised weight and the BLAS
+        # registers, and adds the addend as it stores; more rows take the contract's path
         (m, k), n = layout.shape, w_layout.shape[0]
         if 0 < m <= _Q8_GEMV_KERNELS[-1][1] and n and k and (k == 1 or layout.strides[1] == 1 and
-                                                             w_layout.strides[1] == 1) and s_layout.strides[0] == 1:
+                                                             w_layout.strides[1] == 1) and \
+                (n == 1 or s_layout.strides[0] == 1) and \
+                (addend is None or addend.dtype is self.dtype and (n == 1 or addend_layout.strides[1] == 1)):
             name, w_rows = next((name, w_rows) for name, rows, w_rows in _Q8_GEMV_KERNELS if m <= rows)
             dev = self.device
             kernel = kernel_for(dev, f"{name}_{self.dtype.short}", "linear_int8", input=(self, layout),
@@ -115,9 +125,11 @@ class MatmulOps:
                        [("int32", m), ("int64", n), ("int64", k), ("ptr", self.addr(layout.offset)),
                         ("int64", layout.strides[0] if m > 1 else k), ("ptr", weight.addr(w_layout.offset)),
                         ("int64", w_layout.strides[0] if n > 1 else k), ("ptr", scale.addr(s_layout.offset)),
-                        ("ptr", out.buffer.ptr), ("int64", n)])
+                        ("ptr", out.buffer.ptr), ("int64", n),
+                        ("ptr", 0 if addend is None else addend.addr(addend_layout.offset)),
+                        ("int64", 0 if addend is None else addend_layout.strides[0] if m > 1 else n)])
             return out
-        return super().matmul_int8(layout, weight, w_layout, scale, s_layout)
+        return super().matmul_int8(layout, weight, w_layout, scale, s_layout, addend, addend_layout)
 
     def matmul_row_sums(self, rhs, mnk, lhs_layout, rhs_layout):
         m, n, k = mnk

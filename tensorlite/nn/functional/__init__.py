@@ -2,8 +2,9 @@
 
 activation (and the softmax family), attention, conv (and unfold / fold), dense (linear),
 distance, fused (tensorlite's fused ops PyTorch lacks), loss, normalization, pooling, quantized,
-regularization (dropout), rotary (rope), sparse (embedding, one_hot), vision (pad,
-interpolate, pixel shuffle). `import tensorlite.nn.functional as F` gives them all.
+regularization (dropout), rnn (a recurrent layer over a whole sequence as one op), rotary
+(rope), sparse (embedding, one_hot), vision (pad, interpolate, pixel shuffle).
+`import tensorlite.nn.functional as F` gives them all.
 
 The fused ops (softmax, log_softmax, layer_norm, rms_norm, rope, rope_i, rope_thd,
 scaled_dot_product_attention, cross_entropy) follow candle's CustomOp pattern: the forward
@@ -33,6 +34,7 @@ from .pooling import (  # noqa: F401
     adaptive_max_pool3d, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d)
 from .quantized import linear_int8, quantize_per_channel_int8  # noqa: F401
 from .regularization import dropout, dropout1d, dropout2d, dropout3d  # noqa: F401
+from .rnn import rnn_cell, rnn_layer, rnn_layer_slow  # noqa: F401
 from .rotary import rope, rope_i, rope_i_slow, rope_kv_cache, rope_slow, rope_thd, rope_thd_slow  # noqa: F401
 from .sparse import embedding, one_hot  # noqa: F401
 from .vision import (  # noqa: F401

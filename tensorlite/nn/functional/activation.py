@@ -6,6 +6,7 @@ import warnings
 
 from ... import amp
 from ... import dtype as dtypes
+from ...autograd import register_double_backward
 from ...custom_op import custom_op, normalize_dim, result, storage_and_layout
 from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import rand
@@ -226,6 +227,15 @@ def _over_last_dim(op, method, x, dim):
         (ys, yl), (gs, gl) = storage_and_layout(y), storage_and_layout(g._cast(y.dtype))
         return (result(getattr(ys, method + "_backward")(yl, gs, gl), y.shape, y.dtype),)
     return custom_op(y, (x,), grad, op, (y,))
+
+
+def _of_output(f):  # the double backward f(y, g) of a fused softmax: y its (saved) output
+    return lambda node, g: (f(node.saved[0], g._cast(node.saved[0].dtype)),)
+
+
+# their backward kernels in Tensor ops, for a second derivative (create_graph=True)
+register_double_backward("softmax", _of_output(lambda y, g: y * (g - (g * y).sum(-1, keepdim=True))))
+register_double_backward("log_softmax", _of_output(lambda y, g: g - y.exp() * g.sum(-1, keepdim=True)))
 
 
 def softmax(x, dim: int = -1, dtype=None):

@@ -51,7 +51,8 @@ def _attention_mask(op, q, k, attn_mask, is_causal):
         attn_mask = attn_mask._cast(q.dtype)
     full = q.shape[:2] + (L, S)
     if broadcast_shapes(attn_mask.shape, full) != full:
-        raise ShapeError(f"{describe(op, query=q, key=k, attn_mask=attn_mask)}: attn_mask must broadcast to {full}")
+        raise ShapeError(f"{describe(op, query=q, key=k, attn_mask=attn_mask)}: attn_mask must broadcast to "
+                         f"{tuple(full)}")
     return attn_mask.broadcast_to(full), kernel_causal
 
 

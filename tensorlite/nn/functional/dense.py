@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import amp
+from ...autograd import register_double_backward
 from ...backend import batch_of_one
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ShapeError, describe
@@ -53,3 +54,14 @@ def linear(x, weight, bias=None):
             db = result(gs.reduce_op("sum", gl, (0,)), (n,), dt)
         return (dx, dw) if bias is None else (dx, dw, db)
     return custom_op(y, (x, weight) if bias is None else (x, weight, bias), grad, "linear", (x, weight))
+
+
+def _linear_twice(node, g):  # linear's backward kernels (GEMMs, a row sum) in Tensor ops
+    x, w, b = (node.inputs + (None,))[:3]
+    g = g._cast(x.dtype)
+    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+    return ((g @ w) if x.requires_grad else None, (g2.mT @ x2) if w.requires_grad else None,
+            g2.sum(0) if b is not None and b.requires_grad else None)[:len(node.inputs)]
+
+
+register_double_backward("linear", _linear_twice)  # a second derivative (create_graph=True)

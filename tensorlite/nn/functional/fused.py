@@ -14,6 +14,7 @@ from ...tensor import Tensor
 from ._util import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
 from .dense import linear
 from .normalization import rms_norm
+from .quantized import linear_int8
 
 
 def silu_mul(gate, up):
@@ -111,13 +112,15 @@ def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, ep
     return reshaped(normed2, input.shape), reshaped(total2, input.shape)
 
 
-def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps=None, gated: bool = False):
+def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps=None, gated: bool = False,
+                    scale=None):
     """linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias): a pre-norm
     block's RMSNorm and the projection after it. With `gated`, the projection's two halves g
     and u along the last dim give silu(g) * u (SwiGLU: weight is the gate's and the up
-    projection's weights stacked). One kernel on GPUs for a single row without autograd (a
-    decode step's q/k/v, gate/up and LM head: the norm's launch saved); otherwise the ops
-    themselves. Not a PyTorch op.
+    projection's weights stacked). `scale`: weight is int8 with this per-row scale (weight-only
+    int8: F.linear_int8). One kernel on GPUs for a single row without autograd (a decode step's
+    q/k/v, gate/up and LM head: the norm's launch saved); otherwise the ops themselves. Not a
+    PyTorch op.
 
     >>> import tensorlite as tl
     >>> x, w = tl.tensor([[3.0, 4.0]]), tl.tensor([[1.0, 0.0], [1.0, 1.0]])
@@ -133,12 +136,19 @@ def rms_norm_linear(input, normalized_shape, norm_weight, weight, bias=None, eps
     if bias is not None or is_grad_enabled() and any(t is not None and t.requires_grad
                                                      for t in (input, norm_weight, weight)) \
             or amp.is_autocast_enabled():
-        y = linear(rms_norm(input, normalized_shape, norm_weight, eps), weight, bias)
+        h = rms_norm(input, normalized_shape, norm_weight, eps)
+        y = linear(h, weight, bias) if scale is None else linear_int8(h, weight, scale, bias)
         return silu_mul(*y.chunk(2, -1)) if gated else y
     x2, (g,), _ = flatten_normalized(op, input, normalized_shape, weight=norm_weight)
-    check_like(op, x2, weight=weight)
+    if scale is None:
+        check_like(op, x2, weight=weight)
+    elif weight.dtype is not dtypes.int8 or scale.dtype is not x2.dtype or scale.shape != (weight.shape[0],) or \
+            weight.device != x2.device or scale.device != x2.device:
+        raise DTypeError(f"{describe(op, input=input, weight=weight, scale=scale)}: with a scale, expected an int8 "
+                         "weight and a scale (out_features,) of the input's dtype, on the input's device")
     eps = FINFO_EPS[x2.dtype.name] if eps is None else float(eps)
     (xs, xl), (ws, wl) = as_rows(*storage_and_layout(x2), x2.dtype), storage_and_layout(weight)
     n = weight.shape[0] // 2 if gated else weight.shape[0]
-    y = xs.rms_norm_matmul(xl, *storage_and_layout(g), eps, ws, wl.transpose(0, 1), gated)
+    y = xs.rms_norm_matmul(xl, *storage_and_layout(g), eps, ws, wl.transpose(0, 1), gated,
+                           *(storage_and_layout(scale) if scale is not None else (None, None)))
     return result(y, x2.shape[:-1] + (n,), x2.dtype)

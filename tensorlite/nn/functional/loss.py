@@ -108,7 +108,7 @@ def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, op):
         loss = -((logp * target if weight is None else logp * target * weight).sum(-1))
         return _reduce_loss(op, loss, reduction)
     if target.shape != logp.shape[:-1]:
-        raise ShapeError(f"{describe(op, input=logp, target=target)}: target must have shape {logp.shape[:-1]}")
+        raise ShapeError(f"{describe(op, input=logp, target=target)}: target must have shape {tuple(logp.shape[:-1])}")
     valid = target != ignore_index
     safe = where(valid, target, 0)._cast(dtypes.int64)
     try:
@@ -151,7 +151,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
         ids = input.shape[:1] + input.shape[2:] if input.ndim > 1 else ()
         raise DTypeError(f"{describe('cross_entropy', input=input, target=target)}: class indices must be integers "
-                         f"(int64) of shape {ids}, got {target.dtype.name}; float targets are class "
+                         f"(int64) of shape {tuple(ids)}, got {target.dtype.name}; float targets are class "
                          f"probabilities and need the input's shape {tuple(input.shape)}")
     if not label_smoothing and not target.dtype.is_floating_point:
         logits, tgt = (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)

@@ -34,7 +34,7 @@ def adaptive_avg_pool3d(input, output_size):
     """Average over adaptive windows of the last 3 dims.
 
     >>> import tensorlite as tl; tl.nn.functional.adaptive_avg_pool3d(tl.ones(1, 2, 2, 2), 1).shape
-    (1, 1, 1, 1)"""
+    tensorlite.Size([1, 1, 1, 1])"""
     return adaptive_pool("adaptive_avg_pool3d", input, output_size, 3, "avg")
 
 

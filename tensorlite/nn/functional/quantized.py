@@ -26,10 +26,11 @@ def quantize_per_channel_int8(weight):
     return q, scale.to(weight.dtype)
 
 
-def linear_int8(x, weight, scale, bias=None):
+def linear_int8(x, weight, scale, bias=None, *, residual=None):
     """x @ (weight * scale[:, None]).T + bias for an int8 weight (out, in) and its per-row scale
-    (out,) of x's dtype, as F.linear with a dequantised weight. Differentiable in x (and bias)
-    through the dequantised weight; without autograd one storage op (matmul_int8)."""
+    (out,) of x's dtype, as F.linear with a dequantised weight; `residual` (the result's shape) is
+    added too (a block's residual add after its last projection). Differentiable in x, bias and
+    residual through the dequantised weight; without autograd one storage op (matmul_int8)."""
     if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[1] or scale.shape != (weight.shape[0],) or \
             (bias is not None and bias.shape != (weight.shape[0],)):
         raise ShapeError(f"{describe('linear_int8', input=x, weight=weight, scale=scale, bias=bias)}: expected input "
@@ -38,11 +39,20 @@ def linear_int8(x, weight, scale, bias=None):
             (bias is not None and bias.dtype is not x.dtype):
         raise DTypeError(f"{describe('linear_int8', input=x, weight=weight, scale=scale, bias=bias)}: expected an int8 "
                          "weight, and a floating input with scale and bias of its dtype")
-    if (is_grad_enabled() and (x.requires_grad or (bias is not None and bias.requires_grad))) or \
-            weight.device != x.device or scale.device != x.device:
+    shape = tuple(x.shape[:-1]) + (weight.shape[0],)
+    if residual is not None and (tuple(residual.shape) != shape or residual.dtype is not x.dtype):
+        raise ShapeError(f"{describe('linear_int8', input=x, weight=weight, residual=residual)}: expected a residual "
+                         f"of the result's shape {shape} and the input's dtype")
+    if (is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, bias, residual))) or \
+            any(t is not None and t.device != x.device for t in (weight, scale, bias, residual)):
         y = x @ (weight.to(x.dtype) * scale[:, None]).mT  # autograd's path; device errors as matmul's
-        return y if bias is None else y + bias
+        y = y if bias is None else y + bias
+        return y if residual is None else residual + y
     (xs, xl), (ws, wl), (ss, sl) = storage_and_layout(x), storage_and_layout(weight), storage_and_layout(scale)
     xs, xl = as_rows(xs, xl, x.dtype)
-    y = result(xs.matmul_int8(xl, ws, wl, ss, sl), tuple(x.shape[:-1]) + (weight.shape[0],), x.dtype)
-    return y if bias is None else y + bias
+    add = None
+    if residual is not None and bias is None:  # the add in the product's store
+        add = as_rows(*storage_and_layout(residual), x.dtype)
+    y = result(xs.matmul_int8(xl, ws, wl, ss, sl, *(add or (None, None))), shape, x.dtype)
+    y = y if bias is None else y + bias
+    return y if residual is None or add is not None else residual + y

@@ -34,7 +34,7 @@ def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     """Channel dropout of an (N, C, L) or (C, L) input.
 
     >>> import tensorlite as tl; tl.nn.functional.dropout1d(tl.ones(1, 2, 3), 0.5, training=False).shape
-    (1, 2, 3)"""
+    tensorlite.Size([1, 2, 3])"""
     return _feature_dropout("dropout1d", input, p, training, inplace, 1)
 
 
@@ -42,7 +42,7 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     """Channel dropout of an (N, C, H, W) or (C, H, W) input.
 
     >>> import tensorlite as tl; tl.nn.functional.dropout2d(tl.ones(1, 2, 3, 3), 0.0).shape
-    (1, 2, 3, 3)"""
+    tensorlite.Size([1, 2, 3, 3])"""
     return _feature_dropout("dropout2d", input, p, training, inplace, 2)
 
 

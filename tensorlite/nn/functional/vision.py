@@ -159,7 +159,7 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_c
     """Deprecated alias of interpolate (as PyTorch's, with its warning).
 
     >>> import tensorlite as tl; tl.nn.functional.upsample(tl.ones(1, 1, 1), 2).shape
-    (1, 1, 2)"""
+    tensorlite.Size([1, 1, 2])"""
     warnings.warn("upsample is deprecated, use interpolate", UserWarning, stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
@@ -168,7 +168,7 @@ def upsample_nearest(input, size=None, scale_factor=None):
     """Deprecated: interpolate(..., mode='nearest').
 
     >>> import tensorlite as tl; tl.nn.functional.upsample_nearest(tl.ones(1, 1, 1), 2).shape
-    (1, 1, 2)"""
+    tensorlite.Size([1, 1, 2])"""
     warnings.warn("upsample_nearest is deprecated, use interpolate", UserWarning, stacklevel=2)
     return interpolate(input, size, scale_factor, "nearest")
 
@@ -177,7 +177,7 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     """Deprecated: interpolate(..., mode='bilinear', align_corners=True).
 
     >>> import tensorlite as tl; tl.nn.functional.upsample_bilinear(tl.ones(1, 1, 1, 1), 2).shape
-    (1, 1, 2, 2)"""
+    tensorlite.Size([1, 1, 2, 2])"""
     warnings.warn("upsample_bilinear is deprecated, use interpolate", UserWarning, stacklevel=2)
     return interpolate(input, size, scale_factor, "bilinear", True)
 
@@ -200,7 +200,7 @@ def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H r, W r) -> (*, C r^2, H, W), the inverse of pixel_shuffle.
 
     >>> import tensorlite as tl; tl.nn.functional.pixel_unshuffle(tl.ones(1, 1, 2, 2), 2).shape
-    (1, 4, 1, 1)"""
+    tensorlite.Size([1, 4, 1, 1])"""
     r = downscale_factor
     if not isinstance(r, int) or r < 1 or input.ndim < 3 or input.shape[-2] % r or input.shape[-1] % r:
         raise ShapeError(f"{describe('pixel_unshuffle', input=input)}: expected (*, C, H * {r!r}, W * {r!r})")

@@ -11,11 +11,12 @@ from .module import Module
 REQUIRED = object()  # a function_module argument without a default
 
 
-def function_module(module, name, fname, doc, **defaults):
+def function_module(module, name, fname, doc, *, extra_repr=None, **defaults):
     """A torch.nn class `name` of module `module` (the caller's __name__, for its repr and pickling)
     wrapping F.<fname>: __init__ takes torch's arguments (`defaults`, in order; REQUIRED ones must
     be given), forward(*inputs) is F.<fname>(*inputs, **them); inplace=True writes the result
-    into the input."""
+    into the input. Its repr shows every setting (inplace only when True), or what
+    `extra_repr(self)` returns where torch's repr shows something else."""
     names = list(defaults)
 
     def __init__(self, *args, **kwargs):
@@ -35,8 +36,8 @@ def function_module(module, name, fname, doc, **defaults):
         own = getattr(Tensor, fname + "_", None)  # relu_, silu_, ...
         return own(*inputs) if own is not None and not kw else getattr(F, fname)(*inputs, **kw, inplace=True)
 
-    def extra_repr(self):
+    def settings(self):
         """The settings, for the repr."""
         return ", ".join(f"{n}={getattr(self, n)}" for n in names if n != "inplace" or self.inplace)
-    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr or settings,
                                   "__doc__": doc, "__module__": module})

@@ -78,10 +78,12 @@ Tanhshrink = function_module(__name__, "Tanhshrink", "tanhshrink", "x - tanh(x)"
 
 
 Softshrink = function_module(__name__, "Softshrink", "softshrink",
-                             "x - lambd above lambd, x + lambd below -lambd, else 0", lambd=0.5)
+                             "x - lambd above lambd, x + lambd below -lambd, else 0", lambd=0.5,
+                             extra_repr=lambda self: f"{self.lambd}")
 
 
-Hardshrink = function_module(__name__, "Hardshrink", "hardshrink", "x where |x| > lambd, else 0", lambd=0.5)
+Hardshrink = function_module(__name__, "Hardshrink", "hardshrink", "x where |x| > lambd, else 0", lambd=0.5,
+                             extra_repr=lambda self: f"{self.lambd}")
 
 
 Threshold = function_module(__name__, "Threshold", "threshold", "x where x > threshold, else value",
@@ -142,6 +144,10 @@ class Softmax(Module):
     def forward(self, x):
         """F.softmax(x, dim)."""
         return F.softmax(x, self.dim)
+
+    def extra_repr(self):
+        """dim, for the repr."""
+        return f"dim={self.dim}"
 
 
 LogSoftmax = function_module(__name__, "LogSoftmax", "log_softmax", "log(softmax(x, dim))", dim=-1)
@@ -258,7 +264,3 @@ class MultiheadAttention(Module):
         out = self.out_proj(out.transpose(1, 2).reshape(N, L, E))
         out = (out if self.batch_first else out.transpose(0, 1)) if batched else out.squeeze(0)
         return out, (weights if batched or weights is None else weights.squeeze(0))
-
-    def extra_repr(self):
-        """embed_dim, num_heads and batch_first, for the repr."""
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"

@@ -50,7 +50,7 @@ class _BatchNorm(Module):
     def extra_repr(self):
         """The settings, for the repr."""
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -58,7 +58,7 @@ class BatchNorm1d(_BatchNorm):
 
     >>> import tensorlite as tl
     >>> tl.nn.BatchNorm1d(3)(tl.randn(4, 3, 5)).shape
-    (4, 3, 5)
+    tensorlite.Size([4, 3, 5])
     """
     dims = (2, 3)
 
@@ -68,7 +68,7 @@ class BatchNorm2d(_BatchNorm):
 
     >>> import tensorlite as tl
     >>> tl.nn.BatchNorm2d(3)(tl.randn(2, 3, 4, 4)).shape
-    (2, 3, 4, 4)
+    tensorlite.Size([2, 3, 4, 4])
     """
     dims = (4,)
 
@@ -97,7 +97,7 @@ class InstanceNorm1d(_InstanceNorm):
 
     >>> import tensorlite as tl
     >>> tl.nn.InstanceNorm1d(3)(tl.randn(2, 3, 5)).shape
-    (2, 3, 5)
+    tensorlite.Size([2, 3, 5])
     """
     dims = (2, 3)
 
@@ -107,6 +107,6 @@ class InstanceNorm2d(_InstanceNorm):
 
     >>> import tensorlite as tl
     >>> tl.nn.InstanceNorm2d(3)(tl.randn(2, 3, 4, 4)).shape
-    (2, 3, 4, 4)
+    tensorlite.Size([2, 3, 4, 4])
     """
     dims = (3, 4)

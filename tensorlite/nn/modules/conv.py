@@ -37,9 +37,16 @@ class _ConvNd(Module):
         return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
-        """The channels, kernel size, stride, padding, groups and bias, for the repr."""
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, groups={self.groups}, bias={self.bias is not None}")
+        """The channels, kernel size, stride, and the settings that differ from their defaults, for
+        the repr (as torch's, which holds each size as a tuple)."""
+        nd, pad = self.nd, self.padding if isinstance(self.padding, str) else as_tuple(self.padding, self.nd)
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={as_tuple(self.stride, nd)}")
+        for name, value, default in (("padding", pad, (0,) * nd), ("dilation", as_tuple(self.dilation, nd), (1,) * nd),
+                                     ("output_padding", as_tuple(getattr(self, "output_padding", 0), nd), (0,) * nd),
+                                     ("groups", self.groups, 1)):
+            text += f", {name}={value}" if value != default else ""
+        return text + (", bias=False" if self.bias is None else "")
 
 
 class Conv2d(_ConvNd):
@@ -47,7 +54,7 @@ class Conv2d(_ConvNd):
 
     >>> import tensorlite as tl
     >>> tl.nn.Conv2d(3, 8, 3, padding=1)(tl.randn(1, 3, 5, 5)).shape
-    (1, 8, 5, 5)
+    tensorlite.Size([1, 8, 5, 5])
     """
     nd = 2
 
@@ -57,7 +64,7 @@ class Conv1d(_ConvNd):
 
     >>> import tensorlite as tl
     >>> tl.nn.Conv1d(3, 8, 3)(tl.randn(1, 3, 10)).shape
-    (1, 8, 8)
+    tensorlite.Size([1, 8, 8])
     """
     nd = 1
 

@@ -22,7 +22,7 @@ class Dropout(Module):
 
     def extra_repr(self):
         """p (and inplace), for the repr."""
-        return f"p={self.p}" + (", inplace=True" if self.inplace else "")
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout1d(Dropout):

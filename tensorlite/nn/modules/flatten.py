@@ -9,7 +9,7 @@ class Flatten(Module):
 
     >>> import tensorlite as tl
     >>> tl.nn.Flatten()(tl.zeros(2, 3, 4)).shape
-    (2, 12)
+    tensorlite.Size([2, 12])
     """
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
@@ -18,6 +18,10 @@ class Flatten(Module):
     def forward(self, x):
         """x.flatten(start_dim, end_dim)."""
         return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        """start_dim and end_dim, for the repr."""
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Unflatten(Module):

@@ -36,7 +36,8 @@ class Linear(Module):
         """Re-initialise the weight (kaiming_uniform, a=sqrt(5)) and bias as torch does."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            bound = 1.0 / math.sqrt(init.calculate_fan_in_and_fan_out(self.weight)[0])
+            fan_in = init.calculate_fan_in_and_fan_out(self.weight)[0]
+            bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0  # no in-features: a zero bias, as torch
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):

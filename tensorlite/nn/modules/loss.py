@@ -24,10 +24,6 @@ class _Loss(Module):
         kw = {a: getattr(self, a) for a in self.args}
         return getattr(F, self.fname)(input, target, reduction=self.reduction, **kw)
 
-    def extra_repr(self):
-        """reduction and the loss's settings, for the repr."""
-        return ", ".join(f"{a}={getattr(self, a)!r}" for a in ("reduction",) + self.args if a not in self._buffers)
-
 
 class _WeightedLoss(_Loss):
     args = ("weight",)

@@ -7,7 +7,7 @@ from collections import OrderedDict, namedtuple
 
 from ... import dtype as dtypes
 from ...autograd import HOOK_KEYS, RemovableHandle, attach_many, no_grad
-from ...errors import ArgumentError, DTypeError, ShapeError, StateDictError, TensorliteError
+from ...errors import ArgumentError, DTypeError, StateDictError, StateDictShapeError, TensorliteError
 from ...ops.creation import tensor, zeros_like
 from ...tensor import Tensor
 from ..parameter import Parameter
@@ -377,9 +377,13 @@ class Module:
                            f"unexpected keys {unexpected}")
         for k in [key for key in own if key in state_dict]:
             target, value = own[k], state_dict[k]
+            if not hasattr(value, "shape"):  # a list, a number: torch too wants a tensor-like value
+                raise DTypeError(f"load_state_dict for {type(self).__name__}: {k!r} is a {type(value).__name__} in "
+                                 "the checkpoint; expected a tensor (or a numpy array)")
             if tuple(value.shape) != target.shape:
-                raise ShapeError(f"load_state_dict for {type(self).__name__}: {k!r} has shape "
-                                 f"{tuple(value.shape)} in the checkpoint but {target.shape} in the model")
+                raise StateDictShapeError(f"load_state_dict for {type(self).__name__}: {k!r} has shape "
+                                          f"{tuple(value.shape)} in the checkpoint but {tuple(target.shape)} in "
+                                          "the model")
             with no_grad():
                 new = tensor(value, dtype=None if assign else target.dtype, device=target._device)
             _swap_in(target, new)

@@ -26,7 +26,7 @@ class LayerNorm(_Norm):
 
     >>> import tensorlite as tl
     >>> tl.nn.LayerNorm(8)(tl.randn(2, 8)).shape
-    (2, 8)
+    tensorlite.Size([2, 8])
     """
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None):
@@ -36,13 +36,17 @@ class LayerNorm(_Norm):
         """F.layer_norm of x with this module's weight, bias and eps."""
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
+    def extra_repr(self):
+        """_Norm's settings and whether there is a bias, for the repr."""
+        return super().extra_repr() + f", bias={self.bias is not None}"
+
 
 class RMSNorm(_Norm):
     """x / sqrt(mean(x^2) + eps) * weight over the last dims normalized_shape, as torch.nn.RMSNorm.
 
     >>> import tensorlite as tl
     >>> tl.nn.RMSNorm(8)(tl.randn(2, 8)).shape
-    (2, 8)
+    tensorlite.Size([2, 8])
     """
     def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None, dtype=None):
         super().__init__(normalized_shape, eps, elementwise_affine, False, device, dtype)
@@ -76,4 +80,5 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         """The settings, for the repr."""
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")

@@ -20,7 +20,8 @@ class _PadNd(Module):
 
     def extra_repr(self):
         """padding (and value), for the repr."""
-        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
+        return f"padding={self.padding}, value={self.value}" if type(self).__name__.startswith("Constant") else \
+            f"{self.padding}"
 
 
 def _pad(name, nd, mode):

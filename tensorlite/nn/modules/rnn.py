@@ -8,28 +8,10 @@ from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import empty, zeros
 from ...ops.joins import cat, stack
 from .. import functional as F
+from ..functional.rnn import GATES, rnn_cell, rnn_layer
 from .. import init
 from ..parameter import Parameter
 from .module import Module
-
-_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
-
-
-def _rnn_step(mode, gi, h, c, w_hh, b_hh, w_hr=None):
-    """One time step from gi = x W_ih^T + b_ih: (h', c') (c' None outside LSTM), torch's gate order."""
-    gh = F.linear(h, w_hh, b_hh)
-    if mode == "LSTM":
-        i, f, g, o = (gi + gh).chunk(4, -1)
-        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        h = o.sigmoid() * c.tanh()
-        return (h if w_hr is None else F.linear(h, w_hr)), c
-    if mode == "GRU":
-        (ir, iz, i_n), (hr, hz, h_n) = gi.chunk(3, -1), gh.chunk(3, -1)
-        r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
-        n = (i_n + r * h_n).tanh()
-        return n + z * (h - n), None  # (1 - z) n + z h
-    return ((gi + gh).tanh() if mode == "RNN_TANH" else (gi + gh).relu()), None
-
 
 def _reset_uniform(module):
     """Every parameter of the RNN from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch's reset_parameters."""
@@ -59,7 +41,7 @@ class RNNBase(Module):
         self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
-        gates, out = _GATES[mode] * hidden_size, proj_size or hidden_size
+        gates, out = GATES[mode] * hidden_size, proj_size or hidden_size
         kw = dict(device=device, dtype=dtype)
         for layer in range(num_layers):
             for sfx in ("", "_reverse")[:2 if bidirectional else 1]:
@@ -91,11 +73,8 @@ class RNNBase(Module):
             raise ArgumentError(f"{name}: hx must be a pair (h_0, c_0)")
         batched = input.ndim == 3
         x = (input.transpose(0, 1) if self.batch_first else input) if batched else input.unsqueeze(1)
-        L, N, H_out = x.shape[0], x.shape[1], self.proj_size or self.hidden_size
-        states = (hx if lstm else (hx,)) if hx is not None else \
-            [zeros(self.num_layers * D, N, size, dtype=x.dtype, device=x._device)
-             for size in ((H_out, self.hidden_size) if lstm else (H_out,))]
-        states = [s if batched else s.unsqueeze(1) for s in states]
+        N, H_out = x.shape[1], self.proj_size or self.hidden_size
+        states = [] if hx is None else [s if batched else s.unsqueeze(1) for s in (hx if lstm else (hx,))]
         for s, size in zip(states, (H_out, self.hidden_size)):
             if tuple(s.shape) != (self.num_layers * D, N, size):
                 raise ShapeError(f"{describe(name, input=input, hx=s)}: expected hidden state "
@@ -107,13 +86,9 @@ class RNNBase(Module):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 p = [getattr(self, n + sfx, None) for n in ("weight_ih", "bias_ih", "weight_hh", "bias_hh",
                                                             "weight_hr")]
-                gi = F.linear(x, p[0], p[1])  # the input projection of every step at once
-                h, c = states[0][layer * D + d], states[1][layer * D + d] if lstm else None
-                steps = []
-                for t in (range(L - 1, -1, -1) if d else range(L)):
-                    h, c = _rnn_step(self.mode, gi[t], h, c, p[2], p[3], p[4])
-                    steps.append(h)
-                outs.append(stack(steps[::-1] if d else steps))
+                h0, c0 = (states[k][layer * D + d] if k < len(states) else None for k in (0, 1))  # None: zeros
+                out, h, c = rnn_layer(self.mode, x, h0, c0, *p, reverse=bool(d))
+                outs.append(out)
                 h_n.append(h), c_n.append(c)
             x = outs[0] if D == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
@@ -124,9 +99,13 @@ class RNNBase(Module):
         return (out, (h_n, c_n)) if lstm else (out, h_n)
 
     def extra_repr(self):
-        """The sizes and settings, for the repr."""
-        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, batch_first={self.batch_first}, "
-                f"dropout={self.dropout}, bidirectional={self.bidirectional}")
+        """The sizes and the settings that differ from their defaults, for the repr (as torch's)."""
+        changed = [(n, v) for n, v, default in (
+            ("proj_size", self.proj_size, 0), ("num_layers", self.num_layers, 1), ("bias", self.bias, True),
+            ("batch_first", self.batch_first, False), ("dropout", self.dropout, 0), ("bidirectional",
+                                                                                   self.bidirectional, False))
+            if v != default]
+        return ", ".join([f"{self.input_size}, {self.hidden_size}"] + [f"{n}={v}" for n, v in changed])
 
 
 class RNN(RNNBase):
@@ -176,7 +155,7 @@ class RNNCellBase(Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        gates, kw = _GATES[self.mode] * hidden_size, dict(device=device, dtype=dtype)
+        gates, kw = GATES[self.mode] * hidden_size, dict(device=device, dtype=dtype)
         self.weight_ih = Parameter(empty(gates, input_size, **kw))
         self.weight_hh = Parameter(empty(gates, hidden_size, **kw))
         self.bias_ih = Parameter(empty(gates, **kw)) if bias else None
@@ -200,14 +179,15 @@ class RNNCellBase(Module):
         if tuple(h.shape) != (x.shape[0], self.hidden_size):
             raise ShapeError(f"{describe(name, input=input, hx=h)}: expected a hidden state "
                              f"({x.shape[0]}, {self.hidden_size})" + ("" if input.ndim == 2 else " without N"))
-        h, c = _rnn_step(self.mode, F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
+        h, c = rnn_cell(self.mode, F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
         if input.ndim == 1:
             h, c = h.squeeze(0), (c.squeeze(0) if lstm else None)
         return (h, c) if lstm else h
 
     def extra_repr(self):
-        """input_size, hidden_size and bias, for the repr."""
-        return f"{self.input_size}, {self.hidden_size}, bias={self.bias}"
+        """input_size, hidden_size, and bias and nonlinearity where not the defaults, for the repr (as torch's)."""
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias is True else f", bias={self.bias}") + (
+            "" if getattr(self, "nonlinearity", "tanh") == "tanh" else f", nonlinearity={self.nonlinearity}")
 
 
 class LSTMCell(RNNCellBase):

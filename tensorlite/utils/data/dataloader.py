@@ -39,7 +39,8 @@ def default_collate(batch):
 
 class DataLoader:
     """Batches of `dataset`, as torch.utils.data.DataLoader: batch_size samples at a time
-    (None: samples one by one, uncollated), in order or shuffled each epoch, from `sampler` or
+    (None: samples one by one, uncollated), in order or shuffled each epoch (from `generator` where
+    given, a tl.Generator), from `sampler` or
     `batch_sampler` where given, collated by `collate_fn` (default_collate). num_workers,
     pin_memory, prefetch_factor and persistent_workers are accepted; loading runs in this process."""
 
@@ -53,11 +54,9 @@ class DataLoader:
             raise ArgumentError("DataLoader: sampler option is mutually exclusive with shuffle")
         if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or num_workers < 0:
             raise ArgumentError(f"DataLoader: num_workers option should be non-negative, got {num_workers!r}")
-        if generator is not None:
-            raise ArgumentError("DataLoader: tensorlite takes no generator (seed with tl.manual_seed)")
         self.dataset, self.num_workers, self.drop_last = dataset, int(num_workers), bool(drop_last)
         self.sampler = sampler if sampler is not None else \
-            RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+            RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
         if batch_sampler is None and batch_size is not None:
             batch_sampler = BatchSampler(self.sampler, batch_size, drop_last)
         self.batch_sampler, self.batch_size = batch_sampler, batch_size if batch_sampler is not None else None

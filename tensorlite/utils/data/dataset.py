@@ -82,9 +82,8 @@ class ConcatDataset(Dataset):
 
 def random_split(dataset, lengths: Sequence, generator=None) -> List[Subset]:
     """Disjoint random Subsets of the given lengths (ints summing to len(dataset), or fractions
-    summing to 1, the remainder dealt one by one from the first, as torch's)."""
-    if generator is not None:
-        raise ArgumentError("random_split: tensorlite takes no generator (seed with tl.manual_seed)")
+    summing to 1, the remainder dealt one by one from the first, as torch's), drawn from `generator`
+    (a tl.Generator) where given."""
     n = len(dataset)
     if lengths and all(isinstance(f, float) for f in lengths) and math.isclose(sum(lengths), 1.0):
         if any(f < 0 for f in lengths):
@@ -97,5 +96,5 @@ def random_split(dataset, lengths: Sequence, generator=None) -> List[Subset]:
             or sum(lengths) != n:
         raise ArgumentError(f"random_split: sum of input lengths {list(lengths)} does not equal the length of the "
                             f"input dataset ({n})")
-    order = randperm(n).tolist()
+    order = randperm(n, generator=generator).tolist()
     return [Subset(dataset, order[end - k:end]) for k, end in zip(lengths, itertools.accumulate(lengths))]

@@ -24,19 +24,18 @@ class SequentialSampler:
 
 
 class RandomSampler:
-    """Random indices (seed with tl.manual_seed), as torch's: without replacement, a new
+    """Random indices (seed with tl.manual_seed, or give a tl.Generator), as torch's: without replacement, a new
     permutation each epoch (num_samples > len: whole permutations, then part of one); with
     replacement, num_samples independent draws (default len(data_source))."""
 
     def __init__(self, data_source, replacement: bool = False, num_samples=None, generator=None):
-        if generator is not None:
-            raise ArgumentError("RandomSampler: tensorlite takes no generator (seed with tl.manual_seed)")
         if not isinstance(replacement, bool):
             raise ArgumentError(f"replacement should be a boolean value, but got replacement={replacement!r}")
         if num_samples is not None and (isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral)
                                         or num_samples <= 0):
             raise ArgumentError(f"num_samples should be a positive integer value, but got num_samples={num_samples!r}")
         self.data_source, self.replacement, self._num_samples = data_source, replacement, num_samples
+        self.generator = generator
 
     @property
     def num_samples(self) -> int:
@@ -45,10 +44,10 @@ class RandomSampler:
     def __iter__(self) -> Iterator[int]:
         n, wanted = len(self.data_source), self.num_samples
         if self.replacement:
-            return iter(randint(0, n, (wanted,)).tolist() if n else [])
+            return iter(randint(0, n, (wanted,), generator=self.generator).tolist() if n else [])
         whole, part = divmod(wanted, n) if n else (0, 0)
-        return itertools.chain.from_iterable([*(randperm(n).tolist() for _ in range(whole)),
-                                             randperm(n).tolist()[:part]])
+        return itertools.chain.from_iterable([*(randperm(n, generator=self.generator).tolist() for _ in range(whole)),
+                                             randperm(n, generator=self.generator).tolist()[:part]])
 
     def __len__(self):
         return self.num_samples

@@ -1,0 +1,27 @@
+"""The hypothesis settings of the fuzz tests (test_fuzz_*.py), chosen so that a failure reproduces.
+
+- TL_FUZZ_SEED unset (the gating CI step, and a plain `pytest`): derandomized, so every run
+  draws the same examples (for this hypothesis version and test text) and a failure shows
+  again on the rerun.
+- TL_FUZZ_SEED=<integer> (CI's wider fuzz step: a new seed each run, printed by the step,
+  with TL_FUZZ_EXAMPLES raised): fresh examples drawn from that seed; the same number
+  replays the run.
+- Either way a failure prints the shrunk falsifying example and the `@reproduce_failure(...)`
+  line (print_blob) that replays exactly that example. No example database is kept.
+"""
+import os
+
+from hypothesis import HealthCheck, seed, settings
+
+SEED = os.environ.get("TL_FUZZ_SEED", "").strip()
+
+
+def fuzz(max_examples: int):
+    """The decorator (above @given) that runs a fuzz test with these settings."""
+    chosen = settings(max_examples=max_examples, deadline=None, database=None, derandomize=not SEED, print_blob=True,
+                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+    def decorate(test):
+        test = chosen(test)
+        return seed(int(SEED))(test) if SEED else test
+    return decorate

@@ -1,0 +1,18 @@
+"""A short soak with faults injected (issue 48; benchmarks/soak.py runs the long one): every fault
+raises a tensorlite error, and the loss curve equals the fault-free run's: a fault leaves nothing
+behind in the model, the optimizer or the generators."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+
+import soak  # noqa: E402
+
+
+def test_faults_raise_and_leave_the_loss_curve_as_it_was(device):
+    kw = dict(device=device, steps=25, every=5, d_model=32, layers=1, log=None)
+    clean, none, _, _ = soak.run(faults=False, **kw)
+    losses, raised, warm, end = soak.run(**kw)
+    assert none == {} and set(raised) == set(soak.FAULTS)
+    assert raised["allocation"] == "OutOfMemoryError" and raised["index"] == "IndexOutOfRange"
+    assert losses == clean and losses[-1] < losses[0]
