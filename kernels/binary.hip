@@ -93,16 +93,20 @@ TL_DEV void binary_periodic(i64 n, const T* c, const T* p, i64 P, bool swap, O* 
 #pragma unroll
             for (int e = 0; e < V; ++e) { y.v[e] = p[k]; k = k + 1 == P ? 0 : k + 1; }
         }
+        // the operands are ordered, then the op runs once per element. Selecting between the
+        // results of both orders let LLVM 19 (clang-19) merge the SDWA forms of a - b and b - a:
+        // machine CSE commuted V_SUB_U32_sdwa without making it a SUBREV (llvm-project PR 106920,
+        // fixed in LLVM 20), and bsub_i8/u8 on CDNA gave b - a in some bytes
         VecN<O, V> r;
 #pragma unroll
-        for (int e = 0; e < V; ++e) r.v[e] = swap ? Op::apply(y.v[e], x.v[e]) : Op::apply(x.v[e], y.v[e]);
+        for (int e = 0; e < V; ++e) r.v[e] = Op::apply(swap ? y.v[e] : x.v[e], swap ? x.v[e] : y.v[e]);
         ((VecN<O, V>*)out)[v] = r;
         j += step;
         if (j >= P) j -= P;
     }
     if (V > 1)
         for (i64 i = nv * V + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-            out[i] = swap ? Op::apply(p[i % P], c[i]) : Op::apply(c[i], p[i % P]);
+            out[i] = Op::apply(swap ? p[i % P] : c[i], swap ? c[i] : p[i % P]);
 }
 
 template <typename Op, typename T, typename O>

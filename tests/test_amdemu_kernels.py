@@ -78,3 +78,30 @@ def test_f64_atomic_add(emu, rng):
     ref = x.copy()
     np.add.at(ref, (np.arange(2)[:, None], ids), src)
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-12)
+
+
+def test_a_read_past_a_tensor_end_faults_naming_the_kernel(emu):
+    # The platform's buffers are of the size asked (EXACT_BUFFERS), with guard bytes on both
+    # sides: a kernel reading one element past a tensor's end (here a layout planted one element
+    # too long) faults, where the caching allocator's 512-byte size classes let it read spare bytes
+    from tensorlite.backends.rocm.amdemu.memory import MemoryFault
+    from tensorlite.custom_op import storage_and_layout
+    from tensorlite.layout import Layout
+    storage, _ = storage_and_layout(tl.tensor(np.arange(5, dtype=np.float32), device=emu))
+    assert storage.buffer.nbytes == storage.buffer.size == 20
+    with pytest.raises(MemoryFault, match=r"at offset 20 of the 20-byte allocation .*past its end.*kernel uexp_f32"):
+        storage.unary_impl("exp", Layout.contiguous((6,)))
+
+
+def test_guard_bytes_around_every_allocation():
+    # no emulated device needed: the memory alone (a read just before or past a buffer, or one
+    # that runs over its end, is outside every allocation, whatever numpy placed next to it)
+    from tensorlite.backends.rocm.amdemu.memory import HostMemory, MemoryFault
+    mem = HostMemory()
+    bases = [mem.alloc(n) for n in (10, 1, 300)]
+    for base, n in zip(bases, (10, 1, 300)):
+        assert mem.gather(np.array([base + n - 1], np.uint64), 1).shape == (1, 1)
+        for addr, size, where in ((base + n, 1, "past its end"), (base + n - 1, 2, "past its end"),
+                                  (base - 1, 1, "bytes before")):
+            with pytest.raises(MemoryFault, match=where):
+                mem.gather(np.array([addr], np.uint64), size)

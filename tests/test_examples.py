@@ -366,7 +366,7 @@ def test_train_gpt_exit_status_follows_target(device, tmp_path, capsys):
 def test_progress_prints_lines_where_no_bar_is_drawn(capsys):
     """Outside a terminal (CI, a log file) the examples' progress is a line every few seconds from
     the first, not silence until the first log line (issue 45: the main job printed nothing for 84 s)."""
-    common = load_example("_common")
+    common = load_example("common")
     bar = common.progress(total=3, desc="train", unit="step", every=0.0)  # pytest's stderr is no terminal
     for _ in range(3):
         bar.set_postfix(loss="1.5000")

@@ -164,6 +164,7 @@ class PlatformBase:
     RTC_THREAD_SAFE = True   # may programs compile concurrently in several threads?
     CODE_SUFFIX = ".bin"     # file suffix of a compiled code object in the disk cache (compiler.py)
     MMA_STAGES = 1           # TL_MMA_STAGES of the vendor's tile header: K/V buffers of the matrix-core attention
+    EXACT_BUFFERS = False    # True: the caching allocator hands out blocks of the exact size asked (no size classes)
 
     def __init__(self, *cdefs):
         self.ffi = cffi.FFI()

@@ -39,7 +39,11 @@ _LARGE_ROUND = 2 << 20      # ... larger ones to 2 MiB, so sizes of similar tens
 RANGE_SCAN_LIMIT = 1 << 22  # integer uploads up to this many elements get a host-side (min, max)
 
 
-def size_class(nbytes: int) -> int:
+def size_class(nbytes: int, exact: bool = False) -> int:
+    """The block size the caching allocator takes for nbytes; `exact` (a platform's
+    EXACT_BUFFERS): nbytes itself, so that a kernel reading past a tensor's end meets no slack."""
+    if exact:
+        return max(nbytes, 1)
     step = _SMALL_ROUND if nbytes <= _SMALL_LIMIT else _LARGE_ROUND
     return max(step, -(-nbytes // step) * step)
 
@@ -76,10 +80,14 @@ class CachingAllocator:
     allocated: bytes in live Buffers (by size class); reserved: allocated + cached;
     peak: the highest `allocated` since creation (or reset_peak)."""
 
-    def __init__(self, device: "GpuDevice"):
+    def __init__(self, device: "GpuDevice", exact: bool = False):
+        """`exact`: blocks of the size asked, no size classes (size_class)."""
         self.device = device
         self.platform = device.platform
         self.total = getattr(device, "props", {}).get("total_memory")  # bytes; None where unknown
+        self.exact = exact
+        # the size classes' steps (inlined in alloc); 1: exact sizes
+        self._small, self._large = (1, 1) if exact else (_SMALL_ROUND, _LARGE_ROUND)
         self._free: Dict[int, list] = {}
         self.allocated = self.reserved = self.peak = 0
         self.num_allocs = self.num_cache_hits = 0
@@ -88,8 +96,8 @@ class CachingAllocator:
         if nbytes <= 0:
             return Buffer(0, 0, 0, None)
         # size_class, inlined: this runs for every op's output
-        size = -(-nbytes // _SMALL_ROUND) * _SMALL_ROUND if nbytes <= _SMALL_LIMIT else \
-            -(-nbytes // _LARGE_ROUND) * _LARGE_ROUND
+        size = -(-nbytes // self._small) * self._small if nbytes <= _SMALL_LIMIT else \
+            -(-nbytes // self._large) * self._large
         cached = self._free.get(size)
         if cached:
             ptr = cached.pop()
@@ -133,7 +141,7 @@ class CachingAllocator:
     def fresh(self, nbytes: int) -> Buffer:
         """A block new from the platform, never a cached one (which work captured into a graph
         may write), counted as allocated like any other."""
-        size = size_class(nbytes)
+        size = size_class(nbytes, self.exact)
         buf = Buffer(self._malloc(size, nbytes), nbytes, size, self)
         self.num_allocs += 1
         self.allocated += size
@@ -306,7 +314,8 @@ class GpuDevice(BackendDevice):
         self.stream = platform.stream_create()
         self._comm_stream = None   # communication_stream(), made on first use
         self._sync_events = []     # sync_event()'s pool
-        self.allocator = CachingAllocator(self)
+        # EXACT_BUFFERS: PlatformBase's flag (a stand-in platform of the tests may lack it)
+        self.allocator = CachingAllocator(self, getattr(platform, "EXACT_BUFFERS", False))
         self.alloc = self.allocator.alloc  # GpuDevice.alloc without the extra call, for every op's output
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}

@@ -64,7 +64,7 @@ class GraphPool:
     def alloc(self, nbytes: int) -> Buffer:
         if nbytes <= 0:
             return Buffer(0, 0, 0, None)
-        size = size_class(nbytes)
+        size = size_class(nbytes, self.allocator.exact)
         free = self._free.get(size)
         if free:
             ptr = free.pop()

@@ -4,7 +4,10 @@ Every buffer the platform hands out (and each code object's loaded image, kernar
 and dispatch packet) is a numpy byte array registered here by its host address. Kernel
 loads and stores are vectorised gathers and scatters over these arrays; an address outside
 every registered range raises `MemoryFault` naming it (a wild pointer in a kernel is an
-error the emulator reports, never a write into the interpreter's own memory).
+error the emulator reports, never a write into the interpreter's own memory). Each buffer
+has GUARD bytes that belong to no allocation on either side, and the platform's buffers are
+of the size asked (EXACT_BUFFERS: no caching-allocator slack), so a read or write just past
+a tensor's end (a missing bound check, a tail) faults instead of meeting spare bytes.
 """
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from tensorlite.errors import BackendError
 
 class MemoryFault(BackendError):
     """A kernel touched memory outside every live allocation."""
+
+
+GUARD = 256  # unregistered bytes before and after every allocation
 
 
 class HostMemory:
@@ -37,9 +43,10 @@ class HostMemory:
         return base
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
-        raw = np.zeros(max(int(nbytes), 1) + align, np.uint8)
-        start = -raw.ctypes.data % align
-        return self.register(raw[start:start + max(int(nbytes), 1)])
+        n = max(int(nbytes), 1)
+        raw = np.zeros(GUARD + align + n + GUARD, np.uint8)
+        start = GUARD + -(raw.ctypes.data + GUARD) % align
+        return self.register(raw[start:start + n])
 
     def free(self, addr: int) -> None:
         i = bisect.bisect(self._bases, addr) - 1
@@ -67,7 +74,7 @@ class HostMemory:
             np.ones(addrs.shape, bool)
         if np.any(bad):
             a = int(addrs[np.argmax(bad)])
-            raise MemoryFault(f"{what} of {size} bytes at 0x{a:x} is outside every allocation")
+            raise MemoryFault(f"{what} of {size} bytes at 0x{a:x} is outside every allocation{self._near(a, size)}")
         return idx, addrs - bases[idx]
 
     def _one_allocation(self, addrs, size):
@@ -110,6 +117,17 @@ class HostMemory:
         for i in np.unique(idx):
             sel = idx == i
             self._arrays[i][(offs[sel][:, None] + cols).astype(np.intp)] = data[sel]
+
+    def _near(self, addr: int, size: int) -> str:
+        """Where a faulting access lies next to an allocation (reaching into its guard): ', at
+        offset K of the M-byte allocation at 0x...' (K >= M - size: past its end), else ''."""
+        i = bisect.bisect(self._bases, addr) - 1
+        if i >= 0 and addr < self._ends[i] + GUARD:
+            return f", at offset {addr - self._bases[i]} of the {self._ends[i] - self._bases[i]}-byte allocation " \
+                   f"at 0x{self._bases[i]:x} (past its end)"
+        if i + 1 < len(self._bases) and self._bases[i + 1] - GUARD <= addr:
+            return f", {self._bases[i + 1] - addr} bytes before the allocation at 0x{self._bases[i + 1]:x}"
+        return ""
 
     def owner(self, addr: int):
         """(base, array) of the allocation holding addr, or None."""

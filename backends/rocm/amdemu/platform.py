@@ -108,6 +108,7 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
     name = runtime_name = "amdemu"
     CALLS = {"launch": "emulated launch"}
     HAS_BLAS = False         # rocBLAS cannot be had: matmuls run the portable gemm_<t> kernel
+    EXACT_BUFFERS = True     # no size-class slack: a kernel reading past a tensor's end faults (memory.py)
 
     def __init__(self, arch: str = None):
         """`arch`: a TENSORLITE_AMDEMU spelling (parse_target); default: that variable."""
