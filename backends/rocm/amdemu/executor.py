@@ -1228,6 +1228,8 @@ def _prepare_special(ins, ex):
         return _prepare_vopd(ins, ex)
     elif name.startswith("V_MFMA_"):
         return _prepare_mfma(ins, ex)
+    elif name.startswith(("V_WMMA_", "V_SWMMAC_")):
+        return wmma.prepare(ins, ex, {f: _field(inst, f, 0) for f in wmma.FIELDS})
     elif name in ("V_FMA_MIX_F32", "V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16",
                   "V_MAD_MIXHI_F16"):
         return _prepare_fma_mix(ins, ex)
@@ -1764,4 +1766,4 @@ def _run(st, prog, ex):
             raise KernelFault(f"kernel {ex.kernel_name} ran more than {MAX_STEPS} steps (an endless loop?)")
 
 
-from . import rdna4  # noqa: E402 - RDNA4's preparers use this module's
+from . import rdna4, wmma  # noqa: E402 - their preparers use this module's
