@@ -3,7 +3,10 @@
 rows in both half-waves) and gfx1201 (RDNA4: the half-waves split K), against numpy. The
 registers are filled and read here from the formulas of AMD's matrix instruction calculator
 (`matrix_calculator.py -a rdna3|rdna4 -i v_wmma_f32_16x16x16_f16 -w 32 --register-layout`),
-written out independently of the executor's tables. The instruction words are llvm-mc-19's
+written out independently of the executor's tables. (One product cannot tell the order of K
+within a lane's slots: a permutation of K shared by A and B leaves A B unchanged. What it pins is
+which lanes hold a row or column, the half-wave copies or split, and the accumulator's places.)
+The instruction words are llvm-mc-19's
 (`-mcpu=<arch> -show-encoding`) for the assembly in each comment. Then the attention code
 objects: their matrix-core kernels hold WMMA (llvm-objdump-19). The attention kernels
 themselves run against cpu in tests/test_nn_attention.py. Nothing here runs on, or says

@@ -1089,9 +1089,10 @@ def _prepare_special(ins, ex):
     elif name in ("S_WAITCNT", "S_NOP", "S_SETPRIO", "S_SLEEP", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_VSCNT",
                   "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT", "S_SENDMSG", "S_ICACHE_INV",
                   "S_INST_PREFETCH", "S_SETREG_B32", "S_SETREG_IMM32_B32", "S_TTRACEDATA", "S_CODE_END",
-                  "S_WAITCNT_DEPCTR", "S_SET_INST_PREFETCH_DISTANCE"):
+                  "S_WAITCNT_DEPCTR", "S_SET_INST_PREFETCH_DISTANCE", "V_NOP", "V_NOP_E32"):
         # waits order nothing here (every access completes at once); s_setreg changes only
-        # MODE's float modes, which the executor does not model (IEEE, denormals kept)
+        # MODE's float modes, which the executor does not model (IEEE, denormals kept); v_nop:
+        # clang-19's gfx1151 code pads WMMA hazards with it
         run = _advance(ins)
     elif name == "S_TRAP":
         def run(st, w):
