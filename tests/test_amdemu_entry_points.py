@@ -404,6 +404,33 @@ def test_few_rows_times_a_row_major_weight(emu, rng, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+def test_int8_weight_products(emu, rng, dtype):
+    # gemv1_q8_<t>, gemv_q8_<t> (with the residual), gemv1_q8_norm_<t>, gemv1_q8_norm_silu_<t>:
+    # weight-only int8 (F.linear_int8, F.rms_norm_linear's scale), whole runs and, offset by one
+    # element, none
+    q = rng.integers(-127, 128, (6, 65)).astype(np.int8)
+    scale, a, g = (random_array(rng, shape, dtype) for shape in ((6,), (3, 65), (64,)))
+    res = random_array(rng, (3, 6), dtype)
+    for start in (0, 1):
+        for rows in (1, 3):
+            with tl.no_grad():
+                got, ref = (F.linear_int8(tl.tensor(a, dtype=dtype, device=dev)[:rows, start:start + 64],
+                                          tl.tensor(q, device=dev)[:, start:start + 64],
+                                          tl.tensor(scale, dtype=dtype, device=dev),
+                                          residual=tl.tensor(res, dtype=dtype, device=dev)[:rows])
+                            for dev in (emu, "cpu"))
+            _same(got, ref, dtype, terms=64)
+        for gated in (False, True):
+            with tl.no_grad():
+                got, ref = (F.rms_norm_linear(tl.tensor(a, dtype=dtype, device=dev)[:1, start:start + 64], 64,
+                                              tl.tensor(g, dtype=dtype, device=dev),
+                                              tl.tensor(q, device=dev)[:, start:start + 64], eps=1e-5, gated=gated,
+                                              scale=tl.tensor(scale, dtype=dtype, device=dev))
+                            for dev in (emu, "cpu"))
+            _same(got, ref, dtype, terms=64)
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize("variant", ["rope", "rope_i", "rope_thd"])
 def test_rope_forward_backward(emu, rng, variant, dtype):
     theta = rng.uniform(0, 2 * np.pi, (5, 4))
