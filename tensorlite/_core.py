@@ -100,21 +100,29 @@ def manual_seed(seed: int) -> None:
         _SEEDED.add(id(dev))
 
 
+def rng_state_tensor(state: bytes):
+    """A device generator's state bytes as the 1-D uint8 cpu tensor torch's get_rng_state gives."""
+    return wrap(get_device("cpu").from_cpu(np.frombuffer(state, np.uint8).copy()), (len(state),), dtypes.uint8)
+
+
+def rng_state_bytes(op: str, new_state) -> bytes:
+    """rng_state_tensor's inverse, refusing anything but a 1-D uint8 tensor (naming op)."""
+    if not isinstance(new_state, TensorBase) or new_state.dtype is not dtypes.uint8 or new_state.ndim != 1:
+        raise DTypeError(f"{describe(op, new_state=new_state)}: expected a 1-D uint8 tensor from get_rng_state")
+    return new_state.numpy().tobytes()
+
+
 def get_rng_state(device="cpu"):
     """The generator state of `device` (default `cpu`) as a 1-D uint8 tensor on `cpu`, which
     set_rng_state takes back, as torch.get_rng_state (torch.cuda.get_rng_state for a GPU)."""
-    state = resolve_device(device).get_rng_state()
-    return wrap(get_device("cpu").from_cpu(np.frombuffer(state, np.uint8).copy()), (len(state),), dtypes.uint8)
+    return rng_state_tensor(resolve_device(device).get_rng_state())
 
 
 def set_rng_state(new_state, device="cpu") -> None:
     """Put the generator of `device` (default `cpu`) back in a state get_rng_state returned,
     as torch.set_rng_state: the draws that followed it then repeat."""
-    if not isinstance(new_state, TensorBase) or new_state.dtype is not dtypes.uint8 or new_state.ndim != 1:
-        raise DTypeError(f"{describe('set_rng_state', new_state=new_state)}: expected a 1-D uint8 tensor "
-                         "from get_rng_state")
-    dev = resolve_device(device)  # first: a pending tl.manual_seed must not replace the state later
-    dev.set_rng_state(new_state.numpy().tobytes())
+    state = rng_state_bytes("set_rng_state", new_state)
+    resolve_device(device).set_rng_state(state)  # resolved: a pending tl.manual_seed must not replace it later
 
 
 _CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layouts are never mutated)

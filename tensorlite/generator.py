@@ -20,12 +20,9 @@ from __future__ import annotations
 import contextlib
 import secrets
 
-import numpy as np
-
-from . import dtype as dtypes
-from ._core import TensorBase, resolve_device, wrap
-from .backend import Device, get_device
-from .errors import ArgumentError, DeviceError, DTypeError, describe
+from ._core import resolve_device, rng_state_bytes, rng_state_tensor
+from .backend import Device
+from .errors import ArgumentError, DeviceError
 
 DEFAULT_SEED = 67280421310721  # torch.Generator()'s initial seed
 
@@ -64,14 +61,10 @@ class Generator:
 
     def get_state(self):
         """The state as a 1-D uint8 tensor on cpu (set_state takes it back)."""
-        state = self._current()
-        return wrap(get_device("cpu").from_cpu(np.frombuffer(state, np.uint8).copy()), (len(state),), dtypes.uint8)
+        return rng_state_tensor(self._current())
 
     def set_state(self, new_state) -> "Generator":
-        if not isinstance(new_state, TensorBase) or new_state.dtype is not dtypes.uint8 or new_state.ndim != 1:
-            raise DTypeError(f"{describe('Generator.set_state', new_state=new_state)}: expected a 1-D uint8 tensor "
-                             "from get_state")
-        state = new_state.numpy().tobytes()
+        state = rng_state_bytes("Generator.set_state", new_state)
         saved = self._dev.get_rng_state()
         try:
             self._dev.set_rng_state(state)  # checks the size for this device

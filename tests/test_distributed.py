@@ -491,11 +491,11 @@ def test_nccl_enum_values_and_sizes_are_the_headers(vendor):
 def _header_or_skip(vendor):
     """(the header, include dirs) of NCCL (nccl.h + the CUDA runtime headers it includes) or
     RCCL (rccl/rccl.h + HIP's), or skip naming what is missing."""
-    from tensorlite.backends.rocm import _site_dirs
+    from tensorlite.backends.rocm import site_dirs
     if vendor == "nccl":
         roots = [os.path.join(os.environ[v], "include") for v in ("NCCL_HOME", "CUDA_HOME", "CUDA_PATH")
                  if os.environ.get(v)]
-        roots += [os.path.join(sp, "nvidia", sub, "include") for sp in _site_dirs() for sub in ("nccl", "cu13", "cu12")]
+        roots += [os.path.join(sp, "nvidia", sub, "include") for sp in site_dirs() for sub in ("nccl", "cu13", "cu12")]
         roots += ["/usr/local/cuda/include", "/usr/include"]
         header, needs = "nccl.h", ["cuda_runtime.h", os.path.join("crt", "host_config.h"), os.path.join("nv", "target")]
         hint = "pip install nvidia-nccl-cu13 nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl, or a CUDA toolkit"

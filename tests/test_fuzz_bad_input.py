@@ -315,7 +315,6 @@ def _probe_run(fail_at=None):
     return drawn
 
 
-@pytest.mark.skipif(bool(os.environ.get("TL_FUZZ_SEED")), reason="checks the derandomized default (TL_FUZZ_SEED set)")
 def test_a_fuzz_run_draws_the_same_examples_and_a_failure_prints_its_replay(capsys):
     first = _probe_run()
     assert len(first) > 10 and first == _probe_run()  # a rerun tries the same examples

@@ -75,7 +75,7 @@ def open_device(platform_name: str, ordinal: int = 0):
 
 # ---- library discovery ----------------------------------------------------------------
 
-def _site_dirs() -> List[str]:
+def site_dirs() -> List[str]:
     dirs = []
     try:
         dirs += site.getsitepackages()
@@ -97,7 +97,7 @@ def _site_dirs() -> List[str]:
 def nvidia_wheel_lib_dirs() -> List[str]:
     """`site-packages/nvidia/*/lib` of pip-installed NVIDIA wheels (nvidia/cu13/lib, nvidia/cublas/lib, ...)."""
     out = []
-    for sp in _site_dirs():
+    for sp in site_dirs():
         out += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
     return out
 

@@ -12,7 +12,7 @@ from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import rand
 from ...ops.elementwise import where
 from ...tensor import Tensor
-from ._util import check_positive, floating, inplace_result, log1p_exp
+from .common import check_positive, floating, inplace_result, log1p_exp
 
 sigmoid, tanh = Tensor.sigmoid, Tensor.tanh  # the op table's methods
 

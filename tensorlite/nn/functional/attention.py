@@ -14,7 +14,7 @@ from ...layout import broadcast_shapes
 from ...ops.creation import arange
 from ...ops.elementwise import where
 from ...tensor import Tensor
-from ._util import check_like, floating
+from .common import check_like, floating
 from .regularization import dropout
 
 

@@ -7,7 +7,7 @@ from ...autograd import register_double_backward
 from ...backend import batch_of_one
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import ShapeError, describe
-from ._util import as_rows
+from .common import as_rows
 
 
 def linear(x, weight, bias=None):

@@ -7,7 +7,7 @@ from ...errors import ArgumentError, ShapeError, TensorliteError, describe
 from ...ops.linalg import p_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
 from ...layout import broadcast_shapes
 from ...ops.elementwise import maximum
-from ._util import upcast
+from .common import upcast
 
 
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):

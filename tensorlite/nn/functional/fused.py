@@ -11,7 +11,7 @@ from ...custom_op import result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
 from ...ops.elementwise import binary
 from ...tensor import Tensor
-from ._util import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
+from .common import FINFO_EPS, as_rows, check_like, flatten_normalized, floating, reshaped
 from .dense import linear
 from .normalization import rms_norm
 from .quantized import linear_int8

@@ -14,7 +14,7 @@ from ...errors import ArgumentError, DTypeError, IndexOutOfRange, ShapeError, Te
 from ...ops.creation import full_like, tensor
 from ...ops.elementwise import maximum, minimum, where
 from ...tensor import Tensor
-from ._util import check_positive, log1p_exp, upcast
+from .common import check_positive, log1p_exp, upcast
 from .activation import log_softmax
 from .distance import pairwise_distance
 

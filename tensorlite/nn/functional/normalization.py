@@ -12,7 +12,7 @@ from ...errors import ArgumentError, DeviceError, DTypeError, ShapeError, descri
 from ...ops.linalg import p_norm  # ||x||_p with PyTorch's gradient, also tl.linalg's
 from ...ops.elementwise import maximum
 from ...tensor import Tensor
-from ._util import FINFO_EPS, flatten_normalized, reshaped
+from .common import FINFO_EPS, flatten_normalized, reshaped
 
 
 def _normalize_rows(x, eps, center: bool):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...errors import ArgumentError, ShapeError, describe
 from ...ops.conv import avg_pool2d, max_pool2d
 from ...tensor import Tensor
-from ._util import adaptive_pool
+from .common import adaptive_pool
 
 
 def _no_indices(op, return_indices):

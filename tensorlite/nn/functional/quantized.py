@@ -8,7 +8,7 @@ from ...autograd import is_grad_enabled
 from ...custom_op import result, storage_and_layout
 from ...dtype import int8
 from ...errors import DTypeError, ShapeError, describe
-from ._util import as_rows
+from .common import as_rows
 
 INT8_MAX = 127  # symmetric: -127..127, so that -w quantizes to -q
 

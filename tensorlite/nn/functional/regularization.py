@@ -7,7 +7,7 @@ from ...errors import ArgumentError, ShapeError, describe
 from ...ops.creation import rand
 from ...ops.elementwise import where
 from ...tensor import Tensor
-from ._util import floating, inplace_result
+from .common import floating, inplace_result
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False, _mask_shape=None, _op="dropout"):

@@ -10,7 +10,7 @@ from ...autograd import is_grad_enabled, note_write
 from ...custom_op import custom_op, result, storage_and_layout
 from ...errors import DeviceError, DTypeError, ShapeError, describe
 from ...ops.joins import cat, stack
-from ._util import check_like, floating
+from .common import check_like, floating
 
 _HEAD_DIM = {"rope": 1, "rope_i": 1, "rope_thd": 2}
 

@@ -12,7 +12,7 @@ from ...ops.conv import upsample_nearest2d
 from ...ops.creation import full
 from ...ops.joins import cat
 from ...tensor import Tensor
-from ._util import adaptive_pool, matrix_along, select_host, upcast
+from .common import adaptive_pool, matrix_along, select_host, upcast
 
 
 def pad(input, pad, mode: str = "constant", value=None):

@@ -10,7 +10,7 @@ from .. import functional as F
 from .. import init
 from ..functional.attention import attention_probs
 from ..parameter import Parameter
-from ._util import REQUIRED, function_module
+from .utils import REQUIRED, function_module
 from .linear import Linear
 from .module import Module
 

@@ -1,7 +1,7 @@
 """CosineSimilarity and PairwiseDistance, as torch.nn.modules.distance."""
 from __future__ import annotations
 
-from ._util import function_module
+from .utils import function_module
 
 CosineSimilarity = function_module(__name__, "CosineSimilarity", "cosine_similarity",
                                    "x1 . x2 / (max(|x1|, eps) max(|x2|, eps)) along dim", dim=1, eps=1e-8,

@@ -1,7 +1,7 @@
 """PixelShuffle and PixelUnshuffle, as torch.nn.modules.pixelshuffle."""
 from __future__ import annotations
 
-from ._util import REQUIRED, function_module
+from .utils import REQUIRED, function_module
 
 PixelShuffle = function_module(__name__, "PixelShuffle", "pixel_shuffle", "(*, C r^2, H, W) -> (*, C, H r, W r)",
                                upscale_factor=REQUIRED)

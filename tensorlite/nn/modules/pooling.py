@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...ops.conv import as_tuple
 from .. import functional as F
-from ._util import REQUIRED, function_module
+from .utils import REQUIRED, function_module
 from .module import Module
 
 

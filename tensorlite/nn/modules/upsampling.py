@@ -1,7 +1,7 @@
 """Upsample, as torch.nn.modules.upsampling."""
 from __future__ import annotations
 
-from ._util import function_module
+from .utils import function_module
 
 
 def _upsample_repr(self):
