@@ -60,6 +60,8 @@ FAMILY = {
     # CDNA2, CDNA3. gfx942 (MI300X/MI325X) is gfx940's ISA (LLVM: the same features but for
     # the target id; checked against llvm-objdump-19 on this project's kernels).
     "gfx90a": "cdna", "gfx940": "cdna", "gfx942": "cdna",
+    # CDNA4 (MI350X/MI355X): the tables' own ISA.
+    "gfx950": "cdna",
     # RDNA3: gfx1101..gfx1103 share gfx1100's encodings (checked by the opcode sweep); RDNA3.5
     # gfx1151 (Strix Halo) too: LLVM gives gfx115x gfx11's encodings, a few new instructions
     # (s_singleuse_vdst, v_dual_... unchanged) and no new formats.
@@ -70,7 +72,7 @@ FAMILY = {
 }
 
 # The ISA revision whose fix-ups (below) apply to an arch.
-_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940", "gfx942": "gfx940",
+_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940", "gfx942": "gfx940", "gfx950": "gfx950",
         "gfx1100": "gfx11", "gfx1101": "gfx11", "gfx1102": "gfx11", "gfx1103": "gfx11", "gfx1151": "gfx11",
         "gfx1200": "gfx12", "gfx1201": "gfx12"}
 

@@ -28,6 +28,7 @@ from tensorlite.errors import BackendError
 
 from . import fastalu
 from . import pcode as P
+from .codeobject import arch_traits
 from .decode import decode
 from .memory import MemoryFault
 
@@ -1598,8 +1599,10 @@ def launch(prog: Program, name: str, grid, block, shared_mem: int, kernarg_value
     waves_per_wg = -(-threads // L)
     nwg = gx * gy * gz
     lds_bytes = kd.group_segment_fixed_size + int(shared_mem)
-    if lds_bytes > 64 * 1024:
-        raise BackendError(f"{name}: {lds_bytes} bytes of LDS per workgroup exceed the 64 KiB an AMD workgroup has")
+    lds_limit = arch_traits(prog.arch).lds_bytes
+    if lds_bytes > lds_limit:
+        raise BackendError(f"{name}: {lds_bytes} bytes of LDS per workgroup exceed the {lds_limit // 1024} KiB "
+                           f"a workgroup of {prog.arch} has")
     lane_scratch = -(-kd.private_segment_fixed_size // 4) * 4
     if kernel.uses_dynamic_stack:
         lane_scratch += 16 * 1024  # a dynamic stack grows at run time: give it room (checked by bounds)
