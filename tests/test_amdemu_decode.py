@@ -337,15 +337,15 @@ def crosscheck_objdump(arch, source, elf, ref, bad: Mismatches) -> int:
     return len(ref)
 
 
-def crosscheck_comgr(arch, source, elf, dis, seen: dict, bad: Mismatches, llvm: int = 15) -> int:
-    """Walk .text with our decoder; ask LLVM (`dis`: Comgr, or LlvmC with `llvm` = 19, whose
+def crosscheck_comgr(arch, source, elf, dis, seen: dict, bad: Mismatches, version: int = 15) -> int:
+    """Walk .text with our decoder; ask LLVM (`dis`: Comgr, or LlvmC with `version` 19, whose
     spellings LLVM 22's are) about each distinct instruction's bytes once (the bytes LLVM sees
     start with that instruction and run on with the code that follows it, so a longer LLVM
     decode shows as a length mismatch)."""
     co, text_addr, code = text_of(elf)
     pos, n = 0, 0
     while pos < len(code):
-        ours = _ours(code, pos, arch, llvm=llvm)  # comgr 5.4.2 is AMD's LLVM 15
+        ours = _ours(code, pos, arch, llvm=version)  # comgr 5.4.2 is AMD's LLVM 15
         key = bytes(code[pos:pos + (ours[0] or 4)])
         llvm = seen.get(key)
         if llvm is None:
@@ -418,7 +418,7 @@ def test_decode_matches_llvm_clang(arch, tmp_path_factory, capsys):
         dis, seen = LlvmC(lib, arch), {}
         try:
             for src, elf in objs.items():
-                total += crosscheck_comgr(arch, src, elf, dis, seen, bad, llvm=19)
+                total += crosscheck_comgr(arch, src, elf, dis, seen, bad, version=19)
         finally:
             dis.close()
     else:
@@ -552,18 +552,19 @@ def _llvm_mc_sweep(arch, cands):
             if i not in invalid and g}
 
 
-@pytest.mark.parametrize("arch", ARCHS + ("gfx1101", "gfx1102", "gfx1103"))
+@pytest.mark.parametrize("arch", ARCHS + ("gfx1101", "gfx1102", "gfx1103", "gfx950"))
 def test_opcode_sweep(arch):
     """Wherever LLVM decodes an opcode's instruction word, we decode the same instruction (or
     refuse with a BackendError that names LLVM's mnemonic)."""
     table = _sweep_cdna() if D.family(arch) == "cdna" else _sweep_rdna3()
     cands = [c for cs in table.values() for c in cs]
     root = _rocm542_root()
-    if shutil.which("llvm-mc-14") and llvm14_knows_mc(arch):
-        ref, llvm = _llvm_mc_sweep(arch, cands), 14
-    elif root is not None and (root / "lib" / "libamd_comgr.so").is_file():
-        llvm = 15
-        dis = Comgr(root, arch)
+    if arch in RETARGET and rocm_llvm_library() is None:
+        pytest.skip(f"only rocm-llvm-python's librocmllvm.so here disassembles {arch}; {ROCM_LLVM_ENV} names none")
+    if arch in RETARGET or (shutil.which("llvm-mc-14") is None or not llvm14_knows_mc(arch)) and \
+            root is not None and (root / "lib" / "libamd_comgr.so").is_file():
+        llvm = 19 if arch in RETARGET else 15
+        dis = LlvmC(rocm_llvm_library(), arch) if arch in RETARGET else Comgr(root, arch)
         ref = {}
         try:
             pad = _words(0xBF800005) * 4  # literal-taking instructions read the next dword
@@ -573,6 +574,8 @@ def test_opcode_sweep(arch):
                     ref[c] = (size, mn, text)
         finally:
             dis.close()
+    elif shutil.which("llvm-mc-14") and llvm14_knows_mc(arch):
+        ref, llvm = _llvm_mc_sweep(arch, cands), 14
     else:
         pytest.skip(f"neither llvm-mc-14 nor ROCm 5.4.2's comgr can disassemble {arch}")
     bad, checked = [], 0
