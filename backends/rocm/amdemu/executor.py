@@ -333,6 +333,10 @@ def _pcode_of(family, op):
 # ---- ALU instructions through their pseudocode -----------------------------------------------
 
 _VECTOR_PREFIX = ("VOP",)
+# gfx950's packed conversions (V_CVT_PK_F16_F32, ...) save MODE's round mode, round to nearest
+# even and restore it: the interpreter rounds every conversion so, and the lines go.
+_FORCED_RNE = re.compile(r"^(prev_mode = ROUND_MODE|ROUND_MODE = ROUND_NEAREST_EVEN|ROUND_MODE = prev_mode);?\n?",
+                         re.M)
 _SDWA_SEL = {0: (0, 8), 1: (8, 8), 2: (16, 8), 3: (24, 8), 4: (0, 16), 5: (16, 16), 6: (0, 32)}
 
 
@@ -361,6 +365,14 @@ def prepare_alu(ins: Instr, ex) -> None:
     vector = fmt.startswith(_VECTOR_PREFIX)
     if text is None:
         raise UnsupportedInstruction(f"{name} ({fmt}): no pseudocode in the {family} tables")
+    # gfx950's V_BITOP3: its truth table, not source and output modifiers, fills the OMOD, ABS
+    # and NEG fields (TTBL = {OMOD, ABS, NEG}); it goes into the text as a constant, and the
+    # text's result `D` is the destination D0
+    bitop3 = name.startswith("V_BITOP3_")
+    if bitop3:
+        ttbl = _field(inst, "omod", 0) << 6 | _field(inst, "abs", 0) << 3 | _field(inst, "neg", 0)
+        text = re.sub(r"^D\.", "D0.", re.sub(r"^TTBL = .*$", f"TTBL = {ttbl}U;", text, flags=re.M), flags=re.M)
+    text = _FORCED_RNE.sub("", text) if "ROUND_MODE = ROUND_NEAREST_EVEN" in text else text
     try:
         fn = P.compile_pcode(name, text, vector)
     except P.Untranslatable as e:
@@ -373,12 +385,12 @@ def prepare_alu(ins: Instr, ex) -> None:
         raise UnsupportedInstruction(f"{name}: DPP operands")
     vop3 = fmt.startswith(("VOP3", "VOP3SD"))
     packed = fmt.startswith("VOP3P")
-    neg, abs_ = _field(inst, "neg", 0), _field(inst, "abs", 0)
+    neg, abs_ = (0, 0) if bitop3 else (_field(inst, "neg", 0), _field(inst, "abs", 0))
     neg_hi = _field(inst, "neg_hi", 0)
     opsel = _field(inst, "opsel", 0)
     opsel_hi = (_field(inst, "opsel_hi", 3) | (_field(inst, "opsel_hi2", 1) << 2)) if packed else 0
     clamp = _field(inst, "clmp", 0)
-    if _field(inst, "omod", 0):
+    if _field(inst, "omod", 0) and not bitop3:
         raise UnsupportedInstruction(f"{name}: output modifier (omod)")
 
     # sources, in the order S0, S1, S2
