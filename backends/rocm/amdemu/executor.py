@@ -624,6 +624,9 @@ def _sext(value, bits):
     return (value ^ sign) - sign
 
 
+_U32 = np.uint64(0xFFFFFFFF)
+
+
 class Space:
     """Where a memory instruction's addresses point: 'global', 'lds', 'private'."""
     GLOBAL, LDS, PRIVATE = "global", "lds", "private"
@@ -846,11 +849,13 @@ def prepare_memory(ins: Instr, ex) -> None:
         pairs = atomic is None and two is not None
         scale = (64 if "ST64" in (two or "") or "STRIDE64" in (two or "") else 1) * size
 
+        # the LDS address is the 32-bit sum of the VGPR and the offset: LLVM folds an offset
+        # into a negative base (LLVM 23's gfx950 code: v22 = v9 - 128, ds_read_b128 v22 offset:12672)
         def addresses(st, w):
             base = st.vgpr[w, addr_reg, :].astype(np.uint64)
             if pairs:
-                return [base + np.uint64(off0 * scale), base + np.uint64(off1 * scale)]
-            return [base + np.uint64(off0 | (off1 << 8))]
+                return [(base + np.uint64(off0 * scale)) & _U32, (base + np.uint64(off1 * scale)) & _U32]
+            return [(base + np.uint64(off0 | (off1 << 8))) & _U32]
         data_regs = [d0, d1]
     else:
         saddr = _field(inst, "saddr", 0x7F)
@@ -1376,7 +1381,9 @@ def _prepare_fma_mix(ins, ex):
     opsel, opsel_hi = _field(inst, "opsel", 0), _field(inst, "opsel_hi", 0) | (_field(inst, "opsel_hi2", 0) << 2)
     neg, absm = _field(inst, "neg", 0), _field(inst, "neg_hi", 0)  # mix ops use neg_hi as abs
     clamp, vdst = _field(inst, "clmp", 0), _field(inst, "vdst")
-    operands = [Operand(code, 32, 32, lit) for code in codes]
+    # an inline float constant is f16 where the operand is (op_sel_hi): LLVM 23's gfx950 code
+    # has v_fma_mix_f32 v1, v2, -1.0, v1 op_sel_hi:[0,1,1] (0xBC00, not -1.0f's low half 0)
+    operands = [Operand(code, 32, 16 if (opsel_hi >> i) & 1 else 32, lit) for i, code in enumerate(codes)]
     readers = [operand_reader(o, True, ex.arch) for o in operands]
     if any(r is None for r in readers):  # SCC, VCCZ...: the general reader
         readers = [lambda st, w, o=o: np.broadcast_to(read_operand(st, w, o, True), (_n(st, w), st.L))
