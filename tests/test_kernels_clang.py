@@ -112,6 +112,31 @@ def test_gfx942_attention_runs_on_mfma(code_objects, tmp_path):
     assert not others, f"v_mfma outside the MMA attention kernels: {others}"
 
 
+def test_gfx950_attention_runs_on_mfma(code_objects):
+    """The same for gfx950, counted by the emulator's decoder (LLVM 19 cannot disassemble gfx950;
+    tests/test_amdemu_decode.py checks that decoder against LLVM 22 on these code objects): the
+    MFMAs are gfx942's shapes, none of gfx950's new ones."""
+    pytest.importorskip("tinygrad.renderer.amd", reason="the decoder needs tinygrad==0.14.0's tables")
+    from tensorlite.backends.rocm.amdemu import decode
+    co = code_objects["gfx950", "attention.hip"]
+    if isinstance(co, BackendUnavailable):
+        pytest.skip(str(co))
+    start, end = co.text
+    code, counts, pos = co.read(start, end - start), {}, 0
+    while pos < len(code):
+        inst = decode.decode(code, pos, "gfx950")
+        name = decode.mnemonic(inst)
+        if name.startswith("v_mfma_"):
+            kernel = co.function_at(start + pos)
+            counts.setdefault(kernel, set()).add(name)
+        pos += inst.size()
+    mma = {k for k in co.kernels if re.match(r"flash_(fwd|bwd)_mma", k)}
+    assert mma and {k for k in mma if k not in counts} == set(), "MMA kernels without v_mfma on gfx950"
+    assert set(counts) <= mma, f"v_mfma outside the MMA attention kernels: {set(counts) - mma}"
+    assert set().union(*counts.values()) <= {"v_mfma_f32_16x16x16_f16", "v_mfma_f32_16x16x16_bf16",
+                                             "v_mfma_f32_16x16x4_f32"}
+
+
 def test_compile_error_names_family_target_and_compiler():
     clang = _clang_or_skip()
     with pytest.raises(CompileError, match=r"clang-19 failed to compile broken\.hip for gfx1201[\s\S]*"
