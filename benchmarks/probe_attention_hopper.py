@@ -1,20 +1,24 @@
-"""The warp-specialised Hopper SDPA forward (flash_fwd_ws*, TENSORLITE_ATTN_HOPPER=1) against the
-present one (flash_fwd_wg*) and torch's SDPA backends, in one call on an H100/H200:
+"""The warp-specialised Hopper SDPA forwards (flash_fwd_ws*: TENSORLITE_ATTN_HOPPER=1;
+flash_fwd_wsp*, with the pingpong schedule: =pingpong) against the present one (flash_fwd_wg*)
+and torch's SDPA backends, in one call on an H100/H200 (about 6 minutes, most of it compiling):
 
     python3 benchmarks/probe_attention_hopper.py [--reps 15] [--force]
+    (or `bash benchmarks/gpu_session.sh attn_hopper`, which installs the project first)
 
-1. Correctness, each in its own process (a kernel fault there, e.g. an illegal address, cannot
+0. A warm-up process compiles every kernel source (in parallel) into the cache.
+1. Correctness, each variant in its own process (a kernel fault there, e.g. an illegal address, cannot
    poison what runs after it): small shapes (ragged tiles, GQA, causal top-left and
    bottom-right, L != S, rings of key tiles that wrap, (b, t, h, d) views; f16 and bf16, head
    dims 64 and 128) through tensorlite with the switch on, then off, forward and backward (the
    backward reads the forward's lse), against torch's SDPA computed in float32 on the CPU on
    the same rounded inputs. Per case: the max abs error of each kernel, and which forward
-   kernel ran. The new kernel passes a case when its errors are within 2x the present
-   kernel's (+ 1e-3).
+   kernel ran. A new kernel passes a case when its errors are within 2x the present
+   kernel's (+ 1e-3). A check process that does not end in 120 s is killed (a kernel that
+   hangs: a barrier protocol broken).
 2. Speed, one process per shape (b8 h16 s2048, bf16; d128 and d64; causal and not): torch SDPA
    with each backend forced (flash, cuDNN, efficient: torch.nn.attention.sdpa_kernel), the
-   present tensorlite kernel, then the new one (last, so that a fault loses only its row; not
-   run at all when its correctness check failed, unless --force). Forward only, no grad; the
+   present tensorlite kernel, then the new ones (last, so that a fault loses only their rows;
+   not run at all when their correctness check failed, unless --force). Forward only, no grad; the
    median ms of --reps repetitions after warm-up, timed by CUDA events on each framework's own
    stream behind a lead of queued copies (bench_gpu.py's time_tl / time_torch). TFLOP/s counts
    4*b*h*s*s*d FLOPs, half of that when causal (bench_gpu.py's sdpa rows, bench_nn.py). Each
@@ -23,6 +27,7 @@ present one (flash_fwd_wg*) and torch's SDPA backends, in one call on an H100/H2
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +49,9 @@ CASES = {
 SHAPES = [(128, True), (128, False), (64, True), (64, False)]  # (d, causal) at b8 h16 s2048 bf16
 BIG = (8, 16, 2048)
 TORCH_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+# TENSORLITE_ATTN_HOPPER -> the forward it selects (on sm_90a, for these cases); "0" first
+VARIANTS = {"0": "flash_fwd_wg (present)", "1": "flash_fwd_ws (new)", "pingpong": "flash_fwd_wsp (new, pingpong)"}
+KERNEL_PREFIX = {"1": "flash_fwd_ws", "pingpong": "flash_fwd_wsp"}
 
 
 def emit(**kw):
@@ -119,7 +127,7 @@ def check_case(q, k, v, g, hq, hk, L, S, causal, device, names):
     return errs, fwd_kernels, float(refs[0].abs().max())
 
 
-def child_time(d, causal, reps, with_new):
+def child_time(d, causal, reps, switches):
     import torch
     import tensorlite as tl
     import tensorlite.nn.functional as F
@@ -136,6 +144,8 @@ def child_time(d, causal, reps, with_new):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     flash_out = None
     for backend in TORCH_BACKENDS:
+        impl = f"torch {backend.lower().replace('_attention', '')}"
+
         def fwd_t(backend=backend):
             with sdpa_kernel(getattr(SDPBackend, backend)), torch.no_grad():
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -144,15 +154,10 @@ def child_time(d, causal, reps, with_new):
             if backend == "FLASH_ATTENTION":
                 flash_out = out.float()
             ms = time_torch(torch, fwd_t, iters, reps)
-            emit(kind="time", impl=f"torch {backend.lower().replace('_attention', '')}", ms=ms,
-                 tflops=flops / ms / 1e9)
+            emit(kind="time", impl=impl, ms=ms, tflops=flops / ms / 1e9)
         except Exception as e:  # a backend that does not take the case on this build / GPU
-            emit(kind="time", impl=f"torch {backend.lower().replace('_attention', '')}",
-                 error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
-    impls = [("tensorlite flash_fwd_wg (present)", "0")]
-    if with_new:
-        impls.append(("tensorlite flash_fwd_ws (new)", "1"))
-    for impl, switch in impls:
+            emit(kind="time", impl=impl, error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+    for switch in ["0"] + switches:  # the present kernel first, the new ones last
         os.environ["TENSORLITE_ATTN_HOPPER"] = switch
 
         def fwd_tl():
@@ -166,7 +171,8 @@ def child_time(d, causal, reps, with_new):
         if flash_out is not None:
             diff = float((torch.from_dlpack(out).float() - flash_out).abs().max())
         ms = time_tl(dev, fwd_tl, iters, reps)
-        emit(kind="time", impl=impl, kernel=kernel, ms=ms, tflops=flops / ms / 1e9, max_diff_vs_torch_flash=diff)
+        emit(kind="time", impl=f"tensorlite {VARIANTS[switch]}", kernel=kernel, ms=ms, tflops=flops / ms / 1e9,
+             max_diff_vs_torch_flash=diff)
 
 
 def run_child(args, env_switch, timeout):
@@ -176,8 +182,9 @@ def run_child(args, env_switch, timeout):
         p = subprocess.run([sys.executable, os.path.abspath(__file__)] + args, env=env, capture_output=True,
                            text=True, timeout=timeout)
         out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as e:
-        out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+    except subprocess.TimeoutExpired as e:  # a kernel that never ends (a barrier's protocol broken)
+        out = (e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or "")
+        rc = f"killed after {timeout} s"
     results = [json.loads(line[len(RESULT):]) for line in out.splitlines() if line.startswith(RESULT)]
     tail = "\n".join(line for line in out.splitlines() if not line.startswith(RESULT))[-2000:]
     return results, rc, tail
@@ -185,31 +192,76 @@ def run_child(args, env_switch, timeout):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--child", choices=("check", "time"))
+    ap.add_argument("--child", choices=("warmup", "check", "time"))
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", type=int, default=1)
-    ap.add_argument("--new", type=int, default=1)
+    ap.add_argument("--switches", default="1,pingpong", help="TENSORLITE_ATTN_HOPPER values to time (time child)")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--device", default="cuda", help="the check's device (cpu: a dry run of this script)")
-    ap.add_argument("--force", action="store_true", help="time the new kernel even when its check failed")
+    ap.add_argument("--force", action="store_true", help="time the new kernels even when their check failed")
     args = ap.parse_args()
+    if args.child == "warmup":
+        import tensorlite as tl
+        return tl.backend.get_device(args.device).warmup()
     if args.child == "check":
         return child_check(args.dtypes.split(","), args.device)
     if args.child == "time":
-        return child_time(args.d, bool(args.causal), args.reps, bool(args.new))
+        return child_time(args.d, bool(args.causal), args.reps, [w for w in args.switches.split(",") if w])
 
+    if args.device != "cpu":  # every kernel source compiled (in parallel) and cached, before any kernel runs
+        _, rc, tail = run_child(["--child", "warmup", "--device", args.device], "0", 480)
+        print(f"warm-up (compiles): rc={rc}" + (f"\n{tail}" if rc != 0 else ""), flush=True)
     print("== correctness: max abs error vs torch SDPA in float32 on the cpu (out, dq, dk, dv) ==", flush=True)
-    checks = {}
-    for switch in ("1", "0"):  # the new kernel first: the compile happens there
-        res, rc, tail = run_child(["--child", "check", "--dtypes", args.dtypes, "--device", args.device], switch, 420)
+    checks, hung = {}, False
+    for switch in VARIANTS:
+        if hung:  # the next variant shares the ring protocol that never ended: not worth its timeout
+            print(f"TENSORLITE_ATTN_HOPPER={switch}: check skipped")
+            checks[switch] = {}
+            continue
+        res, rc, tail = run_child(["--child", "check", "--dtypes", args.dtypes, "--device", args.device], switch, 120)
         checks[switch] = {(r["dtype"], r["case"]): r for r in res}
+        hung = switch != "0" and isinstance(rc, str)
         if rc != 0:
-            print(f"TENSORLITE_ATTN_HOPPER={switch} check process: rc={rc} after {len(res)} cases\n{tail}")
-    ok = bool(checks["1"])
+            print(f"TENSORLITE_ATTN_HOPPER={switch} ({VARIANTS[switch]}) check process: rc={rc} after {len(res)} "
+                  f"cases\n{tail}")
+    passed = [switch for switch in VARIANTS if switch != "0" and report_checks(switch, checks)]
+
+    if args.device == "cpu":
+        return
+    b, h, s = BIG
+    timed = list(VARIANTS)[1:] if args.force else passed
+    print(f"\n== forward speed, b{b} h{h} s{s} bf16 (TFLOP/s: 4*b*h*s*s*d, halved when causal; "
+          f"median of {args.reps}) ==", flush=True)
+    if len(timed) < len(VARIANTS) - 1:
+        print("(a new kernel whose correctness check failed is not timed; --force times it anyway)")
+    for d, causal in SHAPES:
+        res, rc, tail = run_child(["--child", "time", "--d", str(d), "--causal", str(int(causal)),
+                                   "--reps", str(args.reps), "--switches", ",".join(timed)], "0", 150)
+        print(f"-- d{d} {'causal' if causal else 'non-causal'}")
+        best = max((r["tflops"] for r in res if r["impl"].startswith("torch") and "tflops" in r), default=None)
+        for r in res:
+            if "error" in r:
+                print(f"  {r['impl']:38} unavailable: {r['error']}")
+                continue
+            ratio = f"{r['tflops'] / best:.2f}x best torch" if best else ""
+            extra = ""
+            if r["impl"].startswith("tensorlite") and r.get("max_diff_vs_torch_flash") is not None:
+                extra = f"  max|diff| vs torch flash {r['max_diff_vs_torch_flash']:.2e}  [{r['kernel']}]"
+            print(f"  {r['impl']:38} {r['ms']:8.3f} ms {r['tflops']:7.1f} TFLOP/s  {ratio}{extra}")
+        if rc != 0:
+            print(f"  process rc={rc}:\n{tail}")
+        sys.stdout.flush()
+
+
+def report_checks(switch, checks):
+    """Prints variant `switch`'s check table against the present kernel's; whether it passed."""
+    new_name = VARIANTS[switch]
+    print(f"-- {new_name} (TENSORLITE_ATTN_HOPPER={switch}) against {VARIANTS['0']}")
     print(f"{'dtype':9} {'case':26} {'new out/dq/dk/dv':32} {'present out/dq/dk/dv':32} verdict  new kernel")
-    for key in sorted(set(checks["1"]) | set(checks["0"])):
-        new, old = checks["1"].get(key), checks["0"].get(key)
+    ok = bool(checks[switch])
+    for key in sorted(set(checks[switch]) | set(checks["0"])):
+        new, old = checks[switch].get(key), checks["0"].get(key)
 
         def fmt(r):
             return "/".join(f"{r['errs'][w]:.1e}" for w in ("out", "dq", "dk", "dv")) if r and "errs" in r else "-"
@@ -220,37 +272,14 @@ def main():
                 verdict = "ERROR"
         if verdict == "missing" and new and old:
             good = all(new["errs"][w] <= 2 * old["errs"][w] + 1e-3 for w in new["errs"])
-            ran = new["kernel"].startswith("flash_fwd_ws")
+            ran = re.match(KERNEL_PREFIX[switch] + r"\d", new["kernel"]) is not None
             verdict = ("PASS" if good else "FAIL") + ("" if ran else " (not selected)")
             ok &= good and ran
         else:
             ok = False
         print(f"{key[0]:9} {key[1]:26} {fmt(new):32} {fmt(old):32} {verdict:8} {(new or {}).get('kernel', '-')}")
-    print(f"new kernel correctness: {'PASS' if ok else 'FAIL'}", flush=True)
-
-    if args.device != "cuda":
-        return
-    b, h, s = BIG
-    print(f"\n== forward speed, b{b} h{h} s{s} bf16 (TFLOP/s: 4*b*h*s*s*d, halved when causal; "
-          f"median of {args.reps}) ==", flush=True)
-    for d, causal in SHAPES:
-        res, rc, tail = run_child(["--child", "time", "--d", str(d), "--causal", str(int(causal)),
-                                   "--reps", str(args.reps), "--new", str(int(ok or args.force))], "0", 240)
-        print(f"-- d{d} {'causal' if causal else 'non-causal'}")
-        best = max((r["tflops"] for r in res if r["impl"].startswith("torch") and "tflops" in r), default=None)
-        for r in res:
-            if "error" in r:
-                print(f"  {r['impl']:36} unavailable: {r['error']}")
-                continue
-            ratio = f"{r['tflops'] / best:.2f}x best torch" if best else ""
-            extra = f"  max|diff| vs torch flash {r['max_diff_vs_torch_flash']:.2e}  [{r['kernel']}]" \
-                if r["impl"].startswith("tensorlite") and r.get("max_diff_vs_torch_flash") is not None else ""
-            print(f"  {r['impl']:36} {r['ms']:8.3f} ms {r['tflops']:7.1f} TFLOP/s  {ratio}{extra}")
-        if rc != 0:
-            print(f"  process rc={rc}:\n{tail}")
-        if not (ok or args.force):
-            print("  (new kernel not timed: its correctness check failed; --force times it anyway)")
-        sys.stdout.flush()
+    print(f"{new_name} correctness: {'PASS' if ok else 'FAIL'}", flush=True)
+    return ok
 
 
 if __name__ == "__main__":

@@ -1601,9 +1601,13 @@ ATT_MMA_ENTRIES(float, f32, 64)
 // Host precondition (sdpa's flash_hopper_fits): q, k, v rows complete (d == dv == DP),
 // contiguous and 16-byte aligned (mma_vec_ok), and no mask. Selected by the host only on
 // sm_90 and only with TENSORLITE_ATTN_HOPPER=1: off by default until measured on the GPU.
-// Lacks against FlashAttention-3: TMA loads (here cp.async by a full producer warpgroup),
-// the pingpong schedule of the two consumer groups, a persistent tile scheduler, and an
-// epilogue through shared memory.
+// PINGPONG (flash_fwd_wsp*, TENSORLITE_ATTN_HOPPER=pingpong): the two consumer groups take
+// turns to issue their products (FlashAttention-3's pingpong schedule: two named barriers), so
+// that one group's softmax runs while the other's products keep the tensor cores busy. Every
+// group takes its turn at every tile of the block, also at tiles it skips (the barriers'
+// counts stay balanced).
+// Lacks against FlashAttention-3: TMA loads (here cp.async by a full producer warpgroup), a
+// persistent tile scheduler, and an epilogue through shared memory.
 #define WS_FWD_GROUPS 2   // consumer warpgroups
 #define WS_FWD_BN 128     // keys per tile
 #define WS_FWD_PRODUCER_REGS 40
@@ -1627,7 +1631,7 @@ TL_DEV void ws_copy_tile(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
     else C::template copy<true>(dst, base, s2, r0, n_rows);
 }
 
-template <typename T, int DP>
+template <typename T, int DP, bool PINGPONG>
 TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
                          const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
 #if defined(TL_HAS_WGMMA)
@@ -1721,6 +1725,11 @@ TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, c
         tl_wg_commit();
     };
 
+    // pingpong: group g issues its products after syncing at barrier 1 + g, then lets the other
+    // group go (arrives at 2 - g); group 1 lets group 0 start, and skips its last signal
+    // (nobody would wait for it)
+    const int NB = 128 * WS_FWD_GROUPS;
+    if (PINGPONG && g == 1 && tiles > 0) tl_bar_arrive(1, NB);
     if (tiles > 0) tl_mbar_wait(full, 0);  // Q and tile 0
     if (g_tiles > 0) {
         TlAcc s[1][NT];
@@ -1735,11 +1744,14 @@ TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, c
         // every tile's `full` is waited for before its `empty` is arrived at, by every consumer
         // thread (also for tiles it skips): the phases of both stay in step with the producer
         if (j + 1 < tiles) tl_mbar_wait(full + (j + 1) % STAGES, (u32)((j + 1) / STAGES) & 1);
+        if (PINGPONG) tl_bar_sync(1 + g, NB);
+        const bool signal = PINGPONG && (g == 0 || j + 1 < tiles);
         if (j < g_tiles) {
             if (j + 1 < g_tiles) {
                 TlAcc s[1][NT];
                 scores(s, j + 1);
                 values(j);
+                if (signal) tl_bar_arrive(2 - g, NB);
                 tl_wg_wait<1>();  // S_{j+1} is done; P_j V_j may still run
                 tl_wg_hold(s[0]);
                 const bool grew =
@@ -1751,9 +1763,12 @@ TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, c
                 for (int n = 0; n < NT; ++n) tl_mma_acc_to_a<T>(pa[n], s[0][n]);
             } else {  // the group's last tile
                 values(j);
+                if (signal) tl_bar_arrive(2 - g, NB);
                 tl_wg_wait<0>();
                 tl_wg_hold(o[0]);
             }
+        } else if (signal) {
+            tl_bar_arrive(2 - g, NB);
         }
         tl_mbar_arrive(empty + j % STAGES);
     }
@@ -1761,12 +1776,14 @@ TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, c
 #endif
 }
 
-#define ATT_WS_ENTRIES(T, sfx, DP)                                                                  \
-    extern "C" __global__ void __launch_bounds__(128 * (WS_FWD_GROUPS + 1), 1) flash_fwd_ws##DP##_##sfx( \
+#define ATT_WS_ENTRY(T, sfx, DP, NAME, PINGPONG)                                                     \
+    extern "C" __global__ void __launch_bounds__(128 * (WS_FWD_GROUPS + 1), 1) NAME##DP##_##sfx(    \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
-        flash_fwd_ws<T, DP>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);                       \
+        flash_fwd_ws<T, DP, PINGPONG>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);             \
     }
+#define ATT_WS_ENTRIES(T, sfx, DP) \
+    ATT_WS_ENTRY(T, sfx, DP, flash_fwd_ws, false) ATT_WS_ENTRY(T, sfx, DP, flash_fwd_wsp, true)
 ATT_WS_ENTRIES(f16, f16, 64) ATT_WS_ENTRIES(f16, f16, 128)
 ATT_WS_ENTRIES(bf16, bf16, 64) ATT_WS_ENTRIES(bf16, bf16, 128)
 

@@ -335,6 +335,11 @@ TL_DEV bool tl_mbar_test(u64* bar, u32 parity) {
 TL_DEV void tl_mbar_wait(u64* bar, u32 parity) {
     while (!tl_mbar_test(bar, parity)) {}  // try_wait itself suspends the thread a while
 }
+// Named block barriers (ids 1..15; 0 is __syncthreads'): tl_bar_sync waits until n threads
+// (a multiple of 32, the caller included) have synced or arrived at barrier id since its last
+// completion; tl_bar_arrive counts the caller in without waiting (a signal to the syncers).
+TL_DEV void tl_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+TL_DEV void tl_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 // Registers per thread of the calling warpgroup from here on (every warp of the group runs
 // it; N a multiple of 8 in 24..256): a producer group gives registers back to the block's
 // pool (dec) for its consumer groups to take (inc, which waits until the pool has them).
