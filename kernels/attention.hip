@@ -1595,9 +1595,9 @@ ATT_MMA_ENTRIES(float, f32, 64)
 // landed and been fenced for the tensor cores) and `empty` (the consumers' threads arrive once
 // their products that read the stage are done). No block-wide barrier after the start: the
 // consumer groups run independently of each other and of the loads.
-// The producer signals tile t-1 after issuing tile t (cp.async.wait_group counts the groups
-// still in flight), and a consumer frees stage j only after S_{j+1} has been issued, so the
-// ring needs at least 3 stages to never wait on itself.
+// The producer keeps up to two tiles in flight, and signals every landed tile before it waits
+// for a stage the consumers still read (a landed tile never waits behind that). A consumer
+// frees stage j only after S_{j+1} has been issued, so the ring needs at least 2 stages.
 // Host precondition (sdpa's flash_hopper_fits): q, k, v rows complete (d == dv == DP),
 // contiguous and 16-byte aligned (mma_vec_ok), and no mask. Selected by the host only on
 // sm_90 and only with TENSORLITE_ATTN_HOPPER=1: off by default until measured on the GPU.
@@ -1615,7 +1615,7 @@ ATT_MMA_ENTRIES(float, f32, 64)
 template <typename T, int DP> struct WsFwdTile {
     static const int BM = 64 * WS_FWD_GROUPS, BN = WS_FWD_BN;
     static const int STAGES = DP > 64 ? 3 : 4;  // 64 KiB a stage at DP 128
-    static_assert(STAGES >= 3, "the producer's signal lags a tile: see above");
+    static_assert(STAGES >= 2, "a consumer frees a stage only once it holds the next: see above");
     // Q, the stages, their 2 * STAGES mbarriers, 1 KiB to align the tiles to 1 KiB: 225.1 KiB
     // at DP 128; mirrored by sdpa in backends/rocm/ops/attention.py (_WS_FWD_*)
     static const int SMEM = (BM + 2 * STAGES * BN) * DP * (int)sizeof(T) + 16 * STAGES + 1024;
@@ -1672,21 +1672,35 @@ TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, c
         const T* kb = k + kv.offset + bi * kv.s0 + hk * kv.s1;
         const T* vb = v + vv.offset + bi * vv.s0 + hk * vv.s1;
         ws_copy_tile<T, BM, DP, QLay>(sq, q + qv.offset + bi * qv.s0 + h * qv.s1, qv.s2, l0, p.L);
+        // tile t's copies are issued once its stage is free (tile t - STAGES done); tile t-1
+        // is signalled once it has landed: after tile t is issued (two tiles in flight), or
+        // before waiting for tile t's stage if that is not free yet
+        auto publish = [&](int t) {  // tile t has landed (every earlier copy too)
+            tl_fence_async_smem();
+            tl_mbar_arrive(full + t % STAGES);
+        };
         for (int t = 0; t < tiles; ++t) {
             const int s = t % STAGES;
-            if (t >= STAGES) tl_mbar_wait(empty + s, (u32)(t / STAGES - 1) & 1);  // tile t - STAGES is done
+            bool pending = t > 0;  // tile t-1 not yet signalled
+            if (t >= STAGES) {
+                const u32 par = (u32)(t / STAGES - 1) & 1;
+                if (!tl_mbar_ready(empty + s, par)) {
+                    tl_cp_async_wait_all();
+                    publish(t - 1);
+                    pending = false;
+                    tl_mbar_wait(empty + s, par);
+                }
+            }
             T* const st = skv + s * STAGE;
             ws_copy_tile<T, BN, DP, KVLay>(st, kb, kv.s2, (i64)t * BN, p.S);
             ws_copy_tile<T, BN, DP, KVLay>(st + BN * DP, vb, vv.s2, (i64)t * BN, p.S);
-            if (t > 0) {  // every group but tile t's two has landed: tile t-1 (and Q)
-                tl_cp_async_wait_prior<2>();
-                tl_fence_async_smem();
-                tl_mbar_arrive(full + (t - 1) % STAGES);
+            if (pending) {
+                tl_cp_async_wait_prior<2>();  // all but tile t's two groups: tile t-1 (and Q)
+                publish(t - 1);
             }
         }
         tl_cp_async_wait_all();
-        tl_fence_async_smem();
-        tl_mbar_arrive(full + (tiles - 1) % STAGES);
+        publish(tiles - 1);
         return;
     }
 

@@ -332,6 +332,13 @@ TL_DEV bool tl_mbar_test(u64* bar, u32 parity) {
                  : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
     return done != 0;
 }
+// Whether that phase has completed, without waiting.
+TL_DEV bool tl_mbar_ready(u64* bar, u32 parity) {
+    u32 done;
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
 TL_DEV void tl_mbar_wait(u64* bar, u32 parity) {
     while (!tl_mbar_test(bar, parity)) {}  // try_wait itself suspends the thread a while
 }
