@@ -273,8 +273,10 @@ def report_checks(switch, checks):
         if verdict == "missing" and new and old:
             good = all(new["errs"][w] <= 2 * old["errs"][w] + 1e-3 for w in new["errs"])
             ran = re.match(KERNEL_PREFIX[switch] + r"\d", new["kernel"]) is not None
+            # bottom-right causal with L != S reaches the kernels as a mask, which the new ones do not take
+            masked = CASES[key[1]][6] == "bottom_right" and CASES[key[1]][3] != CASES[key[1]][4]
             verdict = ("PASS" if good else "FAIL") + ("" if ran else " (not selected)")
-            ok &= good and ran
+            ok &= good and (ran or masked)
         else:
             ok = False
         print(f"{key[0]:9} {key[1]:26} {fmt(new):32} {fmt(old):32} {verdict:8} {(new or {}).get('kernel', '-')}")
