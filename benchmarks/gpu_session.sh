@@ -20,6 +20,9 @@
 #            tree is a folder of the working tree that carries it (the device copy has no .git),
 #            e.g. `git archive REV | tar -x -C diag/base` (diag/ is ignored: carry it) and
 #            BASE=diag/base bash benchmarks/gpu_session.sh ab
+#   attn_hopper  probe_attention_hopper.py: the warp-specialised SDPA forwards (TENSORLITE_ATTN_HOPPER)
+#            checked against torch in f32 on the cpu, then timed against the present kernel and torch's
+#            flash / cuDNN / efficient backends (b8 h16 s2048 bf16, d128 and d64, causal and not)
 #   core     bench_gpu.py --cases dispatch,core: dispatch, bandwidth, GEMMs, a decode step's linear layers (GEMV)
 #   bench    bench_gpu.py --cases all: kernels, GEMMs, attention, conv, the GPT step against torch
 #            eager and torch.compile (both modes)
@@ -51,6 +54,9 @@ for stage in "$@"; do
         timed pytest 480 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 -rfE tests
         grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 | tee -a "$SUMMARY"
         tail -1 "$OUT/pytest.log" | tee -a "$SUMMARY" ;;
+    attn_hopper)
+        timed attn_hopper 580 python3 benchmarks/probe_attention_hopper.py
+        tee -a "$SUMMARY" < "$OUT/attn_hopper.log" ;;
     train)
         for dt in f32 bf16; do
             timed "train_$dt" 150 python3 examples/train_gpt.py --device cuda --dtype "$dt" --out ""

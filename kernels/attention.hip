@@ -15,6 +15,8 @@
 //                       (wgmma: code built for sm_90a only; the host picks it there)
 //   flash_bwd_mma{DP}_<t>  flash_bwd on tensor cores (same cases and host check as flash_fwd_mma)
 //   flash_bwd_wg{DP}_<t>   flash_bwd_mma's cases on warpgroup products (as flash_fwd_wg)
+//   flash_fwd_ws{DP}_<t>   flash_fwd_wg warp-specialised (a producer warpgroup loads, mbarriers;
+//                       sm_90a only, no mask; the host picks it only with TENSORLITE_ATTN_HOPPER=1)
 //   flash_bwd_pre_<t>   Dr[row] = sum_c dout[row, c] * out[row, c] in f32
 //   flash_bwd{DP}_<t>   dk, dv (b, hk, S, .) in T through their views dkv, dvv; dq accumulated
 //                       atomically into a zeroed f32 (b, hq, L, d) buffer through its view dqv
@@ -1579,6 +1581,225 @@ ATT_WG_ENTRIES(f16, f16, 64) ATT_WG_ENTRIES(f16, f16, 128)
 ATT_WG_ENTRIES(bf16, bf16, 64) ATT_WG_ENTRIES(bf16, bf16, 128)
 // f32 at head dim 64 only: at 128 its tiles would overflow AMD's 64 KiB of LDS
 ATT_MMA_ENTRIES(float, f32, 64)
+
+// ---- Hopper warp-specialised forward (sm_90a; f16/bf16, DP 64 or 128, no mask) ---------
+// flash_fwd_wg's contract and math (the per-warp accumulators, mma_softmax_tile,
+// mma_fwd_finish, Swizzled128 tiles, the same block order), with the loads taken off the
+// product warps as FlashAttention-3 does: a block is WS_FWD_GROUPS + 1 warpgroups (threads
+// (32, 4 * (WS_FWD_GROUPS + 1))). Warpgroup 0 is the producer: it copies Q and then K and V
+// tile by tile into a ring of WsFwdTile::STAGES shared-memory stages (cp.async, 16 bytes per
+// thread and copy, into the 128-byte swizzle), and gives most of its registers to the others
+// (setmaxnreg). Warpgroups 1.. are the consumers, 64 query rows each, which only wait, multiply
+// and run the softmax (S_{j+1} issued before P_j V_j, as flash_fwd_wg). Per stage two
+// mbarriers: `full` (the producer's 128 threads arrive once their copies of the tile have
+// landed and been fenced for the tensor cores) and `empty` (the consumers' threads arrive once
+// their products that read the stage are done). No block-wide barrier after the start: the
+// consumer groups run independently of each other and of the loads.
+// The producer keeps up to two tiles in flight, and signals every landed tile before it waits
+// for a stage the consumers still read (a landed tile never waits behind that). A consumer
+// frees stage j only after S_{j+1} has been issued, so the ring needs at least 2 stages.
+// Host precondition (flash_hopper in ops/attention.py): q, k, v rows complete (d == dv == DP),
+// contiguous and 16-byte aligned (mma_vec_ok), and no mask. Selected by the host only on
+// sm_90 and only with TENSORLITE_ATTN_HOPPER=1 or =pingpong: off by default until measured on the GPU.
+// PINGPONG (flash_fwd_wsp*, TENSORLITE_ATTN_HOPPER=pingpong): the two consumer groups take
+// turns to issue their products (FlashAttention-3's pingpong schedule: two named barriers), so
+// that one group's softmax runs while the other's products keep the tensor cores busy. Every
+// group takes its turn at every tile of the block, also at tiles it skips (the barriers'
+// counts stay balanced).
+// Lacks against FlashAttention-3: TMA loads (here cp.async by a full producer warpgroup), a
+// persistent tile scheduler, and an epilogue through shared memory.
+#define WS_FWD_GROUPS 2   // consumer warpgroups
+#define WS_FWD_BN 128     // keys per tile
+#define WS_FWD_PRODUCER_REGS 40
+#define WS_FWD_CONSUMER_REGS 232  // 128 * 40 + 256 * 232 = 64512 of the SM's 65536
+template <typename T, int DP> struct WsFwdTile {
+    static const int BM = 64 * WS_FWD_GROUPS, BN = WS_FWD_BN;
+    static const int STAGES = DP > 64 ? 3 : 4;  // 64 KiB a stage at DP 128
+    static_assert(STAGES >= 2, "a consumer frees a stage only once it holds the next: see above");
+    // Q, the stages, their 2 * STAGES mbarriers, 1 KiB to align the tiles to 1 KiB: 225.1 KiB
+    // at DP 128; mirrored by sdpa in backends/rocm/ops/attention.py (_WS_FWD_*)
+    static const int SMEM = (BM + 2 * STAGES * BN) * DP * (int)sizeof(T) + 16 * STAGES + 1024;
+};
+
+// Rows r0 .. r0+ROWS of a view (at base, row stride s2, n_rows rows) into dst by the 128
+// threads of warpgroup 0 (MmaTileCopy's thread index is threadIdx.y * 32 + threadIdx.x):
+// one cp.async group.
+template <typename T, int ROWS, int DP, typename Lay>
+TL_DEV void ws_copy_tile(T* dst, const T* base, i64 s2, i64 r0, i64 n_rows) {
+    typedef MmaTileCopy<T, ROWS, DP, Lay, 128> C;
+    if (r0 + ROWS <= n_rows) C::template copy<false>(dst, base, s2, r0, n_rows);
+    else C::template copy<true>(dst, base, s2, r0, n_rows);
+}
+
+template <typename T, int DP, bool PINGPONG>
+TL_DEV void flash_fwd_ws(const AttnShape& p, const View4& qv, const View4& kv, const View4& vv, const View4& ov,
+                         const View4& mv, const void* mask, const T* q, const T* k, const T* v, T* out, float* lse) {
+#if defined(TL_HAS_WGMMA)
+    typedef WsFwdTile<T, DP> F;
+    typedef Swizzled128<T, F::BM, DP> QLay;
+    typedef Swizzled128<T, F::BN, DP> KVLay;
+    const int BM = F::BM, BN = F::BN, KD = DP / 16, NT = BN / 16, STAGES = F::STAGES, STAGE = 2 * BN * DP;
+    T* const sq = (T*)((char*)att_dyn_smem + ((1024 - (tl_smem_addr(att_dyn_smem) & 1023)) & 1023));
+    T* const skv = sq + BM * DP;  // stage b: K at skv + b * STAGE, V after it
+    u64* const full = (u64*)(skv + STAGES * STAGE);
+    u64* const empty = full + STAGES;
+    // warpgroup from lane 0: warp-uniform for ptxas (see flash_fwd_wg)
+    const int w = threadIdx.y, wg = tl_shfl(w / 4, 0);
+
+    const i64 nq = (p.L + BM - 1) / BM;
+    const i64 qt = nq - 1 - (i64)blockIdx.x % nq, bh = (i64)blockIdx.x / nq;
+    const i64 bi = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hk);
+    const i64 l0 = qt * BM;
+    i64 n_end = p.S;  // keys up to the causal diagonal of the block's last row
+    if (p.causal) {
+        const i64 last = (l0 + BM < p.L ? l0 + BM : p.L) + p.causal_shift;
+        n_end = last < n_end ? (last > 0 ? last : 0) : n_end;
+    }
+    const int tiles = (int)((n_end + BN - 1) / BN);
+
+    if (w == 0 && threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            tl_mbar_init(full + s, 128);
+            tl_mbar_init(empty + s, 128 * WS_FWD_GROUPS);
+        }
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // producer
+        tl_regs_dec<WS_FWD_PRODUCER_REGS>();
+        if (tiles == 0) return;
+        const T* kb = k + kv.offset + bi * kv.s0 + hk * kv.s1;
+        const T* vb = v + vv.offset + bi * vv.s0 + hk * vv.s1;
+        ws_copy_tile<T, BM, DP, QLay>(sq, q + qv.offset + bi * qv.s0 + h * qv.s1, qv.s2, l0, p.L);
+        // tile t's copies are issued once its stage is free (tile t - STAGES done); tile t-1
+        // is signalled once it has landed: after tile t is issued (two tiles in flight), or
+        // before waiting for tile t's stage if that is not free yet
+        auto publish = [&](int t) {  // tile t has landed (every earlier copy too)
+            tl_fence_async_smem();
+            tl_mbar_arrive(full + t % STAGES);
+        };
+        for (int t = 0; t < tiles; ++t) {
+            const int s = t % STAGES;
+            bool pending = t > 0;  // tile t-1 not yet signalled
+            if (t >= STAGES) {
+                const u32 par = (u32)(t / STAGES - 1) & 1;
+                if (!tl_mbar_ready(empty + s, par)) {
+                    tl_cp_async_wait_all();
+                    publish(t - 1);
+                    pending = false;
+                    tl_mbar_wait(empty + s, par);
+                }
+            }
+            T* const st = skv + s * STAGE;
+            ws_copy_tile<T, BN, DP, KVLay>(st, kb, kv.s2, (i64)t * BN, p.S);
+            ws_copy_tile<T, BN, DP, KVLay>(st + BN * DP, vb, vv.s2, (i64)t * BN, p.S);
+            if (pending) {
+                tl_cp_async_wait_prior<2>();  // all but tile t's two groups: tile t-1 (and Q)
+                publish(t - 1);
+            }
+        }
+        tl_cp_async_wait_all();
+        publish(tiles - 1);
+        return;
+    }
+
+    // consumers: group g owns rows lg .. lg+64, warp w rows lw .. lw+16
+    tl_regs_inc<WS_FWD_CONSUMER_REGS>();
+    const int g = wg - 1;
+    const i64 lg = l0 + 64 * g, lw = lg + 16 * (w % 4);
+    i64 g_end = n_end;  // later tiles are wholly masked for the group: it only frees them
+    if (p.causal) {
+        const i64 glast = lg + 64 + p.causal_shift;
+        g_end = glast < g_end ? (glast > 0 ? glast : 0) : g_end;
+    }
+    const int g_tiles = lg < p.L ? (int)((g_end + BN - 1) / BN) : 0;
+
+    float m[1][TL_MMA_ROW_SLOTS], ls[1][TL_MMA_ROW_SLOTS], alpha[1][TL_MMA_ROW_SLOTS];
+    TlAcc o[1][KD];
+#pragma unroll
+    for (int r = 0; r < TL_MMA_ROW_SLOTS; ++r) { m[0][r] = att_neg_inf(); ls[0][r] = 0.0f; }
+#pragma unroll
+    for (int c = 0; c < KD; ++c) tl_mma_zero(o[0][c]);
+
+    TlFragA pa[NT];  // P_j, the A operand of P_j V_j
+    const u64 qdesc = QLay::kmajor(sq + 64 * g * QLay::AW);
+    auto scores = [&](TlAcc (&s)[1][NT], int t) {  // S = Q K_t^T
+        const u64 kdesc = KVLay::kmajor(skv + (t % STAGES) * STAGE);
+        tl_wg_fence();
+#pragma unroll
+        for (int c = 0; c < KD; ++c) tl_wg_ss<T, BN>(s[0], qdesc + QLay::kstep(c), kdesc + KVLay::kstep(c), c > 0);
+        tl_wg_commit();
+    };
+    auto values = [&](int t) {  // O += P_t V_t
+        const u64 vdesc = KVLay::mnmajor(skv + (t % STAGES) * STAGE + BN * DP);
+        tl_wg_fence();
+#pragma unroll
+        for (int n = 0; n < NT; ++n) tl_wg_rs<T, DP>(o[0], pa[n], vdesc + KVLay::mnstep(n));
+        tl_wg_commit();
+    };
+
+    // pingpong: group g issues its products after syncing at barrier 1 + g, then lets the other
+    // group go (arrives at 2 - g); group 1 lets group 0 start, and skips its last signal
+    // (nobody would wait for it)
+    const int NB = 128 * WS_FWD_GROUPS;
+    if (PINGPONG && g == 1 && tiles > 0) tl_bar_arrive(1, NB);
+    if (tiles > 0) tl_mbar_wait(full, 0);  // Q and tile 0
+    if (g_tiles > 0) {
+        TlAcc s[1][NT];
+        scores(s, 0);
+        tl_wg_wait<0>();
+        tl_wg_hold(s[0]);
+        mma_softmax_tile<T, 1, NT>(s, m, ls, alpha, p, bi, h, lw, 0, mv, mask);  // o is still 0
+#pragma unroll
+        for (int n = 0; n < NT; ++n) tl_mma_acc_to_a<T>(pa[n], s[0][n]);
+    }
+    for (int j = 0; j < tiles; ++j) {
+        // every tile's `full` is waited for before its `empty` is arrived at, by every consumer
+        // thread (also for tiles it skips): the phases of both stay in step with the producer
+        if (j + 1 < tiles) tl_mbar_wait(full + (j + 1) % STAGES, (u32)((j + 1) / STAGES) & 1);
+        if (PINGPONG) tl_bar_sync(1 + g, NB);
+        const bool signal = PINGPONG && (g == 0 || j + 1 < tiles);
+        if (j < g_tiles) {
+            if (j + 1 < g_tiles) {
+                TlAcc s[1][NT];
+                scores(s, j + 1);
+                values(j);
+                if (signal) tl_bar_arrive(2 - g, NB);
+                tl_wg_wait<1>();  // S_{j+1} is done; P_j V_j may still run
+                tl_wg_hold(s[0]);
+                const bool grew =
+                    mma_softmax_tile<T, 1, NT>(s, m, ls, alpha, p, bi, h, lw, (i64)(j + 1) * BN, mv, mask);
+                tl_wg_wait<0>();  // P_j V_j is done: stage j is free, O may be rescaled, P_j reused
+                tl_wg_hold(o[0]);
+                if (grew) mma_rescale(o, alpha);
+#pragma unroll
+                for (int n = 0; n < NT; ++n) tl_mma_acc_to_a<T>(pa[n], s[0][n]);
+            } else {  // the group's last tile
+                values(j);
+                if (signal) tl_bar_arrive(2 - g, NB);
+                tl_wg_wait<0>();
+                tl_wg_hold(o[0]);
+            }
+        } else if (signal) {
+            tl_bar_arrive(2 - g, NB);
+        }
+        tl_mbar_arrive(empty + j % STAGES);
+    }
+    mma_fwd_finish<T, 1, KD>(o, m, ls, p, bi, h, lw, ov, out, lse);
+#endif
+}
+
+#define ATT_WS_ENTRY(T, sfx, DP, NAME, PINGPONG)                                                     \
+    extern "C" __global__ void __launch_bounds__(128 * (WS_FWD_GROUPS + 1), 1) NAME##DP##_##sfx(    \
+        AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
+        const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
+        flash_fwd_ws<T, DP, PINGPONG>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);             \
+    }
+#define ATT_WS_ENTRIES(T, sfx, DP) \
+    ATT_WS_ENTRY(T, sfx, DP, flash_fwd_ws, false) ATT_WS_ENTRY(T, sfx, DP, flash_fwd_wsp, true)
+ATT_WS_ENTRIES(f16, f16, 64) ATT_WS_ENTRIES(f16, f16, 128)
+ATT_WS_ENTRIES(bf16, bf16, 64) ATT_WS_ENTRIES(bf16, bf16, 128)
 
 #define ATT_DIM_ENTRIES(T, sfx, DP)                                                                 \
     extern "C" __global__ void __launch_bounds__(TL_ATT_THREADS, 2) flash_fwd##DP##_##sfx(         \

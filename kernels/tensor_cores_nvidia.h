@@ -311,4 +311,45 @@ TL_WG_TYPE(f16, "f16")
 #undef TL_WG_ACC128
 #undef TL_WG_ACC64
 #undef TL_WG_ACC
+
+// ---- Hopper block synchronisation for warp-specialised kernels (sm_90a) ------------------
+// An mbarrier is 8 bytes of shared memory that counts arrivals: a phase completes when
+// `count` threads have arrived, and the next phase begins. tl_mbar_wait(b, par) returns once
+// the phase of parity `par` has completed (phase k of a barrier has parity k % 2; a waiter
+// must not fall two phases behind, which the kernels' ring protocols rule out). An arrival
+// releases the arriving thread's earlier memory accesses to the threads whose wait sees
+// its phase complete (acquire), as a block barrier would, but without stopping the arriving
+// thread. Initialised by one thread, then a __syncthreads before any other use.
+TL_DEV void tl_mbar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(tl_smem_addr(bar)), "r"(count) : "memory");
+}
+TL_DEV void tl_mbar_arrive(u64* bar) {
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(tl_smem_addr(bar)) : "memory");
+}
+TL_DEV bool tl_mbar_test(u64* bar, u32 parity) {
+    u32 done;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
+// Whether that phase has completed, without waiting.
+TL_DEV bool tl_mbar_ready(u64* bar, u32 parity) {
+    u32 done;
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
+TL_DEV void tl_mbar_wait(u64* bar, u32 parity) {
+    while (!tl_mbar_test(bar, parity)) {}  // try_wait itself suspends the thread a while
+}
+// Named block barriers (ids 1..15; 0 is __syncthreads'): tl_bar_sync waits until n threads
+// (a multiple of 32, the caller included) have synced or arrived at barrier id since its last
+// completion; tl_bar_arrive counts the caller in without waiting (a signal to the syncers).
+TL_DEV void tl_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+TL_DEV void tl_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+// Registers per thread of the calling warpgroup from here on (every warp of the group runs
+// it; N a multiple of 8 in 24..256): a producer group gives registers back to the block's
+// pool (dec) for its consumer groups to take (inc, which waits until the pool has them).
+template <int N> TL_DEV void tl_regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> TL_DEV void tl_regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 #endif

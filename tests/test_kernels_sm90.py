@@ -104,15 +104,23 @@ def test_wgmma_products_stay_asynchronous():
     """ptxas serializes every wgmma of a kernel, leaving only an info line under -v, when it
     cannot prove the pipeline safe (products issued in a branch that may not run, registers
     of an unfinished product touched): flash_fwd_wg* and flash_bwd_wg* would then lose the
-    overlap of their products with the rest of the work, without any error."""
+    overlap of their products with the rest of the work, without any error. The
+    warp-specialised forward (flash_fwd_ws*, flash_fwd_wsp*) must also not spill: its consumer warpgroups
+    hold S, P and O in the registers the producer gives up (setmaxnreg), and ptxas spills
+    instead of failing when they do not fit."""
     src, headers = compiler.read_kernel_source("attention.hip")
     log = []
     PLATFORM.rtc_compile(src, "attention.hip", headers, PLATFORM.rtc_options(ARCH) + ["-Xptxas", "-v"], log=log)
     text = "\n".join(log)
-    for kernel in ("flash_fwd_wg128_bf16", "flash_bwd_wg128_bf16"):
+    ws = [f"flash_fwd_{ws}{dp}_{t}" for ws in ("ws", "wsp") for dp in (64, 128) for t in ("f16", "bf16")]
+    for kernel in ["flash_fwd_wg128_bf16", "flash_bwd_wg128_bf16"] + ws:
         assert f"Compiling entry function '{kernel}'" in text, f"no ptxas -v report for {kernel}"
     serialized = [line for line in text.splitlines() if "wgmma.mma_async instructions are serialized" in line]
     assert not serialized, "\n".join(serialized)
+    for kernel in ws:  # ptxas's lines after "Compiling entry function": properties, then the spills
+        report = text.split(f"Compiling entry function '{kernel}'")[-1].split("Compiling entry function")[0]
+        spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+        assert spills and spills.groups() == ("0", "0"), f"{kernel} spills: {spills and spills.group(0)}"
 
 
 def test_dependent_launches_wait_before_touching_memory():

@@ -118,6 +118,29 @@ def test_sdpa_sm80_kernels_on_hopper(device, rng, monkeypatch, dtype, name):
     _check(_run(CASES[name], dtype, 128, 128, device, rng), dtype)
 
 
+@pytest.mark.parametrize("name", ["plain_multi_tile", "causal_gqa", "causal_L_gt_S"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", [tl.float16, tl.bfloat16], ids=lambda t: t.name)
+@pytest.mark.parametrize("switch,variant", [("1", "ws"), ("pingpong", "wsp")])
+def test_sdpa_warp_specialised_forward_on_hopper(device, rng, monkeypatch, switch, variant, dtype, d, name):
+    """TENSORLITE_ATTN_HOPPER=1 (=pingpong) selects the warp-specialised forward flash_fwd_ws*
+    (flash_fwd_wsp*) on sm_90a for the unmasked cases at complete head dims; forward and
+    backward (which reads its lse) held to the same reference."""
+    arch = getattr(get_device(device), "arch", None)
+    if arch != "sm_90a":
+        pytest.skip(f"needs a Hopper GPU (sm_90a), where flash_fwd_ws runs; {device}: {arch or 'no GPU arch'}")
+    from tensorlite.backends.rocm.ops import attention
+    looked_up, lookup = [], attention.kernel_for
+
+    def recording(dev, kernel, *args, **kwargs):
+        looked_up.append(kernel)
+        return lookup(dev, kernel, *args, **kwargs)
+    monkeypatch.setattr(attention, "kernel_for", recording)
+    monkeypatch.setenv("TENSORLITE_ATTN_HOPPER", switch)
+    _check(_run(CASES[name], dtype, d, d, device, rng), dtype)
+    assert f"flash_fwd_{variant}{d}_{dtype.short}" in looked_up, looked_up
+
+
 # few query rows, no gradient: the split-key decode kernels on GPUs (attn_decode_*), the
 # flash or score-matrix paths elsewhere; keys span several 16/32-key chunks and end
 # mid-chunk; head dims (d, dv) padded to each kernel width (32, 64, 128), whole or not

@@ -26,7 +26,7 @@ def _not_launched(label: str) -> List[Tuple[re.Pattern, str]]:
     launches there (their bodies are compiled out: compat.h)."""
     from .platform import parse_target
     arch = parse_target(label)[0]
-    out = [(re.compile(r"flash_(fwd|bwd)_wg\d+_"),
+    out = [(re.compile(r"flash_((fwd|bwd)_wg|fwd_wsp?)\d+_"),
             "Hopper's warpgroup (wgmma) attention: compiled only for sm_90a (TL_HAS_WGMMA), empty elsewhere")]
     if arch not in AmdArchitectures.MFMA_ARCHS:
         out.append((re.compile(r"flash_(fwd|bwd)_mma\d+_"),

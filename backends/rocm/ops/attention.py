@@ -36,6 +36,7 @@ KERNELS = {"attention.hip": tuple(f"flash_{op}{dp}_{t}" for op in ("fwd", "bwd")
            + tuple(f"flash_{op}_mma{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"flash_{op}_mma64_f32" for op in ("fwd", "bwd"))
            + tuple(f"flash_{op}_wg{dp}_{t}" for op in ("fwd", "bwd") for dp in (64, 128) for t in ("f16", "bf16"))
+           + tuple(f"flash_fwd_{ws}{dp}_{t}" for ws in ("ws", "wsp") for dp in (64, 128) for t in ("f16", "bf16"))
            + tuple(f"attn_decode_part{dp}_{t}" for dp in (32, 64, 128) for t in _FLASH_DTYPES)
            + tuple(f"attn_decode_combine_{t}" for t in _FLASH_DTYPES)}
 _DEC_ROWS, _DEC_THREADS = 32, 128                # DEC_ROWS, DEC_THREADS in attention.hip
@@ -117,7 +118,14 @@ class AttentionOps:
         q, layout = _flash_operand(self, layout, dp, mma)
         k, k_layout = _flash_operand(k, k_layout, dp, mma)
         v, v_layout = _flash_operand(v, v_layout, dp, mma)
-        if mma and flash_wgmma(dev, self.dtype):  # warpgroups of 4 warps, 64 rows each
+        hopper = flash_hopper(dev, self.dtype, dp, mask, (layout, k_layout, v_layout)) if mma else None
+        if hopper:  # warp-specialised: a producer warpgroup and _WS_FWD_GROUPS consumer groups of 64 rows
+            kernel = kernel_for(dev, f"flash_fwd_{hopper}{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
+            bm, block = 64 * _WS_FWD_GROUPS, (dev.warp_size, 4 * (_WS_FWD_GROUPS + 1))
+            stages = _ws_fwd_stages(dp)
+            # WsFwdTile::SMEM: Q, the K/V stages, their mbarriers, 1 KiB to align the tiles to 1 KiB
+            smem = (bm + 2 * stages * _WS_FWD_BN) * dp * self.dtype.itemsize + 16 * stages + 1024
+        elif mma and flash_wgmma(dev, self.dtype):  # warpgroups of 4 warps, 64 rows each
             kernel = kernel_for(dev, f"flash_fwd_wg{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = 64 * _WG_FWD_GROUPS, (dev.warp_size, 4 * _WG_FWD_GROUPS)
             # WgFwdTile::SMEM: Q, the K/V stages, 1 KiB to align them to 1 KiB
@@ -299,6 +307,33 @@ def flash_wgmma(dev, dtype) -> bool:
     the flash_*_mma* kernels instead."""
     return (dtype in dtypes.HALVES and dev.platform.matrix_cores(dev.arch) == "wgmma"
             and os.environ.get("TENSORLITE_WGMMA", "1").strip() != "0")
+
+
+_WS_FWD_GROUPS, _WS_FWD_BN = 2, 128                # WS_FWD_GROUPS, WS_FWD_BN in attention.hip
+
+
+def _ws_fwd_stages(dp: int) -> int:
+    """K/V stages of flash_fwd_ws<dp> (WsFwdTile::STAGES in attention.hip)."""
+    return 3 if dp > 64 else 4
+
+
+_HOPPER_VARIANTS = {"1": "ws", "pingpong": "wsp"}  # TENSORLITE_ATTN_HOPPER -> flash_fwd_<variant>
+
+
+def flash_hopper(dev, dtype, dp: int, mask, layouts) -> Optional[str]:
+    """The warp-specialised Hopper forward sdpa takes ("ws": flash_fwd_ws*; "wsp": with the
+    pingpong schedule of its two consumer warpgroups, flash_fwd_wsp*), or None. Only with
+    TENSORLITE_ATTN_HOPPER=1 or =pingpong (read at every call; off by default until measured on
+    an H100/H200: benchmarks/probe_attention_hopper.py), where the warpgroup kernels run
+    (flash_wgmma: sm_90a), for complete head dims (q's d == v's dv == dp, 64 or 128), no mask,
+    and operands whose rows the kernel's 16-byte copies take (`layouts`, after _flash_operand:
+    a tile of 128 rows spans under 2**32 bytes; it has no element-wise fallback)."""
+    variant = _HOPPER_VARIANTS.get(os.environ.get("TENSORLITE_ATTN_HOPPER", "0").strip())
+    if variant is None or mask is not None or not flash_wgmma(dev, dtype) or dp not in (64, 128):
+        return None
+    limit = 2 ** 32 // (_WS_FWD_BN * dtype.itemsize)
+    fits = all(lay.shape[3] == dp and (lay.shape[2] <= 1 or 0 <= lay.strides[2] < limit) for lay in layouts)
+    return variant if fits else None
 
 
 def flash_mma(dev, dtype, dp: int) -> bool:
