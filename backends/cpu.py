@@ -27,7 +27,7 @@ import sys
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from tensorlite import dtype as dtypes, fused_unary, op_table
+from tensorlite import dtype as dtypes, fused_unary, op_table, threads
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
                                 adam_state_dtype, batch_of_one, check_adam_scalar, check_cross_entropy, sdpa_layout,
                                 sdpa_mode)
@@ -193,16 +193,7 @@ def _erf(x):
 # The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
 # the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
 # float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
-def _cpu_threads() -> int:
-    """The cores this process may run on (numpy's ufuncs use one; its BLAS already uses them all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-_THREADS = min(_cpu_threads(), 8)
-_pool = None
+_pool = None  # (ThreadPoolExecutor, its size): remade when tl.set_num_threads asks for more threads
 
 
 def _drop_pool():  # a forked child has the parent's pool object but none of its threads
@@ -215,24 +206,30 @@ if hasattr(os, "register_at_fork"):
 
 
 def _in_parallel(tasks) -> None:
-    """Run the callables `tasks` on the cpu's cores: numpy releases the GIL inside a ufunc's loop,
-    so formulas over separate blocks run side by side. Each worker keeps the caller's numpy error
-    settings (they are per thread); an exception in a task is raised here."""
+    """Run the callables `tasks` on tl.get_num_threads() threads: numpy releases the GIL inside a
+    ufunc's loop (and a BLAS call), so formulas over separate blocks run side by side. numpy's BLAS
+    runs on one thread meanwhile (each task's products on all would oversubscribe the cores). Each
+    worker keeps the caller's numpy error settings (they are per thread); an exception in a task
+    is raised here."""
     global _pool
-    if len(tasks) < 2 or _THREADS < 2:
+    n = threads.get_num_threads()
+    if len(tasks) < 2 or n < 2:
         for task in tasks:
             task()
         return
-    if _pool is None:
+    if _pool is None or _pool[1] < n:
         from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="tensorlite-cpu")
+        if _pool is not None:
+            _pool[0].shutdown(wait=False)
+        _pool = (ThreadPoolExecutor(n, thread_name_prefix="tensorlite-cpu"), n)
     err = np.geterr()
 
     def run(task):
         with np.errstate(**err):
             task()
-    for f in [_pool.submit(run, t) for t in tasks]:
-        f.result()
+    with threads.blas_limited(1):
+        for f in [_pool[0].submit(run, t) for t in tasks]:
+            f.result()
 
 
 def _blockwise(fn, block=1 << 16):
@@ -241,7 +238,8 @@ def _blockwise(fn, block=1 << 16):
     the blocks, 4x larger: the threads hand the GIL to each other between numpy calls, and longer
     calls make that rarer (a formula at 1M elements: 25-30% faster on 2 cores, 64k blocks: none)."""
     def run(x):
-        step = block if _THREADS < 2 else 4 * block
+        n = threads.get_num_threads()
+        step = block if n < 2 else 4 * block
         if x.size <= step:  # 1-d: a ufunc of a 0-d array returns a scalar, which `out=` refuses
             return fn(x.reshape(-1)).reshape(x.shape)
         flat = np.ascontiguousarray(x).reshape(-1)
@@ -253,7 +251,7 @@ def _blockwise(fn, block=1 << 16):
                     out[i:i + step] = fn(flat[i:i + step])
             return task
         n_blocks = -(-flat.size // step)
-        bounds = [0] + [min(flat.size, -(-n_blocks * k // _THREADS) * step) for k in range(1, _THREADS + 1)]
+        bounds = [0] + [min(flat.size, -(-n_blocks * k // n) * step) for k in range(1, n + 1)]
         _in_parallel([blocks(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
         return out.reshape(x.shape)
     return run
@@ -1106,7 +1104,7 @@ class CpuStorage(BackendStorage):
 def _batch_shares(b: int, work: int):
     """[lo, hi) batch ranges, one per core where the work (elements of the scores) pays for a thread:
     attention's many small GEMMs and row passes release the GIL, so halves of a batch run side by side."""
-    n = min(b, _THREADS) if work >= 1 << 18 else 1
+    n = min(b, threads.get_num_threads()) if work >= 1 << 18 else 1
     bounds = [b * i // n for i in range(n + 1)]
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, b)]
 
