@@ -263,8 +263,18 @@ def _fused(formula):
     return _blockwise(lambda x: formula(x, UNARY_FLOAT))  # UNARY_FLOAT: bound below, read at the call
 
 
+_ZEROS = {}  # numpy dtype -> a 0-d zero of it, relu's other operand (a new one per call: 40% of a tiny relu)
+
+
+def _relu(x):
+    zero = _ZEROS.get(x.dtype)
+    if zero is None:
+        zero = _ZEROS[x.dtype] = np.zeros((), x.dtype)
+    return np.maximum(x, zero)
+
+
 _UNARY_NUMPY_LACKS = {
-    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "relu": _relu,
     "sigmoid": _sigmoid, "erf": _blockwise(_erf),
     **{u.name: _fused(u.cpu_forward) for u in fused_unary.UNARIES},
 }
