@@ -299,7 +299,9 @@ UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(Fal
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
 UNARY_DERIVATIVE = {u.name: _fused(u.cpu_derivative) for u in fused_unary.UNARIES}
 CMP = {op.name: op.numpy for op in op_table.COMPARE}
-REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
+# the ufuncs' reduce itself (np.sum / np.max add a Python wrapper's 0.5 us to a tiny reduction)
+REDUCE = {"sum": np.add.reduce, "min": np.minimum.reduce, "max": np.maximum.reduce, "argmin": np.argmin,
+          "argmax": np.argmax}
 
 
 # =====================================================================================
@@ -529,6 +531,15 @@ class CpuStorage(BackendStorage):
             return data
         return None
 
+    def _operand(self, layout: Layout, flat: bool = False) -> np.ndarray:
+        """The operand of a function that never writes it (a ufunc, a reduction, the op table's
+        rows: tests/test_cpu_fast_paths.py): self.data itself where _whole gives it, flat or shaped
+        as the layout (a plain view: the read-only flag costs a tiny op 0.3 us), else _read's view."""
+        x = self._whole(layout)
+        if x is None:
+            return self._read(layout, compute=True)
+        return x if flat else x.reshape(layout.shape)
+
     def _new(self, arr: np.ndarray, dtype=None) -> "CpuStorage":
         """Wrap a result: cast to dtype (default self's), C-contiguous, flattened."""
         dtype = self.dtype if dtype is None else dtype
@@ -563,8 +574,7 @@ class CpuStorage(BackendStorage):
 
     # ---- elementwise ------------------------------------------------------------------
     def affine(self, layout, mul, add):
-        x = self._whole(layout)
-        x = self._read(layout, compute=True) if x is None else x
+        x = self._operand(layout, flat=True)
         if not self.dtype.is_floating_point:
             # integral coefficients stay exact (wrapping) in int64; others go through f64
             exact = float(mul).is_integer() and float(add).is_integer()
@@ -593,8 +603,7 @@ class CpuStorage(BackendStorage):
             if op not in op_table.UNARY_BY_NAME:
                 raise ArgumentError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
             raise unsupported_dtype(op, self=(self, layout))
-        x = self._whole(layout)  # the tables' functions never write their operand (tests/test_cpu_backend.py)
-        return self._new(quietly(table[op], self._read(layout, compute=True) if x is None else x))
+        return self._new(quietly(table[op], self._operand(layout, flat=True)))
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
         row = op_table.BINARY_BY_NAME.get(op)
@@ -602,7 +611,7 @@ class CpuStorage(BackendStorage):
             raise ArgumentError(f"binary_impl: unknown op {op!r}; expected one of {sorted(op_table.BINARY_BY_NAME)}")
         if not op_table.defined_for(row, self.dtype.is_floating_point, self.dtype is dtypes.bool_):
             raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
-        a, b = self._whole(lhs_layout), rhs._whole(rhs_layout)  # the rows' functions never write their operands
+        a, b = self._whole(lhs_layout), rhs._whole(rhs_layout)  # flat, as _operand's; both, or both read
         if a is None or b is None or lhs_layout.shape != rhs_layout.shape:
             a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
         out = quietly(row.numpy, a, b)
@@ -626,14 +635,14 @@ class CpuStorage(BackendStorage):
         if op != "sum" and any(layout.shape[d] == 0 for d in dims):
             raise storage_error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
                                 self=(self, layout))
-        x = self._read(layout, compute=True)
+        x = self._operand(layout)
         if op in ("argmin", "argmax"):
             if len(dims) != 1:
                 raise storage_error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
             return self._new(REDUCE[op](x, axis=dims[0], keepdims=True), dtypes.int64)
         # integer sums keep their dtype (wrapping); np.sum would otherwise widen them
         kwargs = {"dtype": x.dtype} if op == "sum" else {}
-        return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs))
+        return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs).reshape(-1))  # flat: _new's fast path
 
     # ---- sorting, scans, searches -----------------------------------------------------
     def sort(self, layout, descending):

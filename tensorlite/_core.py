@@ -174,6 +174,9 @@ def norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
 def norm_dims(dim, ndim, op, x=None, empty_is_all=True):
     if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
+    if type(dim) is int:  # the common case, one dim: what the general path below gives for it
+        d = norm_dim(dim, ndim, op, x)
+        return (d,) if ndim else ()
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted({norm_dim(d, ndim, op, x) for d in dims}))
     if len(out) != len(dims):

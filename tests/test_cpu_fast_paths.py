@@ -56,6 +56,20 @@ def test_binary_ops_on_whole_storages_agree_with_views_and_leave_the_operands(rn
             np.testing.assert_array_equal(t.numpy(), v, err_msg=f"{row.name} wrote an operand")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_reductions_on_whole_storages_agree_with_views_and_leave_the_operand(rng, dtype):
+    whole, view = _pair(rng, dtype)
+    before = whole.numpy().copy()
+    cases = {"sum": lambda t: t.sum(), "sum(0)": lambda t: t.sum(0), "sum(-1, keepdim)": lambda t: t.sum(-1, True),
+             "amax(1)": lambda t: t.amax(1), "amin": lambda t: t.amin(), "argmax(0)": lambda t: t.argmax(0),
+             "mean(1)": lambda t: t.mean(1) if dtype != "int64" else t.sum(1)}
+    for name, fn in cases.items():
+        got, ref = fn(whole), fn(view)
+        assert got.shape == ref.shape and got.dtype is ref.dtype, name
+        np.testing.assert_array_equal(got.numpy(), ref.numpy(), err_msg=name)
+        np.testing.assert_array_equal(whole.numpy(), before, err_msg=f"{name} wrote its operand")
+
+
 def test_overflow_gives_inf_and_leaves_numpys_error_state():
     x = tl.tensor([3e38, 1.0], dtype=tl.float32)
     settings = np.geterr()
