@@ -45,3 +45,18 @@ def test_bad_counts_are_refused(restore_threads, bad, error):
     with pytest.raises(error, match="set_num_threads"):
         tl.set_num_threads(bad)
     assert tl.get_num_threads() == before
+
+
+def test_openblas_is_reached_without_threadpoolctl():
+    # the fallback where threadpoolctl is not installed (it is not a dependency): OpenBLAS's own entry points
+    libs = threads._openblas_libs()
+    if not libs:
+        pytest.skip("numpy's BLAS here is not an OpenBLAS loaded from a file (or /proc/self/maps is missing)")
+    (get, set_threads), before = libs[0], libs[0][0]()
+    try:
+        set_threads(1)
+        assert get() == 1
+        set_threads(2)
+        assert get() == 2
+    finally:
+        set_threads(before)
