@@ -69,6 +69,7 @@ except ImportError:  # numpy 1.x: the same set / reset through np.seterr
         def reset(self, token):
             np.seterr(**token)
     _ERRSTATE, _IGNORE_ALL = _SetErr(), None
+_SET_ERRSTATE, _RESET_ERRSTATE = _ERRSTATE.set, _ERRSTATE.reset  # bound once: quietly runs per op
 
 
 def _mul_add(x, mul, add):
@@ -81,11 +82,11 @@ def quietly(fn, *args):
     """fn(*args) with numpy's floating-point warnings off (overflow to inf, 0/0 to nan: the values
     are the answer, as on the GPU). Setting numpy's error state directly costs about a tenth of
     `with np.errstate(all="ignore")` (0.7 us), which was a tiny op's largest share."""
-    token = _ERRSTATE.set(_IGNORE_ALL)
+    token = _SET_ERRSTATE(_IGNORE_ALL)
     try:
         return fn(*args)
     finally:
-        _ERRSTATE.reset(token)
+        _RESET_ERRSTATE(token)
 
 
 # =====================================================================================
@@ -603,7 +604,8 @@ class CpuStorage(BackendStorage):
             if op not in op_table.UNARY_BY_NAME:
                 raise ArgumentError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
             raise unsupported_dtype(op, self=(self, layout))
-        return self._new(quietly(table[op], self._operand(layout, flat=True)))
+        out = quietly(table[op], self._operand(layout, flat=True))
+        return CpuStorage(out, dt, self.device) if out.dtype is dt.np and out.ndim == 1 else self._new(out)
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
         row = op_table.BINARY_BY_NAME.get(op)
