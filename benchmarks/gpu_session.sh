@@ -12,6 +12,9 @@
 #            --set compares other choices: ops.matmul.GEMV_MAX_ROWS=4, launch.SPREAD_ROWS_BELOW=0),
 #            and probe_decode_products.py (that step's products one by one, BLAS and GEMV vs torch)
 #   decode12 bench_decode.py at 12 layers of d768, batch 1 and 8
+#   int8     weight-only int8 decode against bf16 at the 1.1B shape (issue 46), in one call:
+#            probe_int8_products.py (each product's int8 GEMV against gemv1 and cuBLAS, us and
+#            GB/s), bench_decode.py --int8 (tokens/s of both, batch 1) and profile_decode.py --int8
 #   ab       the replayed decode step (profile_decode.py, 1.1B and 12 layers) of an older tree
 #            against this one, alternated in one process each, on the same card: the older
 #            tree is a folder of the working tree that carries it (the device copy has no .git),
@@ -78,6 +81,13 @@ for stage in "$@"; do
                 done
             done
         done ;;
+    int8)
+        timed int8_products 150 python3 benchmarks/probe_int8_products.py
+        timed int8_decode 270 python3 benchmarks/bench_decode.py --shapes 1.1b --batches 1 --reps 3 --int8
+        timed int8_profile 120 python3 benchmarks/profile_decode.py --shape 1.1b --int8 --top 20
+        note "-- int8 products"; sed -n '/^copy bandwidth/,$p' "$OUT/int8_products.log" | tee -a "$SUMMARY"
+        note "-- int8 decode"; sed -n '/^| /,$p' "$OUT/int8_decode.log" | tee -a "$SUMMARY"
+        note "-- int8 profile"; sed -n '/^decode step/,$p' "$OUT/int8_profile.log" | head -30 | tee -a "$SUMMARY" ;;
     decode12)
         timed decode_12l 400 python3 benchmarks/bench_decode.py --shapes 12l --batches 1,8 --reps 2
         sed -n '/^| /,$p' "$OUT/decode_12l.log" | tee -a "$SUMMARY" ;;
@@ -96,6 +106,6 @@ for stage in "$@"; do
             --baseline "$OUT/one.json"
         for f in ddp_one ddp_all; do sed -n '/^ranks  framework/,$p' "$OUT/$f.log" | tee -a "$SUMMARY"; done ;;
     *)
-        note "unknown stage $stage (suite, train, decode, decode12, ab, core, bench, multi)"; exit 2 ;;
+        note "unknown stage $stage (suite, train, decode, int8, decode12, ab, core, bench, multi)"; exit 2 ;;
     esac
 done

@@ -2,8 +2,9 @@
 --steps steps, and every --every steps one fault in the same process, rotating through bad token
 ids, a shape error, an absurd allocation, a dtype error and an index out of range. Each fault
 must raise a tensorlite error (nothing else, no crash); the loss curve must equal the
-fault-free run's (same seed, same data: a fault leaves no state behind); and the process's
-resident memory after warm-up must stay within --rss-tolerance (default 5%).
+fault-free run's (same seed, same data: a fault leaves no state behind; on a real GPU, within
+GPU_CURVE_RTOL: see same_curve); and the process's resident memory after warm-up must stay
+within --rss-tolerance (default 5%).
 
     python benchmarks/soak.py [--device cpu] [--steps 1000] [--every 50] [--d-model 64]
 
@@ -22,6 +23,19 @@ import tensorlite as tl
 from tensorlite import nn
 
 FAULTS = ("bad ids", "shape", "allocation", "dtype", "index")
+# A real GPU's float atomics (the embedding's scatter-add backward, attention's dq) add in the order
+# its threads arrive, so two fault-free runs there differ in the last bits (an H200: from step 9 of
+# tests/test_soak.py's run); cpu and the emulator add in one order, and their curves must be equal.
+BITWISE_DEVICES = ("cpu", "amdemu")
+GPU_CURVE_RTOL = 1e-4
+
+
+def same_curve(losses, clean, device) -> bool:
+    """Whether a faulted run's loss curve is the fault-free run's: equal where the device repeats
+    a run bit for bit, else within GPU_CURVE_RTOL of it at every step."""
+    if str(device).split(":")[0] in BITWISE_DEVICES:
+        return losses == clean
+    return len(losses) == len(clean) and all(abs(a - b) <= GPU_CURVE_RTOL * abs(b) for a, b in zip(losses, clean))
 
 
 def rss_bytes() -> int:
@@ -104,9 +118,9 @@ def main(argv=None) -> int:
     clean, _, _, _ = run(args.device, args.steps, args.every, args.d_model, faults=False, log=None)
     losses, raised, warm, end = run(args.device, args.steps, args.every, args.d_model)
     growth = (end - warm) / warm if warm else 0.0
-    same = losses == clean
+    same = same_curve(losses, clean, args.device)
     print(f"{args.steps} steps on {args.device}, a fault every {args.every}: raised {raised}")
-    print(f"loss curve equal to the fault-free run's: {same} (final {losses[-1]:.4f})")
+    print(f"loss curve the fault-free run's: {same} (final {losses[-1]:.4f})")
     print(f"resident memory after warm-up {warm / 2**20:.1f} MiB, at the end {end / 2**20:.1f} MiB "
           f"({100 * growth:+.2f}%, tolerance {100 * args.rss_tolerance:.0f}%)")
     ok = same and set(raised) == set(FAULTS) and growth <= args.rss_tolerance

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from . import dtype as dtypes, op_table
+from . import dtype as dtypes, op_table, rnn_reference
 from .errors import ArgumentError, BackendUnavailable, DeviceError, DTypeError, ShapeError, storage_error
 from .layout import Layout
 
@@ -551,6 +551,29 @@ class BackendStorage(ABC):
         v_cache.scatter_set(v_layout, ids, wide_ids, self, values, 2)
         return qk
 
+    # ---- a recurrent cell's step, in place (F.rnn_layer off the numpy path): each operand an
+    # (N, F) layout of contiguous rows, the others (storage, layout) pairs, None for absent ones
+    def rnn_cell(self, mode: str, layout: Layout, gh, b_hh, state, h_out, c_out, saved) -> None:
+        """One step of a recurrent cell's pointwise part (mode: tensorlite.rnn_reference.MODES):
+        self is gi = x W_ih^T + b_ih (N, G), gh = h W_hh^T (N, G), b_hh (G,) or None; state the c (LSTM) or h
+        (GRU) before the step. Writes h_out (N, H), c_out (LSTM) and `saved` (rnn_reference's
+        SAVED blocks of H). This default is the numpy reference; a backend may fuse it (the GPU's
+        one kernel)."""
+        h, c, s = rnn_reference.cell_forward(mode, self.to_cpu(layout), _host(gh), _host(b_hh),
+                                                   _host(state))
+        for out, a in ((h_out, h), (c_out, c), (saved, s)):
+            _write(out, a)
+
+    def rnn_cell_backward(self, mode: str, layout: Layout, state, cell, g_out, dh_rec, carry, dgi, dgh) -> None:
+        """rnn_cell's step back: self/layout what it saved (RNN: its h_out); state and cell (LSTM's
+        c_out) as it read and wrote them; the gradient reaching h is g_out + dh_rec (+ carry for
+        GRU); carry, in place, LSTM's dc (from the step after, then to the step before) or GRU's
+        z * dh. Writes the gates' gradients dgi (N, G) and GRU's dgh (those of gh)."""
+        got = rnn_reference.cell_backward(mode, self.to_cpu(layout), *(_host(p) for p in (state, cell, g_out, dh_rec,
+                                                                                           carry)))
+        for out, a in zip((carry, dgi, dgh), got):
+            _write(out, a)
+
     # ---- backward of the fused ops, fused losses and optimizer steps ------------------------
     # Inputs are read through their layouts; `grad` operands have the forward output's shape
     # and dtype; outputs are fresh contiguous storages (adamw_step works in place).
@@ -663,6 +686,19 @@ class BackendStorage(ABC):
         additive mask gets no gradient here. Backends without it raise NotImplementedError
         (and return lse None from sdpa)."""
         raise NotImplementedError(f"sdpa_backward is not implemented by {type(self).__name__}")
+
+
+def _host(pair):
+    """A (storage, layout) pair's numpy array, or None."""
+    return None if pair is None else pair[0].to_cpu(pair[1])
+
+
+def _write(pair, a) -> None:
+    """Write numpy `a` into the contiguous (storage, layout) pair, cast to its dtype (None: skip)."""
+    if pair is not None and a is not None:
+        st, layout = pair
+        st.device.from_cpu(dtypes.cast_array(a, st.dtype)).copy_strided_src(st, layout.offset,
+                                                                            Layout.contiguous(a.shape))
 
 
 def check_cross_entropy(op: str, logits, layout: Layout, target, target_layout: Layout) -> None:

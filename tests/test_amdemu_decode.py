@@ -15,6 +15,11 @@ The reference disassembler:
   so for those the disassembler of the comgr library shipped next to the hiprtc that
   compiles them (ROCm 5.4.2 in PyPI's pytorch-triton-rocm==2.1.0: AMD's LLVM 15 fork, the
   compiler that produced these very bytes) is called per instruction through cffi.
+- LLVM 19 does not know gfx950 (whose code triton's LLVM 23 generates: backends/rocm/triton_llvm.py),
+  and triton's libtriton has no disassembler: for it LLVM's C disassembler API in
+  `librocmllvm.so` of PyPI's rocm-llvm-python==7.2.2.562.46 (AMD's LLVM 22 of ROCm 7.2) is
+  called per instruction through ctypes (`pip install --no-deps --target DIR` it and set
+  $TENSORLITE_ROCM_LLVM=DIR).
 
 Compilers: gfx90a through the process's own platform (Debian's HIP 5.2 hiprtc, as
 tests/test_kernels_gfx90a.py does); gfx940/gfx1100 need hiprtc 5.4.2, which the platform
@@ -51,11 +56,14 @@ from tensorlite.backends.rocm.amdemu import decode as D  # noqa: E402
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject  # noqa: E402
 from tensorlite.backends.rocm.amdemu.platform import ARCHS as EMULATED, ROCM_ENV, clang_compiler, \
     rocm542_root  # noqa: E402
+from tensorlite.backends.rocm.clang import RETARGET  # noqa: E402
 
 ARCHS = ("gfx90a", "gfx940", "gfx1100")   # hiprtc's
 CLANG_ARCHS = tuple(EMULATED)             # clang-19's: every emulated architecture
 OBJDUMP = "llvm-objdump-14"
 OBJDUMP_CLANG = "llvm-objdump-19"
+ROCM_LLVM_ENV = "TENSORLITE_ROCM_LLVM"     # a folder holding rocm/llvm/librocmllvm.so (rocm-llvm-python)
+ROCM_LLVM_LIB = ("rocm", "llvm", "librocmllvm.so")
 MAX_REPORTED = 25
 
 
@@ -235,6 +243,47 @@ class Comgr:
         self.lib.amd_comgr_destroy_disassembly_info(self.info[0])
 
 
+class LlvmC:
+    """LLVM's C disassembler API (LLVMCreateDisasmCPU, LLVMDisasmInstruction) in a shared library
+    that exports it: librocmllvm.so of rocm-llvm-python (AMD's LLVM 22), one instruction a call;
+    `disassemble` as Comgr's."""
+
+    def __init__(self, path: Path, arch: str):
+        import ctypes
+        self.ctypes = ctypes
+        self.lib = lib = ctypes.CDLL(str(path))
+        for part in ("TargetInfo", "TargetMC", "Disassembler"):
+            getattr(lib, f"LLVMInitializeAMDGPU{part}")()
+        lib.LLVMCreateDisasmCPU.restype = ctypes.c_void_p
+        lib.LLVMCreateDisasmCPU.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
+                                            ctypes.c_void_p, ctypes.c_void_p]
+        lib.LLVMDisasmInstruction.restype = ctypes.c_size_t
+        lib.LLVMDisasmInstruction.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+                                              ctypes.c_char_p, ctypes.c_size_t]
+        lib.LLVMDisasmDispose.argtypes = [ctypes.c_void_p]
+        self.dc = lib.LLVMCreateDisasmCPU(b"amdgcn-amd-amdhsa", arch.encode(), None, 0, None, None)
+        assert self.dc, f"{path} cannot disassemble {arch}"
+        self.out = ctypes.create_string_buffer(512)
+
+    def disassemble(self, data: bytes):
+        """(size, mnemonic, text) of the instruction at data[0:], or (None, '<invalid>', '')."""
+        size = self.lib.LLVMDisasmInstruction(self.dc, data, len(data), 0, self.out, len(self.out))
+        text = self.out.value.decode().strip()
+        if not size or not text or text.split()[0] == "v_illegal":
+            return None, "<invalid>", text
+        return int(size), _normalise_llvm(text), text
+
+    def close(self):
+        self.lib.LLVMDisasmDispose(self.dc)
+
+
+def rocm_llvm_library():
+    """librocmllvm.so under $TENSORLITE_ROCM_LLVM, or None."""
+    base = os.environ.get(ROCM_LLVM_ENV)
+    path = Path(os.path.expanduser(base)).joinpath(*ROCM_LLVM_LIB) if base else None
+    return path if path is not None and path.is_file() else None
+
+
 # ---- the cross-check -----------------------------------------------------------------------
 
 def _ours(code, pos: int, arch: str, llvm: int = 19):
@@ -288,14 +337,15 @@ def crosscheck_objdump(arch, source, elf, ref, bad: Mismatches) -> int:
     return len(ref)
 
 
-def crosscheck_comgr(arch, source, elf, dis: Comgr, seen: dict, bad: Mismatches) -> int:
-    """Walk .text with our decoder; ask LLVM about each distinct instruction's bytes once (the
-    bytes LLVM sees start with that instruction and run on with the code that follows it, so
-    a longer LLVM decode shows as a length mismatch)."""
+def crosscheck_comgr(arch, source, elf, dis, seen: dict, bad: Mismatches, version: int = 15) -> int:
+    """Walk .text with our decoder; ask LLVM (`dis`: Comgr, or LlvmC with `version` 19, whose
+    spellings LLVM 22's are) about each distinct instruction's bytes once (the bytes LLVM sees
+    start with that instruction and run on with the code that follows it, so a longer LLVM
+    decode shows as a length mismatch)."""
     co, text_addr, code = text_of(elf)
     pos, n = 0, 0
     while pos < len(code):
-        ours = _ours(code, pos, arch, llvm=15)  # comgr 5.4.2 is AMD's LLVM 15
+        ours = _ours(code, pos, arch, llvm=version)  # comgr 5.4.2 is AMD's LLVM 15
         key = bytes(code[pos:pos + (ours[0] or 4)])
         llvm = seen.get(key)
         if llvm is None:
@@ -348,22 +398,39 @@ def test_decode_matches_llvm(arch, tmp_path_factory, capsys):
 
 @pytest.mark.parametrize("arch", CLANG_ARCHS)
 def test_decode_matches_llvm_clang(arch, tmp_path_factory, capsys):
-    """clang-19's code objects against llvm-objdump-19: every instruction of every kernel."""
-    if shutil.which(OBJDUMP_CLANG) is None:
+    """clang-19's code objects against llvm-objdump-19 (gfx950's, from triton's LLVM, against
+    rocm-llvm-python's LLVM 22): every instruction of every kernel."""
+    if arch in RETARGET:
+        lib = rocm_llvm_library()
+        if lib is None:
+            pytest.skip(f"LLVM 19 cannot disassemble {arch}; rocm-llvm-python's librocmllvm.so can, and "
+                        f"{ROCM_LLVM_ENV} names no folder holding it")
+        how = f"LLVM 22's C disassembler ({lib})"
+    elif shutil.which(OBJDUMP_CLANG) is None:
         pytest.skip(f"{OBJDUMP_CLANG} (Debian's llvm-19) is not installed")
+    else:
+        how = f"{OBJDUMP_CLANG} --mcpu={arch}"
     objs = clang_code_objects(arch)
     tmp = tmp_path_factory.mktemp(f"dis-clang-{arch}")
     t0 = time.perf_counter()
     bad, total = Mismatches(arch), 0
-    for src, elf in objs.items():
-        path = tmp / (src + ".co")
-        path.write_bytes(elf)
-        ref = objdump_instructions(arch, path, OBJDUMP_CLANG)
-        assert ref is not None, f"{OBJDUMP_CLANG} does not know {arch}"
-        total += crosscheck_objdump(arch, src, elf, ref, bad)
+    if arch in RETARGET:
+        dis, seen = LlvmC(lib, arch), {}
+        try:
+            for src, elf in objs.items():
+                total += crosscheck_comgr(arch, src, elf, dis, seen, bad, version=19)
+        finally:
+            dis.close()
+    else:
+        for src, elf in objs.items():
+            path = tmp / (src + ".co")
+            path.write_bytes(elf)
+            ref = objdump_instructions(arch, path, OBJDUMP_CLANG)
+            assert ref is not None, f"{OBJDUMP_CLANG} does not know {arch}"
+            total += crosscheck_objdump(arch, src, elf, ref, bad)
     with capsys.disabled():
         print(f"\n[amdemu decode] {arch} (clang-19): {total} instructions in {len(objs)} code objects checked "
-              f"against {OBJDUMP_CLANG} --mcpu={arch} in {time.perf_counter() - t0:.1f} s")
+              f"against {how} in {time.perf_counter() - t0:.1f} s")
     assert total > 0
     bad.check(total)
 
@@ -485,18 +552,19 @@ def _llvm_mc_sweep(arch, cands):
             if i not in invalid and g}
 
 
-@pytest.mark.parametrize("arch", ARCHS + ("gfx1101", "gfx1102", "gfx1103"))
+@pytest.mark.parametrize("arch", ARCHS + ("gfx1101", "gfx1102", "gfx1103", "gfx950"))
 def test_opcode_sweep(arch):
     """Wherever LLVM decodes an opcode's instruction word, we decode the same instruction (or
     refuse with a BackendError that names LLVM's mnemonic)."""
     table = _sweep_cdna() if D.family(arch) == "cdna" else _sweep_rdna3()
     cands = [c for cs in table.values() for c in cs]
     root = _rocm542_root()
-    if shutil.which("llvm-mc-14") and llvm14_knows_mc(arch):
-        ref, llvm = _llvm_mc_sweep(arch, cands), 14
-    elif root is not None and (root / "lib" / "libamd_comgr.so").is_file():
-        llvm = 15
-        dis = Comgr(root, arch)
+    if arch in RETARGET and rocm_llvm_library() is None:
+        pytest.skip(f"only rocm-llvm-python's librocmllvm.so here disassembles {arch}; {ROCM_LLVM_ENV} names none")
+    if arch in RETARGET or (shutil.which("llvm-mc-14") is None or not llvm14_knows_mc(arch)) and \
+            root is not None and (root / "lib" / "libamd_comgr.so").is_file():
+        llvm = 19 if arch in RETARGET else 15
+        dis = LlvmC(rocm_llvm_library(), arch) if arch in RETARGET else Comgr(root, arch)
         ref = {}
         try:
             pad = _words(0xBF800005) * 4  # literal-taking instructions read the next dword
@@ -506,6 +574,8 @@ def test_opcode_sweep(arch):
                     ref[c] = (size, mn, text)
         finally:
             dis.close()
+    elif shutil.which("llvm-mc-14") and llvm14_knows_mc(arch):
+        ref, llvm = _llvm_mc_sweep(arch, cands), 14
     else:
         pytest.skip(f"neither llvm-mc-14 nor ROCm 5.4.2's comgr can disassemble {arch}")
     bad, checked = [], 0
@@ -542,7 +612,8 @@ def test_family_and_unsupported_arch():
     assert D.family("gfx90a") == "cdna" and D.family("gfx940") == "cdna"
     assert D.family("gfx1100") == "rdna3" and D.family("gfx90a:sramecc+:xnack-") == "cdna"
     assert (D.family("gfx942"), D.family("gfx1151"), D.family("gfx1201")) == ("cdna", "rdna3", "rdna4")
-    for bad in ("gfx906", "gfx1030", "sm_90", "gfx950"):
+    assert D.family("gfx950") == "cdna"  # CDNA4: the tables' own ISA
+    for bad in ("gfx906", "gfx1030", "sm_90", "gfx908"):
         with pytest.raises(BackendError, match=bad):
             D.family(bad)
         with pytest.raises(BackendError):

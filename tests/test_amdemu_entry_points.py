@@ -441,6 +441,22 @@ def test_rope_forward_backward(emu, rng, variant, dtype):
 
 
 @pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("mode,reverse", [("LSTM", False), ("GRU", True), ("RNN_TANH", False), ("RNN_RELU", True)])
+def test_rnn_cell_forward_backward(emu, rng, mode, reverse, dtype):
+    """rnn_cell_<t> and rnn_cell_bwd_<t> (kernels/rnn.hip): one recurrent layer of 3 steps, batch
+    2, hidden 4, its output and final states, against cpu's (its numpy layer; the half types its
+    step-by-step ops)."""
+    G = {"LSTM": 4, "GRU": 3}.get(mode, 1) * 4
+    shapes = [(3, 2, 3), (2, 4)] + ([(2, 4)] if mode == "LSTM" else []) + [(G, 3), (G,), (G, 4), (G,)]
+
+    def layer(x, h0, *rest):
+        c0, rest = (rest[0], rest[1:]) if mode == "LSTM" else (None, rest)
+        outs = F.rnn_layer(mode, x, h0, c0, *rest, reverse=reverse)
+        return tl.cat([o.reshape(-1) for o in outs if o is not None])
+    _forward_backward(emu, rng, dtype, shapes, layer, terms=8)
+
+
+@pytest.mark.parametrize("dtype", D.FLOATS, ids=lambda d: d.name)
 def test_rope_kv_cache(emu, rng, dtype):
     """A decode step's rope and cache write (b 2, 3 query and 1 key/value heads, 2 positions of 6)."""
     theta = rng.uniform(0, 2 * np.pi, (2, 4))

@@ -164,3 +164,76 @@ def test_empty_batch(kind):
     out.sum().backward()
     assert tuple(x.grad.shape) == (5, 0, 3)
     assert all(not p.grad.numpy().any() for p in m.parameters())
+
+
+@pytest.mark.parametrize("dtype,tol", [("float16", 2e-2), ("bfloat16", 6e-2)])
+@pytest.mark.parametrize("case", ["lstm_batch_first_proj_h0", "gru_2layer_bidir_h0", "rnn_relu_bidir"])
+def test_half_types_on_gpus_match_float32(gpu_device, rng, case, dtype, tol):
+    """The GPU layer (one cell kernel a step, kernels/rnn.hip) at float16 / bfloat16: outputs and
+    gradients near cpu's at float32 from the same (rounded) weights and inputs."""
+    m = build(tl, case, "float32")
+    half = getattr(tl, dtype)
+    m.load_state_dict({k: v.to(half).float() for k, v in m.state_dict().items()})  # values both can hold
+    xs = [np.asarray(tl.tensor(a).to(half).float().numpy()) for a in inputs(m, case, rng, "float32", L=4, N=2)]
+    with tl.no_grad():
+        shapes = [tuple(o.shape) for o in flat(m(*([tl.tensor(xs[0])] + (
+            [] if len(xs) == 1 else [tl.tensor(xs[1]) if len(xs) == 2 else tuple(map(tl.tensor, xs[1:]))]))))]
+    weights = [rng.standard_normal(s).astype("float32") for s in shapes]
+    ref_outs, ref_grads = run(m, xs, weights, tl)
+    m.zero_grad()
+    m.to(device=gpu_device, dtype=half)
+    outs, grads = run(m, [tl.tensor(a).to(half).numpy() for a in xs], weights, tl, gpu_device)
+    for i, (o, r) in enumerate(zip(outs, ref_outs)):
+        np.testing.assert_allclose(o.astype("float32"), r, rtol=tol, atol=tol, err_msg=f"output {i}")
+    for i, (g, r) in enumerate(zip(grads, ref_grads)):
+        scale = max(1.0, float(np.abs(r).max()))
+        np.testing.assert_allclose(g.astype("float32"), r, rtol=tol, atol=tol * scale, err_msg=f"gradient {i}")
+
+
+@pytest.mark.parametrize("mode,proj,reverse", [("LSTM", False, False), ("LSTM", True, True), ("GRU", False, True),
+                                               ("RNN_TANH", False, False), ("RNN_RELU", False, True)])
+def test_device_plan_on_the_contract_reference(rng, mode, proj, reverse):
+    """The GPUs' plan (nn/functional/rnn_steps.py: matmuls and the storage's rnn_cell a step) run on
+    cpu storages, whose rnn_cell / rnn_cell_backward are the contract's numpy reference, gives
+    what the cpu layer gives: outputs, final states and every gradient."""
+    from tensorlite.nn.functional import rnn_steps
+    H, P = 4, 3 if proj else 4
+    G = {"LSTM": 4, "GRU": 3}.get(mode, 1) * H
+    shapes = [(5, 3, 2), (3, P), (3, H) if mode == "LSTM" else None, (G, 2), (G,), (G, P), (G,),
+              (P, H) if proj else None]
+    ts = [None if s is None else tl.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+    outs = [o for o in F.rnn_layer(mode, *ts, reverse=reverse) if o is not None]
+    projections = [tl.tensor(rng.standard_normal(tuple(o.shape))) for o in outs]
+    present = [t for t in ts if t is not None]
+    want = tl.autograd.grad([sum((o * p).sum() for o, p in zip(outs, projections))], present)
+    plain = [None if t is None else t.detach() for t in ts]
+    out, h_n, c_n, kept = rnn_steps.forward(mode, *plain, reverse)
+    got = rnn_steps.backward(mode, plain, out, kept, projections + [None] * (3 - len(projections)),
+                             [t is not None for t in ts], reverse)
+    for name, a, b in zip(("output", "h_n", "c_n"), (out, h_n, c_n), outs):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    for i, (a, b) in enumerate(zip([g for g in got if g is not None], want)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-11, err_msg=f"gradient {i}")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_gpu_layer_is_a_kernel_and_a_gemm_a_step(null_backend, monkeypatch, kind):
+    """On GPUs (the null platform counts what would run) a step forward is one GEMM (h W_hh^T) and
+    one cell kernel (kernels/rnn.hip), a step back one kernel and one GEMM: device work that grows
+    with the steps, not with the steps times the cell's ops (step by step, an LSTM step launched
+    11 kernels forward and 32 back)."""
+    platform = tl.backend.get_device("null").platform
+    gemms, gemm = [], platform.blas_gemm
+    monkeypatch.setattr(platform, "blas_gemm", lambda *args: (gemms.append(1), gemm(*args))[1])
+
+    def counts(steps):  # (launches, GEMMs) forward, then backward
+        m = getattr(nn, kind)(8, 16).to("null")
+        x = tl.zeros(steps, 2, 8, device="null", requires_grad=True)
+        marks = [(platform.counts["launch"], len(gemms))]
+        out, _ = m(x)
+        marks.append((platform.counts["launch"], len(gemms)))
+        out.sum().backward()
+        marks.append((platform.counts["launch"], len(gemms)))
+        return [later - earlier for before, after in zip(marks, marks[1:]) for earlier, later in zip(before, after)]
+    short, long = counts(4), counts(8)
+    assert [b - a for a, b in zip(short, long)] == [4, 4, 4, 4], (short, long)

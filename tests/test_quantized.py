@@ -138,3 +138,34 @@ def test_rms_norm_linear_with_an_int8_weight(device, rng, dtype, gated, m):
     # (more than one row) rounds the normed input, the dequantised weight and y to dtype on the way
     err = np.abs(got.to(tl.float64).cpu().numpy() - y).max() / np.abs(y).max()
     assert err < {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 4e-2}[dtype.name]
+
+
+@pytest.mark.parametrize("dtype", [tl.float32, tl.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["plain", "residual", "norm", "gated"])
+def test_int8_products_of_decode_length_rows(device, rng, dtype, op):
+    """Rows as long as the 1.1B decode step's down projection's (k = 5632: each lane loads its runs
+    of a row in several batches, on 32- and 64-lane warps), an odd number of them (gemv1_q8 and
+    gemv1_q8_norm take two rows a warp: the last warp's second row is past the weight) and
+    magnitudes to 127 (the int8 weights widened exactly), against float64."""
+    n, k = 26 if op == "gated" else 25, 5632
+    q = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    q[:, :2] = [-127, 127]
+    scale, g, x, res = (tl.tensor(a, device=device).to(dtype) for a in (
+        rng.random(n).astype(np.float32) * 2e-3 + 5e-4, rng.random(k).astype(np.float32) + 0.5,
+        rng.standard_normal((1, k)).astype(np.float32), rng.standard_normal((1, n)).astype(np.float32)))
+    qs = tl.tensor(q, device=device)
+    s64, g64, x64, r64 = (t.to(tl.float64).cpu().numpy() for t in (scale, g, x, res))
+    with tl.no_grad():
+        if op in ("plain", "residual"):
+            got = F.linear_int8(x, qs, scale, residual=res if op == "residual" else None)
+            want = x64 @ (q * s64[:, None]).T + (r64 if op == "residual" else 0)
+            assert_close(got, want, dtype, terms=k)
+            return
+        got = F.rms_norm_linear(x, k, g, qs, None, 1e-5, op == "gated", scale=scale)
+    y = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * g64 @ (q * s64[:, None]).T
+    if op == "gated":
+        gate, up = y[:, :n // 2], y[:, n // 2:]
+        y = gate / (1 + np.exp(-gate)) * up
+    assert got.shape == y.shape
+    err = np.abs(got.to(tl.float64).cpu().numpy() - y).max() / np.abs(y).max()
+    assert err < {"float32": 1e-5, "bfloat16": 4e-2}[dtype.name]

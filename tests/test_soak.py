@@ -1,6 +1,7 @@
 """A short soak with faults injected (issue 48; benchmarks/soak.py runs the long one): every fault
-raises a tensorlite error, and the loss curve equals the fault-free run's: a fault leaves nothing
-behind in the model, the optimizer or the generators."""
+raises a tensorlite error, and the loss curve equals the fault-free run's (on a real GPU within the
+run-to-run spread of float atomics: soak.same_curve): a fault leaves nothing behind in the model,
+the optimizer or the generators."""
 import os
 import sys
 
@@ -15,4 +16,4 @@ def test_faults_raise_and_leave_the_loss_curve_as_it_was(device):
     losses, raised, warm, end = soak.run(**kw)
     assert none == {} and set(raised) == set(soak.FAULTS)
     assert raised["allocation"] == "OutOfMemoryError" and raised["index"] == "IndexOutOfRange"
-    assert losses == clean and losses[-1] < losses[0]
+    assert soak.same_curve(losses, clean, device) and losses[-1] < losses[0]

@@ -21,7 +21,11 @@ One compile is
   ELF `clang-offload-bundler-19 --unbundle` extracts, one process less).
 
 clang emits code object v5 (hidden kernel arguments after the explicit ones); hiprtc 5.x v4.
-gfx950 is not offered: clang-19 does not know it (LLVM 20 added it).
+
+gfx950 (MI350X/MI355X), which clang-19 does not know (LLVM 20 added it), is compiled in two
+steps (triton_llvm.py): clang-19 makes the LLVM IR, for gfx942 but with gfx950's predefined
+macros and `__oclc_*` constants, and the LLVM 23 inside PyPI's `triton` (the wheel whose HIP
+headers are used already) retargets it, generates the code and links the code object.
 """
 from __future__ import annotations
 
@@ -30,17 +34,23 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 
 from tensorlite.errors import BackendUnavailable, CompileError
 
+from . import triton_llvm
 from .hip import AmdArchitectures, isa_version
 
 LLVM_MAJOR = 19
 CLANG = f"clang-{LLVM_MAJOR}"
 LLVM_AS = f"llvm-as-{LLVM_MAJOR}"
-UNKNOWN_ARCHS = {"gfx950": "LLVM 20 added it"}     # processors this clang does not know
+# Processors this clang does not know, whose IR it makes for another (triton_llvm.RETARGET)
+# and triton's LLVM compiles. The option names the processor and that LLVM (the cache key holds
+# the options); it is ours, not clang's: rtc_compile takes it out.
+RETARGET = triton_llvm.RETARGET
+CODEGEN_OPTION = "--tensorlite-codegen="
 HEADERS_ENV = "TENSORLITE_HIP_HEADERS"   # a folder holding hip/hip_runtime.h, or one holding triton/
 _TRITON_INCLUDE = ("triton", "backends", "amd", "include")
 _DEVICE_LIBS = ("ocml.bc", "ockl.bc")
@@ -153,11 +163,23 @@ class ClangAmdCompiler(AmdArchitectures):
             self._version = f"{first}; HIP headers {hip}; ocml/ockl {libs.hexdigest()[:12]}"
         return self._version
 
+    def libtriton(self) -> str:
+        """libtriton.so of the triton whose HIP headers are used, for the processors clang-19 does
+        not know (RETARGET); BackendUnavailable if that triton has none."""
+        path = triton_llvm.libtriton_path(self.tools()[2])
+        if path is None:
+            raise BackendUnavailable(f"compiling for {', '.join(RETARGET)} needs the LLVM inside PyPI's triton "
+                                     f"(triton/_C/libtriton.so beside the HIP headers {self.tools()[2]}): "
+                                     f"`pip install --no-deps --target DIR triton==3.8.0` and set {HEADERS_ENV}=DIR")
+        return path
+
     def rtc_options(self, arch: str):
-        if arch in UNKNOWN_ARCHS:
-            raise BackendUnavailable(f"{CLANG} cannot compile for {arch}: it does not know it "
-                                     f"({UNKNOWN_ARCHS[arch]})")
-        return ["-x", "hip", "--cuda-device-only", "-nogpulib", "--no-gpu-bundle-output", f"--offload-arch={arch}",
+        frontend = ["--offload-arch=" + RETARGET.get(arch, arch)]
+        if arch in RETARGET:  # LLVM IR text for triton's LLVM, the source seeing arch's macros
+            version = triton_llvm.libtriton_version(self.libtriton())
+            frontend = [f"{CODEGEN_OPTION}{arch} ({version})", *frontend, "-emit-llvm", "-S",
+                        *triton_llvm.frontend_macros(arch)]
+        return ["-x", "hip", "--cuda-device-only", "-nogpulib", "--no-gpu-bundle-output", *frontend,
                 "-O3", "-std=c++17", "-include", "hip/hip_runtime.h", "-include", "hip/hip_fp16.h"]
 
     # ---- the per-target control constants ---------------------------------------------
@@ -172,7 +194,8 @@ class ClangAmdCompiler(AmdArchitectures):
                 self._scratch = tempfile.mkdtemp(prefix="tensorlite-clang-")
                 atexit.register(shutil.rmtree, self._scratch, True)
             # the target's data layout, so that linking it into the kernel's module says nothing
-            rc, out, err = _run([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-x", "c",
+            rc, out, err = _run([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={RETARGET.get(arch, arch)}",
+                                 "-nogpulib", "-x", "c",
                                  "-S", "-emit-llvm", "-o", "-", os.devnull], CLANG)
             layout = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("target datalayout")]
             if rc or not layout:
@@ -206,21 +229,31 @@ class ClangAmdCompiler(AmdArchitectures):
         """Compile `source` (kernels/<name>, with kernels/*.h given as `headers`) with `options`
         (rtc_options(arch)) to a code object. A failed compile raises CompileError naming the
         family, the target and the compiler, with its log."""
-        arch = next(o.split("=", 1)[1] for o in options if o.startswith("--offload-arch="))
+        codegen = [o for o in options if o.startswith(CODEGEN_OPTION)]
+        arch = codegen[0][len(CODEGEN_OPTION):].split()[0] if codegen else \
+            next(o.split("=", 1)[1] for o in options if o.startswith("--offload-arch="))
+        clang_options = [o for o in options if o not in codegen]
         clang = self.tools()[0]
         with tempfile.TemporaryDirectory(prefix="tensorlite-clang-") as folder:
             for header, text in headers.items():  # beside the source: #include "compat.h" resolves
                 with open(os.path.join(folder, header), "w") as f:
                     f.write(text)
             src, obj = os.path.join(folder, os.path.basename(name)), os.path.join(folder, "out.hsaco")
+            out = os.path.join(folder, "out.ll") if codegen else obj
             with open(src, "w") as f:
                 f.write(source)
-            rc, _, err = _run([clang, *options, *self.link_options(arch), "-c", src, "-o", obj], CLANG)
+            stage = [] if codegen else ["-c"]  # (the options' -S -emit-llvm stop clang at the IR)
+            rc, _, err = _run([clang, *clang_options, *self.link_options(arch), *stage, src, "-o", out], CLANG)
             err = err.replace(folder + os.sep, "").strip()
+            if not rc and codegen:  # triton's LLVM: retarget, generate, link (its own process)
+                rc, _, err2 = _run([sys.executable, "-I", triton_llvm.__file__, arch, self.libtriton(), out, obj],
+                                   "triton's LLVM")
+                err = "\n".join(e for e in (err, err2.replace(folder + os.sep, "").strip()) if e)
             if log is not None:
                 log.append(err)
             if rc or not os.path.isfile(obj):
-                raise CompileError(f"{CLANG} failed to compile {name} for {arch} (exit {rc}; options "
+                what = f"{CLANG} and triton's LLVM" if codegen else CLANG
+                raise CompileError(f"{what} failed to compile {name} for {arch} (exit {rc}; options "
                                    f"{' '.join(options)}):\n{err or '(empty log)'}")
             with open(obj, "rb") as f:
                 return f.read()

@@ -37,7 +37,7 @@ def binary_ops(t: str) -> Tuple[str, ...]:
 # storage.py (the copies). They import this module, so their tables are assembled here on
 # first use (KERNELS, SOURCE_OF, kernel_for), not at import.
 DECLARING_MODULES = ("ops.elementwise", "ops.reduce", "ops.index", "storage", "ops.conv", "ops.matmul", "ops.random",
-                     "ops.fused", "ops.attention", "ops.sort")
+                     "ops.fused", "ops.attention", "ops.sort", "ops.rnn")
 
 KERNELS: Dict[str, Tuple[str, ...]]   # source -> its entry names (bound by _assemble)
 SOURCE_OF: Dict[str, str]             # entry name -> its source (bound by _assemble)

@@ -35,6 +35,7 @@ from .ops.fused import FusedOps
 from .ops.index import IndexOps
 from .ops.matmul import MatmulOps
 from .ops.reduce import ReduceOps
+from .ops.rnn import RnnOps
 from .ops.sort import SortOps
 
 # the entry points of the copies' kernel source (kernel_table.py assembles every family's)
@@ -42,7 +43,7 @@ KERNELS = {"copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t
 
 
 class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedOps, AttentionOps,
-                 SortOps, BackendStorage):
+                 SortOps, RnnOps, BackendStorage):
     """`numel` elements of `dtype` in `buffer` (a device.Buffer) on `device`.
 
     `value_range`: (min, max) bounding every stored value where the host knows it without

@@ -91,10 +91,11 @@ _FEATURE_SETTINGS = ("unsupported", "any", "off", "on")
 class ArchTraits(NamedTuple):
     """What a processor's code objects assume of it (AMDGPUUsage "Processors" table,
     column "Target Properties", and the compute_pgm_rsrc tables)."""
-    major: int                        # 9 for gfx90a/gfx94x, 10 for gfx10xx, 11 for gfx11xx
+    major: int                        # 9 for gfx90a/gfx94x/gfx950, 10 for gfx10xx, 11 for gfx11xx
     unified_vgpr_file: bool           # VGPRs and AGPRs in one file; rsrc3 = ACCUM_OFFSET, TG_SPLIT
     architected_flat_scratch: bool    # no private segment buffer; CP sets FLAT_SCRATCH itself
     packed_workitem_ids: bool         # work-item ids x|y<<10|z<<20 in VGPR0, not v0, v1, v2
+    lds_bytes: int = 64 * 1024        # LDS a workgroup may allocate (AMDGPUUsage "Memory Spaces")
 
 
 def arch_traits(arch: str) -> ArchTraits:
@@ -103,10 +104,11 @@ def arch_traits(arch: str) -> ArchTraits:
     if arch not in _MACHS.values():
         raise BackendError(f"no AMDGPU target traits known for {arch!r} (known: {sorted(_MACHS.values())})")
     major = int(arch[3:-2])
-    gfx94x = major == 9 and arch[-2] == "4"
-    return ArchTraits(major=major, unified_vgpr_file=arch == "gfx90a" or gfx94x,
-                      architected_flat_scratch=gfx94x or major >= 11,
-                      packed_workitem_ids=arch == "gfx90a" or gfx94x or major >= 11)
+    cdna3 = major == 9 and arch[-2] in "45"  # gfx94x (CDNA3) and gfx950 (CDNA4), which builds on it
+    return ArchTraits(major=major, unified_vgpr_file=arch == "gfx90a" or cdna3,
+                      architected_flat_scratch=cdna3 or major >= 11,
+                      packed_workitem_ids=arch == "gfx90a" or cdna3 or major >= 11,
+                      lds_bytes=160 * 1024 if arch == "gfx950" else 64 * 1024)
 
 
 # ---- kernel descriptor ------------------------------------------------------------------

@@ -60,6 +60,8 @@ FAMILY = {
     # CDNA2, CDNA3. gfx942 (MI300X/MI325X) is gfx940's ISA (LLVM: the same features but for
     # the target id; checked against llvm-objdump-19 on this project's kernels).
     "gfx90a": "cdna", "gfx940": "cdna", "gfx942": "cdna",
+    # CDNA4 (MI350X/MI355X): the tables' own ISA.
+    "gfx950": "cdna",
     # RDNA3: gfx1101..gfx1103 share gfx1100's encodings (checked by the opcode sweep); RDNA3.5
     # gfx1151 (Strix Halo) too: LLVM gives gfx115x gfx11's encodings, a few new instructions
     # (s_singleuse_vdst, v_dual_... unchanged) and no new formats.
@@ -70,7 +72,7 @@ FAMILY = {
 }
 
 # The ISA revision whose fix-ups (below) apply to an arch.
-_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940", "gfx942": "gfx940",
+_ISA = {"gfx90a": "gfx90a", "gfx940": "gfx940", "gfx942": "gfx940", "gfx950": "gfx950",
         "gfx1100": "gfx11", "gfx1101": "gfx11", "gfx1102": "gfx11", "gfx1103": "gfx11", "gfx1151": "gfx11",
         "gfx1200": "gfx12", "gfx1201": "gfx12"}
 
@@ -269,11 +271,12 @@ _fix(["gfx90a"], "VOP2Op", 0x17, "legacy", "V_MADMK_F32", "V_FMAMK_F32_E32")
 _fix(["gfx90a"], "VOP2Op", 0x18, "legacy", "V_MADAK_F32", "V_FMAAK_F32_E32")
 _fix(["gfx90a"], "VOP3Op", 0x1C0, "legacy", "V_MAD_LEGACY_F32", "V_MAD_I32_I24_E64")
 _fix(["gfx90a"], "VOP3Op", 0x1C1, "legacy", "V_MAD_F32", "V_MAD_I32_I24_E64")
-# VOP3P 0x20..0x22: gfx9's V_FMA_MIX_F32/V_FMA_MIXLO_F16/V_FMA_MIXHI_F16 (fused); CDNA4 has
-# V_MAD_MIX_* there, documented as multiply-then-add.
-_fix(["gfx90a", "gfx940"], "VOP3POp", 0x20, "legacy", "V_FMA_MIX_F32", "V_MAD_MIX_F32")
-_fix(["gfx90a", "gfx940"], "VOP3POp", 0x21, "legacy", "V_FMA_MIXLO_F16", "V_MAD_MIXLO_F16")
-_fix(["gfx90a", "gfx940"], "VOP3POp", 0x22, "legacy", "V_FMA_MIXHI_F16", "V_MAD_MIXHI_F16")
+# VOP3P 0x20..0x22: gfx9's V_FMA_MIX_F32/V_FMA_MIXLO_F16/V_FMA_MIXHI_F16 (fused); CDNA4's guide
+# (so the tables) has V_MAD_MIX_* there, documented as multiply-then-add. LLVM gives gfx950 the
+# fused ones too (fma-mix-insts, what it selects for a mixed-precision fma): so does decode.
+_fix(["gfx90a", "gfx940", "gfx950"], "VOP3POp", 0x20, "legacy", "V_FMA_MIX_F32", "V_MAD_MIX_F32")
+_fix(["gfx90a", "gfx940", "gfx950"], "VOP3POp", 0x21, "legacy", "V_FMA_MIXLO_F16", "V_MAD_MIXLO_F16")
+_fix(["gfx90a", "gfx940", "gfx950"], "VOP3POp", 0x22, "legacy", "V_FMA_MIXHI_F16", "V_MAD_MIXHI_F16")
 # MUBUF: gfx90a's BUFFER_INVL2 at 0x29 is CDNA3/CDNA4's BUFFER_INV (scope bits instead);
 # BUFFER_WBINVL1/BUFFER_WBINVL1_VOL at 0x3E/0x3F (LLVM decodes them for gfx940 too) are gone
 # from CDNA4.

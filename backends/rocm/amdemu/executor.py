@@ -28,6 +28,7 @@ from tensorlite.errors import BackendError
 
 from . import fastalu
 from . import pcode as P
+from .codeobject import arch_traits
 from .decode import decode
 from .memory import MemoryFault
 
@@ -332,6 +333,10 @@ def _pcode_of(family, op):
 # ---- ALU instructions through their pseudocode -----------------------------------------------
 
 _VECTOR_PREFIX = ("VOP",)
+# gfx950's packed conversions (V_CVT_PK_F16_F32, ...) save MODE's round mode, round to nearest
+# even and restore it: the interpreter rounds every conversion so, and the lines go.
+_FORCED_RNE = re.compile(r"^(prev_mode = ROUND_MODE|ROUND_MODE = ROUND_NEAREST_EVEN|ROUND_MODE = prev_mode);?\n?",
+                         re.M)
 _SDWA_SEL = {0: (0, 8), 1: (8, 8), 2: (16, 8), 3: (24, 8), 4: (0, 16), 5: (16, 16), 6: (0, 32)}
 
 
@@ -360,6 +365,14 @@ def prepare_alu(ins: Instr, ex) -> None:
     vector = fmt.startswith(_VECTOR_PREFIX)
     if text is None:
         raise UnsupportedInstruction(f"{name} ({fmt}): no pseudocode in the {family} tables")
+    # gfx950's V_BITOP3: its truth table, not source and output modifiers, fills the OMOD, ABS
+    # and NEG fields (TTBL = {OMOD, ABS, NEG}); it goes into the text as a constant, and the
+    # text's result `D` is the destination D0
+    bitop3 = name.startswith("V_BITOP3_")
+    if bitop3:
+        ttbl = _field(inst, "omod", 0) << 6 | _field(inst, "abs", 0) << 3 | _field(inst, "neg", 0)
+        text = re.sub(r"^D\.", "D0.", re.sub(r"^TTBL = .*$", f"TTBL = {ttbl}U;", text, flags=re.M), flags=re.M)
+    text = _FORCED_RNE.sub("", text) if "ROUND_MODE = ROUND_NEAREST_EVEN" in text else text
     try:
         fn = P.compile_pcode(name, text, vector)
     except P.Untranslatable as e:
@@ -372,12 +385,12 @@ def prepare_alu(ins: Instr, ex) -> None:
         raise UnsupportedInstruction(f"{name}: DPP operands")
     vop3 = fmt.startswith(("VOP3", "VOP3SD"))
     packed = fmt.startswith("VOP3P")
-    neg, abs_ = _field(inst, "neg", 0), _field(inst, "abs", 0)
+    neg, abs_ = (0, 0) if bitop3 else (_field(inst, "neg", 0), _field(inst, "abs", 0))
     neg_hi = _field(inst, "neg_hi", 0)
     opsel = _field(inst, "opsel", 0)
     opsel_hi = (_field(inst, "opsel_hi", 3) | (_field(inst, "opsel_hi2", 1) << 2)) if packed else 0
     clamp = _field(inst, "clmp", 0)
-    if _field(inst, "omod", 0):
+    if _field(inst, "omod", 0) and not bitop3:
         raise UnsupportedInstruction(f"{name}: output modifier (omod)")
 
     # sources, in the order S0, S1, S2
@@ -611,6 +624,9 @@ def _sext(value, bits):
     return (value ^ sign) - sign
 
 
+_U32 = np.uint64(0xFFFFFFFF)
+
+
 class Space:
     """Where a memory instruction's addresses point: 'global', 'lds', 'private'."""
     GLOBAL, LDS, PRIVATE = "global", "lds", "private"
@@ -833,11 +849,13 @@ def prepare_memory(ins: Instr, ex) -> None:
         pairs = atomic is None and two is not None
         scale = (64 if "ST64" in (two or "") or "STRIDE64" in (two or "") else 1) * size
 
+        # the LDS address is the 32-bit sum of the VGPR and the offset: LLVM folds an offset
+        # into a negative base (LLVM 23's gfx950 code: v22 = v9 - 128, ds_read_b128 v22 offset:12672)
         def addresses(st, w):
             base = st.vgpr[w, addr_reg, :].astype(np.uint64)
             if pairs:
-                return [base + np.uint64(off0 * scale), base + np.uint64(off1 * scale)]
-            return [base + np.uint64(off0 | (off1 << 8))]
+                return [(base + np.uint64(off0 * scale)) & _U32, (base + np.uint64(off1 * scale)) & _U32]
+            return [(base + np.uint64(off0 | (off1 << 8))) & _U32]
         data_regs = [d0, d1]
     else:
         saddr = _field(inst, "saddr", 0x7F)
@@ -1363,7 +1381,9 @@ def _prepare_fma_mix(ins, ex):
     opsel, opsel_hi = _field(inst, "opsel", 0), _field(inst, "opsel_hi", 0) | (_field(inst, "opsel_hi2", 0) << 2)
     neg, absm = _field(inst, "neg", 0), _field(inst, "neg_hi", 0)  # mix ops use neg_hi as abs
     clamp, vdst = _field(inst, "clmp", 0), _field(inst, "vdst")
-    operands = [Operand(code, 32, 32, lit) for code in codes]
+    # an inline float constant is f16 where the operand is (op_sel_hi): LLVM 23's gfx950 code
+    # has v_fma_mix_f32 v1, v2, -1.0, v1 op_sel_hi:[0,1,1] (0xBC00, not -1.0f's low half 0)
+    operands = [Operand(code, 32, 16 if (opsel_hi >> i) & 1 else 32, lit) for i, code in enumerate(codes)]
     readers = [operand_reader(o, True, ex.arch) for o in operands]
     if any(r is None for r in readers):  # SCC, VCCZ...: the general reader
         readers = [lambda st, w, o=o: np.broadcast_to(read_operand(st, w, o, True), (_n(st, w), st.L))
@@ -1598,8 +1618,10 @@ def launch(prog: Program, name: str, grid, block, shared_mem: int, kernarg_value
     waves_per_wg = -(-threads // L)
     nwg = gx * gy * gz
     lds_bytes = kd.group_segment_fixed_size + int(shared_mem)
-    if lds_bytes > 64 * 1024:
-        raise BackendError(f"{name}: {lds_bytes} bytes of LDS per workgroup exceed the 64 KiB an AMD workgroup has")
+    lds_limit = arch_traits(prog.arch).lds_bytes
+    if lds_bytes > lds_limit:
+        raise BackendError(f"{name}: {lds_bytes} bytes of LDS per workgroup exceed the {lds_limit // 1024} KiB "
+                           f"a workgroup of {prog.arch} has")
     lane_scratch = -(-kd.private_segment_fixed_size // 4) * 4
     if kernel.uses_dynamic_stack:
         lane_scratch += 16 * 1024  # a dynamic stack grows at run time: give it room (checked by bounds)

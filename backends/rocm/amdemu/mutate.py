@@ -128,6 +128,13 @@ MUTATIONS = (
         "u32 c[4] = {(u32)g, (u32)((u64)g >> 32), 0u, 0u};",
         EVERY, ("tests/test_kernel_edges.py::test_successive_random_draws_differ[amdemu]",),
         "the Philox counter ignores the stream offset: every call after a seed draws the same numbers"),
+    Mutation(
+        "gru-dgh-n-without-r", "rnn.hip",
+        "dgh[row + 2 * H] = R::store(dn * r);",
+        "dgh[row + 2 * H] = R::store(dn);",
+        EVERY, ("tests/test_amdemu_entry_points.py::test_rnn_cell_forward_backward[GRU-True-float32]",),
+        "GRU's backward gives the hidden product's n gates the gradient of the input's (r dropped: "
+        "wrong weight_hh and h0 gradients)"),
 )
 
 

@@ -8,7 +8,8 @@ GpuStorage, launch geometry and kernel sources. The code objects come from one o
 compilers (ARCHS gives each architecture's default):
 - hiprtc, the rocm platform's own compile path: Debian's HIP 5.2 for gfx90a, a ROCm 5.4.2 for
   gfx940 and gfx1100 (Debian's hiprtc 5.2 aborts on those targets): `rocm542_root()` says where;
-- clang-19 (`..clang`), for the targets no hiprtc here compiles (gfx942, gfx1151, gfx1201), and
+- clang-19 (`..clang`), for the targets no hiprtc here compiles (gfx942, gfx1151, gfx1201; gfx950
+  with the code generation of triton's LLVM, `..triton_llvm`), and
   for the others on request: `TENSORLITE_AMDEMU_COMPILER=clang` or the spelling `gfx90a-clang`.
   A second compiler's code for the same target exposes undefined behaviour that one compiler hides.
 
@@ -29,11 +30,12 @@ from tensorlite.errors import BackendError, BackendUnavailable
 from .. import PlatformBase
 from ..graph import RecordedGraphs
 from ..hip import AmdArchitectures
+from .codeobject import arch_traits
 from .memory import HostMemory
 
 # emulated architecture -> the compiler its code objects come from unless told otherwise
 ARCHS = {"gfx90a": "hiprtc", "gfx940": "hiprtc", "gfx1100": "hiprtc",
-         "gfx942": "clang", "gfx1151": "clang", "gfx1201": "clang"}
+         "gfx942": "clang", "gfx950": "clang", "gfx1151": "clang", "gfx1201": "clang"}
 COMPILERS = ("hiprtc", "clang")
 HIPRTC_ARCHS = ("gfx90a", "gfx940", "gfx1100")  # what a hiprtc here compiles (5.4.2 crashes on gfx942)
 ENV = "TENSORLITE_AMDEMU"
@@ -178,8 +180,8 @@ class AmdEmuPlatform(RecordedGraphs, AmdArchitectures, PlatformBase):
                 "gcn_arch_name": self.arch, "warp_size": self.wavefront_size(self.arch),
                 # few multiprocessors: launch geometry sized from them keeps grids small
                 "multiprocessor_count": 2, "max_threads_per_block": 1024,
-                "max_shared_memory_per_block": 64 * 1024, "total_memory": 1 << 34, "l2_cache_size": 0,
-                "compute_capability": (0, 0)}
+                "max_shared_memory_per_block": arch_traits(self.arch).lds_bytes, "total_memory": 1 << 34,
+                "l2_cache_size": 0, "compute_capability": (0, 0)}
 
     def activate(self, ordinal):
         pass

@@ -10,4 +10,5 @@
     attention    sdpa and its backward (flash kernels, matrix-core tiers, or GEMM + softmax)
     random       random_fill (Philox)
     sort         sort of rows (bitonic), cumsum/cumprod (scans), searchsorted
+    rnn          a recurrent cell's pointwise step and its backward (LSTM, GRU, RNN)
 """

@@ -26,6 +26,10 @@ _NORM_GEMV_KERNELS = {False: "gemv1_norm", True: "gemv1_norm_silu"}  # by `gated
 # the same with int8 weights and a scale per output channel (matmul_int8, rms_norm_matmul's `scale`)
 _Q8_GEMV_KERNELS = (("gemv1_q8", 1, None), ("gemv_q8", 4, 4))
 _Q8_NORM_GEMV_KERNELS = {False: "gemv1_q8_norm", True: "gemv1_q8_norm_silu"}
+# columns of the result a warp of gemv1_q8 and gemv1_q8_norm takes (gemv.hip GEMV1_Q8_ROWS: two
+# rows of the int8 weight, their loads in flight together); gemv1_q8_norm_silu's warp takes one
+# (a gate/up pair of rows), as every float one-row GEMV's
+_Q8_COLS_PER_WARP = 2
 KERNELS = {"gemv.hip": tuple(f"{name}_{t}" for name in [*(g[0] for g in _GEMV_KERNELS + _Q8_GEMV_KERNELS),
                                                           *_NORM_GEMV_KERNELS.values(),
                                                           *_Q8_NORM_GEMV_KERNELS.values()] for t in FLOATS)}
@@ -99,7 +103,8 @@ class MatmulOps:
                                 input=(self, layout), weight=(rhs, rhs_layout))
             out = self._new(cols)
             if cols:
-                dev.launch(kernel, _gemv_blocks(dev, cols, BLOCK // dev.warp_size), BLOCK,
+                per_warp = _Q8_COLS_PER_WARP if scale is not None and not gated else 1
+                dev.launch(kernel, _gemv_blocks(dev, cols, per_warp * BLOCK // dev.warp_size), BLOCK,
                            [("int64", cols), ("int64", k), ("ptr", self.addr(layout.offset)),
                             ("ptr", 0 if norm_weight is None else norm_weight.addr(nw_layout.offset)), ("double", eps),
                             ("ptr", rhs.addr(rhs_layout.offset)), ("int64", lds[1]),
@@ -121,7 +126,7 @@ class MatmulOps:
             kernel = kernel_for(dev, f"{name}_{self.dtype.short}", "linear_int8", input=(self, layout),
                                 weight=(weight, w_layout))
             out = self._new(m * n)
-            dev.launch(kernel, _gemv_blocks(dev, n, w_rows or BLOCK // dev.warp_size), BLOCK,
+            dev.launch(kernel, _gemv_blocks(dev, n, w_rows or _Q8_COLS_PER_WARP * BLOCK // dev.warp_size), BLOCK,
                        [("int32", m), ("int64", n), ("int64", k), ("ptr", self.addr(layout.offset)),
                         ("int64", layout.strides[0] if m > 1 else k), ("ptr", weight.addr(w_layout.offset)),
                         ("int64", w_layout.strides[0] if n > 1 else k), ("ptr", scale.addr(s_layout.offset)),

@@ -1,12 +1,14 @@
 """Recurrent layers over a whole sequence as one op: rnn_layer (one layer and direction of
 nn.RNN / LSTM / GRU), rnn_cell (one step, the cells' and the reference's), rnn_layer_slow.
 
-On `cpu` at float32 / float64, rnn_layer is one autograd node: the input projection of every step
+rnn_layer is one autograd node. On `cpu` at float32 / float64: the input projection of every step
 is one (stacked) matmul call, each step's hidden product one GEMM and the cell's pointwise part a
 few numpy passes over the step's gates; the backward through time the same way, with the weights'
-gradients as one GEMM each over the whole sequence. Elsewhere (GPUs, half types, autocast) it is rnn_layer_slow, the
-cell's Tensor ops step by step, which the tests hold the fused op to. Gate order and biases as
-torch's: LSTM (i, f, g, o), GRU (r, z, n) with n = tanh(x W_in + b_in + r (h W_hn + b_hn)).
+gradients as one GEMM each over the whole sequence. On other devices (GPUs, at any float dtype) the
+same plan in the backend's ops (rnn_steps.py): the cell's pointwise part is the storage's
+rnn_cell, one kernel a step forward and one backward. Elsewhere (cpu half types, autocast) it is
+rnn_layer_slow, the cell's Tensor ops step by step, which the tests hold the fused op to. Gate
+order and biases as torch's: LSTM (i, f, g, o), GRU (r, z, n) with n = tanh(x W_in + b_in + r (h W_hn + b_hn)).
 """
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ from ...autograd import attach_many, grad, is_grad_enabled
 from ...custom_op import result
 from ...ops.creation import zeros
 from ...ops.joins import stack
+from ...rnn_reference import GATES
+from . import rnn_steps
 from .dense import linear
-
-GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}  # gate blocks of weight_ih / weight_hh per mode
 
 
 def rnn_cell(mode, gi, h, c, w_hh, b_hh, w_hr=None):
@@ -57,35 +59,58 @@ def rnn_layer(mode, input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weigh
     modules call it once per layer and direction."""
     tensors = (input, hx, cx, weight_ih, bias_ih, weight_hh, bias_hh, weight_hr)
     present = [t for t in tensors if t is not None]
-    if amp.is_autocast_enabled() or any(not t.is_cpu or t.dtype is not input.dtype for t in present) \
-            or input.dtype not in (dtypes.float32, dtypes.float64) or input.shape[0] == 0:
+    if amp.is_autocast_enabled() or any(t._device is not input._device or t.dtype is not input.dtype
+                                        for t in present) \
+            or not input.dtype.is_floating_point or input.shape[0] == 0 \
+            or input.is_cpu and input.dtype not in (dtypes.float32, dtypes.float64):
         return _slow_with_states(mode, tensors, reverse)
+    wants = [t is not None and t.requires_grad for t in tensors]
+    if input.is_cpu:
+        outs, numeric_backward = _numpy_layer(mode, tensors, wants, reverse)
+    else:
+        hx, cx = _states(mode, input, hx, cx, weight_hh)
+        out, h_n, c_n, kept = rnn_steps.forward(mode, input, hx, cx, *tensors[3:], reverse)
+        outs = [t for t in (out, h_n, c_n) if t is not None]
+
+        def numeric_backward(grads):
+            return rnn_steps.backward(mode, (input, hx, cx, *tensors[3:]), out, kept, grads, wants, reverse)
+
+    def backward(grads):
+        if is_grad_enabled():  # create_graph: gradients that can be differentiated again
+            return _slow_grads(mode, tensors, grads, reverse)
+        return tuple(numeric_backward(list(grads) + [None] * (3 - len(grads))))
+    attach_many(outs, tensors, backward, f"rnn_layer({mode})", saved=present + outs[:1])  # backward reads the output
+    return outs[0], outs[1], (outs[2] if mode == "LSTM" else None)
+
+
+def _numpy_layer(mode, tensors, wants, reverse):
+    """rnn_layer's outputs on cpu and its backward (gradients from the outputs' gradients), in numpy."""
+    input, weight_hh = tensors[0], tensors[5]
     N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
     arrays = [None if t is None else t.numpy() for t in tensors]
     for k, n in ((1, H_out), (2, H if mode == "LSTM" else 0)):
         if arrays[k] is None and n:
             arrays[k] = np.zeros((N, n), arrays[0].dtype)
     out, h_n, c_n, saved = _forward(mode, *arrays, reverse)
-    outs = [_tensor(a, input) for a in (out, h_n, c_n) if a is not None]
-    wants = [t is not None and t.requires_grad for t in tensors]
 
     def backward(grads):
-        if is_grad_enabled():  # create_graph: gradients that can be differentiated again
-            return _slow_grads(mode, tensors, grads, reverse)
-        grads = [None if g is None else g.numpy() for g in grads] + [None] * (3 - len(grads))
+        grads = [None if g is None else g.numpy() for g in grads]
         found = _backward(mode, arrays, saved, grads, wants, reverse)
-        return tuple(None if g is None else _tensor(g, input) for g in found)
-    attach_many(outs, tensors, backward, f"rnn_layer({mode})", saved=present + outs[:1])  # backward reads the output
-    return outs[0], outs[1], (outs[2] if mode == "LSTM" else None)
+        return [None if g is None else _tensor(g, input) for g in found]
+    return [_tensor(a, input) for a in (out, h_n, c_n) if a is not None], backward
+
+
+def _states(mode, input, hx, cx, weight_hh):
+    """(hx, cx) with zeros for the initial states not given (cx stays None outside LSTM)."""
+    N, H_out, H = input.shape[1], weight_hh.shape[1], weight_hh.shape[0] // GATES[mode]
+    return tuple(zeros(N, n, dtype=input.dtype, device=input._device) if s is None and (k == 0 or mode == "LSTM")
+                 else s for k, (s, n) in enumerate(((hx, H_out), (cx, H))))
 
 
 def _slow_with_states(mode, tensors, reverse):
     """rnn_layer_slow of rnn_layer's operands, zeros for the initial states not given."""
     input, hx, cx, *params = tensors
-    N, H_out, H = input.shape[1], params[2].shape[1], params[2].shape[0] // GATES[mode]
-    hx, cx = (zeros(N, n, dtype=input.dtype, device=input._device) if s is None and (k == 0 or mode == "LSTM")
-              else s for k, (s, n) in enumerate(((hx, H_out), (cx, H))))
-    return rnn_layer_slow(mode, input, hx, cx, *params, reverse)
+    return rnn_layer_slow(mode, input, *_states(mode, input, hx, cx, params[2]), *params, reverse)
 
 
 def _slow_grads(mode, tensors, grads, reverse):
