@@ -27,7 +27,7 @@ import sys
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from tensorlite import dtype as dtypes, fused_unary, op_table
+from tensorlite import dtype as dtypes, fused_unary, op_table, threads
 from tensorlite.backend import (BackendDevice, BackendStorage, ConvParams, PoolParams, adam_bias_corrections,
                                 adam_state_dtype, batch_of_one, check_adam_scalar, check_cross_entropy, sdpa_layout,
                                 sdpa_mode)
@@ -57,6 +57,36 @@ def _keep_freed_arrays():
 _keep_freed_arrays()
 _F32 = np.dtype(np.float32)
 _HALF_TYPES = (dtypes.float16, dtypes.bfloat16)
+
+try:  # numpy >= 2 keeps its floating-point error settings in a context variable (np.errstate sets it)
+    from numpy._core.umath import _extobj_contextvar as _ERRSTATE, _make_extobj  # noqa: PLC2701 - see quietly
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except ImportError:  # numpy 1.x: the same set / reset through np.seterr
+    class _SetErr:
+        def set(self, value):
+            return np.seterr(all="ignore")
+
+        def reset(self, token):
+            np.seterr(**token)
+    _ERRSTATE, _IGNORE_ALL = _SetErr(), None
+_SET_ERRSTATE, _RESET_ERRSTATE = _ERRSTATE.set, _ERRSTATE.reset  # bound once: quietly runs per op
+
+
+def _mul_add(x, mul, add):
+    out = np.multiply(x, mul)
+    out += add
+    return out
+
+
+def quietly(fn, *args):
+    """fn(*args) with numpy's floating-point warnings off (overflow to inf, 0/0 to nan: the values
+    are the answer, as on the GPU). Setting numpy's error state directly costs about a tenth of
+    `with np.errstate(all="ignore")` (0.7 us), which was a tiny op's largest share."""
+    token = _SET_ERRSTATE(_IGNORE_ALL)
+    try:
+        return fn(*args)
+    finally:
+        _RESET_ERRSTATE(token)
 
 
 # =====================================================================================
@@ -164,16 +194,7 @@ def _erf(x):
 # The elementwise ops come from the op table (tensorlite/op_table.py): numpy's function where
 # the row names one; below, the ops numpy lacks, and the integer/bool forms where numpy's
 # float form does not fit (numpy's floor of an integer is a float, its square of a bool an int).
-def _cpu_threads() -> int:
-    """The cores this process may run on (numpy's ufuncs use one; its BLAS already uses them all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-_THREADS = min(_cpu_threads(), 8)
-_pool = None
+_pool = None  # (ThreadPoolExecutor, its size): remade when tl.set_num_threads asks for more threads
 
 
 def _drop_pool():  # a forked child has the parent's pool object but none of its threads
@@ -186,24 +207,30 @@ if hasattr(os, "register_at_fork"):
 
 
 def _in_parallel(tasks) -> None:
-    """Run the callables `tasks` on the cpu's cores: numpy releases the GIL inside a ufunc's loop,
-    so formulas over separate blocks run side by side. Each worker keeps the caller's numpy error
-    settings (they are per thread); an exception in a task is raised here."""
+    """Run the callables `tasks` on tl.get_num_threads() threads: numpy releases the GIL inside a
+    ufunc's loop (and a BLAS call), so formulas over separate blocks run side by side. numpy's BLAS
+    runs on one thread meanwhile (each task's products on all would oversubscribe the cores). Each
+    worker keeps the caller's numpy error settings (they are per thread); an exception in a task
+    is raised here."""
     global _pool
-    if len(tasks) < 2 or _THREADS < 2:
+    n = threads.get_num_threads()
+    if len(tasks) < 2 or n < 2:
         for task in tasks:
             task()
         return
-    if _pool is None:
+    if _pool is None or _pool[1] < n:
         from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="tensorlite-cpu")
+        if _pool is not None:
+            _pool[0].shutdown(wait=False)
+        _pool = (ThreadPoolExecutor(n, thread_name_prefix="tensorlite-cpu"), n)
     err = np.geterr()
 
     def run(task):
         with np.errstate(**err):
             task()
-    for f in [_pool.submit(run, t) for t in tasks]:
-        f.result()
+    with threads.blas_limited(1):
+        for f in [_pool[0].submit(run, t) for t in tasks]:
+            f.result()
 
 
 def _blockwise(fn, block=1 << 16):
@@ -212,7 +239,8 @@ def _blockwise(fn, block=1 << 16):
     the blocks, 4x larger: the threads hand the GIL to each other between numpy calls, and longer
     calls make that rarer (a formula at 1M elements: 25-30% faster on 2 cores, 64k blocks: none)."""
     def run(x):
-        step = block if _THREADS < 2 else 4 * block
+        n = threads.get_num_threads()
+        step = block if n < 2 else 4 * block
         if x.size <= step:  # 1-d: a ufunc of a 0-d array returns a scalar, which `out=` refuses
             return fn(x.reshape(-1)).reshape(x.shape)
         flat = np.ascontiguousarray(x).reshape(-1)
@@ -224,7 +252,7 @@ def _blockwise(fn, block=1 << 16):
                     out[i:i + step] = fn(flat[i:i + step])
             return task
         n_blocks = -(-flat.size // step)
-        bounds = [0] + [min(flat.size, -(-n_blocks * k // _THREADS) * step) for k in range(1, _THREADS + 1)]
+        bounds = [0] + [min(flat.size, -(-n_blocks * k // n) * step) for k in range(1, n + 1)]
         _in_parallel([blocks(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
         return out.reshape(x.shape)
     return run
@@ -236,8 +264,18 @@ def _fused(formula):
     return _blockwise(lambda x: formula(x, UNARY_FLOAT))  # UNARY_FLOAT: bound below, read at the call
 
 
+_ZEROS = {}  # numpy dtype -> a 0-d zero of it, relu's other operand (a new one per call: 40% of a tiny relu)
+
+
+def _relu(x):
+    zero = _ZEROS.get(x.dtype)
+    if zero is None:
+        zero = _ZEROS[x.dtype] = np.zeros((), x.dtype)
+    return np.maximum(x, zero)
+
+
 _UNARY_NUMPY_LACKS = {
-    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "relu": _relu,
     "sigmoid": _sigmoid, "erf": _blockwise(_erf),
     **{u.name: _fused(u.cpu_forward) for u in fused_unary.UNARIES},
 }
@@ -262,7 +300,9 @@ UNARY_FLOAT, UNARY_INT, UNARY_BOOL = _unary_table(True, False), _unary_table(Fal
 # d op / dx for unary_backward (backend.UNARY_BACKWARD_OPS), on the compute dtype
 UNARY_DERIVATIVE = {u.name: _fused(u.cpu_derivative) for u in fused_unary.UNARIES}
 CMP = {op.name: op.numpy for op in op_table.COMPARE}
-REDUCE = {"sum": np.sum, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax}
+# the ufuncs' reduce itself (np.sum / np.max add a Python wrapper's 0.5 us to a tiny reduction)
+REDUCE = {"sum": np.add.reduce, "min": np.minimum.reduce, "max": np.maximum.reduce, "argmin": np.argmin,
+          "argmax": np.argmax}
 
 
 # =====================================================================================
@@ -482,9 +522,30 @@ class CpuStorage(BackendStorage):
         except MemoryError:
             raise self.device._oom(layout.shape, dtypes.float32) from None
 
+    def _whole(self, layout: Layout):
+        """self.data itself where `layout` reads all of it in order (most operands: an op's output)
+        and computes in its own dtype, else None. A ufunc's operand needs no view then, and a
+        result of such operands is already the flat array a storage holds: no reshape either way."""
+        data = self.data
+        if layout.offset == 0 and data.size == math.prod(layout.shape) and layout.is_contiguous() and \
+                self.dtype not in _HALF_TYPES:
+            return data
+        return None
+
+    def _operand(self, layout: Layout, flat: bool = False) -> np.ndarray:
+        """The operand of a function that never writes it (a ufunc, a reduction, the op table's
+        rows: tests/test_cpu_fast_paths.py): self.data itself where _whole gives it, flat or shaped
+        as the layout (a plain view: the read-only flag costs a tiny op 0.3 us), else _read's view."""
+        x = self._whole(layout)
+        if x is None:
+            return self._read(layout, compute=True)
+        return x if flat else x.reshape(layout.shape)
+
     def _new(self, arr: np.ndarray, dtype=None) -> "CpuStorage":
         """Wrap a result: cast to dtype (default self's), C-contiguous, flattened."""
         dtype = self.dtype if dtype is None else dtype
+        if type(arr) is np.ndarray and arr.ndim == 1 and arr.dtype == dtype.np and arr.flags.c_contiguous:
+            return CpuStorage(arr, dtype, self.device)  # a ufunc's result over _whole operands
         try:
             return CpuStorage(np.ascontiguousarray(cast_array(np.asarray(arr), dtype)).reshape(-1),
                               dtype, self.device)
@@ -514,14 +575,16 @@ class CpuStorage(BackendStorage):
 
     # ---- elementwise ------------------------------------------------------------------
     def affine(self, layout, mul, add):
-        x = self._read(layout, compute=True)
+        x = self._operand(layout, flat=True)
         if not self.dtype.is_floating_point:
             # integral coefficients stay exact (wrapping) in int64; others go through f64
             exact = float(mul).is_integer() and float(add).is_integer()
             x = x.astype(np.int64 if exact else np.float64)
             mul, add = (int(mul), int(add)) if exact else (mul, add)
-        with np.errstate(all="ignore"):
-            return self._new(x * mul + add)
+        # one pass for a scale or a shift alone (x * s + 0 would also turn x * s = -0 into +0)
+        if add == 0:
+            return self._new(quietly(np.multiply, x, mul))
+        return self._new(quietly(np.add, x, add) if mul == 1 else quietly(_mul_add, x, mul, add))
 
     def powf(self, layout, e):
         self._require_float("powf", layout)
@@ -541,8 +604,8 @@ class CpuStorage(BackendStorage):
             if op not in op_table.UNARY_BY_NAME:
                 raise ArgumentError(f"unary_impl: unknown op {op!r}; expected one of {sorted(op_table.UNARY_BY_NAME)}")
             raise unsupported_dtype(op, self=(self, layout))
-        with np.errstate(all="ignore"):
-            return self._new(table[op](self._read(layout, compute=True)))
+        out = quietly(table[op], self._operand(layout, flat=True))
+        return CpuStorage(out, dt, self.device) if out.dtype is dt.np and out.ndim == 1 else self._new(out)
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
         row = op_table.BINARY_BY_NAME.get(op)
@@ -550,9 +613,12 @@ class CpuStorage(BackendStorage):
             raise ArgumentError(f"binary_impl: unknown op {op!r}; expected one of {sorted(op_table.BINARY_BY_NAME)}")
         if not op_table.defined_for(row, self.dtype.is_floating_point, self.dtype is dtypes.bool_):
             raise unsupported_dtype(op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
-        a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
-        with np.errstate(all="ignore"):
-            return self._new(row.numpy(a, b))
+        a, b = self._whole(lhs_layout), rhs._whole(rhs_layout)  # flat, as _operand's; both, or both read
+        if a is None or b is None or lhs_layout.shape != rhs_layout.shape:
+            a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
+        out = quietly(row.numpy, a, b)
+        return CpuStorage(out, self.dtype, self.device) if out.dtype == self.dtype.np and out.ndim == 1 \
+            else self._new(out)
 
     def cmp(self, op, rhs, lhs_layout, rhs_layout):
         a, b = self._read(lhs_layout, compute=True), rhs._read(rhs_layout, compute=True)
@@ -571,14 +637,14 @@ class CpuStorage(BackendStorage):
         if op != "sum" and any(layout.shape[d] == 0 for d in dims):
             raise storage_error(ShapeError, op, f"cannot reduce over an empty dim (dims={dims})",
                                 self=(self, layout))
-        x = self._read(layout, compute=True)
+        x = self._operand(layout)
         if op in ("argmin", "argmax"):
             if len(dims) != 1:
                 raise storage_error(ShapeError, op, f"takes exactly one dim, got {dims}", self=(self, layout))
             return self._new(REDUCE[op](x, axis=dims[0], keepdims=True), dtypes.int64)
         # integer sums keep their dtype (wrapping); np.sum would otherwise widen them
         kwargs = {"dtype": x.dtype} if op == "sum" else {}
-        return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs))
+        return self._new(REDUCE[op](x, axis=dims, keepdims=True, **kwargs).reshape(-1))  # flat: _new's fast path
 
     # ---- sorting, scans, searches -----------------------------------------------------
     def sort(self, layout, descending):
@@ -1059,7 +1125,7 @@ class CpuStorage(BackendStorage):
 def _batch_shares(b: int, work: int):
     """[lo, hi) batch ranges, one per core where the work (elements of the scores) pays for a thread:
     attention's many small GEMMs and row passes release the GIL, so halves of a batch run side by side."""
-    n = min(b, _THREADS) if work >= 1 << 18 else 1
+    n = min(b, threads.get_num_threads()) if work >= 1 << 18 else 1
     bounds = [b * i // n for i in range(n + 1)]
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, b)]
 

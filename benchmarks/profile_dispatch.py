@@ -9,7 +9,9 @@ without a compiler, or with --no-stub, a Python no-op stands in), called as the 
 platforms call the driver: through the compiled launch shim where it is installed
 (backends/rocm/launch_shim.py), else through cffi's ABI mode. What remains is the Python
 work every GPU op pays, plus the call's own share, measured on any machine; `--device cuda`
-times the same on a GPU, the driver's launch cost included.
+times the same on a GPU, the driver's launch cost included; `--device cpu` times the cpu backend's
+tiny ops (2x3 float32, single-threaded) against torch's CPU ops in the same process, and splits
+`a + b` into the Tensor layer, the storage's share and numpy's ufunc call.
 
 Besides the per-op table, `a + b` is split into stages by timing each layer on its own:
 Tensor layer (op - storage), storage (binary_impl - launch: kernel lookup, output
@@ -90,14 +92,68 @@ def _us_per_call(fn, iters, sync=None, chunk=250):
     return sorted(host)[2], min(host), sorted(wall)[2]
 
 
+def cpu_main(args) -> int:
+    """The cpu backend's host cost per tiny op, against torch's where it is installed (same
+    process, one thread), and `a + b` by layer: Tensor (op - storage), storage (binary_impl - the
+    ufunc: layouts, error state, wrapping) and numpy's own call on the storages' arrays."""
+    import gc
+    import tensorlite as tl
+    tl.set_num_threads(1)
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    x_np, y_np = (rng.standard_normal((2, 3), dtype=np.float32) for _ in range(2))
+    libs = {"tensorlite": tl} if torch is None else {"tensorlite": tl, "torch": torch}
+    cases = {}
+    for name, lib in libs.items():
+        a, b, g = lib.tensor(x_np), lib.tensor(y_np), lib.tensor(x_np, requires_grad=True)
+        cases[name] = {"a + b": lambda a=a, b=b: a + b, "x.relu()": lambda a=a: a.relu(), "x * 2": lambda a=a: a * 2,
+                       "x.exp()": lambda a=a: a.exp(), "a + b, a requires grad": lambda g=g, b=b: g + b,
+                       "x.relu(), requires grad": lambda g=g: g.relu(), "a.sum()": lambda a=a: a.sum()}
+    gc.collect()
+    gc.freeze()
+    print(f"host-side us per op on cpu (2x3 float32, one thread; {args.iters} iterations, median and min of 5 runs)")
+    print(f"  {'':40s} {'tensorlite':>15s}" + ("" if torch is None else f" {'torch':>15s} {'ratio':>6s}"))
+    for op in cases["tensorlite"]:
+        got = [_us_per_call(cases[name][op], args.iters) for name in libs]
+        line = f"  {op:40s} {got[0][0]:7.2f} {got[0][1]:7.2f}"
+        if torch is not None:
+            line += f" {got[1][0]:7.2f} {got[1][1]:7.2f} {got[0][0] / got[1][0]:6.2f}"
+        print(line)
+    a, b = tl.tensor(x_np), tl.tensor(y_np)
+    sa, sb, la, lb = a._storage, b._storage, a._layout, b._layout
+    layers = [("Tensor layer", lambda: a + b), ("storage (layouts, error state, wrap)",
+                                                 lambda: sa.binary_impl("add", sb, la, lb)),
+              ("numpy's np.add on the storages' arrays", lambda: np.add(sa.data, sb.data))]
+    totals = [_us_per_call(fn, args.iters) for _, fn in layers] + [(0.0, 0.0, 0.0)]
+    print("stages of `a + b` (each layer timed alone; its share is the difference to the next):")
+    print(f"  {'whole op':40s} {totals[0][0]:7.2f} {totals[0][1]:7.2f}")
+    for i, (stage, _) in enumerate(layers):
+        print(f"  {stage:40s} {totals[i][0] - totals[i + 1][0]:7.2f} {totals[i][1] - totals[i + 1][1]:7.2f}")
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.iters // 4):
+            a + b
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--profile", action="store_true", help="print the top functions of a cProfile run")
     ap.add_argument("--no-stub", action="store_true", help="launch through a Python no-op, not a cffi call")
     ap.add_argument("--device", default=None,
-                    help="time on a real GPU device instead ('cuda', 'rocm'): host submission cost per stage")
+                    help="time on a real GPU device instead ('cuda', 'rocm'): host submission cost per stage; "
+                         "'cpu': the cpu backend's ops against torch's")
     args = ap.parse_args()
+    if args.device == "cpu":
+        return cpu_main(args)
     workdir = tempfile.mkdtemp(prefix="tl-null-")
     if args.device is None:
         os.environ.setdefault("TENSORLITE_CACHE_DIR", os.path.join(workdir, "cache"))

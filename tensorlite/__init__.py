@@ -53,6 +53,7 @@ from .io import load, load_hf_checkpoint, load_safetensors, save, save_safetenso
 from .nn import quantize_weights  # noqa: F401  (weight-only int8 for decoding)
 from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
 from .size import Size  # noqa: F401
+from .threads import get_num_threads, set_num_threads  # noqa: F401  (the cpu backend's threads, numpy's BLAS's)
 from . import accelerator, jit, onnx  # noqa: F401  (tl.accelerator; tl.jit and tl.onnx refuse what they cannot do)
 from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: F401
 from .jit import compile_ as compile  # noqa: F401,A001  (torch.compile: refused, naming tl.graphs)

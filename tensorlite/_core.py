@@ -129,14 +129,14 @@ _CONTIG_LAYOUTS = {}  # shape -> its contiguous Layout, shared by outputs (Layou
 
 
 def contiguous_layout(shape) -> Layout:
-    if type(shape) is not tuple:
+    if not isinstance(shape, tuple):  # a tuple or a tl.Size (they hash and compare alike)
         return Layout.contiguous(shape)
     return cached(_CONTIG_LAYOUTS, shape, lambda s: Layout.contiguous(tuple([int(n) for n in s])))
 
 
 def wrap(storage: BackendStorage, shape, dtype=None) -> "Tensor":
     t = _tensor_class.__new__(_tensor_class)
-    lay = _CONTIG_LAYOUTS.get(shape) if type(shape) is tuple else None  # contiguous_layout's hit, inlined
+    lay = _CONTIG_LAYOUTS.get(shape) if isinstance(shape, tuple) else None  # contiguous_layout's hit, inlined
     t._storage, t._layout = storage, lay if lay is not None else contiguous_layout(shape)
     t.dtype = dtype if dtype is not None else storage.dtype
     t._device = storage.device
@@ -174,6 +174,9 @@ def norm_dim(d: int, ndim: int, op: str, x=None, scalar_ok=True) -> int:
 def norm_dims(dim, ndim, op, x=None, empty_is_all=True):
     if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
+    if type(dim) is int:  # the common case, one dim: what the general path below gives for it
+        d = norm_dim(dim, ndim, op, x)
+        return (d,) if ndim else ()
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted({norm_dim(d, ndim, op, x) for d in dims}))
     if len(out) != len(dims):

@@ -16,7 +16,15 @@ from . import fused_unary
 from ._core import TensorBase
 from .errors import ArgumentError, ShapeError, TensorliteError, describe
 
-_state = threading.local()
+class _ThreadGradMode(threading.local):
+    """Each thread's grad mode (and the fused backward under way, see below); the defaults are class
+    attributes, so a thread that never set them reads them (a getattr default costs a caught
+    AttributeError, and every op reads the mode)."""
+    enabled = True
+    fused = None
+
+
+_state = _ThreadGradMode()
 _WRITES = [0]  # in-place writes of any storage so far (stamps): a backward checks saved tensors only after one
 _HOOKS = {}  # id(vertex) -> {key: hook} of the few vertices with tensor hooks (empty: no cost)
 _POST_HOOKS = {}  # id(leaf) -> {key: hook(leaf)}: post-accumulate-grad hooks (distributed data parallel's buckets)
@@ -45,7 +53,7 @@ def is_grad_enabled() -> bool:
     >>> with tl.no_grad(): print(tl.is_grad_enabled())
     False
     """
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 class _GradMode:
@@ -149,7 +157,7 @@ def attach(out, inputs, backward_fn, name="op", saved=()):
     """Record `out = op(*inputs)` if any input needs a gradient. backward_fn(grad_out)
     returns one gradient (Tensor or None) per input; `saved` are the tensors whose values
     backward_fn reads (an in-place change to one of them before backward is an error)."""
-    if getattr(_state, "enabled", True):  # is_grad_enabled(), inlined: every op comes here
+    if _state.enabled:  # is_grad_enabled(), inlined: every op comes here
         for t in inputs:
             if getattr(t, "requires_grad", False):
                 out.requires_grad = True
@@ -374,7 +382,7 @@ def _recorded_backward(v, g):
 def mark_if_fused_backward(t):
     """t, marked not differentiable again (not_twice) where a fused backward kernel computes it
     while create_graph records (custom_op.result's results); else t itself."""
-    fused = getattr(_state, "fused", None)
+    fused = _state.fused
     return t if fused is None else not_twice(t, *fused)
 
 
@@ -420,7 +428,7 @@ def _run(roots, grads, retain_graph, create_graph, inputs=None, capture=False):
     taken, hooks = {id(g._storage) for g in grads}, _HOOKS
     retained = {id(t._node): t for t in _RETAINED.values()} if _RETAINED else None  # their current vertices
     pop, get = acc.pop, acc.get
-    prev, prev_fused = is_grad_enabled(), getattr(_state, "fused", None)
+    prev, prev_fused = is_grad_enabled(), _state.fused
     _state.enabled, _state.fused = create_graph, None
     try:
         for v in order:

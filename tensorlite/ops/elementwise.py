@@ -96,8 +96,10 @@ def binary(op, a, b, name=None):
     out = wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what attach would return: nothing to record
-    return attach(out, (a, b), lambda g: tuple(sum_to(gi, t.shape) for gi, t in zip(row.grad(g, a, b, out), (a, b))),
-                   op, [(a, b, out)[i] for i in row.saves])
+    saves, grad = row.saves, row.grad
+    res = out if 2 in saves else None  # see unary
+    return attach(out, (a, b), lambda g: tuple(sum_to(gi, t.shape) for gi, t in zip(grad(g, a, b, res), (a, b))),
+                  op, [(a, b, out)[i] for i in saves] if saves else ())
 
 
 def compare(op, a, b):
@@ -120,12 +122,15 @@ def unary(op, x):
     row = UNARY_BY_NAME[op]
     if not x.dtype.is_floating_point and not row.integers:
         x = x._cast(dtypes.get_default_dtype())
-    out = wrap(x._storage.unary_impl(op, x._layout), x.shape, x.dtype)
-    if row.grad is None or not x.dtype.is_floating_point:
-        return out
+    out = wrap(x._storage.unary_impl(op, x._layout), x._layout.shape, x.dtype)
+    if row.grad is None or not x.requires_grad or not x.dtype.is_floating_point:
+        return out  # what attach would return: nothing to record
     if row.grad == FUSED:
         return attach(out, (x,), lambda g: (_fused_unary_grad(op, g, x),), op, (x,))
-    return attach(out, (x,), lambda g: (row.grad(g, x, out),), op, [(x, out)[i] for i in row.saves])
+    # the backward holds the output only where the gradient reads it: out's own node holding out is
+    # a reference cycle, which only the garbage collector frees (a forward without backward)
+    grad, res = row.grad, out if 1 in row.saves else None
+    return attach(out, (x,), lambda g: (grad(g, x, res),), op, [(x, out)[i] for i in row.saves])
 
 
 def affine(x: Tensor, mul: float, add: float) -> Tensor:
@@ -135,8 +140,8 @@ def affine(x: Tensor, mul: float, add: float) -> Tensor:
     >>> tl.tensor([1.0, 2.0]).affine(2.0, 1.0).tolist()
     [3.0, 5.0]
     """
-    out = wrap(x._storage.affine(x._layout, mul, add), x.shape, x.dtype)
-    return attach(out, (x,), lambda g: (g * mul,), "affine")
+    out = wrap(x._storage.affine(x._layout, mul, add), x._layout.shape, x.dtype)
+    return attach(out, (x,), lambda g: (g * mul,), "affine") if x.requires_grad else out
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:

@@ -9,7 +9,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .. import dtype as dtypes
-from .._core import (MinMax, TensorBase, as_view, dims_arg, dtype_of, norm_dim, norm_dims, numpy_keywords, opmath,
+from .._core import (MinMax, TensorBase, dims_arg, dtype_of, norm_dim, norm_dims, numpy_keywords, opmath,
                      wrap)
 from ..autograd import attach, no_grad
 from ..errors import ShapeError, describe
@@ -27,11 +27,14 @@ def _reduce(op, x, dim, keepdim, name):
     dims = norm_dims(dim, x.ndim, name, x)
     if x.ndim == 0:
         return _reduce(op, x.reshape(1), 0, True, name).reshape(())
-    kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
-    out = wrap(x._storage.reduce_op(op, x._layout, dims), kept, None)
-    if not keepdim:
-        out = as_view(out, out._layout.squeeze(dims))
-    return out
+    # the storage holds the result with the reduced dims kept as 1s; without them it is the same
+    # elements in the same order, so the contiguous layout of either shape addresses it (no view)
+    shape = x._layout.shape
+    if keepdim:
+        out_shape = tuple([1 if i in dims else n for i, n in enumerate(shape)])
+    else:
+        out_shape = () if len(dims) == len(shape) else tuple([n for i, n in enumerate(shape) if i not in dims])
+    return wrap(x._storage.reduce_op(op, x._layout, dims), out_shape, None)
 
 
 @numpy_keywords
@@ -47,8 +50,8 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None) -> Tensor:
     elif not x.dtype.is_floating_point and x.dtype is not dtypes.int64:
         x = x._cast(dtypes.int64)  # bool/u8/u32 sums count in int64, as PyTorch
     out = _reduce("sum", x, dim, keepdim, "sum")
-    if not x.dtype.is_floating_point:
-        return out
+    if not x.requires_grad or not x.dtype.is_floating_point:
+        return out  # what attach would return: nothing to record
     dims, shape = norm_dims(dim, x.ndim, "sum", x), x.shape
 
     def grad(g):  # g with the summed dims kept (as size 1), broadcast back to x's shape
