@@ -61,7 +61,7 @@ _HALF_TYPES = (dtypes.float16, dtypes.bfloat16)
 try:  # numpy >= 2 keeps its floating-point error settings in a context variable (np.errstate sets it)
     from numpy._core.umath import _extobj_contextvar as _ERRSTATE, _make_extobj  # noqa: PLC2701 - see quietly
     _IGNORE_ALL = _make_extobj(all="ignore")
-except ImportError:  # numpy 1.x: the same set / reset through np.seterr
+except (ImportError, TypeError):  # numpy 1.x (or a numpy that changed them): the same through np.seterr
     class _SetErr:
         def set(self, value):
             return np.seterr(all="ignore")
