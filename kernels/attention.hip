@@ -1552,14 +1552,16 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_FWD_WARPS) flash_fwd_mma##DP##_##sfx(   \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
-        flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);       \
+        if constexpr (tl_mma_takes<T>)  /* else (f32 on WMMA) empty: the host takes flash_fwd */   \
+            flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);   \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
         View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
-        flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
-                                        dq, dk, dv);                                               \
+        if constexpr (tl_mma_takes<T>)                                                             \
+            flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
+                                            dq, dk, dv);                                           \
     }
 #define ATT_WG_ENTRIES(T, sfx, DP)                                                                  \
     extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \
