@@ -606,8 +606,10 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 //   AMD RDNA3/3.5/4 gfx11/gfx12 (matrix_cores_amd.h): one v_wmma_f32_16x16x16_{f16,bf16} (32 lanes,
 //                  8 floats per lane); 16-bit operands only.
 // f32 operands take their own fragment types (TlFragA32/TlFragB32: NVIDIA 3xTF32, AMD
-// v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>, where the header has
-// them (TL_HAS_MMA_F32); tl_mma_takes<T> says whether the tiles take T operands.
+// v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>. Every vendor header has
+// them except one that says it has none (TL_MMA_NO_F32: RDNA's WMMA), so a header that forgets
+// either fails to compile here rather than emptying the f32 kernels; tl_mma_takes<T> says
+// whether the tiles take T operands.
 // TL_HAS_MMA is defined only where one of these exists; the host never launches an MMA
 // kernel elsewhere. Every lane of the warp must call each helper (they exchange registers);
 // the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
@@ -625,7 +627,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
 #define TL_MMA_STAGES 1
 #endif
-#if defined(TL_HAS_MMA) && !defined(TL_HAS_MMA_F32)
+#if defined(TL_HAS_MMA) && defined(TL_MMA_NO_F32)
 template <typename T> constexpr bool tl_mma_takes = sizeof(T) == 2;
 #else
 template <typename T> constexpr bool tl_mma_takes = true;  // (no tiles at all: the kernels are empty)
@@ -635,7 +637,7 @@ template <typename T> constexpr bool tl_mma_takes = true;  // (no tiles at all: 
 #endif
 #if defined(TL_HAS_MMA)
 template <typename T> struct TlFrags { typedef TlFragA A; typedef TlFragB B; };
-#if defined(TL_HAS_MMA_F32)
+#if !defined(TL_MMA_NO_F32)
 template <> struct TlFrags<float> { typedef TlFragA32 A; typedef TlFragB32 B; };
 #endif
 template <typename T> using TlA = typename TlFrags<T>::A;  // the A / B fragments of T operands

@@ -9,7 +9,6 @@
 #define TL_HAS_MMA 1
 #define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
 #if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
-#define TL_HAS_MMA_F32 1
 #define TL_MMA_ACC_N 4
 #define TL_MMA_ROW_SLOTS 4
 #define TL_MMA_ROW_LANES 16
@@ -163,12 +162,13 @@ template <> TL_DEV void tl_mma_16x16x16<float>(TlAcc& c, const TlFragA32& a, con
 // the K index to slots in any order they share: RDNA4's here is k = 8 h + e (slot e of lane
 // half h), the columns of the accumulator's elements, so that an accumulator is an A fragment
 // as it stands and each lane's rows load as 16 contiguous bytes. No f32 operands
-// (TL_HAS_MMA_F32 undefined): the host takes the portable kernels for f32.
+// (TL_MMA_NO_F32): the host takes the portable kernels for f32.
 #if defined(__gfx1200__) || defined(__gfx1201__)
 #define TL_WMMA_K 8  // K values per lane of a fragment: the half-waves hold k 0..7 and 8..15
 #else
 #define TL_WMMA_K 16  // every lane holds its row's 16 K values (the half-waves alike)
 #endif
+#define TL_MMA_NO_F32 1  // compat.h: no TlFragA32 / TlFragB32, flash_*_mma64_f32 are empty
 #define TL_MMA_ACC_N 8
 #define TL_MMA_ROW_SLOTS 1
 #define TL_MMA_ROW_LANES 2    // lanes l and l ^ 16 share row l % 16
