@@ -834,7 +834,13 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
     T* sq = (T*)att_dyn_smem;
     T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
-    const int w = threadIdx.y;
+    // The warp index as the wave's scalar: the branches on the warp's rows (active, the masked
+    // tile path) are then uniform ones. Per-lane EXEC regions there met an LLVM 19 miscompile
+    // (clang-19, gfx11 bf16): a live-range-split copy of a live-through VGPR (lane / 16, the
+    // output's column) placed at the join before the EXEC restore, so it ran with no lane on
+    // when the region was skipped (the full-tile path) and every column lost lane / 16. LLVM's
+    // prolog placement of split copies (llvm-project PR 117544) is not in LLVM 19.
+    const int w = tl_warp_uniform(threadIdx.y);
 
     // Consecutive blocks share a head (its K and V stay in L2 while they run), heaviest
     // (latest, under a causal mask) query tiles first within it.

@@ -55,6 +55,16 @@ template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
 template <typename T> TL_DEV T tl_shfl(T v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 #endif
 
+// v, which every lane of the warp holds alike (threadIdx.y where blockDim.x is the warp's
+// size), known to the compiler as the warp's one value: on AMD in a scalar register
+// (readfirstlane), so that branches on it are the wave's (s_cbranch_scc) and not regions of
+// lanes under an EXEC mask. NVIDIA: v as it is.
+#if defined(TL_HIP)
+TL_DEV int tl_warp_uniform(int v) { return __builtin_amdgcn_readfirstlane(v); }
+#else
+TL_DEV int tl_warp_uniform(int v) { return v; }
+#endif
+
 // Whether p holds on any lane of the warp (wavefront); every lane must call it.
 #if defined(TL_HIP)
 // Not __any: hiprtc (5.2 and 5.4.2) links its wave32 variant for wave64 targets too, which
