@@ -836,7 +836,13 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
     T* sq = (T*)att_dyn_smem;
     T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
-    const int w = threadIdx.y;
+    // The warp index as the wave's scalar: the branches on the warp's rows (active, the masked
+    // tile path) are then uniform ones. Per-lane EXEC regions there met an LLVM 19 miscompile
+    // (clang-19, gfx11 bf16): a live-range-split copy of a live-through VGPR (lane / 16, the
+    // output's column) placed at the join before the EXEC restore, so it ran with no lane on
+    // when the region was skipped (the full-tile path) and every column lost lane / 16. LLVM's
+    // prolog placement of split copies (llvm-project PR 117544) is not in LLVM 19.
+    const int w = tl_warp_uniform(threadIdx.y);
 
     // Consecutive blocks share a head (its K and V stay in L2 while they run), heaviest
     // (latest, under a causal mask) query tiles first within it.
@@ -1554,14 +1560,16 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_FWD_WARPS) flash_fwd_mma##DP##_##sfx(   \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 ov, View4 mv, const void* mask,           \
         const T* q, const T* k, const T* v, T* out, float* lse) {                                  \
-        flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);       \
+        if constexpr (tl_mma_takes<T>)  /* else (f32 on WMMA) empty: the host takes flash_fwd */   \
+            flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);   \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
         View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
-        flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
-                                        dq, dk, dv);                                               \
+        if constexpr (tl_mma_takes<T>)                                                             \
+            flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
+                                            dq, dk, dv);                                           \
     }
 #define ATT_WG_ENTRIES(T, sfx, DP)                                                                  \
     extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \

@@ -55,6 +55,16 @@ template <typename T> TL_DEV T tl_shfl_xor(T v, int mask, int width) {
 template <typename T> TL_DEV T tl_shfl(T v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 #endif
 
+// v, which every lane of the warp holds alike (threadIdx.y where blockDim.x is the warp's
+// size), known to the compiler as the warp's one value: on AMD in a scalar register
+// (readfirstlane), so that branches on it are the wave's (s_cbranch_scc) and not regions of
+// lanes under an EXEC mask. NVIDIA: v as it is.
+#if defined(TL_HIP)
+TL_DEV int tl_warp_uniform(int v) { return __builtin_amdgcn_readfirstlane(v); }
+#else
+TL_DEV int tl_warp_uniform(int v) { return v; }
+#endif
+
 // Whether p holds on any lane of the warp (wavefront); every lane must call it.
 #if defined(TL_HIP)
 // Not __any: hiprtc (5.2 and 5.4.2) links its wave32 variant for wave64 targets too, which
@@ -603,15 +613,23 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 //                  per lane); fragments come from ldmatrix (shared-memory rows 16-byte aligned).
 //   AMD gfx90a/gfx94x/gfx950 (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
 //                  4 floats per lane).
+//   AMD RDNA3/3.5/4 gfx11/gfx12 (matrix_cores_amd.h): one v_wmma_f32_16x16x16_{f16,bf16} (32 lanes,
+//                  8 floats per lane); 16-bit operands only.
 // f32 operands take their own fragment types (TlFragA32/TlFragB32: NVIDIA 3xTF32, AMD
-// v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>.
+// v_mfma_f32_16x16x4f32), named per storage type by TlA<T> / TlB<T>. Every vendor header has
+// them except one that says it has none (TL_MMA_NO_F32: RDNA's WMMA), so a header that forgets
+// either fails to compile here rather than emptying the f32 kernels; tl_mma_takes<T> says
+// whether the tiles take T operands.
 // TL_HAS_MMA is defined only where one of these exists; the host never launches an MMA
 // kernel elsewhere. Every lane of the warp must call each helper (they exchange registers);
 // the block's x dimension must be a multiple of warpSize (lane = threadIdx.x % warpSize).
 #if defined(TL_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #include "tensor_cores_nvidia.h"  // and Hopper's warpgroup products (TL_HAS_WGMMA) on sm_90a
 #elif defined(TL_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) \
-                          || defined(__gfx950__))  // hip.py's MFMA_ARCHS
+                          || defined(__gfx950__)                                    /* hip.py's MFMA_ARCHS */ \
+                          || defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__)         \
+                          || defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)         \
+                          || defined(__gfx1152__) || defined(__gfx1200__) || defined(__gfx1201__))  /* WMMA_ARCHS */
 #include "matrix_cores_amd.h"
 #endif
 
@@ -619,9 +637,19 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
 #define TL_MMA_STAGES 1
 #endif
+#if defined(TL_HAS_MMA) && defined(TL_MMA_NO_F32)
+template <typename T> constexpr bool tl_mma_takes = sizeof(T) == 2;
+#else
+template <typename T> constexpr bool tl_mma_takes = true;  // (no tiles at all: the kernels are empty)
+#endif
+#ifndef TL_MMA_ROW_STRIDE
+#define TL_MMA_ROW_STRIDE 1  // the TL_MMA_ROW_LANES lanes that share a row are this many apart
+#endif
 #if defined(TL_HAS_MMA)
 template <typename T> struct TlFrags { typedef TlFragA A; typedef TlFragB B; };
+#if !defined(TL_MMA_NO_F32)
 template <> struct TlFrags<float> { typedef TlFragA32 A; typedef TlFragB32 B; };
+#endif
 template <typename T> using TlA = typename TlFrags<T>::A;  // the A / B fragments of T operands
 template <typename T> using TlB = typename TlFrags<T>::B;
 TL_DEV void tl_mma_zero(TlAcc& c) {
@@ -631,14 +659,15 @@ TL_DEV void tl_mma_zero(TlAcc& c) {
 // Row of accumulator element i (0..15); rows held by a lane are its TL_MMA_ROW_SLOTS slots.
 TL_DEV int tl_mma_acc_row(int i) { return tl_mma_slot_row(tl_mma_acc_slot(i)); }
 // Max / sum of a per-lane partial over the lanes that share the lane's rows.
+#define TL_MMA_ROW_SPAN (TL_MMA_ROW_STRIDE * TL_MMA_ROW_LANES)
 TL_DEV float tl_mma_row_max(float v) {
 #pragma unroll
-    for (int m = 1; m < TL_MMA_ROW_LANES; m <<= 1) v = fmaxf(v, tl_shfl_xor(v, m, TL_MMA_ROW_LANES));
+    for (int m = TL_MMA_ROW_STRIDE; m < TL_MMA_ROW_SPAN; m <<= 1) v = fmaxf(v, tl_shfl_xor(v, m, TL_MMA_ROW_SPAN));
     return v;
 }
 TL_DEV float tl_mma_row_sum(float v) {
 #pragma unroll
-    for (int m = 1; m < TL_MMA_ROW_LANES; m <<= 1) v += tl_shfl_xor(v, m, TL_MMA_ROW_LANES);
+    for (int m = TL_MMA_ROW_STRIDE; m < TL_MMA_ROW_SPAN; m <<= 1) v += tl_shfl_xor(v, m, TL_MMA_ROW_SPAN);
     return v;
 }
 #endif

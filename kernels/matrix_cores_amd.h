@@ -1,15 +1,18 @@
-// matrix_cores_amd.h -- compat.h Part 3's warp tiles on AMD matrix cores: one
-// v_mfma_f32_16x16x16{f16,bf16_1k} per 16x16 tile on a 64-lane wavefront (CDNA2/3: gfx90a,
-// gfx940-942). compat.h includes it in its Part 3 when hiprtc compiles for one of those; no
-// kernel source includes it.
+// matrix_cores_amd.h -- compat.h Part 3's warp tiles on AMD matrix cores. CDNA2/3/4 (gfx90a,
+// gfx940-942, gfx950): one v_mfma_f32_16x16x16{f16,bf16_1k} per 16x16 tile on a 64-lane
+// wavefront, and f32 operands (v_mfma_f32_16x16x4f32). RDNA3 / RDNA3.5 / RDNA4 (gfx11, gfx12):
+// one v_wmma_f32_16x16x16_{f16,bf16} per tile on a 32-lane wave, 16-bit operands only (below).
+// compat.h includes it in its Part 3 when compiling for one of those (hip.py's MFMA_ARCHS and
+// WMMA_ARCHS); no kernel source includes it.
 #pragma once
 
 #define TL_HAS_MMA 1
+#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
 #define TL_MMA_ACC_N 4
 #define TL_MMA_ROW_SLOTS 4
 #define TL_MMA_ROW_LANES 16
 #define TL_MMA_LANES 64
-#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
 typedef short tl_short4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tl_half4 __attribute__((ext_vector_type(4)));
 typedef float tl_float4 __attribute__((ext_vector_type(4)));
@@ -142,3 +145,131 @@ template <> TL_DEV void tl_mma_16x16x16<float>(TlAcc& c, const TlFragA32& a, con
 #pragma unroll
     for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
 }
+#else
+// ---- RDNA3 / RDNA3.5 / RDNA4: v_wmma_f32_16x16x16_{f16,bf16} on a 32-lane wave ----------
+// D = A B + C for 16x16 tiles, f32 accumulate. The hardware's layouts (AMD's RDNA3 / RDNA4
+// ISA guides and matrix instruction calculator), lane l, h = l / 16:
+//   RDNA3 (gfx11): A[i][k] in lanes i and i + 16 (both half-waves hold the same rows), element
+//                  k of 16; B[k][j] likewise in lanes j, j + 16; D[i][j] in lane j + 16 (i % 2),
+//                  element i / 2 of 8.
+//   RDNA4 (gfx12): A[i][k] in lane i + 16 ((k / 4) % 2), element 4 (k / 8) + k % 4 of 8 (the
+//                  half-waves split K); B the same with j for i; D[i][j] in lane j + 16 (i / 8),
+//                  element i % 8.
+// A and B share one layout, so tl_mma_16x16x16 issues the product transposed, D^T = B^T A^T +
+// C^T, for free: a TlAcc lane then holds one row of C, row l % 16, at columns tl_mma_acc_col,
+// which is an A fragment's row (the P of P V is a repack here, not a transpose through LDS).
+// Within a product, slot (h, e) of A multiplies slot (h, e) of B, so the fragments may assign
+// the K index to slots in any order they share: RDNA4's here is k = 8 h + e (slot e of lane
+// half h), the columns of the accumulator's elements, so that an accumulator is an A fragment
+// as it stands and each lane's rows load as 16 contiguous bytes. No f32 operands
+// (TL_MMA_NO_F32): the host takes the portable kernels for f32.
+#if defined(__gfx1200__) || defined(__gfx1201__)
+#define TL_WMMA_K 8  // K values per lane of a fragment: the half-waves hold k 0..7 and 8..15
+#else
+#define TL_WMMA_K 16  // every lane holds its row's 16 K values (the half-waves alike)
+#endif
+#define TL_MMA_NO_F32 1  // compat.h: no TlFragA32 / TlFragB32, flash_*_mma64_f32 are empty
+#define TL_MMA_ACC_N 8
+#define TL_MMA_ROW_SLOTS 1
+#define TL_MMA_ROW_LANES 2    // lanes l and l ^ 16 share row l % 16
+#define TL_MMA_ROW_STRIDE 16
+#define TL_MMA_LANES 32
+typedef short tl_wmma_s __attribute__((ext_vector_type(TL_WMMA_K)));
+typedef short tl_short8 __attribute__((ext_vector_type(8)));
+typedef _Float16 tl_wmma_h __attribute__((ext_vector_type(TL_WMMA_K)));
+typedef float tl_float8 __attribute__((ext_vector_type(8)));
+struct TlFragA { tl_wmma_s x; };  // lane l: A[l % 16][tl_wmma_k0() + e]
+struct TlFragB { tl_wmma_s x; };  // lane l: B[tl_wmma_k0() + e][l % 16]
+struct TlAcc { float x[8]; };     // lane l: C[l % 16][tl_mma_acc_col(i)]
+
+TL_DEV int tl_lane() { return (int)(threadIdx.x & 31); }
+TL_DEV int tl_wmma_k0() { return TL_WMMA_K == 8 ? 8 * (tl_lane() >> 4) : 0; }
+TL_DEV int tl_mma_acc_slot(int i) { return 0; }
+TL_DEV int tl_mma_slot_row(int s) { return tl_lane() & 15; }
+// RDNA3: D^T's element i of lane l is column 2 i + h; RDNA4: column 8 h + i
+TL_DEV int tl_mma_acc_col(int i) { return TL_WMMA_K == 8 ? 8 * (tl_lane() >> 4) + i : 2 * i + (tl_lane() >> 4); }
+
+// rows: lane l's fragment is p[(l % 16) * ld + k0 .. + TL_WMMA_K] (ld a multiple of 8, p 16-byte
+// aligned: vector loads); cols: p[(k0 + e) * ld + l % 16]
+template <typename T> TL_DEV void tl_wmma_load_rows(tl_wmma_s& x, const T* p, int ld) {
+    const int l = tl_lane();
+    const tl_short8* q = (const tl_short8*)(p + (l & 15) * ld + tl_wmma_k0());
+    const tl_short8 lo = q[0];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = lo[e];
+#if TL_WMMA_K == 16
+    const tl_short8 hi = q[1];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[8 + e] = hi[e];
+#endif
+}
+template <typename T> TL_DEV void tl_wmma_load_cols(tl_wmma_s& x, const T* p, int ld) {
+    const u16* q = (const u16*)(p + tl_wmma_k0() * ld + (tl_lane() & 15));
+#pragma unroll
+    for (int e = 0; e < TL_WMMA_K; ++e) x[e] = (short)q[e * ld];
+}
+template <typename T> TL_DEV void tl_mma_load_a(TlFragA& f, const T* p, int ld) { tl_wmma_load_rows(f.x, p, ld); }
+template <typename T> TL_DEV void tl_mma_load_b_nk(TlFragB& f, const T* p, int ld) { tl_wmma_load_rows(f.x, p, ld); }
+template <typename T> TL_DEV void tl_mma_load_b_kn(TlFragB& f, const T* p, int ld) { tl_wmma_load_cols(f.x, p, ld); }
+template <typename T> TL_DEV void tl_mma_load_a_t(TlFragA& f, const T* p, int ld) { tl_wmma_load_cols(f.x, p, ld); }
+template <typename T> TL_DEV void tl_mma_store_acc(T* p, int ld, const TlAcc& c) {
+    const int r = tl_lane() & 15;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) p[r * ld + tl_mma_acc_col(i)] = Tr<T>::store(c.x[i]);
+}
+TL_DEV void tl_mma_atomic_add_acc(float* p, i64 ld, const TlAcc& c, float scale, int rows, int cols) {
+    const int r = tl_lane() & 15;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int col = tl_mma_acc_col(i);
+        const float a = c.x[i] * scale;
+        if (r < rows && col < cols && a != 0.0f) atomicAdd(p + r * ld + col, a);
+    }
+}
+TL_DEV void tl_mma_atomic_add_tile(float* p, i64 ld, const TlAcc& c, float scale) {
+    const int r = tl_lane() & 15;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) atomicAdd(p + r * ld + tl_mma_acc_col(i), c.x[i] * scale);
+}
+// The accumulator as an A fragment (rounded to T). RDNA4: element e of both is column
+// 8 h + e. RDNA3: the fragment needs all 16 columns of the row; the lane holds those of
+// parity h, lane l ^ 16 the others.
+template <typename T> TL_DEV void tl_mma_acc_to_a(TlFragA& f, const TlAcc& c) {
+#if TL_WMMA_K == 8
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f.x[e] = (short)Tr<T>::store(c.x[e]).bits;
+#else
+    const bool odd = (tl_lane() >> 4) != 0;  // this lane's columns are 2 i + 1
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const short mine = (short)Tr<T>::store(c.x[i]).bits;
+        const short other = (short)tl_shfl_xor((int)mine, 16, 32);
+        f.x[2 * i] = odd ? other : mine;
+        f.x[2 * i + 1] = odd ? mine : other;
+    }
+#endif
+}
+#if TL_WMMA_K == 8
+#define TL_WMMA(ty, b, a, c) __builtin_amdgcn_wmma_f32_16x16x16_##ty##_w32_gfx12(b, a, c)
+#else
+#define TL_WMMA(ty, b, a, c) __builtin_amdgcn_wmma_f32_16x16x16_##ty##_w32(b, a, c)
+#endif
+template <typename T> TL_DEV void tl_mma_16x16x16(TlAcc& c, const TlFragA& a, const TlFragB& b);
+template <> TL_DEV void tl_mma_16x16x16<f16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+    tl_float8 acc;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = c.x[i];
+    acc = TL_WMMA(f16, __builtin_bit_cast(tl_wmma_h, b.x), __builtin_bit_cast(tl_wmma_h, a.x), acc);  // D^T
+#pragma unroll
+    for (int i = 0; i < 8; ++i) c.x[i] = acc[i];
+}
+template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const TlFragB& b) {
+    tl_float8 acc;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = c.x[i];
+    acc = TL_WMMA(bf16, b.x, a.x, acc);  // D^T
+#pragma unroll
+    for (int i = 0; i < 8; ++i) c.x[i] = acc[i];
+}
+#undef TL_WMMA
+#endif

@@ -123,22 +123,42 @@ def test_wgmma_products_stay_asynchronous():
         assert spills and spills.groups() == ("0", "0"), f"{kernel} spills: {spills and spills.group(0)}"
 
 
+def _ptx_entries(source) -> dict:
+    """{entry point: its PTX body} of `source` compiled for compute_90a."""
+    ptx_platform = type(PLATFORM)()
+    ptx_platform.RTC_CODE = "PTX"
+    src, headers = compiler.read_kernel_source(source)
+    ptx = ptx_platform.rtc_compile(src, source, headers, ["-arch=compute_90a", "-std=c++17"]).decode()
+    return dict(re.findall(r"\.entry (\w+)\((.*?)(?=\.entry |\Z)", ptx, re.S))
+
+
+def test_f32_attention_takes_tf32_tiles():
+    """The f32 matrix-core attention (flash_*_mma64_f32, which cuda's storage launches for f32 at
+    head dim 64) is 3xTF32 on mma.sync: compat.h gives f32 operands their fragments unless the
+    vendor header says it has none (TL_MMA_NO_F32, RDNA's WMMA). A kernel left empty there still
+    compiles and is still an entry point, so only its code shows it (issue 43's break: 18 f32
+    attention failures on the H200)."""
+    bodies = _ptx_entries("attention.hip")
+    for kernel in ("flash_fwd_mma64_f32", "flash_bwd_mma64_f32"):
+        assert kernel in bodies, f"attention.hip: no PTX entry {kernel}"
+        tf32 = re.findall(r"mma\.sync\.aligned\.m16n8k8\S*\.tf32", bodies[kernel])
+        assert tf32, f"{kernel} for {ARCH} has no tf32 mma.sync: its f32 tiles are compiled out"
+    for kernel in ("flash_fwd_mma64_bf16", "flash_bwd_mma64_bf16"):
+        assert "mma.sync.aligned.m16n8k16" in bodies[kernel], f"{kernel} for {ARCH} has no bf16 mma.sync"
+
+
 def test_dependent_launches_wait_before_touching_memory():
     """A kernel that a graph capture launches as a programmatic dependent (launch.py
     DEPENDENT_LAUNCH) may start while the kernel before it still writes: in its PTX,
     griddepcontrol.wait must come before every load, store or atomic outside the kernel's
     parameters and shared memory (generic addresses included)."""
-    ptx_platform = type(PLATFORM)()
-    ptx_platform.RTC_CODE = "PTX"
     memory_op = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:ld|st|atom|red|cp\.async)\.(?!param|shared|local|const)", re.M)
     checked = 0
     for source in SOURCES:
         names = [n for n in kernel_table.KERNELS.get(source, ()) if launch.dependent_launch(source, n)]
         if not names:
             continue
-        src, headers = compiler.read_kernel_source(source)
-        ptx = ptx_platform.rtc_compile(src, source, headers, ["-arch=compute_90a", "-std=c++17"]).decode()
-        bodies = dict(re.findall(r"\.entry (\w+)\((.*?)(?=\.entry |\Z)", ptx, re.S))
+        bodies = _ptx_entries(source)
         for name in names:
             body = bodies.get(name)
             assert body is not None, f"{source}: no PTX entry {name}"

@@ -30,6 +30,8 @@ CASES = {
     "bool_mask_dead_rows": (2, 2, 1, 21, 37, False, "bool", False, None),
     "additive_causal": (1, 2, 2, 33, 33, True, "additive", False, 0.2),
     "transposed_views": (2, 4, 2, 17, 29, "bottom_right", "bool", True, None),
+    # every 16x16 tile full, no mask: the matrix-core kernels' unmasked fast path alone
+    "full_tiles": (2, 2, 1, 128, 128, False, None, False, 0.125),
 }
 
 
@@ -274,15 +276,17 @@ def test_sdpa_empty_queries_or_keys(device, L, S):
         np.testing.assert_array_equal(t.grad.numpy(), 0.0)
 
 
-def _mma_or_skip(device, monkeypatch):
+def _mma_or_skip(device, monkeypatch, dtype):
     """(the attention ops module, the kernel names it looks up from now on) when `device` has
-    the tensor-core kernels, else skip."""
+    the tensor-core kernels for `dtype` operands, else skip."""
     if device == "cpu":
         pytest.skip("cpu has no flash kernels")
     from tensorlite.backends.rocm.ops import attention
     dev = get_device(device)
     if not attention.flash_mma(dev, tl.bfloat16, 64):
-        pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+ or gfx90a/gfx94x)")
+        pytest.skip(f"{dev.arch} has no tensor-core MMA path (needs sm_80+, gfx90a/gfx94x or RDNA3/4's WMMA)")
+    if not attention.flash_mma(dev, dtype, 64):
+        pytest.skip(f"{dev.arch}'s matrix cores take no {dtype.name} operands (RDNA's WMMA: 16-bit only)")
     names = []
     real_kernel = attention.kernel_for
 
@@ -314,7 +318,7 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     tensor-core kernel's output and lse match the scalar flash kernel (forced through the
     selector) and the float64 reference, over several key and query tiles, causal skipping,
     GQA, masks, dead rows and transposed views."""
-    attention, names = _mma_or_skip(device, monkeypatch)
+    attention, names = _mma_or_skip(device, monkeypatch, dtype)
     real_selector = attention.flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
     paths, tensor_core = _flash_paths(attention, device, "fwd", dp, dtype)
@@ -345,12 +349,13 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
             assert _rel_err(got, scalar[0]) < REL_TOL[dtype.name], path
             np.testing.assert_array_equal(np.isneginf(lse), dead, err_msg=path)
             np.testing.assert_allclose(lse[~dead], scalar[1][~dead], rtol=2e-3, atol=2e-3, err_msg=path)
-    # the default selector picks the tensor-core kernel for this case, and for f32 at head dim
-    # 128 the scalar one
+    # the default selector picks the tensor-core kernel for this case, and for f32 the scalar
+    # one at head dim 128 and where the matrix cores take no f32 (RDNA)
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd{dp}_f32" if dp > 64 else
-                                                            f"flash_fwd_mma{dp}_f32")):
+    f32_mma = attention.flash_mma(get_device(device), tl.float32, dp)
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd_mma{dp}_f32" if f32_mma else
+                                                            f"flash_fwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device)
         names.clear()
@@ -368,7 +373,7 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     tensor-core kernel's gradients match the scalar flash_bwd (forced through the selector)
     and the float64 composite, over several key and query tiles, causal skipping with
     L != S, GQA, bool and additive masks with all-masked rows, and transposed views."""
-    attention, names = _mma_or_skip(device, monkeypatch)
+    attention, names = _mma_or_skip(device, monkeypatch, dtype)
     real_selector = attention.flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
     paths, tensor_core = _flash_paths(attention, device, "bwd", dp, dtype)
@@ -393,12 +398,13 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
             for (what, got, _), (_, want, ref) in zip(run, scalar):
                 err = np.abs(got.astype(np.float64) - want).max() / max(np.abs(ref).max(), 1e-30)
                 assert err < REL_TOL[dtype.name], f"{what}: {path} vs scalar {err:.2e} in case {case}"
-    # the default selector picks the tensor-core backward for this case, and for f32 at head
-    # dim 128 the scalar one
+    # the default selector picks the tensor-core kernel for this case, and for f32 the scalar
+    # one at head dim 128 and where the matrix cores take no f32 (RDNA)
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
-    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd{dp}_f32" if dp > 64 else
-                                                            f"flash_bwd_mma{dp}_f32")):
+    f32_mma = attention.flash_mma(get_device(device), tl.float32, dp)
+    for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd_mma{dp}_f32" if f32_mma else
+                                                            f"flash_bwd{dp}_f32")):
         x = tl.tensor(random_array(rng, (1, 2, 20, d), dt), device=device, requires_grad=True)
         y = tl.tensor(random_array(rng, (1, 2, 20, dv), dt), device=device, requires_grad=True)
         names.clear()

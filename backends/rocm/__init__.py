@@ -25,7 +25,7 @@ the storage's ops use without knowing the vendor:
     blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
     capture_begin(s) / capture_end(s) -> graph / graph_instantiate(g) -> exec / graph_launch(exec, s) /
     graph_exec_update(exec, g) -> bool / graph_exec_destroy(exec) / graph_destroy(g)   (graph.py)
-    matrix_cores(arch) -> "wgmma" | "mma" | None; MMA_STAGES   what the attention kernels may use
+    matrix_cores(arch) -> "wgmma" | "mma" | "wmma" | None; MMA_STAGES   what the attention kernels may use
 
 Nothing here loads a library at import time: a missing library or device surfaces as
 `BackendUnavailable` when a device is first opened.
@@ -180,7 +180,8 @@ class PlatformBase:
     def matrix_cores(self, arch: str):
         """The matrix instructions the attention kernels may use in code built for `arch`
         (TL_HAS_WGMMA / TL_HAS_MMA, compat.h Part 3): "wgmma" (Hopper warpgroups), "mma" (NVIDIA
-        mma.sync or AMD MFMA), or None. Vendor knowledge: each platform answers for its archs."""
+        mma.sync or AMD MFMA), "wmma" (AMD RDNA's WMMA: 16-bit operands only), or None. Vendor
+        knowledge: each platform answers for its archs."""
         return None
 
     # ---- checked calls --------------------------------------------------------------

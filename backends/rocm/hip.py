@@ -257,13 +257,15 @@ class AmdArchitectures:
     MI300X/MI325X (CDNA3); gfx950 MI350X/MI355X (CDNA4); gfx1100 RX 7900 (RDNA3); gfx1151
     Ryzen AI Max "Strix Halo" (RDNA3.5); gfx1200/gfx1201 RX 9060/9070 (RDNA4)."""
     # CDNA2/3/4: v_mfma_f32_16x16x16{f16,bf16_1k} and 16x16x4f32 (matrix_cores_amd.h; gfx942's
-    # MFMA are gfx940's, gfx950 adds shapes). RDNA has no MFMA (its WMMA is another instruction set).
+    # MFMA are gfx940's, gfx950 adds shapes). RDNA3/3.5/4: v_wmma_f32_16x16x16_{f16,bf16} on wave32,
+    # 16-bit operands only (matrix_cores_amd.h; gfx12's operand layout is not gfx11's).
     MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
+    WMMA_ARCHS = ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1200", "gfx1201")
     MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
     CODE_SUFFIX = ".hsaco"  # the disk cache's name for an AMD code object (shared by the emulated platform)
 
     def matrix_cores(self, arch: str):
-        return "mma" if arch in self.MFMA_ARCHS else None
+        return "mma" if arch in self.MFMA_ARCHS else "wmma" if arch in self.WMMA_ARCHS else None
 
     @staticmethod
     def wavefront_size(arch: str) -> int:

@@ -28,9 +28,18 @@ def _not_launched(label: str) -> List[Tuple[re.Pattern, str]]:
     arch = parse_target(label)[0]
     out = [(re.compile(r"flash_((fwd|bwd)_wg|fwd_wsp?)\d+_"),
             "Hopper's warpgroup (wgmma) attention: compiled only for sm_90a (TL_HAS_WGMMA), empty elsewhere")]
-    if arch not in AmdArchitectures.MFMA_ARCHS:
+    cores = AmdArchitectures().matrix_cores(arch)
+    if cores is None:
         out.append((re.compile(r"flash_(fwd|bwd)_mma\d+_"),
-                    f"matrix-core attention: {arch} has no MFMA (TL_HAS_MMA), the storage takes flash_fwd/bwd"))
+                    f"matrix-core attention: {arch} has no MFMA or WMMA (TL_HAS_MMA), the storage takes "
+                    "flash_fwd/bwd"))
+    elif cores == "wmma":
+        out.append((re.compile(r"flash_(fwd|bwd)_mma64_f32$"),
+                    f"f32 matrix-core attention: {arch}'s WMMA takes no f32 operands (empty there), the storage "
+                    "takes flash_fwd64_f32/flash_bwd64_f32"))
+        out.append((re.compile(r"flash_(fwd|bwd)(64|128)_(f16|bf16)$"),
+                    f"f16/bf16 attention at head dims 64/128: on {arch} the storage always takes the WMMA kernels "
+                    "(flash_*_mma*) instead"))
     else:
         out.append((re.compile(r"flash_(fwd|bwd)((64|128)_(f16|bf16)|64_f32)$"),
                     f"f16/bf16 attention at head dims 64/128, f32 at 64: on {arch} the storage always takes "

@@ -1107,9 +1107,10 @@ def _prepare_special(ins, ex):
     elif name in ("S_WAITCNT", "S_NOP", "S_SETPRIO", "S_SLEEP", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_VSCNT",
                   "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT", "S_SENDMSG", "S_ICACHE_INV",
                   "S_INST_PREFETCH", "S_SETREG_B32", "S_SETREG_IMM32_B32", "S_TTRACEDATA", "S_CODE_END",
-                  "S_WAITCNT_DEPCTR", "S_SET_INST_PREFETCH_DISTANCE"):
+                  "S_WAITCNT_DEPCTR", "S_SET_INST_PREFETCH_DISTANCE", "V_NOP", "V_NOP_E32"):
         # waits order nothing here (every access completes at once); s_setreg changes only
-        # MODE's float modes, which the executor does not model (IEEE, denormals kept)
+        # MODE's float modes, which the executor does not model (IEEE, denormals kept); v_nop:
+        # clang-19's gfx1151 code pads WMMA hazards with it
         run = _advance(ins)
     elif name == "S_TRAP":
         def run(st, w):
@@ -1246,6 +1247,8 @@ def _prepare_special(ins, ex):
         return _prepare_vopd(ins, ex)
     elif name.startswith("V_MFMA_"):
         return _prepare_mfma(ins, ex)
+    elif name.startswith(("V_WMMA_", "V_SWMMAC_")):
+        return wmma.prepare(ins, ex, {f: _field(inst, f, 0) for f in wmma.FIELDS})
     elif name in ("V_FMA_MIX_F32", "V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16",
                   "V_MAD_MIXHI_F16"):
         return _prepare_fma_mix(ins, ex)
@@ -1786,4 +1789,4 @@ def _run(st, prog, ex):
             raise KernelFault(f"kernel {ex.kernel_name} ran more than {MAX_STEPS} steps (an endless loop?)")
 
 
-from . import rdna4  # noqa: E402 - RDNA4's preparers use this module's
+from . import rdna4, wmma  # noqa: E402 - their preparers use this module's

@@ -1,9 +1,9 @@
 """Scaled dot-product attention and its backward (attention.hip).
 
 Three tiers of flash kernels, chosen per call: the warpgroup kernels (flash_*_wg*, f16/bf16),
-the matrix-core kernels (flash_*_mma*; f32 at head dim 64 too), and portable ones for the rest
-(head dim 32, f32 at 128, GPUs without matrix cores); which tier a device has is its
-platform's knowledge (`platform.matrix_cores`: "wgmma", "mma" or None;
+the matrix-core kernels (flash_*_mma*; f32 at head dim 64 too, except on RDNA's WMMA), and portable
+ones for the rest (head dim 32, f32 at 128, GPUs without matrix cores); which tier a device has is its
+platform's knowledge (`platform.matrix_cores`: "wgmma", "mma", "wmma" or None;
 hip.py and cuda.py say for which architectures). Where no flash kernel covers the case (f64, head dims over 128)
 or TENSORLITE_SDPA=gemm asks for it, scores go through `gemm`, a masked softmax and `gemm`.
 A forward of a few query rows (a decode step) without lse takes the split-key decode
@@ -339,10 +339,12 @@ def flash_hopper(dev, dtype, dp: int, mask, layouts) -> Optional[str]:
 def flash_mma(dev, dtype, dp: int) -> bool:
     """Whether the matrix-core kernels (flash_{fwd,bwd}_mma*, compat.h TL_HAS_MMA) cover the case on
     `dev`: f16/bf16 at padded head dim 64 or 128, f32 at 64 (NVIDIA: 3xTF32, AMD: f32 MFMA; its
-    tiles at 128 would not fit AMD's LDS), on an arch with matrix cores (its platform says)."""
+    tiles at 128 would not fit AMD's LDS), on an arch with matrix cores (its platform says);
+    RDNA's WMMA ("wmma") takes no f32 operands (its flash_*_mma64_f32 are empty)."""
     if dp not in ((64,) if dtype is dtypes.float32 else (64, 128) if dtype in dtypes.HALVES else ()):
         return False
-    return dev.platform.matrix_cores(dev.arch) is not None
+    cores = dev.platform.matrix_cores(dev.arch)
+    return cores is not None and not (cores == "wmma" and dtype is dtypes.float32)
 
 
 def _flash_operand(st: GpuStorage, layout: Layout, dp: int, mma: bool) -> Tuple[GpuStorage, Layout]:
