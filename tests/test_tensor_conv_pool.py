@@ -311,6 +311,25 @@ def test_max_pool2d_backward_contract_checks_grad(device):
             x._storage.max_pool2d_backward(x._layout, p, bad._storage, bad._layout)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape, case", [((2, 3, 1, 1), (2, None, 1, 2)),  # overlapping windows
+                                         ((1, 2, 1, 4), ((2, 1), 3, (1, 0), (2, 1)))],  # disjoint windows
+                         ids=["overlapping", "disjoint"])
+def test_max_pool2d_windows_of_padding_alone(device, rng, dtype, shape, case):
+    """A dilated kernel whose every window holds padding alone (the bad-input fuzz's finding: cpu's
+    backward leaked numpy's MemoryError, or an IndexError where the windows are disjoint): the
+    output is -inf, as PyTorch's, and no gradient arrives (PyTorch's CUDA kernel drops it; its
+    cpu kernel writes out of bounds, so torch is no reference here)."""
+    x = random_array(rng, shape, dtype)
+    X = tl.tensor(x, device=device, requires_grad=True)
+    y = tl.max_pool2d(X, *case)
+    assert y.shape[2:] == (1, 2 if shape[3] == 4 else 1) and np.isneginf(as_f64(y.detach().numpy())).all()
+    y.backward(tl.tensor(random_array(rng, y.shape, dtype), device=device))
+    assert_close(X.grad, np.zeros(shape), dtype)
+    (gx,) = tl.autograd.grad(tl.max_pool2d(X, *case).sum(), X, create_graph=True)  # the composite backward
+    assert_close(gx, np.zeros(shape), dtype)
+
+
 def test_max_pool2d_second_derivative(device, rng):
     """create_graph differentiates the gradient again (as PyTorch): d/dx of sum(w * dL/dx) for
     L = sum(max_pool2d(x) ** 2) is each window's 2 * w[winner] at its winner."""
