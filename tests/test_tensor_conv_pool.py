@@ -230,6 +230,23 @@ def test_conv_empty_batch_and_size_one(device, rng):
     assert tl.conv_transpose2d(tl.zeros((0, 4, 2, 2), device=device), w).shape == (0, 3, 4, 4)
 
 
+@pytest.mark.parametrize("op", [tl.conv2d, tl.conv_transpose2d], ids=["conv2d", "conv_transpose2d"])
+def test_conv_of_an_empty_input_has_zero_gradients(device, rng, op):
+    """The bad-input fuzz's finding: the backward of conv2d over an input of no pixels, padded to a
+    positive output, leaked conv_transpose2d's ShapeError; an empty batch or no channels now gives
+    zero gradients (PyTorch's), and an input of no pixels in a batch of channels is refused, as
+    PyTorch refuses it."""
+    w = tl.tensor(random_array(rng, (3, 3, 2, 2), tl.float32), device=device, requires_grad=True)
+    padding = 1 if op is tl.conv2d else 0  # a positive output from no pixels
+    for shape in ((0, 3, 0, 0), (0, 3, 4, 4), (0, 3, 1, 0)) + (((2, 0, 3, 3),) if op is tl.conv2d else ()):
+        x = tl.zeros(shape, device=device, requires_grad=True)
+        wx = w if shape[1] else tl.zeros((3, 0, 2, 2), device=device, requires_grad=True)
+        op(x, wx, None, 1, padding).sum().backward()
+        assert x.grad.shape == shape and wx.grad.shape == wx.shape and not wx.grad.abs().sum().item()
+    with pytest.raises(tl.ShapeError, match=op.__name__ + r".*zero batch or zero channel.*\(2, 3, 0, 3\)"):
+        op(tl.zeros(2, 3, 0, 3, device=device), w, None, 1, padding)
+
+
 def test_loop_references_agree_with_torch(rng):
     torch = pytest.importorskip("torch", reason="torch is not installed: references checked against numpy only")
     F = torch.nn.functional
