@@ -9,7 +9,7 @@ resident memory after warm-up must stay within --rss-tolerance (default 5%).
 
 Prints one line per 100 steps and a summary; exits 1 where a check fails. On an emulated AMD
 target (`TENSORLITE_AMDEMU=gfx90a python benchmarks/soak.py --device amdemu --small`) every kernel
-is interpreted: --small trains the SMALL model (about 0.6 s of CPU a step on gfx90a).
+is interpreted: --small trains the SMALL model (about 1 s of CPU a step on gfx90a).
 """
 from __future__ import annotations
 
