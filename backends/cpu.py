@@ -415,6 +415,13 @@ def _max_pool_winner_scan(x: np.ndarray, p: PoolParams, out_hw) -> np.ndarray:
     return rows * w + cols
 
 
+def _windows_holding_input(n, out, k, stride, pad, dilation) -> np.ndarray:
+    """Along one axis of n input elements: whether each of the `out` pooling windows covers at
+    least one of them (not padding alone)."""
+    pos = (np.arange(out) * stride - pad)[:, None] + np.arange(k) * dilation
+    return ((pos >= 0) & (pos < n)).any(axis=1)
+
+
 def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """sum(a * b) over the last dim, kept as a dim of 1: einsum's dot, without the product array
     (2x faster than (a * b).sum(-1) on rows of a few hundred)."""
@@ -833,6 +840,13 @@ class CpuStorage(BackendStorage):
             won[i:i + step] = winner(planes[i:i + step], params, out_hw)
         won += (np.arange(b * c, dtype=np.int64) * (h * w)).reshape(-1, 1, 1, 1)  # position in x.reshape(-1)
         won = won.reshape(-1)
+        # a window of padding alone (a dilated kernel over a small input) has no winner: its
+        # gradient goes nowhere, as PyTorch's (its output is -inf)
+        holds = [_windows_holding_input(n, o, kk, s, pp, d) for n, o, kk, s, pp, d in
+                 zip((h, w), out_hw, params.kernel, params.stride, params.padding, params.dilation)]
+        if not (holds[0].all() and holds[1].all()):
+            keep = np.broadcast_to(np.outer(*holds), (b * c,) + out_hw).reshape(-1)
+            won, g = won[keep], g[keep]
         span = [d * (kk - 1) + 1 for kk, d in zip(params.kernel, params.dilation)]
         if all(s >= sp for s, sp in zip(params.stride, span)):  # disjoint windows: each input wins at most once
             out = np.zeros(x.size, g.dtype)

@@ -6,10 +6,11 @@ fault-free run's (same seed, same data: a fault leaves no state behind; on a rea
 GPU_CURVE_RTOL: see same_curve); and the process's resident memory after warm-up must stay
 within --rss-tolerance (default 5%).
 
-    python benchmarks/soak.py [--device cpu] [--steps 1000] [--every 50] [--d-model 64]
+    python benchmarks/soak.py [--device cpu] [--steps 1000] [--every 50] [--d-model 64] [--small]
 
 Prints one line per 100 steps and a summary; exits 1 where a check fails. On an emulated AMD
-target use a smaller model (--d-model 32 --steps 200): every kernel is interpreted.
+target (`TENSORLITE_AMDEMU=gfx90a python benchmarks/soak.py --device amdemu --small`) every kernel
+is interpreted: --small trains the SMALL model (about 1 s of CPU a step on gfx90a).
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def same_curve(losses, clean, device) -> bool:
     if str(device).split(":")[0] in BITWISE_DEVICES:
         return losses == clean
     return len(losses) == len(clean) and all(abs(a - b) <= GPU_CURVE_RTOL * abs(b) for a, b in zip(losses, clean))
+
+
+SMALL = dict(d_model=16, layers=1, vocab=32, seq=8, batch=4)  # the model of an emulated target's soak
 
 
 def rss_bytes() -> int:
@@ -113,13 +117,15 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--every", type=int, default=50)
     p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--small", action="store_true", help=f"the SMALL model, {SMALL} (emulated targets)")
     p.add_argument("--rss-tolerance", type=float, default=0.05)
     args = p.parse_args(argv)
-    clean, _, _, _ = run(args.device, args.steps, args.every, args.d_model, faults=False, log=None)
-    losses, raised, warm, end = run(args.device, args.steps, args.every, args.d_model)
+    size = SMALL if args.small else dict(d_model=args.d_model)
+    clean, _, _, _ = run(args.device, args.steps, args.every, faults=False, log=None, **size)
+    losses, raised, warm, end = run(args.device, args.steps, args.every, **size)
     growth = (end - warm) / warm if warm else 0.0
     same = same_curve(losses, clean, args.device)
-    print(f"{args.steps} steps on {args.device}, a fault every {args.every}: raised {raised}")
+    print(f"{args.steps} steps on {args.device} ({size}), a fault every {args.every}: raised {raised}")
     print(f"loss curve the fault-free run's: {same} (final {losses[-1]:.4f})")
     print(f"resident memory after warm-up {warm / 2**20:.1f} MiB, at the end {end / 2**20:.1f} MiB "
           f"({100 * growth:+.2f}%, tolerance {100 * args.rss_tolerance:.0f}%)")

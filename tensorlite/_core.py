@@ -213,9 +213,14 @@ def sizes_arg(op, sizes, size=None):
 def check_size(op, shape, dtype, dev):
     if builtins.min(shape, default=0) < 0:
         raise ShapeError(f"{op}: negative size in {tuple(shape)}")
+    nbytes = prod(shape) * dtype.itemsize
+    if not nbytes and prod(s for s in shape if s) * dtype.itemsize >= 2 ** 63:
+        # an empty tensor needs no memory, but an array's sizes past a 0 still multiply within int64 (numpy)
+        raise ShapeError(f"{op}: the sizes of a {tuple(shape)} {dtype.name} tensor other than 0 multiply to more "
+                         f"bytes than int64 holds")
     limit = dev.total_memory()
-    if limit is not None and prod(shape) * dtype.itemsize > limit:
-        raise OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} tensor needs {prod(shape) * dtype.itemsize} "
+    if limit is not None and nbytes > limit:
+        raise OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} tensor needs {nbytes} "
                                f"bytes, more than the {limit} bytes of {dev}")
     return shape
 

@@ -427,7 +427,8 @@ class BackendStorage(ABC):
         window's gradient goes to the element PyTorch's max pooling picks, scanning the window's
         unpadded elements in row-major order from a running max of -inf at the first of them and
         taking a value that is greater or NaN (a tie: the first maximum; NaNs: the last NaN; only
-        -inf: the first unpadded element); overlapping windows add their gradients."""
+        -inf: the first unpadded element; a window of padding alone: none, its gradient is dropped);
+        overlapping windows add their gradients."""
 
     @abstractmethod
     def upsample_nearest2d(self, layout: Layout, out_h: int, out_w: int) -> "BackendStorage":

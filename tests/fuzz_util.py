@@ -6,6 +6,8 @@
 - TL_FUZZ_SEED=<integer> (CI's wider fuzz step: a new seed each run, printed by the step,
   with TL_FUZZ_EXAMPLES raised): fresh examples drawn from that seed; the same number
   replays the run.
+- TL_FUZZ_EXAMPLES=<integer>: the number of examples of every fuzz case, in place of each
+  file's own (examples()): CI's wider step raises it, the emulated targets' steps lower it.
 - Either way a failure prints the shrunk falsifying example and the `@reproduce_failure(...)`
   line (print_blob) that replays exactly that example. No example database is kept.
 """
@@ -14,6 +16,12 @@ import os
 from hypothesis import HealthCheck, seed, settings
 
 SEED = os.environ.get("TL_FUZZ_SEED", "").strip()
+EXAMPLES = os.environ.get("TL_FUZZ_EXAMPLES", "").strip()
+
+
+def examples(default: int) -> int:
+    """The examples a fuzz case runs: TL_FUZZ_EXAMPLES where set, else the file's `default`."""
+    return int(EXAMPLES) if EXAMPLES else default
 
 
 def fuzz(max_examples: int):

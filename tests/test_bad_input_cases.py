@@ -43,3 +43,17 @@ def test_assigning_text_raises_a_dtype_error(index, value):
     assert x.tolist() == [0.0] * 3
     x[1:] = [1, 2]  # numbers in a list still write
     assert x.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_an_empty_tensor_whose_other_sizes_pass_int64_is_a_shape_error():
+    """The bad-input fuzz's finding: upsample_nearest2d of an empty batch by 10**20 made a
+    (0, 1, 2e20, 2e20) tensor, whose sum leaked numpy's ValueError; zeros(0, 10**20) blamed its
+    fill value. numpy refuses such sizes even around a 0 (their product must fit int64)."""
+    x = tl.zeros(0, 1, 2, 2, requires_grad=True)
+    with pytest.raises(tl.ShapeError, match="upsample_nearest2d: .* other than 0 multiply to more bytes than int64"):
+        tl.upsample_nearest2d(x, scale_factor=10 ** 20)
+    with pytest.raises(tl.ShapeError, match=r"zeros: .*\(0, 100000000000000000000\) float32"):
+        tl.zeros(0, 10 ** 20)
+    y = tl.upsample_nearest2d(x, scale_factor=2)  # an empty batch itself is fine
+    y.sum().backward()
+    assert y.shape == (0, 1, 4, 4) and x.grad.shape == x.shape

@@ -4,14 +4,15 @@ reductions, matmul, in-place ops) run on every device beside the `cpu` reference
 
 Each step is written once against a namespace that both libraries fill in (`tl` with
 tensorlite.nn.functional, `torch` with torch.nn.functional), so a program is the same text
-for both. How a failure reproduces (TL_FUZZ_SEED): fuzz_util.py."""
+for both. 60 examples a case; TL_FUZZ_EXAMPLES, TL_FUZZ_SEED and how a failure reproduces:
+fuzz_util.py."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import tensorlite as tl
 import tensorlite.nn.functional as tlF
-from fuzz_util import fuzz
+from fuzz_util import examples, fuzz
 
 try:
     import torch
@@ -108,7 +109,7 @@ def _arrays(seed, shape, n):
     return [rng.uniform(-1.5, 1.5, shape) for _ in range(n)]
 
 
-FUZZ = fuzz(60)
+FUZZ = fuzz(examples(60))
 
 
 @FUZZ

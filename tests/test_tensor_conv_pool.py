@@ -230,6 +230,23 @@ def test_conv_empty_batch_and_size_one(device, rng):
     assert tl.conv_transpose2d(tl.zeros((0, 4, 2, 2), device=device), w).shape == (0, 3, 4, 4)
 
 
+@pytest.mark.parametrize("op", [tl.conv2d, tl.conv_transpose2d], ids=["conv2d", "conv_transpose2d"])
+def test_conv_of_an_empty_input_has_zero_gradients(device, rng, op):
+    """The bad-input fuzz's finding: the backward of conv2d over an input of no pixels, padded to a
+    positive output, leaked conv_transpose2d's ShapeError; an empty batch or no channels now gives
+    zero gradients (PyTorch's), and an input of no pixels in a batch of channels is refused, as
+    PyTorch refuses it."""
+    w = tl.tensor(random_array(rng, (3, 3, 2, 2), tl.float32), device=device, requires_grad=True)
+    padding = 1 if op is tl.conv2d else 0  # a positive output from no pixels
+    for shape in ((0, 3, 0, 0), (0, 3, 4, 4), (0, 3, 1, 0)) + (((2, 0, 3, 3),) if op is tl.conv2d else ()):
+        x = tl.zeros(shape, device=device, requires_grad=True)
+        wx = w if shape[1] else tl.zeros((3, 0, 2, 2), device=device, requires_grad=True)
+        op(x, wx, None, 1, padding).sum().backward()
+        assert x.grad.shape == shape and wx.grad.shape == wx.shape and not wx.grad.abs().sum().item()
+    with pytest.raises(tl.ShapeError, match=op.__name__ + r".*zero batch or zero channel.*\(2, 3, 0, 3\)"):
+        op(tl.zeros(2, 3, 0, 3, device=device), w, None, 1, padding)
+
+
 def test_loop_references_agree_with_torch(rng):
     torch = pytest.importorskip("torch", reason="torch is not installed: references checked against numpy only")
     F = torch.nn.functional
@@ -309,6 +326,25 @@ def test_max_pool2d_backward_contract_checks_grad(device):
                      (tl.ones(1, 2, 2, 2, dtype=tl.float64, device=device), tl.DTypeError)):
         with pytest.raises(err, match="max_pool2d_backward"):
             x._storage.max_pool2d_backward(x._layout, p, bad._storage, bad._layout)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape, case", [((2, 3, 1, 1), (2, None, 1, 2)),  # overlapping windows
+                                         ((1, 2, 1, 4), ((2, 1), 3, (1, 0), (2, 1)))],  # disjoint windows
+                         ids=["overlapping", "disjoint"])
+def test_max_pool2d_windows_of_padding_alone(device, rng, dtype, shape, case):
+    """A dilated kernel whose every window holds padding alone (the bad-input fuzz's finding: cpu's
+    backward leaked numpy's MemoryError, or an IndexError where the windows are disjoint): the
+    output is -inf, as PyTorch's, and no gradient arrives (PyTorch's CUDA kernel drops it; its
+    cpu kernel writes out of bounds, so torch is no reference here)."""
+    x = random_array(rng, shape, dtype)
+    X = tl.tensor(x, device=device, requires_grad=True)
+    y = tl.max_pool2d(X, *case)
+    assert y.shape[2:] == (1, 2 if shape[3] == 4 else 1) and np.isneginf(as_f64(y.detach().numpy())).all()
+    y.backward(tl.tensor(random_array(rng, y.shape, dtype), device=device))
+    assert_close(X.grad, np.zeros(shape), dtype)
+    (gx,) = tl.autograd.grad(tl.max_pool2d(X, *case).sum(), X, create_graph=True)  # the composite backward
+    assert_close(gx, np.zeros(shape), dtype)
 
 
 def test_max_pool2d_second_derivative(device, rng):

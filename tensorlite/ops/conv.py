@@ -57,6 +57,9 @@ def _conv_params(op, x, w, nd, stride, padding, dilation, groups, output_padding
                          f"{'input' if transposed else 'output'} channels) is not a multiple of groups={groups}")
     if builtins.min(w.shape[2:]) < 1:
         raise ShapeError(f"{describe(op, **ops)}: a kernel size is 0")
+    if builtins.min(x.shape[2:]) < 1 and x.shape[0] and x.shape[1]:  # PyTorch's rule and wording
+        raise ShapeError(f"{describe(op, **ops)}: only zero batch or zero channel inputs may have a spatial size "
+                         f"of 0, got input shape {tuple(x.shape)}")
     if x.dtype is not w.dtype:
         raise DTypeError(f"{describe(op, **ops)}: input and weight dtypes differ")
     stride, dilation = ints(op, "stride", stride, nd, 1, **ops), ints(op, "dilation", dilation, nd, 1, **ops)
@@ -94,6 +97,8 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
     out = wrap(st, (x.shape[0], cout) + spatial, x.dtype)
 
     def grad(g):
+        if not x.numel() or not g.numel():  # an empty batch, no channels, no input pixels: no gradient flows
+            return tuple(zeros(t.shape, dtype=t.dtype, device=t._device) if t.requires_grad else None for t in (x, w))
         # work in 2-D: a 1-D conv is a 2-D conv over a height of 1 (stride 1, padding 0, dilation 1)
         x2, w2, g2 = (t.unsqueeze(2) for t in (x, w, g)) if nd == 1 else (x, w, g)
         q = p.as_2d() if nd == 1 else p
