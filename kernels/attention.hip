@@ -1608,7 +1608,7 @@ ATT_MMA_ENTRIES(float, f32, 64)
 // frees stage j only after S_{j+1} has been issued, so the ring needs at least 2 stages.
 // Host precondition (flash_hopper in ops/attention.py): q, k, v rows complete (d == dv == DP),
 // contiguous and 16-byte aligned (mma_vec_ok), and no mask. Selected by the host only on
-// sm_90 and only with TENSORLITE_ATTN_HOPPER=1 or =pingpong: off by default until measured on the GPU.
+// sm_90 and only with TENSORLITE_ATTN_HOPPER=1 or =pingpong (off by default: see flash_hopper).
 // PINGPONG (flash_fwd_wsp*, TENSORLITE_ATTN_HOPPER=pingpong): the two consumer groups take
 // turns to issue their products (FlashAttention-3's pingpong schedule: two named barriers), so
 // that one group's softmax runs while the other's products keep the tensor cores busy. Every
