@@ -59,6 +59,18 @@ def null_device(stub_lib=None):
     return GpuDevice(NullPlatform(stub_lib), 0)
 
 
+def _print_profile(fn, iters, sync=None):
+    """The top functions by own time of a cProfile run of `iters` calls of fn (then sync)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(iters):
+        fn()
+    prof.disable()
+    if sync is not None:
+        sync()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+
 def _us_per_call(fn, iters, sync=None, chunk=250):
     """(median, min, median with syncs) us per call over 5 runs of iters/5 calls, after a
     warm-up. With a real device (`sync` given) the calls run in chunks of `chunk` with the
@@ -134,12 +146,7 @@ def cpu_main(args) -> int:
     for i, (stage, _) in enumerate(layers):
         print(f"  {stage:40s} {totals[i][0] - totals[i + 1][0]:7.2f} {totals[i][1] - totals[i + 1][1]:7.2f}")
     if args.profile:
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(args.iters // 4):
-            a + b
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+        _print_profile(lambda: a + b, args.iters // 4)
     return 0
 
 
@@ -261,14 +268,7 @@ def main():
             show("bare launch call (cffi ABI mode + driver)",
                  _us_per_call(lambda: abi(handle, grid, 1, 1, 256, 1, 1, 0, stream, params, null), args.iters, sync))
         if args.profile:
-            prof = cProfile.Profile()
-            prof.enable()
-            for _ in range(args.iters // 4):
-                a + b
-            prof.disable()
-            if sync is not None:
-                sync()
-            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+            _print_profile(lambda: a + b, args.iters // 4, sync)
     return 0
 
 

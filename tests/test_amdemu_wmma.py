@@ -15,12 +15,11 @@ anything about, AMD hardware.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from disasm_util import opcode_counts
 
 pytestmark = pytest.mark.amdemu
 pytest.importorskip("tinygrad.renderer.amd", reason="the emulated AMD platform needs tinygrad==0.14.0 "
@@ -164,27 +163,6 @@ def test_wmma_forms_not_implemented_are_refused_by_name(arch, word, what):
 
 # ---- the attention code objects ---------------------------------------------------------------
 
-def _wmma_per_kernel(image: bytes, arch: str, tmp_path) -> dict:
-    """{kernel: (v_wmma instructions, instructions)} from llvm-objdump-19's disassembly."""
-    objdump = shutil.which("llvm-objdump-19")
-    if objdump is None:
-        pytest.skip("llvm-objdump-19 is not installed (apt-get install llvm-19)")
-    path = tmp_path / f"attention_{arch}.o"
-    path.write_bytes(image)
-    text = subprocess.run([objdump, "-d", f"--mcpu={arch}", str(path)], capture_output=True, text=True,
-                          check=True).stdout
-    counts, current = {}, None
-    for line in text.splitlines():
-        m = re.match(r"[0-9a-f]+ <(\w+)>:", line)
-        if m:
-            current = m.group(1)
-            counts[current] = [0, 0]
-        elif current and line.startswith("\t") and not line.lstrip().startswith("s_nop"):
-            counts[current][0] += bool(re.search(r"\bv_wmma_", line))
-            counts[current][1] += 1
-    return counts
-
-
 @pytest.mark.parametrize("target", ["gfx1100", "gfx1151", "gfx1201"])
 def test_attention_tiles_are_wmma_on_rdna(target, tmp_path):
     """The f16/bf16 matrix-core attention kernels (flash_*_mma*) hold WMMA on every RDNA target
@@ -198,7 +176,7 @@ def test_attention_tiles_are_wmma_on_rdna(target, tmp_path):
         image = compiler.compile_source(plat.compiler, "attention.hip", plat.arch)
     except BackendUnavailable as e:
         pytest.skip(str(e))
-    counts = _wmma_per_kernel(image, plat.arch, tmp_path)
+    counts = opcode_counts(image, plat.arch, tmp_path, "v_wmma_")
     mma = {k for k in counts if re.fullmatch(r"flash_(fwd|bwd)_mma(64|128)_(f16|bf16)", k)}
     assert len(mma) == 8 and all(counts[k][0] for k in mma), counts
     assert not {k for k, (n, _) in counts.items() if n and k not in mma}

@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from disasm_util import opcode_counts
 
 from tensorlite.backends.rocm import compiler, kernel_table, triton_llvm
 from tensorlite.backends.rocm.amdemu import platform as amdemu
@@ -81,30 +81,12 @@ def test_compiles_with_every_entry_point(code_objects, arch, source):
     assert not wrong, f"{source} for {arch}: kernels not of wave{wave}: {wrong}"
 
 
-def _mfma_per_kernel(image: bytes, arch: str, tmp_path) -> dict:
-    objdump = shutil.which("llvm-objdump-19")
-    if objdump is None:
-        pytest.skip("llvm-objdump-19 is not installed (apt-get install llvm-19)")
-    path = tmp_path / f"attention-{arch}.hsaco"
-    path.write_bytes(image)
-    text = subprocess.run([objdump, "-d", f"--mcpu={arch}", str(path)], check=True, capture_output=True,
-                          text=True).stdout
-    counts, current = {}, None
-    for line in text.splitlines():
-        label = re.match(r"^[0-9a-f]+ <([\w.]+)>:", line)
-        if label:
-            current = label.group(1)
-            counts.setdefault(current, 0)
-        elif current and re.search(r"\bv_mfma_", line):
-            counts[current] += 1
-    return counts
-
-
 def test_gfx942_attention_runs_on_mfma(code_objects, tmp_path):
     """The MFMA tier is compiled in for gfx942 (compat.h: matrix_cores_amd.h): every
     flash_*_mma* kernel holds v_mfma instructions, and no other kernel does."""
     clang = _clang_or_skip()
-    counts = _mfma_per_kernel(compiler.compile_source(clang, "attention.hip", "gfx942"), "gfx942", tmp_path)
+    image = compiler.compile_source(clang, "attention.hip", "gfx942")
+    counts = {k: n for k, (n, _) in opcode_counts(image, "gfx942", tmp_path, "v_mfma_").items()}
     mma = {k for k in code_objects["gfx942", "attention.hip"].kernels if re.match(r"flash_(fwd|bwd)_mma", k)}
     assert mma, "no matrix-core attention entry points in attention.hip"
     assert {k for k in mma if not counts.get(k)} == set(), "MMA kernels without v_mfma on gfx942"
