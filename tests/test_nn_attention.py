@@ -317,8 +317,11 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     so does f32 at 64 (3xTF32 / f32 MFMA, to f32's tolerance); each
     tensor-core kernel's output and lse match the scalar flash kernel (forced through the
     selector) and the float64 reference, over several key and query tiles, causal skipping,
-    GQA, masks, dead rows and transposed views."""
+    GQA, masks, dead rows and transposed views. (Hopper's default for unmasked complete head
+    dims, flash_fwd_wsp*, is held by test_sdpa_warp_specialised_forward_on_hopper: off here
+    but in the default selection at the end.)"""
     attention, names = _mma_or_skip(device, monkeypatch, dtype)
+    monkeypatch.setenv("TENSORLITE_ATTN_HOPPER", "0")
     real_selector = attention.flash_mma
     dp = 64 if max(d, dv) <= 64 else 128
     paths, tensor_core = _flash_paths(attention, device, "fwd", dp, dtype)
@@ -353,6 +356,9 @@ def test_sdpa_mma_forward_is_selected_and_matches_the_scalar_kernel(device, rng,
     # one at head dim 128 and where the matrix cores take no f32 (RDNA)
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
+    monkeypatch.delenv("TENSORLITE_ATTN_HOPPER")
+    if tensor_core.startswith("flash_fwd_wg") and d == dv == dp:  # unmasked, complete head dims
+        tensor_core = f"flash_fwd_wsp{dp}_{dtype.short}"
     f32_mma = attention.flash_mma(get_device(device), tl.float32, dp)
     for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_fwd_mma{dp}_f32" if f32_mma else
                                                             f"flash_fwd{dp}_f32")):
@@ -402,6 +408,9 @@ def test_sdpa_mma_backward_is_selected_and_matches_the_scalar_kernel(device, rng
     # one at head dim 128 and where the matrix cores take no f32 (RDNA)
     monkeypatch.setattr(attention, "flash_mma", real_selector)
     monkeypatch.delenv("TENSORLITE_WGMMA")
+    monkeypatch.delenv("TENSORLITE_ATTN_HOPPER")
+    if tensor_core.startswith("flash_fwd_wg") and d == dv == dp:  # unmasked, complete head dims
+        tensor_core = f"flash_fwd_wsp{dp}_{dtype.short}"
     f32_mma = attention.flash_mma(get_device(device), tl.float32, dp)
     for dt, expected in ((dtype, tensor_core), (tl.float32, f"flash_bwd_mma{dp}_f32" if f32_mma else
                                                             f"flash_bwd{dp}_f32")):

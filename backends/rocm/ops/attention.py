@@ -318,18 +318,19 @@ def _ws_fwd_stages(dp: int) -> int:
 
 
 _HOPPER_VARIANTS = {"1": "ws", "pingpong": "wsp"}  # TENSORLITE_ATTN_HOPPER -> flash_fwd_<variant>
+_HOPPER_DEFAULT = "pingpong"
 
 
 def flash_hopper(dev, dtype, dp: int, mask, layouts) -> Optional[str]:
-    """The warp-specialised Hopper forward sdpa takes ("ws": flash_fwd_ws*; "wsp": with the
-    pingpong schedule of its two consumer warpgroups, flash_fwd_wsp*), or None. Only with
-    TENSORLITE_ATTN_HOPPER=1 or =pingpong (read at every call; off by default until the whole cuda
-    suite has run with it: 1.19-1.27x the present forward on an H200, docs/benchmarks.md), where
-    the warpgroup kernels run (flash_wgmma: sm_90a), for complete head dims (q's d == v's dv ==
-    dp, 64 or 128), no mask, and operands whose rows the kernel's 16-byte copies take (`layouts`,
-    after _flash_operand: a tile of 128 rows spans under 2**32 bytes; it has no element-wise
+    """The warp-specialised Hopper forward sdpa takes ("wsp": flash_fwd_wsp*, the pingpong
+    schedule of its two consumer warpgroups, the default; "ws": flash_fwd_ws*, without it, by
+    TENSORLITE_ATTN_HOPPER=1), or None (TENSORLITE_ATTN_HOPPER=0, read at every call, keeps the
+    flash_fwd_wg* forward; 1.19-1.27x slower on an H200, docs/benchmarks.md). Where the warpgroup
+    kernels run (flash_wgmma: sm_90a), for complete head dims (q's d == v's dv == dp, 64 or 128),
+    no mask, and operands whose rows the kernel's 16-byte copies take (`layouts`, after
+    _flash_operand: a tile of 128 rows spans under 2**32 bytes; it has no element-wise
     fallback)."""
-    variant = _HOPPER_VARIANTS.get(os.environ.get("TENSORLITE_ATTN_HOPPER", "0").strip())
+    variant = _HOPPER_VARIANTS.get(os.environ.get("TENSORLITE_ATTN_HOPPER", _HOPPER_DEFAULT).strip())
     if variant is None or mask is not None or not flash_wgmma(dev, dtype) or dp not in (64, 128):
         return None
     limit = 2 ** 32 // (_WS_FWD_BN * dtype.itemsize)
