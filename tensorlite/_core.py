@@ -225,6 +225,13 @@ def check_size(op, shape, dtype, dev):
     return shape
 
 
+def out_of_memory(op, shape, dtype, dev, error) -> OutOfMemoryError:
+    """The error for a result that check_size let through (it fits the device's total memory) and
+    the allocator then refused (numpy's MemoryError, a backend's OutOfMemoryError): named by the op."""
+    return OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} result needs {prod(shape) * dtype.itemsize} bytes, "
+                            f"more than {dev} could allocate now ({error})")
+
+
 # An int argument (n None) or n of them (one int repeated, or a sequence of n), each >= low: the
 # check of every stride, padding, count; DTypeError / ArgumentError naming the op otherwise
 def ints(op, name, v, n=None, low=None, **operands):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtype as dtypes
 from .._core import (TensorBase, check_size, copy_of, dtype_of, fail, fits, full_storage, grad_flag, ints,
-                     resolve_device, shape_arg, sizes_arg, wrap)
+                     out_of_memory, resolve_device, shape_arg, sizes_arg, wrap)
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..generator import drawing_from
 
@@ -66,7 +66,10 @@ def from_numpy(a: np.ndarray, device=None) -> Tensor:
 def _filled(op, shape, value, dtype, device, requires_grad):
     dev = resolve_device(device)
     check_size(op, shape, dtype, dev)
-    storage = full_storage(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype)
+    try:
+        storage = full_storage(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, shape, dtype, dev, e) from None
     out = wrap(storage, shape, dtype)
     out.requires_grad = grad_flag(op, dtype, requires_grad)
     return out
