@@ -225,6 +225,13 @@ def check_size(op, shape, dtype, dev):
     return shape
 
 
+def out_of_memory(op, shape, dtype, dev, error) -> OutOfMemoryError:
+    """The error for a result that check_size let through (it fits the device's total memory) and
+    the allocator then refused (numpy's MemoryError, a backend's OutOfMemoryError): named by the op."""
+    return OutOfMemoryError(f"{op}: a {tuple(shape)} {dtype.name} result needs {prod(shape) * dtype.itemsize} bytes, "
+                            f"more than {dev} could allocate now ({error})")
+
+
 # An int argument (n None) or n of them (one int repeated, or a sequence of n), each >= low: the
 # check of every stride, padding, count; DTypeError / ArgumentError naming the op otherwise
 def ints(op, name, v, n=None, low=None, **operands):
@@ -281,17 +288,26 @@ def fits(v, dtype) -> bool:
     return (isinstance(v, numbers.Integral) or isfinite(v)) and info.min <= v <= info.max
 
 
-# dev.full(shape, value, dtype), refusing a value that is no number, or that an integer dtype
-# cannot hold (NaN, Inf, too large: PyTorch refuses them too)
-def full_storage(op, dev, shape, value, dtype):
-    if not is_scalar(value) or isinstance(value, complex):
-        raise DTypeError(f"{op}: the value must be a real number, got {type(value).__name__}")
-    if dtype.is_floating_point or dtype is dtypes.bool_ or fits(value, dtype):
+# Refuse a value to be written into `dtype` (full, fill_, x[i] = v) that is no real number, or
+# that the dtype cannot hold: NaN, Inf or too large for an integer dtype, an int past float64's
+# range for a float one (PyTorch refuses them too); `where` begins the message (the op)
+def check_value(where, value, dtype) -> None:
+    if not is_scalar(value) or isinstance(value, (complex, np.complexfloating)):
+        raise DTypeError(f"{where}: the value must be a real number, got {type(value).__name__}")
+    if dtype.is_floating_point:
         try:
-            return dev.full(shape, value, dtype)
-        except (OverflowError, ValueError, TypeError):  # numpy's refusals of a value too large for it
+            float(value)
+            return
+        except OverflowError:
             pass
-    raise ArgumentError(f"{op}: the value {value!r} cannot be converted to {dtype.name} without overflow")
+    elif dtype is dtypes.bool_ or fits(value, dtype):
+        return
+    raise ArgumentError(f"{where}: the value {value!r} cannot be converted to {dtype.name} without overflow")
+
+
+def full_storage(op, dev, shape, value, dtype):  # dev.full(shape, value, dtype) of a value check_value passes
+    check_value(op, value, dtype)
+    return dev.full(shape, value, dtype)
 
 
 def dtype_of(dtype, value=0.0, op="tensor"):

@@ -25,6 +25,7 @@ import zlib
 import numpy as np
 import pytest
 
+import global_state
 import tensorlite as tl
 from tensorlite import dtype as _dt
 
@@ -92,6 +93,21 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("=", "backends not tested (unavailable here)")
         for name, why in missing.items():
             terminalreporter.write_line(f"{name}: {why}")
+
+
+global_state.snapshot()  # the session's start: what every fuzz test must find
+
+
+@pytest.fixture(autouse=True)
+def _global_state_watch(request):
+    """Notes which process-global settings each test leaves changed (tests/global_state.py); a fuzz
+    test (fuzz_util.fuzz) first fails where one differs from the session's start, naming the test."""
+    before = global_state.snapshot()
+    if getattr(request.function, "needs_default_global_state", False):
+        changed = global_state.changes_since_start(before)
+        assert not changed, "a fuzz test runs on the settings a run of it alone has; now " + "; ".join(changed)
+    yield
+    global_state.note_changes(before, global_state.snapshot(), request.node.nodeid)
 
 
 @pytest.fixture

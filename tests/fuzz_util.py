@@ -10,6 +10,9 @@
   file's own (examples()): CI's wider step raises it, the emulated targets' steps lower it.
 - Either way a failure prints the shrunk falsifying example and the `@reproduce_failure(...)`
   line (print_blob) that replays exactly that example. No example database is kept.
+- A fuzz test first checks that the process-global settings (default dtype, grad mode, threads,
+  numpy's error state, ...: global_state.py) are the session's starting ones, and fails naming
+  the earlier test that changed one: a whole-suite run fuzzes the state a run alone does.
 """
 import os
 
@@ -31,5 +34,7 @@ def fuzz(max_examples: int):
 
     def decorate(test):
         test = chosen(test)
-        return seed(int(SEED))(test) if SEED else test
+        test = seed(int(SEED))(test) if SEED else test
+        test.needs_default_global_state = True  # conftest's _global_state_watch checks it first
+        return test
     return decorate

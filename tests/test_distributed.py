@@ -7,8 +7,10 @@ handling, and the NCCL/RCCL bindings.
 - Under `mpiexec -n 2` (PyPI's `mpich` wheel, or a system MPI; skipped naming mpi4py or
   mpiexec where absent), and `-n 4` on a machine of four GPUs: every collective on every
   dtype against numpy, DDP's gradients against each rank's own full-batch computation,
-  examples/train_gpt.py on the ranks against one process, and (two ranks) a rank that raises,
-  exits or hangs ends the job within its timeout. The job scripts are in tests/distributed/.
+  examples/train_gpt.py on the ranks against one process, (two ranks) a rank that raises,
+  exits or hangs ends the job within its timeout, and a rank that stops mid-backward is raised
+  by the other within the timeout + 10 s (on two GPUs by the device collectives' watchdog). The
+  job scripts are in tests/distributed/.
 - NCCL/RCCL without a GPU: the cdefs against the headers where installed, the enum values
   and struct sizes pinned from the upstream headers, the loader's error.
 """
@@ -213,6 +215,27 @@ def test_a_failing_rank_ends_the_job(mode, what):
         assert what in out, f"mpiexec exited {proc.returncode} after {seconds:.1f} s; its output:\n{out}"
         rank = 1 if mode == "raise" else 0
         assert f"tensorlite.distributed: uncaught exception on rank {rank} of 2; aborting the job" in out
+
+
+@pytest.mark.parametrize("kind", ["cpu", "cuda"])
+def test_a_peer_lost_mid_backward_is_raised_by_the_other_rank_within_the_timeout(kind):
+    """issue 48's watchdog on real ranks (tests/distributed/lost_peer_job.py): rank 1 stops in
+    the middle of a DDP backward; rank 0's gradient read raises DistributedTimeoutError within
+    TENSORLITE_DIST_TIMEOUT + 10 s, and it exits. cuda (two GPUs): the bucket's NCCL all-reduce
+    never finishes, so it is the device watchdog that raises (ncclCommAbort); cpu: MPI's host wait."""
+    _ranks_of(kind, 2)
+    timeout = 5
+    proc, _ = _launch(JOBS / "lost_peer_job.py", kind, env={"TENSORLITE_DIST_TIMEOUT": str(timeout)}, timeout=180)
+    out = proc.stdout + proc.stderr
+    stopped = re.search(r"^rank 1 stops at ([0-9.]+)$", out, re.MULTILINE)
+    raised = re.search(r"^rank 0 raised (\w+) at ([0-9.]+): (.*)$", out, re.MULTILINE)
+    assert stopped and raised and "finished the step\n" not in out, out
+    took = float(raised[2]) - float(stopped[1])
+    assert raised[1] == "DistributedTimeoutError" and 0 < took < timeout + 10, (took, out)
+    assert f"timeout of {timeout} s" in raised[3] or f"waited {timeout} s" in raised[3], raised[3]
+    if kind != "cpu":
+        assert "all_reduce(" in raised[3] and "ncclCommAbort" in raised[3], raised[3]
+    assert "rank 0 exits" in out, out
 
 
 # ---- one rank, in this process ------------------------------------------------------------------

@@ -1,5 +1,10 @@
 """Bad input for every op family: the right exception type (also the built-in a Python user
 catches) and a message that names the op and each operand's shape, dtype and device."""
+import pathlib
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -456,6 +461,43 @@ def test_broadcast_and_matmul_results_larger_than_memory_are_out_of_memory(devic
     with pytest.raises(tl.OutOfMemoryError) as err:
         fn(a, b)
     assert f"{op}: a (2000000, 2000000)" in str(err.value) and "bytes" in str(err.value), str(err.value)
+
+
+def test_results_larger_than_the_free_memory_are_out_of_memory_naming_the_op():
+    """issue 48: a result that fits the host's total memory (check_size lets it through) but not
+    what is free now (here: an address-space limit 1 GiB above the process's size) leaked numpy's
+    MemoryError from inside the backend, or an OutOfMemoryError naming only 'cpu'."""
+    resource = pytest.importorskip("resource")  # (not on Windows)
+    script = textwrap.dedent("""
+        import resource
+        import tensorlite as tl
+        tl.ones(2, 2) @ tl.ones(2, 2) + 1  # the BLAS and the pools up before the limit
+        size = int(open("/proc/self/statm").read().split()[0]) * 4096
+        resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+        n = 30000  # an (n, n) float32 result: 3.6 GB
+        a, b = tl.zeros(n, 1), tl.zeros(1, n)
+        cases = {"add": lambda: a + b, "lt": lambda: tl.zeros(2 * n, 1) < tl.zeros(1, 2 * n),
+                 "where": lambda: tl.where(a > 0, a, b), "matmul": lambda: a @ b,
+                 "upsample_nearest2d": lambda: tl.upsample_nearest2d(tl.zeros(1, 1, 2, 2), (n, n)),
+                 "zeros": lambda: tl.zeros(n, n)}
+        for op, fn in cases.items():
+            try:
+                fn()
+                print(op, "made it")
+            except tl.OutOfMemoryError as e:
+                print(op, "raised", str(e).split(":")[0], "bytes" in str(e))
+            except MemoryError as e:
+                print(op, "leaked", type(e).__name__)
+        print("after:", (tl.ones(3) + tl.ones(3)).tolist())
+    """)
+    if not hasattr(resource, "RLIMIT_AS") or not pathlib.Path("/proc/self/statm").exists():
+        pytest.skip("needs Linux's address-space limit (RLIMIT_AS) and /proc/self/statm")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for op in ("add", "lt", "where", "matmul", "upsample_nearest2d", "zeros"):
+        assert f"{op} raised {op} True" in lines, proc.stdout
+    assert lines[-1] == "after: [2.0, 2.0, 2.0]"
 
 
 def test_cpu_memory_error_is_out_of_memory(monkeypatch):

@@ -10,7 +10,7 @@ from math import isfinite
 import numpy as np
 
 from .. import amp, dtype as dtypes
-from .._core import TensorBase, check_size, ints, same_device, wrap
+from .._core import TensorBase, check_size, ints, out_of_memory, same_device, wrap
 from ..autograd import attach, is_grad_enabled
 from ..backend import ConvParams, PoolParams
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
@@ -89,12 +89,16 @@ def _conv(op, x, w, bias, nd, stride, padding, dilation, groups, output_padding=
     if builtins.min(spatial) <= 0:
         raise ShapeError(f"{describe(op, input=x, weight=w)}: output size {spatial} is not positive")
     cout = w.shape[1] * groups if transposed else w.shape[0]
-    check_size(op, (x.shape[0], cout) + spatial, x.dtype, x._device)
-    if x.numel() and cout:
-        st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
-    else:  # nothing to compute (no batch, no channels): no kernel is launched
-        st = x._device.zeros((x.shape[0], cout) + spatial, x.dtype)
-    out = wrap(st, (x.shape[0], cout) + spatial, x.dtype)
+    shape = (x.shape[0], cout) + spatial
+    check_size(op, shape, x.dtype, x._device)
+    try:
+        if x.numel() and cout:
+            st = getattr(x._storage, op)(x._layout, w._storage, w._layout, p)
+        else:  # nothing to compute (no batch, no channels): no kernel is launched
+            st = x._device.zeros(shape, x.dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, shape, x.dtype, x._device, e) from None
+    out = wrap(st, shape, x.dtype)
 
     def grad(g):
         if not x.numel() or not g.numel():  # an empty batch, no channels, no input pixels: no gradient flows
@@ -260,10 +264,14 @@ def upsample_nearest2d(x, size=None, scale_factor=None):
                                 f"got {scale_factor!r}")
         size = (int(x.shape[2] * sf[0]), int(x.shape[3] * sf[1]))
     oh, ow = ints(op, "the output size", size, 2, 1, input=x)
-    check_size(op, x.shape[:2] + (oh, ow), x.dtype, x._device)
+    shape = x.shape[:2] + (oh, ow)
+    check_size(op, shape, x.dtype, x._device)
     h, w = x.shape[2:]
-    out = wrap(x._storage.upsample_nearest2d(x._layout, oh, ow) if x.numel() else
-                x._device.zeros(x.shape[:2] + (oh, ow), x.dtype), x.shape[:2] + (oh, ow), x.dtype)
+    try:
+        out = wrap(x._storage.upsample_nearest2d(x._layout, oh, ow) if x.numel() else x._device.zeros(shape, x.dtype),
+                   shape, x.dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, shape, x.dtype, x._device, e) from None
 
     def grad(g):
         ih = tensor((np.arange(oh) * h // oh).astype(np.int64), device=g._device)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtype as dtypes
 from .._core import (TensorBase, check_size, copy_of, dtype_of, fail, fits, full_storage, grad_flag, ints,
-                     resolve_device, shape_arg, sizes_arg, wrap)
+                     out_of_memory, resolve_device, shape_arg, sizes_arg, wrap)
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..generator import drawing_from
 
@@ -43,7 +43,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         if arr.dtype.kind in "iu" and dt.np.kind in "iu" and arr.dtype != dt.np and arr.size and not (
                 fits(int(arr.min()), dt) and fits(int(arr.max()), dt)):
             raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
-        arr = arr.astype(dt.np, order="C", copy=False)  # (np.ascontiguousarray would make a 0-d array 1-d)
+        if arr.dtype.kind in "USMmc":  # text, dates, complex numbers: no dtype of tensorlite holds them
+            raise DTypeError(f"tensor: cannot make a {dt.name} tensor of {arr.dtype} data")
+        try:  # (np.ascontiguousarray would make a 0-d array 1-d)
+            arr = arr.astype(dt.np, order="C", copy=False)
+        except OverflowError:  # an object array: a Python int past what the dtype holds
+            raise ArgumentError(f"tensor: a value of the {type(data).__name__} cannot be converted to {dt.name} "
+                                "without overflow") from None
+        except (TypeError, ValueError) as e:  # an object array of other things: ["a", 1], [[1, 2], "b"]
+            raise DTypeError(f"tensor: cannot make a {dt.name} tensor of {type(data).__name__} data: {e}") from None
         dev = resolve_device(device)
         out = wrap(dev.from_cpu(arr.reshape(-1)), arr.shape, dt)
     out.requires_grad = grad_flag("tensor", out.dtype, requires_grad)
@@ -58,7 +66,10 @@ def from_numpy(a: np.ndarray, device=None) -> Tensor:
 def _filled(op, shape, value, dtype, device, requires_grad):
     dev = resolve_device(device)
     check_size(op, shape, dtype, dev)
-    storage = full_storage(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype)
+    try:
+        storage = full_storage(op, dev, shape, value, dtype) if value is not None else dev.alloc_uninit(shape, dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, shape, dtype, dev, e) from None
     out = wrap(storage, shape, dtype)
     out.requires_grad = grad_flag(op, dtype, requires_grad)
     return out

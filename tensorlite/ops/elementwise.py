@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtype as dtypes
-from .._core import TensorBase, check_size, is_exact_tensor, is_scalar, opmath, same_device, scalar_tensor, wrap
+from .._core import (TensorBase, check_size, is_exact_tensor, is_scalar, opmath, out_of_memory, same_device,
+                     scalar_tensor, wrap)
 from ..autograd import attach, no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..layout import broadcast_shapes
@@ -93,7 +94,10 @@ def binary(op, a, b, name=None):
         if not row.integers and not a.dtype.is_floating_point:  # true division, atan2: in float, as PyTorch
             a, b = a._cast(dtypes.get_default_dtype()), b._cast(dtypes.get_default_dtype())
         shape, la, lb = _broadcast_pair(name, a, b)
-    out = wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
+    try:
+        out = wrap(a._storage.binary_impl(op, b._storage, la, lb), shape, a.dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(name or op, shape, a.dtype, a._device, e) from None
     if not a.dtype.is_floating_point or not (a.requires_grad or b.requires_grad):
         return out  # what attach would return: nothing to record
     saves, grad = row.saves, row.grad
@@ -109,7 +113,10 @@ def compare(op, a, b):
         raise DTypeError(f"{describe(op, self=a)}: cannot compare with a {type(b).__name__}")
     a, b = coerce(op, a, b)
     shape, la, lb = _broadcast_pair(op, a, b, dtypes.bool_)
-    return wrap(a._storage.cmp(op, b._storage, la, lb), shape, dtypes.bool_)
+    try:
+        return wrap(a._storage.cmp(op, b._storage, la, lb), shape, dtypes.bool_)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, shape, dtypes.bool_, a._device, e) from None
 
 
 def _fused_unary_grad(op, g, x):
@@ -122,7 +129,10 @@ def unary(op, x):
     row = UNARY_BY_NAME[op]
     if not x.dtype.is_floating_point and not row.integers:
         x = x._cast(dtypes.get_default_dtype())
-    out = wrap(x._storage.unary_impl(op, x._layout), x._layout.shape, x.dtype)
+    try:
+        out = wrap(x._storage.unary_impl(op, x._layout), x._layout.shape, x.dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory(op, x.shape, x.dtype, x._device, e) from None
     if row.grad is None or not x.requires_grad or not x.dtype.is_floating_point:
         return out  # what attach would return: nothing to record
     if row.grad == FUSED:
@@ -273,7 +283,10 @@ def where(cond: Tensor, x=None, y=None) -> Tensor:
         raise ShapeError(f"{describe('where', cond=cond, x=x, y=y)}: shapes do not broadcast")
     check_size("where", shape, x.dtype, x._device)
     lc, lx, ly = (t._layout.broadcast_as(shape) for t in (cond, x, y))
-    out = wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
+    try:
+        out = wrap(cond._storage.where_cond(lc, x._storage, lx, y._storage, ly), shape, x.dtype)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory("where", shape, x.dtype, x._device, e) from None
     if not x.dtype.is_floating_point:
         return out
     return attach(out, (x, y), lambda g: (sum_to(where(cond, g, 0.0), x.shape),

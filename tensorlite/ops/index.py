@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dtype as dtypes
-from .._core import TensorBase, fail, is_scalar, norm_dim, same_device, scalar_tensor, wrap
+from .._core import TensorBase, check_value, fail, is_scalar, norm_dim, same_device, scalar_tensor, wrap
 from ..autograd import attach, is_grad_enabled, no_grad, note_write
-from ..errors import ArgumentError, DTypeError, DeviceError, IndexOutOfRange, ShapeError, describe
+from ..errors import (ArgumentError, DTypeError, DeviceError, IndexOutOfRange, ShapeError, TensorliteError,
+                      describe)
 from ..layout import broadcast_shapes
 from .creation import arange, ones, ones_like, tensor, zeros, zeros_like
 from .elementwise import floor_divide, where
@@ -216,9 +217,14 @@ def setitem(x: Tensor, idx, value, op="__setitem__"):
     if target._storage is not x._storage:
         raise IndexOutOfRange(f"{describe(op, self=x)}: assignment through negative steps is not supported "
                               "(nor is indexing with them in PyTorch)")
+    if is_scalar(value):  # x[0] = 1j, x_int[0] = nan or 10**30: refused, as by full()
+        check_value(describe(op, self=x), value, x.dtype)
+    elif not isinstance(value, TensorBase):  # a list or an array: written as the tensor of x's dtype it makes
+        try:
+            value = tensor(value, dtype=x.dtype, device=x._device)
+        except TensorliteError as e:  # x[0] = "a", a ragged list: named as this op's refusal
+            raise type(e)(f"{describe(op, self=x)}: cannot assign a {type(value).__name__}: {e}") from None
     v = value if isinstance(value, TensorBase) else None
-    if v is None and not is_scalar(value) and np.asarray(value).dtype.kind not in "biuf":  # x[0] = "a"
-        raise DTypeError(f"{describe(op, self=x)}: cannot assign a {type(value).__name__} to the elements")
     if adv:  # the new values of the whole basic region, then written as a basic assignment
         with no_grad():
             m, val = adv[0][1], v._cast(x.dtype) if v is not None else scalar_tensor(value, x.dtype, x._device, op)

@@ -9,7 +9,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from .. import amp
-from .._core import TensorBase, check_size, fail, ints, norm_dim, same_device, wrap
+from .._core import TensorBase, check_size, fail, ints, norm_dim, out_of_memory, same_device, wrap
 from ..autograd import attach, is_grad_enabled
 from ..custom_op import result, storage_and_layout
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
@@ -45,7 +45,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     bs = prod(batch)
     la = broadcast_to(a2, batch + (m, k)).reshape(bs, m, k)
     lb = broadcast_to(b2, batch + (k, n)).reshape(bs, k, n)
-    st = la._storage.matmul(lb._storage, (bs, m, n, k), la._layout, lb._layout)
+    try:
+        st = la._storage.matmul(lb._storage, (bs, m, n, k), la._layout, lb._layout)
+    except MemoryError as e:  # more than is free now (check_size allows up to the total)
+        raise out_of_memory("matmul", batch + (m, n), a.dtype, a._device, e) from None
     out = wrap(st, batch + (m, n), a.dtype)
     if a.ndim == 1:
         out = out.squeeze(-2)
