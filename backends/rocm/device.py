@@ -319,6 +319,7 @@ class GpuDevice(BackendDevice):
         self.alloc = self.allocator.alloc  # GpuDevice.alloc without the extra call, for every op's output
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}
+        self.kernels: Dict[str, Kernel] = {}  # kernel_table.kernel_for's, by entry name
         self._blas = None
         self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
@@ -535,13 +536,22 @@ class GpuDevice(BackendDevice):
         (tests/test_kernels_gfx90a.py checks every storage launch against the compiled one)."""
         layout = func.layouts.get(get_ident())
         if layout is None or layout.nargs != len(args):
-            layout = self._layout_for(func, args)
+            layout = self._layout_for(func, ArgLayout.signature_of(args))
+        self.launch_values(func, grid, block, layout.signature, map(_second, args), shared_mem)
+
+    def launch_values(self, func: Kernel, grid, block, signature, values, shared_mem: int = 0) -> None:
+        """launch() with the argument types apart from the values: `signature` as
+        ArgLayout.signature_of gives it (a constant of the caller's: the plan is found by
+        identity), `values` in its order. The elementwise ops launch so (no pairs built per call)."""
+        layout = func.layouts.get(get_ident())
+        if layout is None or layout.signature is not signature:
+            layout = self._layout_for(func, signature)
         self._activate(self.ordinal)
         if shared_mem > func.shared_allowed:
             self._allow_shared(func, shared_mem)
-        if args:
+        if layout.nargs:
             try:
-                layout.pack_into(layout.buffer, 0, *map(_second, args))
+                layout.pack_into(layout.buffer, 0, *values)
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
         if self.capture is not None:
@@ -607,13 +617,16 @@ class GpuDevice(BackendDevice):
                 self.platform.function_allow_shared(func.handle, nbytes)
                 func.shared_allowed = nbytes
 
-    def _layout_for(self, func: Kernel, args) -> ArgLayout:
-        signature = ArgLayout.signature_of(args)
+    def _layout_for(self, func: Kernel, signature) -> ArgLayout:
+        """This thread's plan for `func` (made on its first launch here), after checking that
+        `signature` is the one every launch of `func` has had."""
         known = next(iter(func.layouts.values()), None)
         if known is not None and known.signature != signature:
             raise BackendError(f"launch {func.source}:{func.name}: argument types {signature} differ from "
                                f"an earlier launch {known.signature}; a kernel has one C signature")
-        layout = func.layouts[get_ident()] = ArgLayout(self.platform.ffi, signature)
+        layout = func.layouts.get(get_ident())
+        if layout is None or layout.signature != signature:
+            layout = func.layouts[get_ident()] = ArgLayout(self.platform.ffi, signature)
         return layout
 
     @property

@@ -25,6 +25,7 @@ DEPENDENT_LAUNCH = {"binary.hip": None, "gemv.hip": None,
                                       "attn_decode_combine")}
 MAX_DIMS = 8                                     # TL_MAX_DIMS in compat.h
 _STRIDED = struct.Struct("<qii8q8q")             # struct Strided (144 bytes)
+STRIDED_BYTES = _STRIDED.size                    # what pack_strided's structs take, every one
 _STRIDED_HEAD = struct.Struct("<qii")
 _CONTIG_TAIL = bytes(_STRIDED.size - _STRIDED_HEAD.size)
 VIEW4 = struct.Struct("<5q")                     # struct View4 (conv, fused, attention .hip): offset, 4 strides
@@ -71,7 +72,10 @@ def sm_count(dev) -> int:
 
 def grid_for(dev, work_items: int, per_block: int = BLOCK) -> int:
     """Blocks for a grid-stride loop: enough to fill the GPU, never 0."""
-    cap = 16 * sm_count(dev)
+    try:  # on_device's hit, inlined: every elementwise launch asks
+        cap = dev._tl_grid_cap
+    except AttributeError:
+        cap = on_device(dev, "_tl_grid_cap", lambda d: 16 * sm_count(d))
     blocks = -(-work_items // per_block)
     return blocks if 0 < blocks <= cap else (cap if blocks > 0 else 1)
 
