@@ -25,11 +25,12 @@ from tensorlite.dtype import DType
 from tensorlite.errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError,
                                OutOfMemoryError)
 
-from . import get_platform, launch_shim
+from . import ThreadState, get_platform, launch_shim
 from .compiler import compile_source
 from .launch import dependent_launch
 
 GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
+_new_object = object.__new__
 
 # ---- caching allocator ----------------------------------------------------------------
 
@@ -95,9 +96,9 @@ class CachingAllocator:
     def alloc(self, nbytes: int) -> Buffer:
         if nbytes <= 0:
             return Buffer(0, 0, 0, None)
-        # size_class, inlined: this runs for every op's output
-        size = -(-nbytes // self._small) * self._small if nbytes <= _SMALL_LIMIT else \
-            -(-nbytes // self._large) * self._large
+        # size_class and Buffer.__init__, inlined: this runs for every op's output
+        step = self._small if nbytes <= _SMALL_LIMIT else self._large
+        size = -(-nbytes // step) * step
         cached = self._free.get(size)
         if cached:
             ptr = cached.pop()
@@ -105,10 +106,12 @@ class CachingAllocator:
         else:
             ptr = self._malloc(size, nbytes)
         self.num_allocs += 1
-        self.allocated += size
-        if self.allocated > self.peak:
-            self.peak = self.allocated
-        return Buffer(ptr, nbytes, size, self)
+        allocated = self.allocated = self.allocated + size
+        if allocated > self.peak:
+            self.peak = allocated
+        buf = _new_object(Buffer)
+        buf.ptr, buf.nbytes, buf.size, buf._allocator = ptr, nbytes, size, self
+        return buf
 
     def _malloc(self, size: int, nbytes: int) -> int:
         dev = self.device
@@ -328,6 +331,9 @@ class GpuDevice(BackendDevice):
         # programmatic dependent launch, used while capturing (None where the device has none)
         self._launch_dependent = platform.dependent_launch_function(self.arch)
         self._activate = platform.activate
+        # the platform's record of the device current in each thread: a launch activates only when
+        # it is another (a stand-in platform of the tests may keep none: then every launch activates)
+        self._current = getattr(platform, "thread", None) or ThreadState()
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
         self._error_flag = None    # run_checked's flag (a Buffer of 4 bytes, made on first use)
@@ -546,7 +552,8 @@ class GpuDevice(BackendDevice):
         layout = func.layouts.get(get_ident())
         if layout is None or layout.signature is not signature:
             layout = self._layout_for(func, signature)
-        self._activate(self.ordinal)
+        if self._current.ordinal != self.ordinal:
+            self._activate(self.ordinal)
         if shared_mem > func.shared_allowed:
             self._allow_shared(func, shared_mem)
         if layout.nargs:

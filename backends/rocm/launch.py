@@ -113,14 +113,18 @@ def pack_contiguous(offset: int) -> bytes:
 
 def pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
-    packs = []
-    for lay in layouts:
-        if not lay.is_contiguous():  # a Layout computes it once (output layouts are shared per shape)
-            break
-        packed = _CONTIG_PACKS.get(lay.offset)
-        packs.append(packed if packed is not None else pack_contiguous(lay.offset))
-    else:  # the hot path: nothing to merge
-        return tuple(packs)
+    # the hot path, every layout contiguous (a Layout computes that once; output layouts are shared
+    # per shape): nothing to merge. One and two layouts, the elementwise kernels', without a loop
+    first = layouts[0]
+    if len(layouts) <= 2 and first.is_contiguous():
+        pa = _CONTIG_PACKS.get(first.offset) or pack_contiguous(first.offset)
+        if len(layouts) == 1:
+            return (pa,)
+        second = layouts[1]
+        if second.is_contiguous():
+            return pa, _CONTIG_PACKS.get(second.offset) or pack_contiguous(second.offset)
+    elif all([lay.is_contiguous() for lay in layouts]):
+        return tuple([_CONTIG_PACKS.get(lay.offset) or pack_contiguous(lay.offset) for lay in layouts])
     key = tuple([(lay.shape, lay.strides, lay.offset) for lay in layouts])
     packed = _PACK_CACHE.get(key)
     if packed is not None:

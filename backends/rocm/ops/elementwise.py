@@ -2,6 +2,7 @@
 output element over any strided or broadcast layouts (`pack_strided`)."""
 from __future__ import annotations
 
+from math import prod
 from typing import TYPE_CHECKING
 import struct
 
@@ -43,7 +44,7 @@ class ElementwiseOps:
         """Launch an elementwise kernel `name(n, L, in, out, *extra)`."""
         dev = self.device
         kernel = dev.kernels.get(name) or kernel_for(dev, name, op, self=(self, layout))
-        n = layout.numel()
+        n = prod(layout.shape)
         out = self._new(n, out_dtype)
         if n:
             if extra:
@@ -71,7 +72,7 @@ class ElementwiseOps:
     def _binary(self, name: str, op: str, rhs, lhs_layout, rhs_layout, out_dtype=None):
         dev = self.device
         kernel = dev.kernels.get(name) or kernel_for(dev, name, op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
-        n = lhs_layout.numel()
+        n = prod(lhs_layout.shape)
         out = self._new(n, out_dtype)
         if n:
             la, lb = pack_strided(lhs_layout, rhs_layout)
