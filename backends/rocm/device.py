@@ -245,6 +245,22 @@ class ArgLayout:
 _second = itemgetter(1)
 
 
+def launch_args(signature, values) -> list:
+    """launch_values' arguments as launch()'s (ctype, value) pairs, each struct's length checked
+    against the signature's (for stand-in devices that record launches as pairs)."""
+    values = tuple(values)
+    if len(values) != len(signature):
+        raise BackendError(f"launch: {len(values)} argument values for the {len(signature)} of {signature}")
+    pairs = []
+    for ctype, v in zip(signature, values):
+        if isinstance(ctype, tuple):
+            if len(v) != ctype[1]:
+                raise BackendError(f"launch: a struct of {len(v)} bytes where {signature} has {ctype[1]}")
+            ctype = "bytes"
+        pairs.append((ctype, v))
+    return pairs
+
+
 def _dim3(d, what: str) -> Tuple[int, int, int]:
     if type(d) is tuple and len(d) == 2:  # the row kernels' 2-d blocks, checked without copies
         x, y = d

@@ -31,6 +31,7 @@ KERNELS = {
 # the argument types of unary.hip / cast.hip's (n, L, in, out) and binary.hip's (n, La, Lb, a, b, out)
 # entry points, as ArgLayout.signature_of gives them: GpuDevice.launch_values finds the plan by identity
 _MAP_ARGS = ("int64", ("bytes", STRIDED_BYTES), "ptr", "ptr")
+_MAP1_ARGS, _MAP2_ARGS = _MAP_ARGS + ("double",), _MAP_ARGS + ("double", "double")  # powf / elu, affine
 _BINARY_ARGS = ("int64", ("bytes", STRIDED_BYTES), ("bytes", STRIDED_BYTES), "ptr", "ptr", "ptr")
 _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
@@ -40,31 +41,25 @@ class ElementwiseOps:
     __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- elementwise ----------------------------------------------------------------
-    def _map(self, name: str, op: str, layout: Layout, extra=(), out_dtype=None) -> "GpuStorage":
-        """Launch an elementwise kernel `name(n, L, in, out, *extra)`."""
+    def _map(self, name: str, op: str, layout: Layout, signature=_MAP_ARGS, extra=(), out_dtype=None) -> "GpuStorage":
+        """Launch an elementwise kernel `name(n, L, in, out, *extra)` of argument types `signature`."""
         dev = self.device
         kernel = dev.kernels.get(name) or kernel_for(dev, name, op, self=(self, layout))
         n = prod(layout.shape)
         out = self._new(n, out_dtype)
         if n:
-            if extra:
-                dev.launch(kernel, grid_for(dev, n), BLOCK,
-                           [("int64", n), ("bytes", pack_strided(layout)[0]), ("ptr", self.buffer.ptr),
-                            ("ptr", out.buffer.ptr), *extra])
-            else:
-                dev.launch_values(kernel, grid_for(dev, n), BLOCK, _MAP_ARGS,
-                                  (n, pack_strided(layout)[0], self.buffer.ptr, out.buffer.ptr))
+            dev.launch_values(kernel, grid_for(dev, n), BLOCK, signature,
+                              (n, pack_strided(layout)[0], self.buffer.ptr, out.buffer.ptr, *extra))
         return out
 
     def affine(self, layout, mul, add):
-        return self._map(f"affine_{self.dtype.short}", "affine", layout,
-                         (("double", float(mul)), ("double", float(add))))
+        return self._map(f"affine_{self.dtype.short}", "affine", layout, _MAP2_ARGS, (float(mul), float(add)))
 
     def powf(self, layout, e):
-        return self._map(f"powf_{self.dtype.short}", "powf", layout, (("double", float(e)),))
+        return self._map(f"powf_{self.dtype.short}", "powf", layout, _MAP1_ARGS, (float(e),))
 
     def elu(self, layout, alpha):
-        return self._map(f"elu_{self.dtype.short}", "elu", layout, (("double", float(alpha)),))
+        return self._map(f"elu_{self.dtype.short}", "elu", layout, _MAP1_ARGS, (float(alpha),))
 
     def unary_impl(self, op, layout):
         return self._map(f"u{op}_{self.dtype.short}", op, layout)
