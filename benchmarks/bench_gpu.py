@@ -16,7 +16,8 @@ only show that the script works.
 Case groups (--cases, comma-separated; 'all' = dispatch + core + nn, 'nn' = the issue-5 groups):
   dispatch  issue 4: tiny-op dispatch (64x1024 add, us/op; target <= torch), the two
          frameworks' repetitions alternated (a drift of the host's speed falls on both); with
-         the launch queue, a third alternated row launches from the calling thread instead
+         the launch queue, a third alternated row launches from the calling thread instead.
+         --rounds N: N such measurements one after the other, a row each (issue 46: three)
   core   issue 4: a measured device-to-device copy (the bandwidth reference); elementwise add / mul / cast
          f32->bf16 at 64M elements (GB/s, % of copy; target >= 90%); sum and max over 64M f32;
          GEMM 4096^3 f32 and bf16 (TFLOP/s; target >= 0.95x torch). f32 GEMM runs without
@@ -289,12 +290,15 @@ def dispatch_cases(b):
         pairs = [(lambda: a_tl + c_tl, dev.synchronize), (lambda: a_t + c_t, b.sync_torch)]
         if queue is not None:
             pairs.append((without_queue, dev.synchronize))
-        us = host_us_per_call(*pairs, iters=calls, reps=max(b.reps, 9))
-        b.row("dispatch: add 64x1024 f32", "us/op", us[0], us[1], higher_is_better=False, target={"ratio": 1.0},
-              note="" if queue is None else "launch queue on")
-        if queue is not None:
-            b.row("dispatch: add 64x1024 f32 (TENSORLITE_LAUNCH_QUEUE=0)", "us/op", us[2], us[1],
-                  higher_is_better=False, note="the calling thread launches; same process, alternated")
+        rounds = b.args.rounds
+        for i in range(rounds):  # each round its own medians: the target holds only if it holds in every one
+            us = host_us_per_call(*pairs, iters=calls, reps=max(b.reps, 9))
+            which = f" (round {i + 1} of {rounds})" if rounds > 1 else ""
+            b.row(f"dispatch: add 64x1024 f32{which}", "us/op", us[0], us[1], higher_is_better=False,
+                  target={"ratio": 1.0}, note="" if queue is None else "launch queue on")
+            if queue is not None:
+                b.row(f"dispatch: add 64x1024 f32 (TENSORLITE_LAUNCH_QUEUE=0){which}", "us/op", us[2], us[1],
+                      higher_is_better=False, note="the calling thread launches; same process, alternated")
 
 
 def core_cases(b):
@@ -378,8 +382,13 @@ def parse_args(argv=None, default_cases="all"):
                     help=f"comma-separated groups of {', '.join(GROUPS)}; 'all'; 'nn' = {','.join(NN_GROUPS)}")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes and few repetitions: checks the script end to end (e.g. --device cpu)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="dispatch: rounds of its alternated repetitions, each reported as its own row "
+                         "(issue 46's target: <= 1.0x torch in three)")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     args.reps = args.reps or (3 if args.smoke else 7)
     args.elements = args.elements or (64 * 2 ** 10 if args.smoke else 64 * 2 ** 20)
     args.gemm = args.gemm or (128 if args.smoke else 4096)

@@ -20,6 +20,7 @@ import tensorlite.nn.functional as F
 from tensorlite.backend import get_device
 from tensorlite.backends.rocm import get_platform
 from tensorlite.backends.rocm import dnn as dnn_mod
+from tensorlite.backends.rocm.device import launch_args
 from tensorlite.custom_op import storage_and_layout
 from tensorlite.errors import BackendUnavailable
 from tensorlite.layout import Layout
@@ -236,6 +237,7 @@ class _RecordingDevice:
         self.platform = _MiopenPlatform(miopen)
         self.stream = ffi.cast("void*", 0x5000)
         self.allocs, self.launches, self._top = [], [], 1 << 20
+        self.kernels = {}  # kernel_table.kernel_for's, by entry name (GpuDevice.kernels)
 
     def activate(self):
         pass
@@ -253,6 +255,9 @@ class _RecordingDevice:
 
     def launch(self, kernel, grid, block, args, shared_mem=0):
         self.launches.append((kernel, args))
+
+    def launch_values(self, kernel, grid, block, signature, values, shared_mem=0):
+        self.launch(kernel, grid, block, launch_args(signature, values), shared_mem)
 
     def __str__(self):
         return "fake-rocm:0"

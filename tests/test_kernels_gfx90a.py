@@ -28,7 +28,7 @@ from tensorlite.backends.rocm import compiler, get_platform
 from tensorlite.backends.rocm import kernel_table, storage as gpu_storage
 from tensorlite.backends.rocm.ops.random import random_fill
 from tensorlite.backends.rocm.amdemu.codeobject import CodeObject
-from tensorlite.backends.rocm.device import GpuDevice, Kernel
+from tensorlite.backends.rocm.device import GpuDevice, Kernel, launch_args
 from tensorlite.backends.rocm.hip import AmdArchitectures
 
 ARCH = "gfx90a"
@@ -127,6 +127,7 @@ class RecordingDevice:
         self.calls, self._next, self._allocs = [], 1 << 20, []
         self.blas = _RecordingBlas(self)
         self._sigs = {}
+        self.kernels = {}  # kernel_table.kernel_for's, by entry name (GpuDevice.kernels)
         self.max_threads = 1024  # what function() reports per kernel (registers can lower it)
 
     def __str__(self):
@@ -184,6 +185,9 @@ class RecordingDevice:
         expected = self._sigs[source][name]
         assert tuple(slots) == expected, f"{name}: launch packs {slots}, kernel expects {expected}"
         self.calls.append(name)
+
+    def launch_values(self, func, grid, block, signature, values, shared_mem=0):
+        self.launch(func, grid, block, launch_args(signature, values), shared_mem)
 
 
 @pytest.fixture

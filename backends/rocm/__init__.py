@@ -144,6 +144,12 @@ def dlopen_first(ffi, what: str, sonames: Sequence[str], dirs: Iterable[str]) ->
 
 # ---- the vendor-neutral half of a platform -------------------------------------------
 
+class ThreadState(threading.local):
+    """A platform's state per thread: `ordinal`, the device activate() made current in the thread
+    (None: none yet). GpuDevice's launches read it to skip activate() when theirs already is."""
+    ordinal = None
+
+
 class PlatformBase:
     """What hip.py and cuda.py share: the runtime wrappers, written once against a table
     (CALLS) of the vendor's function names. A subclass supplies the cdefs, library
@@ -174,7 +180,7 @@ class PlatformBase:
         self._launch_fn = None
         self.launch_queues = []  # the devices' LaunchQueues (launch_shim.py): drained before any other call
         self._rtc_lock = threading.Lock()
-        self._tls = threading.local()
+        self.thread = ThreadState()  # the device made current in each thread
         self._device_count = None
 
     def matrix_cores(self, arch: str):
@@ -192,7 +198,7 @@ class PlatformBase:
     def drain_launches(self) -> None:
         """Return once every queued kernel launch has reached the driver (launch_shim.py): a call
         that puts work on a stream, or waits for one, must come after the launches put before it."""
-        current = getattr(self._tls, "ordinal", None)  # the device activate() made current in this thread
+        current = self.thread.ordinal  # the device activate() made current in this thread
         for queue in self.launch_queues:
             queue.drain(help=queue.ordinal == current)
 

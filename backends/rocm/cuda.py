@@ -342,7 +342,7 @@ class CudaPlatform(PlatformBase):
 
     def activate(self, ordinal: int):
         """Make the device's primary context (shared with the CUDA runtime) current."""
-        if getattr(self._tls, "ordinal", None) != ordinal:
+        if self.thread.ordinal != ordinal:
             ctx = self._contexts.get(ordinal)
             if ctx is None:
                 p = self.ffi.new("CUcontext*")
@@ -350,7 +350,7 @@ class CudaPlatform(PlatformBase):
                            self.rt.cuDevicePrimaryCtxRetain(p, self._device(ordinal)))
                 ctx = self._contexts[ordinal] = p[0]
             self.check("cuCtxSetCurrent", self.rt.cuCtxSetCurrent(ctx))
-            self._tls.ordinal = ordinal
+            self.thread.ordinal = ordinal
 
     def dependent_launch_function(self, arch: str):
         # compute capability 9.0 on (sm_90a, sm_100, ...), a driver with cuLaunchKernelEx, and not

@@ -25,11 +25,12 @@ from tensorlite.dtype import DType
 from tensorlite.errors import (ArgumentError, BackendError, BackendUnavailable, CaptureError, CompileError,
                                OutOfMemoryError)
 
-from . import get_platform, launch_shim
+from . import ThreadState, get_platform, launch_shim
 from .compiler import compile_source
 from .launch import dependent_launch
 
 GpuStorage = None  # backends.rocm.storage.GpuStorage, imported lazily (it imports this module)
+_new_object = object.__new__
 
 # ---- caching allocator ----------------------------------------------------------------
 
@@ -95,9 +96,9 @@ class CachingAllocator:
     def alloc(self, nbytes: int) -> Buffer:
         if nbytes <= 0:
             return Buffer(0, 0, 0, None)
-        # size_class, inlined: this runs for every op's output
-        size = -(-nbytes // self._small) * self._small if nbytes <= _SMALL_LIMIT else \
-            -(-nbytes // self._large) * self._large
+        # size_class and Buffer.__init__, inlined: this runs for every op's output
+        step = self._small if nbytes <= _SMALL_LIMIT else self._large
+        size = -(-nbytes // step) * step
         cached = self._free.get(size)
         if cached:
             ptr = cached.pop()
@@ -105,10 +106,12 @@ class CachingAllocator:
         else:
             ptr = self._malloc(size, nbytes)
         self.num_allocs += 1
-        self.allocated += size
-        if self.allocated > self.peak:
-            self.peak = self.allocated
-        return Buffer(ptr, nbytes, size, self)
+        allocated = self.allocated = self.allocated + size
+        if allocated > self.peak:
+            self.peak = allocated
+        buf = _new_object(Buffer)
+        buf.ptr, buf.nbytes, buf.size, buf._allocator = ptr, nbytes, size, self
+        return buf
 
     def _malloc(self, size: int, nbytes: int) -> int:
         dev = self.device
@@ -242,6 +245,22 @@ class ArgLayout:
 _second = itemgetter(1)
 
 
+def launch_args(signature, values) -> list:
+    """launch_values' arguments as launch()'s (ctype, value) pairs, each struct's length checked
+    against the signature's (for stand-in devices that record launches as pairs)."""
+    values = tuple(values)
+    if len(values) != len(signature):
+        raise BackendError(f"launch: {len(values)} argument values for the {len(signature)} of {signature}")
+    pairs = []
+    for ctype, v in zip(signature, values):
+        if isinstance(ctype, tuple):
+            if len(v) != ctype[1]:
+                raise BackendError(f"launch: a struct of {len(v)} bytes where {signature} has {ctype[1]}")
+            ctype = "bytes"
+        pairs.append((ctype, v))
+    return pairs
+
+
 def _dim3(d, what: str) -> Tuple[int, int, int]:
     if type(d) is tuple and len(d) == 2:  # the row kernels' 2-d blocks, checked without copies
         x, y = d
@@ -319,6 +338,7 @@ class GpuDevice(BackendDevice):
         self.alloc = self.allocator.alloc  # GpuDevice.alloc without the extra call, for every op's output
         self._modules: Dict[str, object] = {}
         self._functions: Dict[Tuple[str, str], Kernel] = {}
+        self.kernels: Dict[str, Kernel] = {}  # kernel_table.kernel_for's, by entry name
         self._blas = None
         self.has_blas = platform.HAS_BLAS  # False: float GEMMs run the portable kernel
         # bound once: launch() runs for every op
@@ -327,6 +347,9 @@ class GpuDevice(BackendDevice):
         # programmatic dependent launch, used while capturing (None where the device has none)
         self._launch_dependent = platform.dependent_launch_function(self.arch)
         self._activate = platform.activate
+        # the platform's record of the device current in each thread: a launch activates only when
+        # it is another (a stand-in platform of the tests may keep none: then every launch activates)
+        self._current = getattr(platform, "thread", None) or ThreadState()
         self._seed, self._rng_offset = 0, 0
         self._lock = threading.RLock()
         self._error_flag = None    # run_checked's flag (a Buffer of 4 bytes, made on first use)
@@ -535,13 +558,23 @@ class GpuDevice(BackendDevice):
         (tests/test_kernels_gfx90a.py checks every storage launch against the compiled one)."""
         layout = func.layouts.get(get_ident())
         if layout is None or layout.nargs != len(args):
-            layout = self._layout_for(func, args)
-        self._activate(self.ordinal)
+            layout = self._layout_for(func, ArgLayout.signature_of(args))
+        self.launch_values(func, grid, block, layout.signature, map(_second, args), shared_mem)
+
+    def launch_values(self, func: Kernel, grid, block, signature, values, shared_mem: int = 0) -> None:
+        """launch() with the argument types apart from the values: `signature` as
+        ArgLayout.signature_of gives it (a constant of the caller's: the plan is found by
+        identity), `values` in its order. The elementwise ops launch so (no pairs built per call)."""
+        layout = func.layouts.get(get_ident())
+        if layout is None or layout.signature is not signature:
+            layout = self._layout_for(func, signature)
+        if self._current.ordinal != self.ordinal:
+            self._activate(self.ordinal)
         if shared_mem > func.shared_allowed:
             self._allow_shared(func, shared_mem)
-        if args:
+        if layout.nargs:
             try:
-                layout.pack_into(layout.buffer, 0, *map(_second, args))
+                layout.pack_into(layout.buffer, 0, *values)
             except struct.error as e:
                 raise BackendError(f"launch {func.name}: bad argument values for {layout.signature}: {e}") from None
         if self.capture is not None:
@@ -607,13 +640,16 @@ class GpuDevice(BackendDevice):
                 self.platform.function_allow_shared(func.handle, nbytes)
                 func.shared_allowed = nbytes
 
-    def _layout_for(self, func: Kernel, args) -> ArgLayout:
-        signature = ArgLayout.signature_of(args)
+    def _layout_for(self, func: Kernel, signature) -> ArgLayout:
+        """This thread's plan for `func` (made on its first launch here), after checking that
+        `signature` is the one every launch of `func` has had."""
         known = next(iter(func.layouts.values()), None)
         if known is not None and known.signature != signature:
             raise BackendError(f"launch {func.source}:{func.name}: argument types {signature} differ from "
                                f"an earlier launch {known.signature}; a kernel has one C signature")
-        layout = func.layouts[get_ident()] = ArgLayout(self.platform.ffi, signature)
+        layout = func.layouts.get(get_ident())
+        if layout is None or layout.signature != signature:
+            layout = func.layouts[get_ident()] = ArgLayout(self.platform.ffi, signature)
         return layout
 
     @property

@@ -415,9 +415,9 @@ class HipPlatform(AmdArchitectures, PlatformBase):
         }
 
     def activate(self, ordinal: int):
-        if getattr(self._tls, "ordinal", None) != ordinal:
+        if self.thread.ordinal != ordinal:
             self.check(f"hipSetDevice({ordinal})", self.rt.hipSetDevice(ordinal))
-            self._tls.ordinal = ordinal
+            self.thread.ordinal = ordinal
 
     def rtc_options(self, arch: str):
         return [f"--offload-arch={arch}", "-O3", "-std=c++17"]

@@ -76,7 +76,12 @@ def __getattr__(name):  # KERNELS and SOURCE_OF: assembled on first use (PEP 562
 
 def kernel_for(dev, name: str, op: str, **operands):
     """The kernel handle for entry point `name`, or DTypeError (naming `op` and the
-    operands, given as name=(storage, layout)) when the table has no such instantiation."""
+    operands, given as name=(storage, layout)) when the table has no such instantiation.
+    Found kernels are kept in dev.kernels by entry name (names are unique across sources),
+    where the hot paths look first: `dev.kernels.get(name) or kernel_for(...)`."""
+    kernel = dev.kernels.get(name)
+    if kernel is not None:
+        return kernel
     source = _SOURCE_OF.get(name)
     if source is None:
         if not _SOURCE_OF:
@@ -84,4 +89,5 @@ def kernel_for(dev, name: str, op: str, **operands):
             source = _SOURCE_OF.get(name)
         if source is None:
             raise unsupported_dtype(op, **operands)
-    return dev.function(source, name)
+    kernel = dev.kernels[name] = dev.function(source, name)
+    return kernel

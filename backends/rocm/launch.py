@@ -25,6 +25,7 @@ DEPENDENT_LAUNCH = {"binary.hip": None, "gemv.hip": None,
                                       "attn_decode_combine")}
 MAX_DIMS = 8                                     # TL_MAX_DIMS in compat.h
 _STRIDED = struct.Struct("<qii8q8q")             # struct Strided (144 bytes)
+STRIDED_BYTES = _STRIDED.size                    # what pack_strided's structs take, every one
 _STRIDED_HEAD = struct.Struct("<qii")
 _CONTIG_TAIL = bytes(_STRIDED.size - _STRIDED_HEAD.size)
 VIEW4 = struct.Struct("<5q")                     # struct View4 (conv, fused, attention .hip): offset, 4 strides
@@ -71,7 +72,10 @@ def sm_count(dev) -> int:
 
 def grid_for(dev, work_items: int, per_block: int = BLOCK) -> int:
     """Blocks for a grid-stride loop: enough to fill the GPU, never 0."""
-    cap = 16 * sm_count(dev)
+    try:  # on_device's hit, inlined: every elementwise launch asks
+        cap = dev._tl_grid_cap
+    except AttributeError:
+        cap = on_device(dev, "_tl_grid_cap", lambda d: 16 * sm_count(d))
     blocks = -(-work_items // per_block)
     return blocks if 0 < blocks <= cap else (cap if blocks > 0 else 1)
 
@@ -109,14 +113,18 @@ def pack_contiguous(offset: int) -> bytes:
 
 def pack_strided(*layouts: Layout) -> Tuple[bytes, ...]:
     """`Strided` structs for layouts of one shape (their iteration order is shared)."""
-    packs = []
-    for lay in layouts:
-        if not lay.is_contiguous():  # a Layout computes it once (output layouts are shared per shape)
-            break
-        packed = _CONTIG_PACKS.get(lay.offset)
-        packs.append(packed if packed is not None else pack_contiguous(lay.offset))
-    else:  # the hot path: nothing to merge
-        return tuple(packs)
+    # the hot path, every layout contiguous (a Layout computes that once; output layouts are shared
+    # per shape): nothing to merge. One and two layouts, the elementwise kernels', without a loop
+    first = layouts[0]
+    if len(layouts) <= 2 and first.is_contiguous():
+        pa = _CONTIG_PACKS.get(first.offset) or pack_contiguous(first.offset)
+        if len(layouts) == 1:
+            return (pa,)
+        second = layouts[1]
+        if second.is_contiguous():
+            return pa, _CONTIG_PACKS.get(second.offset) or pack_contiguous(second.offset)
+    elif all([lay.is_contiguous() for lay in layouts]):
+        return tuple([_CONTIG_PACKS.get(lay.offset) or pack_contiguous(lay.offset) for lay in layouts])
     key = tuple([(lay.shape, lay.strides, lay.offset) for lay in layouts])
     packed = _PACK_CACHE.get(key)
     if packed is not None:

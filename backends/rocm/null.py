@@ -66,7 +66,7 @@ class NullPlatform(RecordedGraphs, PlatformBase):
         return 1
 
     def activate(self, ordinal):
-        self._tls.ordinal = ordinal  # nothing to make current; kept as the real platforms keep it
+        self.thread.ordinal = ordinal  # nothing to make current; kept as the real platforms keep it
 
     def device_properties(self, ordinal):
         return {"name": "null GPU", "arch": "sm_90", "warp_size": 32, "multiprocessor_count": 132,

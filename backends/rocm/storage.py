@@ -38,6 +38,8 @@ from .ops.reduce import ReduceOps
 from .ops.rnn import RnnOps
 from .ops.sort import SortOps
 
+_new_object = object.__new__
+
 # the entry points of the copies' kernel source (kernel_table.py assembles every family's)
 KERNELS = {"copy.hip": tuple(f"{op}_{t}" for op in ("copy2d", "const_set") for t in ALL)}
 
@@ -70,8 +72,13 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         return self.buffer.ptr + offset * self.dtype.itemsize
 
     def _new(self, numel: int, dtype=None) -> "GpuStorage":
-        dtype = self.dtype if dtype is None else dtype
-        return GpuStorage(self.device, self.device.alloc(numel * dtype.itemsize), dtype, numel)
+        """A storage of `numel` uninitialised elements of `dtype` (a DType; default self's) on
+        self's device: every op's output, so __init__'s assignments are made here without its call."""
+        st = _new_object(GpuStorage)
+        st.device = dev = self.device
+        st.dtype = dtype = self.dtype if dtype is None else dtype
+        st.buffer, st.numel, st.value_range = dev.alloc(numel * dtype.itemsize), numel, None
+        return st
 
     def _contiguous(self, layout: Layout, dtype=None) -> Tuple["GpuStorage", Layout]:
         """(storage, layout) of `layout`'s elements in row-major order, in `dtype`; self

@@ -2,6 +2,7 @@
 output element over any strided or broadcast layouts (`pack_strided`)."""
 from __future__ import annotations
 
+from math import prod
 from typing import TYPE_CHECKING
 import struct
 
@@ -11,7 +12,7 @@ from tensorlite.errors import ArgumentError
 from tensorlite.layout import Layout
 
 from ..kernel_table import ALL, FLOATS, binary_ops, kernel_for, unary_ops
-from ..launch import BLOCK, grid_for, pack_strided, table_blocks
+from ..launch import BLOCK, STRIDED_BYTES, grid_for, pack_strided, table_blocks
 
 if TYPE_CHECKING:
     from ..storage import GpuStorage
@@ -27,6 +28,11 @@ KERNELS = {
     + tuple(f"cast_many_{s}_{d}" for s in FLOATS for d in FLOATS),
 }
 
+# the argument types of unary.hip / cast.hip's (n, L, in, out) and binary.hip's (n, La, Lb, a, b, out)
+# entry points, as ArgLayout.signature_of gives them: GpuDevice.launch_values finds the plan by identity
+_MAP_ARGS = ("int64", ("bytes", STRIDED_BYTES), "ptr", "ptr")
+_MAP1_ARGS, _MAP2_ARGS = _MAP_ARGS + ("double",), _MAP_ARGS + ("double", "double")  # powf / elu, affine
+_BINARY_ARGS = ("int64", ("bytes", STRIDED_BYTES), ("bytes", STRIDED_BYTES), "ptr", "ptr", "ptr")
 _CAST_TENSORS, _CAST_CHUNK = 24, 4096             # TL_CAST_TENSORS, TL_CAST_CHUNK in cast.hip
 _CAST_TABLE = struct.Struct(f"<{_CAST_TENSORS}q{_CAST_TENSORS + 1}q{2 * _CAST_TENSORS}Qi4x")  # struct CastTable
 
@@ -35,41 +41,38 @@ class ElementwiseOps:
     __slots__ = ()  # a mixin of GpuStorage (storage.py), which holds the data: self is a GpuStorage
 
     # ---- elementwise ----------------------------------------------------------------
-    def _map(self, name: str, op: str, layout: Layout, extra=(), out_dtype=None) -> "GpuStorage":
-        """Launch an elementwise kernel `name(n, L, in, out, *extra)`."""
+    def _map(self, name: str, op: str, layout: Layout, signature=_MAP_ARGS, extra=(), out_dtype=None) -> "GpuStorage":
+        """Launch an elementwise kernel `name(n, L, in, out, *extra)` of argument types `signature`."""
         dev = self.device
-        kernel = kernel_for(dev, name, op, self=(self, layout))
-        n = layout.numel()
+        kernel = dev.kernels.get(name) or kernel_for(dev, name, op, self=(self, layout))
+        n = prod(layout.shape)
         out = self._new(n, out_dtype)
         if n:
-            dev.launch(kernel, grid_for(dev, n), BLOCK,
-                       [("int64", n), ("bytes", pack_strided(layout)[0]), ("ptr", self.buffer.ptr),
-                        ("ptr", out.buffer.ptr), *extra])
+            dev.launch_values(kernel, grid_for(dev, n), BLOCK, signature,
+                              (n, pack_strided(layout)[0], self.buffer.ptr, out.buffer.ptr, *extra))
         return out
 
     def affine(self, layout, mul, add):
-        return self._map(f"affine_{self.dtype.short}", "affine", layout,
-                         (("double", float(mul)), ("double", float(add))))
+        return self._map(f"affine_{self.dtype.short}", "affine", layout, _MAP2_ARGS, (float(mul), float(add)))
 
     def powf(self, layout, e):
-        return self._map(f"powf_{self.dtype.short}", "powf", layout, (("double", float(e)),))
+        return self._map(f"powf_{self.dtype.short}", "powf", layout, _MAP1_ARGS, (float(e),))
 
     def elu(self, layout, alpha):
-        return self._map(f"elu_{self.dtype.short}", "elu", layout, (("double", float(alpha)),))
+        return self._map(f"elu_{self.dtype.short}", "elu", layout, _MAP1_ARGS, (float(alpha),))
 
     def unary_impl(self, op, layout):
         return self._map(f"u{op}_{self.dtype.short}", op, layout)
 
     def _binary(self, name: str, op: str, rhs, lhs_layout, rhs_layout, out_dtype=None):
         dev = self.device
-        kernel = kernel_for(dev, name, op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
-        n = lhs_layout.numel()
+        kernel = dev.kernels.get(name) or kernel_for(dev, name, op, lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
+        n = prod(lhs_layout.shape)
         out = self._new(n, out_dtype)
         if n:
             la, lb = pack_strided(lhs_layout, rhs_layout)
-            dev.launch(kernel, grid_for(dev, n), BLOCK,
-                       [("int64", n), ("bytes", la), ("bytes", lb), ("ptr", self.buffer.ptr),
-                        ("ptr", rhs.buffer.ptr), ("ptr", out.buffer.ptr)])
+            dev.launch_values(kernel, grid_for(dev, n), BLOCK, _BINARY_ARGS,
+                              (n, la, lb, self.buffer.ptr, rhs.buffer.ptr, out.buffer.ptr))
         return out
 
     def binary_impl(self, op, rhs, lhs_layout, rhs_layout):
