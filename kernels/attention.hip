@@ -834,6 +834,8 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #if defined(TL_HAS_MMA)
     typedef MmaFwdTile<T, DP, NW> F;
     const int RT = F::RT, BM = F::BM, BN = F::BN, LD = F::LD, KD = DP / 16, NT = BN / 16, WR = 16 * RT;
+    const int KP = tl_mma_kp<T>;  // K chunks of 16 per product (compat.h)
+    static_assert(KD % KP == 0 && NT % KP == 0, "whole products along K");
     T* sq = (T*)att_dyn_smem;
     T* const skv = sq + BM * LD;  // stage b: K at skv + 2 * b * BN * LD, V after it
     // The warp index as the wave's scalar: the branches on the warp's rows (active, the masked
@@ -902,16 +904,19 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
                 for (int n = 0; n < NT; ++n) tl_mma_zero(s[t][n]);
 #pragma unroll
-            for (int c = 0; c < KD; ++c) {  // dims outer: RT * NT independent accumulations in flight
-                TlA<T> qa[RT];
+            for (int c = 0; c < KD; c += KP) {  // dims outer: RT * NT independent accumulations in flight
+                TlA<T> qa[RT][KP];
 #pragma unroll
-                for (int t = 0; t < RT; ++t) tl_mma_load_a(qa[t], sqw + 16 * t * LD + 16 * c, LD);
+                for (int t = 0; t < RT; ++t)
+#pragma unroll
+                    for (int e = 0; e < KP; ++e) tl_mma_load_a(qa[t][e], sqw + 16 * t * LD + 16 * (c + e), LD);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
-                    TlB<T> kb;
-                    tl_mma_load_b_nk(kb, sk + 16 * n * LD + 16 * c, LD);
+                    TlB<T> kb[KP];
 #pragma unroll
-                    for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(s[t][n], qa[t], kb);
+                    for (int e = 0; e < KP; ++e) tl_mma_load_b_nk(kb[e], sk + 16 * n * LD + 16 * (c + e), LD);
+#pragma unroll
+                    for (int t = 0; t < RT; ++t) tl_mma_k<T>(s[t][n], qa[t], kb);
                 }
             }
             float alpha[RT][TL_MMA_ROW_SLOTS];
@@ -924,16 +929,19 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         }
         if (!active) continue;
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-            TlA<T> pa[RT];
+        for (int n = 0; n < NT; n += KP) {
+            TlA<T> pa[RT][KP];
 #pragma unroll
-            for (int t = 0; t < RT; ++t) tl_mma_acc_to_a<T>(pa[t], s[t][n]);
+            for (int t = 0; t < RT; ++t)
+#pragma unroll
+                for (int e = 0; e < KP; ++e) tl_mma_acc_to_a<T>(pa[t][e], s[t][n + e]);
 #pragma unroll
             for (int c = 0; c < KD; ++c) {
-                TlB<T> vb;
-                tl_mma_load_b_kn(vb, sv + 16 * n * LD + 16 * c, LD);
+                TlB<T> vb[KP];
 #pragma unroll
-                for (int t = 0; t < RT; ++t) tl_mma_16x16x16<T>(o[t][c], pa[t], vb);
+                for (int e = 0; e < KP; ++e) tl_mma_load_b_kn(vb[e], sv + 16 * (n + e) * LD + 16 * c, LD);
+#pragma unroll
+                for (int t = 0; t < RT; ++t) tl_mma_k<T>(o[t][c], pa[t], vb);
             }
         }
     }
@@ -1246,6 +1254,8 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16, ST = B::ST;
     const int RT = B::RT, QW = B::QW, CPW = B::CPW;
     static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= ST * 2 * BM, "tile split");
+    const int KP = tl_mma_kp<T>;  // K chunks of 16 per product (compat.h)
+    static_assert(KD % KP == 0 && MT % KP == 0 && BN / 16 % KP == 0, "whole products along K");
     static_assert(sizeof(typename B::Smem) == B::SMEM, "MmaBwdTile::SMEM (mirrored by the host)");
     typename B::Smem& sm = *(typename B::Smem*)att_dyn_smem;
     const int w = threadIdx.y, tid = threadIdx.y * TL_MMA_LANES + threadIdx.x;
@@ -1319,32 +1329,40 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         for (int n = 0; n < MT; ++n) { tl_mma_zero(s[n]); tl_mma_zero(dpt[n]); }
         if (active) {
 #pragma unroll
-            for (int c = 0; c < KD; ++c) {
-                TlA<T> ka;
-                tl_mma_load_a(ka, sm.k + 16 * w * LD + 16 * c, LD);
+            for (int c = 0; c < KD; c += KP) {
+                TlA<T> ka[KP];
+#pragma unroll
+                for (int e = 0; e < KP; ++e) tl_mma_load_a(ka[e], sm.k + 16 * w * LD + 16 * (c + e), LD);
 #pragma unroll
                 for (int n = 0; n < MT; ++n) {
-                    TlB<T> qb, gb;
-                    tl_mma_load_b_nk(qb, sq + 16 * n * LD + 16 * c, LD);
-                    tl_mma_16x16x16<T>(s[n], ka, qb);
-                    tl_mma_load_b_nk(gb, sg + 16 * n * LD + 16 * c, LD);
-                    tl_mma_16x16x16<T>(dpt[n], vf[c], gb);
+                    TlB<T> qb[KP], gb[KP];
+#pragma unroll
+                    for (int e = 0; e < KP; ++e) tl_mma_load_b_nk(qb[e], sq + 16 * n * LD + 16 * (c + e), LD);
+                    tl_mma_k<T>(s[n], ka, qb);
+#pragma unroll
+                    for (int e = 0; e < KP; ++e) tl_mma_load_b_nk(gb[e], sg + 16 * n * LD + 16 * (c + e), LD);
+                    tl_mma_k<T>(dpt[n], vf + c, gb);
                 }
             }
             mma_bwd_probs<T, MT>(s, dpt, p, bi, h, i0, jw, slse, sdr, mv, mask);
             // dV += P^T dO, dK += dS^T Q
 #pragma unroll
-            for (int n = 0; n < MT; ++n) {
-                TlA<T> pa, da;
-                tl_mma_acc_to_a<T>(pa, s[n]);
-                tl_mma_acc_to_a<T>(da, dpt[n]);
+            for (int n = 0; n < MT; n += KP) {
+                TlA<T> pa[KP], da[KP];
+#pragma unroll
+                for (int e = 0; e < KP; ++e) {
+                    tl_mma_acc_to_a<T>(pa[e], s[n + e]);
+                    tl_mma_acc_to_a<T>(da[e], dpt[n + e]);
+                }
 #pragma unroll
                 for (int c = 0; c < KD; ++c) {
-                    TlB<T> gb, qb;
-                    tl_mma_load_b_kn(gb, sg + 16 * n * LD + 16 * c, LD);
-                    tl_mma_16x16x16<T>(adv[c], pa, gb);
-                    tl_mma_load_b_kn(qb, sq + 16 * n * LD + 16 * c, LD);
-                    tl_mma_16x16x16<T>(adk[c], da, qb);
+                    TlB<T> gb[KP], qb[KP];
+#pragma unroll
+                    for (int e = 0; e < KP; ++e) tl_mma_load_b_kn(gb[e], sg + 16 * (n + e) * LD + 16 * c, LD);
+                    tl_mma_k<T>(adv[c], pa, gb);
+#pragma unroll
+                    for (int e = 0; e < KP; ++e) tl_mma_load_b_kn(qb[e], sq + 16 * (n + e) * LD + 16 * c, LD);
+                    tl_mma_k<T>(adk[c], da, qb);
                 }
             }
         }
@@ -1368,14 +1386,17 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
 #pragma unroll
         for (int t = 0; t < CPW; ++t) tl_mma_zero(aq[t]);
 #pragma unroll
-        for (int kc = 0; kc < BN / 16; ++kc) {
-            TlA<T> da;
-            tl_mma_load_a_t(da, sm.ds + 16 * kc * LDS + 16 * rt, LDS);
+        for (int kc = 0; kc < BN / 16; kc += KP) {
+            TlA<T> da[KP];
+#pragma unroll
+            for (int e = 0; e < KP; ++e) tl_mma_load_a_t(da[e], sm.ds + 16 * (kc + e) * LDS + 16 * rt, LDS);
 #pragma unroll
             for (int t = 0; t < CPW; ++t) {
-                TlB<T> kb;
-                tl_mma_load_b_kn(kb, sm.k + 16 * kc * LD + 16 * (w / RT + QW * t), LD);
-                tl_mma_16x16x16<T>(aq[t], da, kb);
+                TlB<T> kb[KP];
+#pragma unroll
+                for (int e = 0; e < KP; ++e)
+                    tl_mma_load_b_kn(kb[e], sm.k + 16 * (kc + e) * LD + 16 * (w / RT + QW * t), LD);
+                tl_mma_k<T>(aq[t], da, kb);
             }
         }
         mma_bwd_add_dq<DP, CPW, QW>(dq, dqv, aq, p, bi, h, l, 16 * (w / RT));

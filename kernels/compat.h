@@ -612,7 +612,8 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 //   NVIDIA sm_80+ (tensor_cores_nvidia.h): two mma.sync.m16n8k16 per tile (32 lanes, 8 floats
 //                  per lane); fragments come from ldmatrix (shared-memory rows 16-byte aligned).
 //   AMD gfx90a/gfx94x/gfx950 (matrix_cores_amd.h): one v_mfma_f32_16x16x16{f16,bf16_1k} (64 lanes,
-//                  4 floats per lane).
+//                  4 floats per lane); gfx950: one v_mfma_f32_16x16x32_{f16,bf16} per two K chunks
+//                  of 16 (tl_mma_k).
 //   AMD RDNA3/3.5/4 gfx11/gfx12 (matrix_cores_amd.h): one v_wmma_f32_16x16x16_{f16,bf16} (32 lanes,
 //                  8 floats per lane); 16-bit operands only.
 // f32 operands take their own fragment types (TlFragA32/TlFragB32: NVIDIA 3xTF32, AMD
@@ -652,6 +653,22 @@ template <> struct TlFrags<float> { typedef TlFragA32 A; typedef TlFragB32 B; };
 #endif
 template <typename T> using TlA = typename TlFrags<T>::A;  // the A / B fragments of T operands
 template <typename T> using TlB = typename TlFrags<T>::B;
+// One matrix-core product takes tl_mma_kp<T> consecutive 16-wide K chunks (gfx950: two, its
+// v_mfma_f32_16x16x32 for 16-bit T; else one): C += sum over e of a[e] b[e]. Kernels step their
+// reduction loops by it and hold that many fragments.
+#if defined(TL_MMA_K32)
+template <typename T> constexpr int tl_mma_kp = sizeof(T) == 2 ? 2 : 1;
+#else
+template <typename T> constexpr int tl_mma_kp = 1;
+#endif
+template <typename T> TL_DEV void tl_mma_k(TlAcc& c, const TlA<T>* a, const TlB<T>* b) {
+#if defined(TL_MMA_K32)
+    if constexpr (tl_mma_kp<T> == 2)
+        tl_mma_16x16x32<T>(c, a[0], b[0], a[1], b[1]);
+    else
+#endif
+        tl_mma_16x16x16<T>(c, a[0], b[0]);
+}
 TL_DEV void tl_mma_zero(TlAcc& c) {
 #pragma unroll
     for (int i = 0; i < TL_MMA_ACC_N; ++i) c.x[i] = 0.0f;

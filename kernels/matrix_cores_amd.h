@@ -1,6 +1,7 @@
 // matrix_cores_amd.h -- compat.h Part 3's warp tiles on AMD matrix cores. CDNA2/3/4 (gfx90a,
 // gfx940-942, gfx950): one v_mfma_f32_16x16x16{f16,bf16_1k} per 16x16 tile on a 64-lane
-// wavefront, and f32 operands (v_mfma_f32_16x16x4f32). RDNA3 / RDNA3.5 / RDNA4 (gfx11, gfx12):
+// wavefront (gfx950: one v_mfma_f32_16x16x32_{f16,bf16} per two K chunks, tl_mma_16x16x32 below),
+// and f32 operands (v_mfma_f32_16x16x4f32). RDNA3 / RDNA3.5 / RDNA4 (gfx11, gfx12):
 // one v_wmma_f32_16x16x16_{f16,bf16} per tile on a 32-lane wave, 16-bit operands only (below).
 // compat.h includes it in its Part 3 when compiling for one of those (hip.py's MFMA_ARCHS and
 // WMMA_ARCHS); no kernel source includes it.
@@ -104,6 +105,53 @@ template <> TL_DEV void tl_mma_16x16x16<bf16>(TlAcc& c, const TlFragA& a, const 
 #pragma unroll
     for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
 }
+
+#if defined(__gfx950__)
+// ---- CDNA4: v_mfma_f32_16x16x32_{f16,bf16}, K 32 a product -------------------------------
+// The hardware's layout (AMD's CDNA4 ISA guide, dense MFMA): lane l holds A[l % 16][8 (l / 16) + e]
+// and B[8 (l / 16) + e][l % 16], e < 8 (four VGPRs); C as above. tl_mma_16x16x32 puts two K-16
+// fragments into one operand, the first in elements 0-3, the second in 4-7, in A and in B alike:
+// element (l / 16, e) then stands for k = 4 (l / 16) + e % 4 + 16 (e / 4) of the 32, one
+// permutation of K shared by both operands, so the product is A0 B0 + A1 B1.
+#define TL_MMA_K32 1  // compat.h: tl_mma_kp<T> is 2 for 16-bit T
+typedef short tl_short8 __attribute__((ext_vector_type(8)));
+typedef _Float16 tl_half8 __attribute__((ext_vector_type(8)));
+typedef __bf16 tl_bf16x8 __attribute__((ext_vector_type(8)));
+#if __has_builtin(__builtin_amdgcn_mfma_f32_16x16x32_bf16)  // a compiler that knows gfx950 (ROCm's hiprtc)
+#define TL_MFMA_K32_F16 __builtin_amdgcn_mfma_f32_16x16x32_f16
+#define TL_MFMA_K32_BF16 __builtin_amdgcn_mfma_f32_16x16x32_bf16
+#else
+// clang-19, which knows no gfx950, writes IR for triton's LLVM (backends/rocm/triton_llvm.py):
+// calls of these declarations, which triton_llvm.retarget renames to the intrinsics they are
+// named after (__tl_llvm_X -> llvm.X with the dots). The attributes are the intrinsics' as far as
+// clang-19's optimizer looks: no memory access (const), convergent (every HIP device function is).
+extern "C" __device__ __attribute__((const)) tl_float4
+__tl_llvm_amdgcn_mfma_f32_16x16x32_f16(tl_half8, tl_half8, tl_float4, int, int, int);
+extern "C" __device__ __attribute__((const)) tl_float4
+__tl_llvm_amdgcn_mfma_f32_16x16x32_bf16(tl_bf16x8, tl_bf16x8, tl_float4, int, int, int);
+#define TL_MFMA_K32_F16 __tl_llvm_amdgcn_mfma_f32_16x16x32_f16
+#define TL_MFMA_K32_BF16 __tl_llvm_amdgcn_mfma_f32_16x16x32_bf16
+#endif
+TL_DEV tl_short8 tl_mma_k32_operand(const tl_short4& k0, const tl_short4& k1) {
+    return __builtin_shufflevector(k0, k1, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+TL_DEV tl_float4 tl_mfma_k32(tl_short8 a, tl_short8 b, tl_float4 c, const f16*) {
+    return TL_MFMA_K32_F16(__builtin_bit_cast(tl_half8, a), __builtin_bit_cast(tl_half8, b), c, 0, 0, 0);
+}
+TL_DEV tl_float4 tl_mfma_k32(tl_short8 a, tl_short8 b, tl_float4 c, const bf16*) {
+    return TL_MFMA_K32_BF16(__builtin_bit_cast(tl_bf16x8, a), __builtin_bit_cast(tl_bf16x8, b), c, 0, 0, 0);
+}
+// C += A0 B0 + A1 B1 (T f16 or bf16): A0 / B0 the first 16 of 32 K values, A1 / B1 the others
+template <typename T>
+TL_DEV void tl_mma_16x16x32(TlAcc& c, const TlFragA& a0, const TlFragB& b0, const TlFragA& a1, const TlFragB& b1) {
+    tl_float4 acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+    acc = tl_mfma_k32(tl_mma_k32_operand(a0.x, a1.x), tl_mma_k32_operand(b0.x, b1.x), acc, (const T*)nullptr);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c.x[i] = acc[i];
+}
+#undef TL_MFMA_K32_F16
+#undef TL_MFMA_K32_BF16
+#endif
 
 // ---- f32 operands: v_mfma_f32_16x16x4f32 ------------------------------------------------
 // A 16x16x16 f32 product is 4 of them (exact f32 products). Fragments keep the 16-bit

@@ -97,7 +97,8 @@ def test_gfx942_attention_runs_on_mfma(code_objects, tmp_path):
 def test_gfx950_attention_runs_on_mfma(code_objects):
     """The same for gfx950, counted by the emulator's decoder (LLVM 19 cannot disassemble gfx950;
     tests/test_amdemu_decode.py checks that decoder against LLVM 22 on these code objects): the
-    MFMAs are gfx942's shapes, none of gfx950's new ones."""
+    16-bit kernels' MFMAs are gfx950's own K-32 shapes (matrix_cores_amd.h tl_mma_16x16x32, the
+    intrinsics triton_llvm.retarget names), none of gfx942's K-16 ones; f32 keeps 16x16x4."""
     pytest.importorskip("tinygrad.renderer.amd", reason="the decoder needs tinygrad==0.14.0's tables")
     from tensorlite.backends.rocm.amdemu import decode
     co = code_objects["gfx950", "attention.hip"]
@@ -115,8 +116,9 @@ def test_gfx950_attention_runs_on_mfma(code_objects):
     mma = {k for k in co.kernels if re.match(r"flash_(fwd|bwd)_mma", k)}
     assert mma and {k for k in mma if k not in counts} == set(), "MMA kernels without v_mfma on gfx950"
     assert set(counts) <= mma, f"v_mfma outside the MMA attention kernels: {set(counts) - mma}"
-    assert set().union(*counts.values()) <= {"v_mfma_f32_16x16x16_f16", "v_mfma_f32_16x16x16_bf16",
-                                             "v_mfma_f32_16x16x4_f32"}
+    want = {"f16": {"v_mfma_f32_16x16x32_f16"}, "bf16": {"v_mfma_f32_16x16x32_bf16"}, "f32": {"v_mfma_f32_16x16x4_f32"}}
+    wrong = {k: sorted(names) for k, names in counts.items() if names != want[k.rsplit("_", 1)[1]]}
+    assert not wrong, f"gfx950 MMA kernels on other MFMA shapes than their dtype's: {wrong}"
 
 
 def test_compile_error_names_family_target_and_compiler():
@@ -125,6 +127,24 @@ def test_compile_error_names_family_target_and_compiler():
                                            r"broken\.hip:2:[\s\S]*undeclared"):
         clang.rtc_compile('extern "C" __global__ void k(int* p) {\n  *p = not_declared;\n}\n', "broken.hip", {},
                           clang.rtc_options("gfx1201"))
+
+
+def test_gfx950_placeholders_become_intrinsics():
+    """retarget renames the placeholders of gfx950's intrinsics (triton_llvm.INTRINSICS), refuses
+    a placeholder of an intrinsic not in gfx950's table, and one left spelled another way."""
+    decl = "declare hidden <4 x float> @{}(<8 x bfloat>, <8 x bfloat>, <4 x float>, i32, i32, i32) #1\n"
+    call = "  %r = tail call <4 x float> @{}(<8 x bfloat> %a, <8 x bfloat> %b, <4 x float> %c, i32 0, i32 0, i32 0)\n"
+    intrinsic = "llvm.amdgcn.mfma.f32.16x16x32.bf16"
+    name = triton_llvm.placeholder(intrinsic)
+    assert name == "__tl_llvm_amdgcn_mfma_f32_16x16x32_bf16"  # the name matrix_cores_amd.h declares
+    ir = 'attributes #1 = { "target-cpu"="gfx942" }\n' + call.format(name) + decl.format(name)
+    out = triton_llvm.retarget(ir, "gfx950")
+    assert out.count("@" + intrinsic + "(") == 2 and "__tl_llvm" not in out
+    bogus = triton_llvm.placeholder("llvm.amdgcn.mfma.f32.32x32x16.bf16")
+    with pytest.raises(ValueError, match=f"{bogus}: placeholders of no intrinsic of gfx950"):
+        triton_llvm.retarget(ir + call.format(bogus), "gfx950")
+    with pytest.raises(ValueError, match="still names"):
+        triton_llvm.retarget(ir + f'@"{name}.quoted" = global i32 0\n', "gfx950")
 
 
 def test_gfx950_source_sees_its_own_macros():

@@ -9,7 +9,9 @@ libraries and the real target's `__oclc_*` constants linked, optimized at -O3 an
 LLVM IR text. This module then
 
 - retargets that IR (`retarget`): every `"target-cpu"` becomes the real processor and the
-  frontend's `"target-features"` list goes, so the processor's own features apply;
+  frontend's `"target-features"` list goes, so the processor's own features apply; the calls of
+  placeholders for the processor's own intrinsics, which clang-19 cannot name (`INTRINSICS`:
+  gfx950's v_mfma_f32_16x16x32_{f16,bf16}), are renamed to those intrinsics;
 - generates and links the code object in a child process (`codegen`): `llvm.translate_to_asm`
   (IR text -> relocatable object, the calls triton's own AMD backend makes) and
   `amd.link_hsaco` (lld -shared). The child loads libtriton.so by its path: the `triton`
@@ -33,6 +35,11 @@ import sys
 import tempfile
 
 RETARGET = {"gfx950": "gfx942"}  # processor clang-19 does not know -> the one its IR is made for
+# Intrinsics of such a processor that clang-19 has no builtin for. The source calls a function
+# declared as placeholder(intrinsic) with the intrinsic's IR signature and attributes
+# (kernels/matrix_cores_amd.h); retarget renames it. Any other placeholder is an error.
+INTRINSICS = {"gfx950": ("llvm.amdgcn.mfma.f32.16x16x32.f16", "llvm.amdgcn.mfma.f32.16x16x32.bf16")}
+PLACEHOLDER_PREFIX = "__tl_llvm_"
 LIBTRITON = ("_C", "libtriton.so")  # inside the triton package folder
 
 
@@ -74,17 +81,32 @@ def frontend_macros(arch: str):
     return out
 
 
+def placeholder(intrinsic: str) -> str:
+    """The C name that stands for an intrinsic: llvm.amdgcn.x.y -> __tl_llvm_amdgcn_x_y."""
+    return PLACEHOLDER_PREFIX + intrinsic[len("llvm."):].replace(".", "_")
+
+
 _TARGET_CPU = re.compile(r'"target-cpu"="([^"]*)"')
 _TARGET_FEATURES = re.compile(r' ?"target-features"="[^"]*"')
+_PLACEHOLDER = re.compile(rf"@({PLACEHOLDER_PREFIX}\w+)")
 
 
 def retarget(ir: str, arch: str) -> str:
     """clang-19's IR for RETARGET[arch] -> IR for `arch`: each "target-cpu" attribute names
-    `arch`, the "target-features" lists (the frontend's, of the other processor) are dropped.
-    ValueError if the IR names another processor than RETARGET[arch]."""
+    `arch`, the "target-features" lists (the frontend's, of the other processor) are dropped,
+    the placeholders of `arch`'s INTRINSICS become those intrinsics. ValueError if the IR names
+    another processor than RETARGET[arch], or holds a placeholder of no intrinsic of `arch`."""
     found = set(_TARGET_CPU.findall(ir))
     if found - {RETARGET[arch]}:
         raise ValueError(f"the IR is for {sorted(found)}, not {RETARGET[arch]}")
+    names = {placeholder(i): i for i in INTRINSICS.get(arch, ())}
+    unknown = set(_PLACEHOLDER.findall(ir)) - set(names)
+    if unknown:
+        raise ValueError(f"the IR calls {', '.join(sorted(unknown))}: placeholders of no intrinsic of {arch} "
+                         f"(triton_llvm.INTRINSICS)")
+    ir = _PLACEHOLDER.sub(lambda m: "@" + names[m.group(1)], ir)
+    if PLACEHOLDER_PREFIX in ir:  # spelled otherwise (quoted, in metadata): it would link as a missing symbol
+        raise ValueError(f"the IR still names a {PLACEHOLDER_PREFIX}* placeholder after renaming them")
     return _TARGET_FEATURES.sub("", _TARGET_CPU.sub(f'"target-cpu"="{arch}"', ir))
 
 

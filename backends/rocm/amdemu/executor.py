@@ -1426,32 +1426,33 @@ def _prepare_fma_mix(ins, ex):
 
 
 def _prepare_mfma(ins, ex):
-    """V_MFMA_F32_16X16X16{F16,BF16} and V_MFMA_F32_16X16X4F32: D = A B + C on a wave64, one
-    16x16xK block. Lane and register layout after AMD's CDNA3 ISA guide (matrix fused
-    multiply-add section) and the matrix instruction calculator: K 16: A[i][k] in lane
-    i + 16 (k / 4), half k % 4 of its two VGPRs; B[k][j] in lane j + 16 (k / 4), half k % 4.
-    K 4 (f32): A[i][k] in lane i + 16 k of its VGPR, B[k][j] in lane j + 16 k. C/D[i][j] in
-    lane j + 16 (i / 4), register i % 4."""
+    """V_MFMA_F32_16X16X16{F16,BF16}, V_MFMA_F32_16X16X32_{F16,BF16} (CDNA4) and
+    V_MFMA_F32_16X16X4F32: D = A B + C on a wave64, one 16x16xK block. Lane and register layout
+    after AMD's CDNA3 / CDNA4 ISA guides (matrix fused multiply-add sections) and the matrix
+    instruction calculator: 16-bit operands, P = K / 4 values a lane (K 16: 4 in two VGPRs,
+    K 32: 8 in four): A[i][k] in lane i + 16 (k / P), half k % P of its VGPRs; B[k][j] in lane
+    j + 16 (k / P), half k % P. K 4 (f32): A[i][k] in lane i + 16 k of its VGPR, B[k][j] in
+    lane j + 16 k. C/D[i][j] in lane j + 16 (i / 4), register i % 4."""
     inst, name = ins.inst, ins.name
-    m = re.match(r"V_MFMA_F32_16X16X(?:16_?(F16|BF16)(_1K)?|4_?(F32))$", name)
+    m = re.match(r"V_MFMA_F32_16X16X(?:(16|32)_?(F16|BF16)(_1K)?|4_?(F32))$", name)
     if not m or ex.lanes != 64:
         raise UnsupportedInstruction(f"{name}")
     if any(_field(inst, f, 0) for f in ("cbsz", "abid", "blgp")):
         raise UnsupportedInstruction(f"{name} with broadcast controls (cbsz/abid/blgp)")
-    bf16, f32 = m.group(1) == "BF16", m.group(3) == "F32"
+    bf16, f32 = m.group(2) == "BF16", m.group(4) == "F32"
     a_code, b_code, c_code, vdst = (_field(inst, f) for f in ("src0", "src1", "src2", "vdst"))
     acc_cd = bool(_field(inst, "acc_cd", 0))
     acc_ab = _field(inst, "acc", 0)           # bit 0: A from AGPRs, bit 1: B
-    # element (i, k) of A lives at lane i + 16 * (k // 4), half k % 4
-    ik_i, ik_k = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
-    a_lane, a_half = ik_i + 16 * (ik_k // 4), ik_k % 4
+    kk = int(m.group(1) or 16)                # K of a 16-bit product
+    a_lane, a_half = _MFMA16_A[kk]
+    per = kk // 4                             # 16-bit values a lane: 4 or 8
 
     def halves(st, w, code, from_agpr):
         file = st.agpr if from_agpr else st.vgpr
         r = code - 256
-        lo, hi = file[w, r, :].astype(np.uint64), file[w, r + 1, :].astype(np.uint64)
-        h = [lo & np.uint64(0xFFFF), lo >> np.uint64(16), hi & np.uint64(0xFFFF), hi >> np.uint64(16)]
-        return np.stack(h, axis=-1)  # (n, 64, 4)
+        regs = [file[w, r + q, :].astype(np.uint64) for q in range(per // 2)]
+        h = [x for reg in regs for x in (reg & np.uint64(0xFFFF), reg >> np.uint64(16))]
+        return np.stack(h, axis=-1)  # (n, 64, per)
 
     def to_f32(h):
         if bf16:
@@ -1468,8 +1469,8 @@ def _prepare_mfma(ins, ex):
             A = floats(st, w, a_code, acc_ab & 1)[:, _A4_LANE]  # (n, 16, 4): A[i][k]
             B = floats(st, w, b_code, acc_ab & 2)[:, _B4_LANE]  # (n, 4, 16): B[k][j]
         else:
-            A = to_f32(halves(st, w, a_code, acc_ab & 1))[:, a_lane, a_half]  # (n, 16, 16): A[i][k]
-            B = to_f32(halves(st, w, b_code, acc_ab & 2))[:, _B_LANE, _B_HALF]  # B[k][j]
+            A = to_f32(halves(st, w, a_code, acc_ab & 1))[:, a_lane, a_half]  # (n, 16, K): A[i][k]
+            B = to_f32(halves(st, w, b_code, acc_ab & 2))[:, a_lane.T, a_half.T]  # B[k][j]
         if c_code >= 256:
             cfile = st.agpr if acc_cd else st.vgpr
             cregs = np.stack([cfile[w, c_code - 256 + r, :] for r in range(4)], axis=-1).view(np.float32)
@@ -1493,8 +1494,10 @@ def _prepare_mfma(ins, ex):
 _L64 = np.arange(64)
 _OUT_J = _L64 % 16
 _OUT_I = [r + 4 * (_L64 // 16) for r in range(4)]
-_K, _J = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
-_B_LANE, _B_HALF = _J + 16 * (_K // 4), _K % 4           # B[k][j]
+# A[i][k] of a 16-bit MFMA of K 16 / 32: (lane, half) = (i + 16 (k / P), k % P), P = K / 4;
+# B[k][j] is at the transpose's places (lane j + 16 (k / P))
+_MFMA16_A = {kk: (i + 16 * (k // (kk // 4)), k % (kk // 4))
+             for kk in (16, 32) for i, k in [np.meshgrid(np.arange(16), np.arange(kk), indexing="ij")]}
 _A4_LANE = np.arange(16)[:, None] + 16 * np.arange(4)[None, :]  # A[i][k] of a K-4 MFMA: lane i + 16 k
 _B4_LANE = _A4_LANE.T                                             # B[k][j]: lane j + 16 k
 _I, _J2 = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")

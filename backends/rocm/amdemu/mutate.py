@@ -40,9 +40,11 @@ from .. import compiler
 
 WAVE64 = ("gfx90a",)            # the wave64 target CI checks (CDNA2); gfx942 is wave64 too
 WAVE32 = ("gfx1100",)           # the wave32 one (RDNA3)
-MFMA = ("gfx90a", "gfx942")     # matrix-core (MFMA) targets: CDNA2 and CDNA3 (hip.py's MFMA_ARCHS)
-EVERY = WAVE64 + WAVE32         # a bug whatever the target: checked on one of each wave size
-DEFAULT_TARGETS = ("gfx90a", "gfx1100", "gfx942")
+MFMA_K16 = ("gfx90a", "gfx942")  # MFMA targets whose 16-bit products are 16x16x16: CDNA2 and CDNA3
+MFMA_K32 = ("gfx950",)           # CDNA4: 16x16x32 (matrix_cores_amd.h tl_mma_16x16x32)
+MFMA = MFMA_K16 + MFMA_K32       # matrix-core (MFMA) targets (hip.py's MFMA_ARCHS)
+EVERY = WAVE64 + WAVE32          # a bug whatever the target: checked on one of each wave size
+DEFAULT_TARGETS = ("gfx90a", "gfx1100", "gfx942", "gfx950")
 TIMEOUT_S = 900                 # one pytest run; a mutation that hangs counts as caught (CI's limit would)
 
 
@@ -114,8 +116,15 @@ MUTATIONS = (
         "mfma-f16-operands-swapped", "matrix_cores_amd.h",
         "__builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(tl_half4, a.x), __builtin_bit_cast(tl_half4, b.x),",
         "__builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(tl_half4, b.x), __builtin_bit_cast(tl_half4, a.x),",
-        MFMA, ("tests/test_kernel_edges.py::test_attention_on_whole_tensor_core_tiles[amdemu-float16]",),
-        "the f16 MFMA tile takes B as A and A as B: each product comes out transposed (CDNA only)"),
+        MFMA_K16, ("tests/test_kernel_edges.py::test_attention_on_whole_tensor_core_tiles[amdemu-float16]",),
+        "the f16 MFMA tile takes B as A and A as B: each product comes out transposed (CDNA2/3: "
+        "gfx950's f16 tiles take the K-32 product)"),
+    Mutation(
+        "mfma-k32-b-halves-swapped", "matrix_cores_amd.h",
+        "tl_mma_k32_operand(b0.x, b1.x)",
+        "tl_mma_k32_operand(b1.x, b0.x)",
+        MFMA_K32, ("tests/test_kernel_edges.py::test_attention_on_whole_tensor_core_tiles[amdemu-float16]",),
+        "the 16-bit K-32 product puts B's two K chunks in the other order than A's: A0 B1 + A1 B0 (gfx950)"),
     Mutation(
         "rope-inverse-sign", "fused.hip",
         "const A sg = inverse ? -s[g] : s[g];",
