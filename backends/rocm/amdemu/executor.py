@@ -28,6 +28,7 @@ from tensorlite.errors import BackendError
 
 from . import fastalu
 from . import pcode as P
+from .pcode_types import Lanes, T, f32_to_bf16_bits
 from .codeobject import arch_traits
 from .decode import decode
 from .memory import MemoryFault
@@ -427,7 +428,7 @@ def prepare_alu(ins: Instr, ex) -> None:
         sdst_carry = _field(inst, "sdst") if _field(inst, "sd", 0) else 106
         dst_is_sgpr, dst_code = True, (_field(inst, "sdst") if _field(inst, "sd", 0) else 106)
     zero_high16 = family == "cdna" and vector and not dst_is_sgpr and dst_bits == 16 and not sdwa
-    wave_ieee = P.T(np.uint64(1), "u", 1)
+    wave_ieee = T(np.uint64(1), "u", 1)
     simm16 = _field(inst, "simm16")
     assigned, used = fn.assigned, fn.used
     # only what the pseudocode reads is built per execution (the dict costs more than most ops)
@@ -491,60 +492,60 @@ def prepare_alu(ins: Instr, ex) -> None:
                     v = read_operand(st, w, Operand(o.code, 32, o.fbits, o.lit), vector) >> np.uint64(16)
                 # neg/abs on an untyped operand (v_cndmask_b32_e64 v3, -v3, ...) flip/clear its sign bit
                 v = apply_float_mods(v, o.fbits or o.bits, (neg >> i) & 1, (abs_ >> i) & 1)
-            E[f"S{i}"] = P.T(v, "u", max(o.bits, 32))
+            E[f"S{i}"] = T(v, "u", max(o.bits, 32))
         if sopk:
-            k = P.T(np.full(n, simm16, np.uint64), "u", 16)
+            k = T(np.full(n, simm16, np.uint64), "u", 16)
             if sopk_register_s0:
-                E["S0"], E["S1"] = P.T(st.sgpr[w, dst_code].astype(np.uint64), "u", 32), k
+                E["S0"], E["S1"] = T(st.sgpr[w, dst_code].astype(np.uint64), "u", 32), k
             else:
                 E["S0"] = k
         if mask_src is not None:
-            E["VCC"] = P.T(read_operand(st, w, mask_src[1], False).reshape(n, 1) if vector
+            E["VCC"] = T(read_operand(st, w, mask_src[1], False).reshape(n, 1) if vector
                            else read_operand(st, w, mask_src[1], False), "u", 64)
         elif reads_vcc:
             vcc = st.read_s64(w, 106)
-            E["VCC"] = P.T(vcc.reshape(n, 1) if vector else vcc, "u", 64)
+            E["VCC"] = T(vcc.reshape(n, 1) if vector else vcc, "u", 64)
         if not dst_field and vector:
-            E["D0"] = P.Lanes(np.zeros((n, lanes), bool))
+            E["D0"] = Lanes(np.zeros((n, lanes), bool))
         if dst_field:
             if zero_high16:
                 old = np.zeros((n, lanes), np.uint64)
             else:
                 old = read_operand(st, w, Operand(dst_code, dst_bits), vector) if dst_code is not None and \
                     (dst_code >= 256 or dst_code <= 127) else np.zeros((n, 1), np.uint64)
-            E["D0"] = P.T(old, "u", max(dst_bits, 32))
+            E["D0"] = T(old, "u", max(dst_bits, 32))
         if reads_exec:
             ex_bits = st.read_s64(w, 126)
-            E["EXEC"] = P.T(ex_bits.reshape(n, 1) if vector else ex_bits, "u", 64)
-            E["EXECZ"] = P.T((ex_bits == 0).astype(np.uint64), "u", 1)
+            E["EXEC"] = T(ex_bits.reshape(n, 1) if vector else ex_bits, "u", 64)
+            E["EXECZ"] = T((ex_bits == 0).astype(np.uint64), "u", 1)
         if "SCC" in used:
-            E["SCC"] = P.T(st.scc[w].astype(np.uint64), "u", 1)
+            E["SCC"] = T(st.scc[w].astype(np.uint64), "u", 1)
         if "VCCZ" in used:
-            E["VCCZ"] = P.T((st.read_s64(w, 106) == 0).astype(np.uint64), "u", 1)
+            E["VCCZ"] = T((st.read_s64(w, 106) == 0).astype(np.uint64), "u", 1)
         if "laneId" in used:
-            E["laneId"] = P.T(st.lane[None, :], "u", 32)
+            E["laneId"] = T(st.lane[None, :], "u", 32)
         E["WAVE_MODE_IEEE"] = wave_ieee
         if "M0" in used:
-            E["M0"] = P.T(st.sgpr[w, st.m0].astype(np.uint64), "u", 32)
+            E["M0"] = T(st.sgpr[w, st.m0].astype(np.uint64), "u", 32)
         if simm16 is not None:
-            E["SIMM16"] = P.T(np.full(n, simm16, np.uint64), "u", 16)
+            E["SIMM16"] = T(np.full(n, simm16, np.uint64), "u", 16)
         if pcode_opsel:
-            E["OPSEL"] = P.T(np.uint64(opsel), "u", 3)
-            E["OPSEL_HI"] = P.T(np.uint64(opsel_hi), "u", 3)
+            E["OPSEL"] = T(np.uint64(opsel), "u", 3)
+            E["OPSEL_HI"] = T(np.uint64(opsel_hi), "u", 3)
         if lit is not None:
-            E["SIMM32"] = P.T(np.full(n if not vector else (n, 1), lit, np.uint64), "u", 32)
+            E["SIMM32"] = T(np.full(n if not vector else (n, 1), lit, np.uint64), "u", 32)
         if ins.control:
-            E["PC"] = P.T(st.pc[w].astype(np.uint64), "u", 64)
+            E["PC"] = T(st.pc[w].astype(np.uint64), "u", 64)
         fn(E)
         emask = st.exec_mask(w) if vector else None
         # results
         d0 = E.get("D0")
-        if "D0" in assigned and isinstance(d0, P.Lanes) and not dst_field:  # VOPC: D0 is VCC (or SDWA's
+        if "D0" in assigned and isinstance(d0, Lanes) and not dst_field:  # VOPC: D0 is VCC (or SDWA's
             # sdst); gfx11's V_CMPX assigns EXEC only and leaves VCC alone
             st.write_mask(w, sdst_carry if sdst_carry is not None else 106,
                           st.pack_lanes(w, np.broadcast_to(d0.a, (n, lanes)) & emask))
         elif dst_field and d0 is not None:
-            if isinstance(d0, P.Lanes):
+            if isinstance(d0, Lanes):
                 m = st.pack_lanes(w, np.broadcast_to(d0.a, (n, lanes)) & emask)
                 st.write_mask(w, dst_code if dst_is_sgpr else 106, m)
             elif vector and not dst_is_sgpr:
@@ -585,13 +586,13 @@ def prepare_alu(ins: Instr, ex) -> None:
                 elif dst_code is not None and dst_code <= 127:
                     st.sgpr[w, dst_code] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         vcc = E.get("VCC")
-        if isinstance(vcc, P.Lanes):
+        if isinstance(vcc, Lanes):
             m = st.pack_lanes(w, np.broadcast_to(vcc.a, (n, lanes)) & emask)
             st.write_mask(w, sdst_carry if sdst_carry is not None else 106, m)
         elif "VCC" in assigned and not vector:
             st.write_s64(w, 106, vcc.bits())
         execv = E.get("EXEC")
-        if isinstance(execv, P.Lanes):
+        if isinstance(execv, Lanes):
             st.write_mask(w, 126, st.pack_lanes(w, np.broadcast_to(execv.a, (n, lanes)) & emask))
         elif "EXEC" in assigned:
             st.write_s64(w, 126, execv.bits().reshape(-1))
@@ -756,7 +757,7 @@ def _atomic_value(kind, old, src, cmp, bits):
                                  np.float16).view(np.uint16))
             else:
                 f = np.array([a << 16, b << 16], np.uint32).view(np.float32)
-                r = int(P._f32_to_bf16_bits(np.array([f[0] + f[1]], np.float32))[0])
+                r = int(f32_to_bf16_bits(np.array([f[0] + f[1]], np.float32))[0])
             halves.append(r << s)
         return halves[0] | halves[1]
     raise UnsupportedInstruction(f"atomic {kind}")
@@ -1313,11 +1314,11 @@ def _prepare_vopd(ins, ex):
         e = st.exec_mask(w)
         results = []
         for fn, s0, s1, vdst in halves:
-            E = {"S0": P.T(read_operand(st, w, s0, True), "u", 32), "S1": P.T(read_operand(st, w, s1, True), "u", 32),
-                 "D0": P.T(st.vgpr[w, vdst, :].astype(np.uint64), "u", 32),
-                 "VCC": P.T(st.read_s64(w, 106).reshape(n, 1), "u", 64), "laneId": P.T(st.lane[None, :], "u", 32),
-                 "WAVE_MODE_IEEE": P.T(np.uint64(1), "u", 1),
-                 "SIMM32": P.T(np.full((n, 1), lit or 0, np.uint64), "u", 32)}
+            E = {"S0": T(read_operand(st, w, s0, True), "u", 32), "S1": T(read_operand(st, w, s1, True), "u", 32),
+                 "D0": T(st.vgpr[w, vdst, :].astype(np.uint64), "u", 32),
+                 "VCC": T(st.read_s64(w, 106).reshape(n, 1), "u", 64), "laneId": T(st.lane[None, :], "u", 32),
+                 "WAVE_MODE_IEEE": T(np.uint64(1), "u", 1),
+                 "SIMM32": T(np.full((n, 1), lit or 0, np.uint64), "u", 32)}
             with np.errstate(all="ignore"):
                 fn(E)
             results.append((vdst, np.broadcast_to(E["D0"].bits(), e.shape)))
