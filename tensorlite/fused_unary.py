@@ -4,7 +4,7 @@ GPU kernels it runs, and its derivative as Tensor ops for a second derivative.
 
 Fused: the backward is one kernel, storage.unary_backward(op) = g * f'(x), not the Tensor ops of
 f' (a GELU's derivative is a dozen of them). The layers read their part from here: the op table's
-row (op_table.UNARY), the cpu backend (backends/cpu.py: forward and unary_backward), the GPU
+row (op_table.UNARY), the cpu backend (backends/cpu/elementwise.py: forward and unary_backward), the GPU
 backend (the backward's entry point; the forward is the op table's u<name>_<dtype> of
 kernels/unary.hip), autograd (the second derivative, under create_graph=True).
 

@@ -4,11 +4,11 @@ Everything else is derived from these rows:
 - the storage contract's op lists (backend.UNARY_OPS, BINARY_OPS, CMP_OPS, UNARY_BACKWARD_OPS);
 - the Tensor methods and `tensorlite.<name>` functions (tensor.py, __init__.py), with PyTorch's names;
 - the autograd rule of each op (`grad`);
-- the cpu backend's implementation (`numpy`, or a function of backends/cpu.py where numpy has none);
+- the cpu backend's implementation (`numpy`, or a function of backends/cpu/elementwise.py where numpy has none);
 - the GPU kernel entry points u<op>_<dtype>, b<op>_<dtype>, <op>_<dtype> (backends/rocm/kernel_table.py),
   per dtype class (`integers`, `bools`).
 
-Adding a unary op: a row here; its cpu function in backends/cpu.py if numpy lacks it; its
+Adding a unary op: a row here; its cpu function in backends/cpu/elementwise.py if numpy lacks it; its
 device function and entry in kernels/unary.hip. A fused unary (its backward one kernel) is a
 unit of tensorlite/fused_unary.py, whose row here is `_fused_row(unit)`.
 
@@ -51,7 +51,7 @@ class Unary:
     name: str                          # contract op (unary_impl) and kernel entry u<name>_<dtype>
     method: str                        # Tensor method / tensorlite function (PyTorch's name)
     grad: Union[Callable, str, None]   # (g, x, out) -> dx, FUSED, or None (piecewise constant)
-    numpy: Optional[Callable] = None   # the cpu implementation; None: backends/cpu.py defines it
+    numpy: Optional[Callable] = None   # the cpu implementation; None: backends/cpu/elementwise.py defines it
     integers: bool = False             # defined on integer dtypes (else integers are cast to float first)
     bools: bool = False                # ... and on bool
     floats: bool = True                # ... and on floating dtypes (False: bitwise ops)

@@ -1,7 +1,7 @@
 """tl.set_num_threads / tl.get_num_threads, as torch's: how many threads the `cpu` backend's work
 uses. That is numpy's BLAS (the backend's matmuls, convolutions and attention products) and the
 backend's own pool (formulas in blocks over the cores, attention by shares of the batch:
-backends/cpu.py). The default is OMP_NUM_THREADS where it is set (as torch reads it), else the
+backends/cpu/parallel.py). The default is OMP_NUM_THREADS where it is set (as torch reads it), else the
 cores this process may run on, at most 8; numpy's BLAS keeps its own default (its environment
 variables) until set_num_threads is called.
 

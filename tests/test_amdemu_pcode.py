@@ -16,8 +16,8 @@ from tinygrad.runtime.autogen.amd.cdna.enum import SOP1Op, SOP2Op, SOPPOp, VOP1O
 from tinygrad.runtime.autogen.amd.cdna.str_pcode import PCODE  # noqa: E402
 
 from tensorlite.backends.rocm.amdemu import pcode as P  # noqa: E402
+from tensorlite.backends.rocm.amdemu.pcode_types import T  # noqa: E402
 
-T = P.T
 LANES = 4
 
 

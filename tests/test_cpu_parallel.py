@@ -5,7 +5,7 @@ import pytest
 
 import tensorlite as tl
 import tensorlite.nn.functional as F
-from tensorlite.backends import cpu
+from tensorlite.backends.cpu import parallel
 
 from conftest import random_array
 
@@ -42,7 +42,7 @@ def test_blockwise_formulas_agree_across_core_counts(rng, op):
 @pytest.mark.parametrize("gqa", [False, True], ids=["mha", "gqa"])
 def test_attention_batch_shares_agree_across_core_counts(rng, mask, gqa):
     b, hq, hk, L, d = 5, 4, 2 if gqa else 4, 128, 32  # big enough to be split (5: unequal shares)
-    assert _on_cores(2, lambda: cpu._batch_shares(b, b * hq * L * L)) == [(0, 2), (2, 5)]
+    assert _on_cores(2, lambda: parallel.batch_shares(b, b * hq * L * L)) == [(0, 2), (2, 5)]
     q = tl.tensor(random_array(rng, (b, hq, L, d), tl.float32), requires_grad=True)
     k, v = (tl.tensor(random_array(rng, (b, hk, L, d), tl.float32), requires_grad=True) for _ in range(2))
     m = None

@@ -5,7 +5,7 @@ import pytest
 
 import tensorlite as tl
 from tensorlite import threads
-from tensorlite.backends import cpu
+from tensorlite.backends.cpu import parallel
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def restore_threads():
 def test_set_num_threads_sets_the_pool_and_numpys_blas(restore_threads, n):
     tl.set_num_threads(n)
     assert tl.get_num_threads() == n
-    assert cpu._batch_shares(8, 1 << 20) == [(8 * i // n, 8 * (i + 1) // n) for i in range(n)]
+    assert parallel.batch_shares(8, 1 << 20) == [(8 * i // n, 8 * (i + 1) // n) for i in range(n)]
     blas = threads.blas_threads()
     if not blas:
         pytest.skip("no BLAS library of numpy's found (neither threadpoolctl nor an OpenBLAS in this process)")
@@ -31,7 +31,7 @@ def test_the_pool_runs_products_on_one_blas_thread_each(restore_threads):
     if not threads.blas_threads():
         pytest.skip("no BLAS library of numpy's found (neither threadpoolctl nor an OpenBLAS in this process)")
     seen = []
-    cpu._in_parallel([lambda: seen.append(threads.blas_threads()) for _ in range(2)])
+    parallel.in_parallel([lambda: seen.append(threads.blas_threads()) for _ in range(2)])
     assert seen == [[1] * len(seen[0])] * 2  # inside the pool's tasks
     assert threads.blas_threads() == [2] * len(seen[0])  # and back after
     x = tl.tensor(np.ones((4, 64, 64), np.float32))

@@ -30,7 +30,8 @@ import re
 
 import numpy as np
 
-from . import executor as X
+from .memory_ops import prepare_memory
+from .wave import UnsupportedInstruction, advance, field, n_waves, sext
 
 # the SOPP waits of gfx12 and the cache/prefetch hints: nothing to do in lock step
 _NO_OPS = {"S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT",
@@ -38,7 +39,7 @@ _NO_OPS = {"S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHC
            "S_WAIT_IDLE", "S_SLEEP_VAR", "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV", "S_PREFETCH_INST",
            "S_PREFETCH_INST_PC_REL", "S_PREFETCH_DATA", "S_BUFFER_PREFETCH_DATA", "S_PREFETCH_DATA_PC_REL"}
 
-# VGLOBAL/VSCRATCH/VFLAT field -> GFX11's name, as executor.prepare_memory reads them
+# VGLOBAL/VSCRATCH/VFLAT field -> GFX11's name, as memory_ops.prepare_memory reads them
 _MEM_FIELDS = {"addr": "vaddr", "data": "vsrc", "offset": "ioffset"}
 _MEM_FORMATS = {"VGLOBAL": "GLOBAL", "VSCRATCH": "SCRATCH", "VFLAT": "FLAT"}
 _ALIAS = {}
@@ -53,16 +54,16 @@ def prepare(ins, ex) -> bool:
         return False
     name, fmt = ins.name, ins.fmt
     if name in _NO_OPS:
-        ins.run = X._advance(ins)
+        ins.run = advance(ins)
     elif name in ("S_BARRIER_SIGNAL", "S_BARRIER_WAIT"):
         _prepare_barrier(ins)
     elif fmt == "SMEM":
         _prepare_smem(ins)
     elif fmt in _MEM_FORMATS:
-        if fmt == "VFLAT" and X._field(ins.inst, "saddr") != NULL:
-            raise X.UnsupportedInstruction(f"{name} (VFLAT) with an SGPR base address")
+        if fmt == "VFLAT" and field(ins.inst, "saddr") != NULL:
+            raise UnsupportedInstruction(f"{name} (VFLAT) with an SGPR base address")
         ins.inst, ins.fmt = _gfx11_view(ins.inst), _MEM_FORMATS[fmt]
-        X.prepare_memory(ins, ex)
+        prepare_memory(ins, ex)
     else:
         return False
     return True
@@ -87,14 +88,14 @@ def _gfx11_view(inst):
 
 def _prepare_barrier(ins):
     inst = ins.inst
-    number = X._field(inst, "ssrc0") if ins.name == "S_BARRIER_SIGNAL" else X._field(inst, "simm16")
+    number = field(inst, "ssrc0") if ins.name == "S_BARRIER_SIGNAL" else field(inst, "simm16")
     # SOP1's ssrc0 is an operand encoding (193 = the inline constant -1); SOPP's simm16 16 bits
-    value = {"S_BARRIER_SIGNAL": {193: -1}.get(number), "S_BARRIER_WAIT": X._sext(number, 16)}[ins.name]
+    value = {"S_BARRIER_SIGNAL": {193: -1}.get(number), "S_BARRIER_WAIT": sext(number, 16)}[ins.name]
     if value != WORKGROUP_BARRIER:
-        raise X.UnsupportedInstruction(f"{ins.name} of barrier {value if value is not None else number} "
+        raise UnsupportedInstruction(f"{ins.name} of barrier {value if value is not None else number} "
                                        "(only the workgroup barrier, -1, is emulated)")
     if ins.name == "S_BARRIER_SIGNAL":
-        ins.run = X._advance(ins)
+        ins.run = advance(ins)
         return
     ins.control, ins.writes_exec = True, False   # it parks the waves, as S_BARRIER does
 
@@ -112,19 +113,19 @@ def _prepare_smem(ins):
     inst, name = ins.inst, ins.name
     m = _SMEM.match(name)
     if not m:
-        raise X.UnsupportedInstruction(f"{name} (SMEM)")
+        raise UnsupportedInstruction(f"{name} (SMEM)")
     size, kind = _SMEM_SIZE[m.group(2)], m.group(2)
     buffer = bool(m.group(1))
-    sbase, sdata = X._field(inst, "sbase") << 1, X._field(inst, "sdata")
-    const = X._sext(X._field(inst, "ioffset"), 24)
-    soffset = X._field(inst, "soffset")
+    sbase, sdata = field(inst, "sbase") << 1, field(inst, "sdata")
+    const = sext(field(inst, "ioffset"), 24)
+    soffset = field(inst, "soffset")
     ins.writes_exec = sdata + max(1, size // 4) > 126
 
     def run(st, w):
         base = st.read_s64(w, sbase)
         if buffer:
             base = base & np.uint64((1 << 48) - 1)
-        off = np.full(X._n(st, w), const, np.int64)
+        off = np.full(n_waves(st, w), const, np.int64)
         if soffset != NULL:
             off += st.sgpr[w, soffset].astype(np.int64)
         addr = (base.astype(np.int64) + off).astype(np.uint64)
@@ -136,7 +137,7 @@ def _prepare_smem(ins):
         else:
             v = raw.view(np.uint8 if size == 1 else np.uint16).reshape(-1).astype(np.int64)
             if kind.startswith("I"):
-                v = X._sext(v, 8 * size)
+                v = sext(v, 8 * size)
             st.sgpr[w, sdata] = (v & 0xFFFFFFFF).astype(np.uint32)
     ins.run = run
 

@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from . import executor as X
+from .wave import KernelFault, Operand, UnsupportedInstruction, read_operand
 
 # the instruction fields the executor reads for prepare (executor.py's hook)
 FIELDS = ("src0", "src1", "src2", "vdst", "neg", "neg_hi", "opsel", "clmp")
@@ -97,25 +97,25 @@ def prepare(ins, ex, fields) -> bool:
     name = ins.name
     m = re.match(r"V_WMMA_F32_16X16X16_(F16|BF16)$", name)
     if not m or ex.family not in LAYOUTS or ex.lanes != LANES:
-        raise X.UnsupportedInstruction(f"{name} ({ex.family}, wave{ex.lanes})")
+        raise UnsupportedInstruction(f"{name} ({ex.family}, wave{ex.lanes})")
     if any(fields[f] for f in ("neg", "neg_hi", "opsel", "clmp")):
-        raise X.UnsupportedInstruction(f"{name} with neg/op_sel/clamp modifiers")
+        raise UnsupportedInstruction(f"{name} with neg/op_sel/clamp modifiers")
     family, bf16 = ex.family, m.group(1) == "BF16"
     nv = SOURCE_VGPRS[family]
     a0, b0, c_code, d0 = fields["src0"] - 256, fields["src1"] - 256, fields["src2"], fields["vdst"]
     if a0 < 0 or b0 < 0 or c_code == 255:
-        raise X.UnsupportedInstruction(f"{name} with a scalar A or B operand, or a literal C")
+        raise UnsupportedInstruction(f"{name} with a scalar A or B operand, or a literal C")
 
     def run(st, w):
         if not st.exec_mask(w).all():
-            raise X.KernelFault(f"{name} with lanes off (EXEC must be all ones)")
+            raise KernelFault(f"{name} with lanes off (EXEC must be all ones)")
         a_regs, b_regs = st.vgpr[w, a0:a0 + nv, :], st.vgpr[w, b0:b0 + nv, :]
         if family == "rdna3" and (halves_disagree(a_regs) or halves_disagree(b_regs)):
-            raise X.KernelFault(f"{name}: lanes 16-31 of A or B differ from lanes 0-15 (gfx11 needs copies)")
+            raise KernelFault(f"{name}: lanes 16-31 of A or B differ from lanes 0-15 (gfx11 needs copies)")
         if c_code >= 256:
             c = accumulator_matrix(st.vgpr[w, c_code - 256:c_code - 248, :], family)
         else:  # an inline constant or literal: every element of C
-            value = X.read_operand(st, w, X.Operand(c_code, 32, 32), False)
+            value = read_operand(st, w, Operand(c_code, 32, 32), False)
             c = np.broadcast_to(np.asarray(value, np.uint64).astype(np.uint32).view(np.float32).reshape(-1, 1, 1),
                                 (a_regs.shape[0], 16, 16))
         st.vgpr[w, d0:d0 + 8, :] = accumulator_regs(product(a_regs, b_regs, c, family, bf16), family)
