@@ -8,8 +8,6 @@ import numpy as np
 
 from .wave import Operand, UnsupportedInstruction, field, finish, n_waves, read_operand, write_vgpr
 
-# _prepare_mfma and its tables below are executor.py's lines as they were, unchanged while
-# gfx950's 16x16x32 MFMA is added to them elsewhere: their names for wave.py's field and n_waves
 
 
 def prepare(ins, ex) -> bool:
