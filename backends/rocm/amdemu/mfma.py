@@ -9,7 +9,6 @@ import numpy as np
 from .wave import Operand, UnsupportedInstruction, field, finish, n_waves, read_operand, write_vgpr
 
 
-
 def prepare(ins, ex) -> bool:
     """False if `ins` is none of this module's."""
     inst, name = ins.inst, ins.name
