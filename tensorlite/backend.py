@@ -739,6 +739,14 @@ def adam_bias_corrections(lr: float, betas: Tuple[float, float], step: int) -> T
     return lr / (1.0 - b1 ** step), math.sqrt(1.0 - b2 ** step)
 
 
+def check_matmul(lhs, rhs, bmnk, lhs_layout: Layout, rhs_layout: Layout):
+    """The storage matmul's operands as the contract states them: (b, m, k) x (b, k, n)."""
+    b, m, n, k = bmnk
+    if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
+        raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
+                            lhs=(lhs, lhs_layout), rhs=(rhs, rhs_layout))
+
+
 def batch_of_one(layout: Layout) -> Layout:
     """A 2-D layout as the (1, rows, cols) operand matmul takes."""
     return Layout((1,) + layout.shape, (0,) + layout.strides, layout.offset)

@@ -67,10 +67,13 @@ def test_an_empty_tensor_whose_other_sizes_pass_int64_is_a_shape_error():
     ([1, "a"], DTypeError, "cannot assign a list"), (np.array(["a"]), DTypeError, "cannot assign a ndarray"),
     (10 ** 400, tl.ArgumentError, "without overflow"), ([10 ** 400], tl.ArgumentError, "without overflow"),
     (1j, DTypeError, "must be a real number, got complex"), (np.complex64(1), DTypeError, "real number"),
-], ids=["list", "array", "empty-list", "ragged", "mixed", "str-array", "huge", "huge-in-list", "complex", "np-complex"])
+    (None, DTypeError, "None is not a value"), ([None], DTypeError, "None is not a value"),
+], ids=["list", "array", "empty-list", "ragged", "mixed", "str-array", "huge", "huge-in-list", "complex", "np-complex",
+        "none", "none-in-list"])
 def test_assigning_what_the_tensor_cannot_hold_raises_naming_setitem(value, error, match):
     """numpy's ValueError / OverflowError leaked from x[0] = [1, 2], [[1], [1, 2]], 10**400;
-    1j was written as its real part with numpy's ComplexWarning (PyTorch refuses it)."""
+    1j was written as its real part with numpy's ComplexWarning, None and [None] as NaN (PyTorch
+    refuses all three)."""
     x = tl.zeros(3)
     with pytest.raises(error, match=match) as e:
         x[0] = value
@@ -101,4 +104,9 @@ def test_tensor_refuses_data_no_dtype_holds():
         tl.tensor([10 ** 400], dtype=tl.float32)
     with pytest.raises(DTypeError, match="tensor: cannot make a float32 tensor of complex128 data"):
         tl.tensor([1j], dtype=tl.float32)
+    for data in (None, [1.0, None], [[None]]):  # numpy makes None NaN; PyTorch refuses it
+        with pytest.raises(DTypeError, match="tensor: None is not a value a float32 tensor can hold"):
+            tl.tensor(data, dtype=tl.float32)
+    with pytest.raises(DTypeError, match="fill_.*None is not a value"):
+        tl.zeros(2).fill_(None)
     assert tl.tensor(np.array([1, 2], dtype=object), dtype=tl.int64).tolist() == [1, 2]  # objects that are numbers

@@ -123,3 +123,12 @@ def test_matmul_result_feeds_further_ops(device, rng):
     got = (x @ x.T).sum(1) + x.T.matmul(x).mean()
     ref = (as_f64(a) @ as_f64(a).T).sum(1) + (as_f64(a).T @ as_f64(a)).mean()
     assert_close(got, ref, tl.float32, terms=12)
+
+
+def test_storage_matmul_refuses_layouts_other_than_its_bmnk(device):
+    """The contract's matmul takes (b, m, k) x (b, k, n): on every device (one check,
+    tensorlite.backend.check_matmul) other shapes raise naming both operands."""
+    from tensorlite.layout import Layout
+    a, b = tl.zeros(2, 3, device=device), tl.zeros(4, 5, device=device)
+    with pytest.raises(tl.ShapeError, match=r"matmul\(lhs: shape=\(1, 2, 3\) float32 .*rhs: shape=\(1, 4, 5\)"):
+        a._storage.matmul(b._storage, (1, 2, 5, 3), Layout((1, 2, 3), (0, 3, 1), 0), Layout((1, 4, 5), (0, 5, 1), 0))

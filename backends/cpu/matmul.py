@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorlite import dtype as dtypes
-from tensorlite.backend import batch_of_one
-from tensorlite.errors import ShapeError, storage_error
+from tensorlite.backend import batch_of_one, check_matmul
 
 from .common import accumulate_dtype, strided
 
@@ -14,10 +13,8 @@ class MatmulOps:
     __slots__ = ()  # a mixin of CpuStorage (storage.py), which holds the data: self is a CpuStorage
 
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
+        check_matmul(self, rhs, bmnk, lhs_layout, rhs_layout)
         b, m, n, k = bmnk
-        if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
-            raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
-                                lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         acc = accumulate_dtype(self.dtype)
         return self._new(np.matmul(self._read(lhs_layout).astype(acc, copy=False),
                                    rhs._read(rhs_layout).astype(acc, copy=False)))

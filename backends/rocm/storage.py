@@ -96,7 +96,7 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         # a whole-storage copy takes over the source's bound; a partial one widens dst's
         same = dst.dtype is self.dtype
         dst.value_range = (self.value_range if same and n == dst.numel
-                           else _range_union(dst.value_range, self.value_range) if same else None)
+                           else range_union(dst.value_range, self.value_range) if same else None)
         dev = self.device
         if dst.dtype is self.dtype and src_layout.is_contiguous():
             dev.dtod(dst.addr(dst_offset), self.addr(src_layout.offset), n * self.dtype.itemsize)
@@ -110,7 +110,7 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
     def copy2d(self, dst, d1, d2, src_stride1, dst_stride1, src_offset, dst_offset):
         if d1 * d2 == 0:
             return
-        dst.value_range = _range_union(dst.value_range, self.value_range) if dst.dtype is self.dtype else None
+        dst.value_range = range_union(dst.value_range, self.value_range) if dst.dtype is self.dtype else None
         src = self
         if dst.dtype is not self.dtype:  # cast the rows first (rare), then copy them
             src = self.to_dtype(Layout((d1, d2), (src_stride1, 1), src_offset), dst.dtype)
@@ -151,6 +151,6 @@ class GpuStorage(ElementwiseOps, ReduceOps, IndexOps, MatmulOps, ConvOps, FusedO
         return arr
 
 
-def _range_union(a, b):
+def range_union(a, b):
     """The bound of two GpuStorage.value_range's (None: unknown)."""
     return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))

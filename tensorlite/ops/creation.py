@@ -45,6 +45,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             raise ArgumentError(f"tensor: values {int(arr.min())}..{int(arr.max())} do not fit {dt.name}")
         if arr.dtype.kind in "USMmc":  # text, dates, complex numbers: no dtype of tensorlite holds them
             raise DTypeError(f"tensor: cannot make a {dt.name} tensor of {arr.dtype} data")
+        if arr.dtype.kind == "O" and any(v is None for v in arr.flat):  # numpy would make it NaN
+            raise DTypeError(f"tensor: None is not a value a {dt.name} tensor can hold")
         try:  # (np.ascontiguousarray would make a 0-d array 1-d)
             arr = arr.astype(dt.np, order="C", copy=False)
         except OverflowError:  # an object array: a Python int past what the dtype holds

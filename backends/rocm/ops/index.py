@@ -158,9 +158,9 @@ class IndexOps:
                                 by_row=False, reduce=reduce)
 
     def scatter_set(self, layout, ids, ids_layout, src, src_layout, dim):
-        from ..storage import _range_union  # (storage.py imports this module)
+        from ..storage import range_union  # (storage.py imports this module)
         if src.dtype is self.dtype:
-            self.value_range = _range_union(self.value_range, src.value_range)
+            self.value_range = range_union(self.value_range, src.value_range)
         src_iter = Layout(ids_layout.shape, src_layout.strides, src_layout.offset)
         self._accumulate("scatter_set", layout, ids, ids_layout, src, src_layout, dim, src_iter, ids_layout,
                          by_row=False, reduce=None, in_place=True)

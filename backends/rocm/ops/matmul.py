@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Tuple
 
-from tensorlite.backend import batch_of_one
-from tensorlite.errors import ShapeError, storage_error
+from tensorlite.backend import batch_of_one, check_matmul
 from tensorlite.layout import Layout
 
 from ..kernel_table import FLOATS, kernel_for
@@ -50,10 +49,8 @@ class MatmulOps:
 
     # ---- matmul ---------------------------------------------------------------------
     def matmul(self, rhs, bmnk, lhs_layout, rhs_layout):
+        check_matmul(self, rhs, bmnk, lhs_layout, rhs_layout)
         b, m, n, k = bmnk
-        if lhs_layout.shape != (b, m, k) or rhs_layout.shape != (b, k, n):
-            raise storage_error(ShapeError, "matmul", f"expected (b, m, k) x (b, k, n) for bmnk={bmnk}",
-                                lhs=(self, lhs_layout), rhs=(rhs, rhs_layout))
         out = self._new(b * m * n)
         gemm(self, lhs_layout, rhs, rhs_layout, out, 0, m * n, n, b, m, n, k)
         return out
