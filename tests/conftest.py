@@ -86,6 +86,19 @@ def null_backend(tmp_path, monkeypatch):
         yield "null"
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one worker per CPU this process may run on (not the host's
+    count, which a container's affinity mask may cut), at most one per 3 GiB of memory (a worker
+    with PyTorch and the reference checkpoints loaded peaks near 2 GiB)."""
+    import os
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): the CPUs alone
+        return cpus
+    return max(1, min(cpus, memory // (3 << 30)))
+
+
 def pytest_terminal_summary(terminalreporter):
     """Each backend that no test ran on, once, with its reason (also under -q)."""
     missing = {name: why for name, why in AVAILABILITY.items() if why is not True}

@@ -190,7 +190,8 @@ def run_tests(target: str, tests: Sequence[str], env: Dict[str, str], root: Path
     'timeout', 'no compile' (the code did not compile) or 'no tests' (none selected); detail:
     pytest's first FAILED line where a test failed, else the output's tail."""
     env = dict(env, TENSORLITE_AMDEMU=target)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", *tests]
+    # one process (-o addopts=: not pyproject's -n auto): --jobs runs are the parallelism
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-x", *tests]
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
