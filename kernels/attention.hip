@@ -556,22 +556,16 @@ TL_DEV void flash_bwd(const AttnShape& p, const View4& qv, const View4& kv, cons
 // static shared memory: the host opts in), rows padded by 8 elements (fragment loads stay
 // aligned and rows fall on different banks), by MmaTileCopy's cp.async runs.
 #define MMA_FWD_WARPS 4  // forward
-// backward: 16 keys per warp. NVIDIA: 8 warps (128 keys, 78.5 KiB of shared memory at DP 128;
-// each staged Q / dO tile then serves twice the keys: fwd+bwd 149 -> 159 TFLOP/s on the H100);
-// AMD: 4, as 64 KiB of LDS holds 64 keys at DP 128.
-#if TL_MMA_STAGES > 1
-#define MMA_WARPS 8
-#else
-#define MMA_WARPS 4
-#endif
 template <typename T, int DP, int NW> struct MmaFwdTile {
     static const int RT = sizeof(T) == 4 ? 1 : 2;              // 16-row tiles per warp (f32: registers)
     static const int STAGES = TL_MMA_STAGES;                   // K and V buffers each (the tile header)
+    static const int BM = 16 * RT * NW, LD = DP + 8;
     // keys per tile: 64 (half the barriers, online-softmax updates and tile waits per key of
-    // 32: 203 -> 212 TFLOP/s on the H100) where the shared memory holds two stages of them
-    static const int BM = 16 * RT * NW, BN = DP > 64 && STAGES == 1 ? 32 : 64, LD = DP + 8;
-    // Q, then STAGES times K and V: 52 KiB at DP 128 with 1 stage, 102 KiB with 2; mirrored
-    // by sdpa in backends/rocm/ops/attention.py (the platform's MMA_STAGES)
+    // 32: 203 -> 212 TFLOP/s on the H100) where Q and STAGES K/V tiles of 64 keys fit the
+    // LDS (TL_MMA_LDS_KIB of the tile header): at DP 128, 102 KiB with 2 stages (NVIDIA),
+    // 68 KiB with 1 (gfx950: two such workgroups fit its 160 KiB); else 32 (51 KiB: 64 KiB of LDS).
+    // Mirrored by sdpa in backends/rocm/ops/attention.py (the platform's mma_lds_bytes).
+    static const int BN = (BM + 2 * STAGES * 64) * LD * (int)sizeof(T) <= TL_MMA_LDS_KIB * 1024 ? 64 : 32;
     static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
 };
 // Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
@@ -872,8 +866,8 @@ TL_DEV void flash_fwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
         w_end = wlast < w_end ? (wlast > 0 ? wlast : 0) : w_end;
     }
     // Q stays. Two stages (NVIDIA): K_{j+1} and V_{j+1} stream in during all of tile j, into
-    // the stage tile j-1 used; one barrier per tile. One stage (AMD: 64 KiB of LDS, and the
-    // copies are synchronous there anyway): one K and one V buffer, each filled while the
+    // the stage tile j-1 used; one barrier per tile. One stage (AMD: the copies are
+    // synchronous there): one K and one V buffer, each filled while the
     // other is in use (the FlashAttention-2 pipeline): V_j during Q K_j^T and the softmax,
     // K_{j+1} during P V_j.
     const int NTH = TL_MMA_LANES * NW, STAGES = F::STAGES;
@@ -1095,14 +1089,14 @@ TL_DEV void flash_fwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
 // Q, dO, lse and Dr of a step are staged MMA_BWD_STAGES (2) deep: a step's tiles are
 // requested as soon as the step two back is done with its stage (mid-step), so they have
 // a step and a half to land. Shared memory: MmaBwdTile::SMEM bytes of dynamic shared
-// memory (56.5 KiB at DP 128, above the 48 KiB of static shared memory: the host opts in;
-// under AMD's 64 KiB of LDS), mirrored by sdpa_backward in backends/rocm/ops/attention.py.
+// memory (at DP 128: 56.5 KiB with 4 warps, 78.5 KiB with 8; above the 48 KiB of static shared
+// memory: the host opts in), mirrored by sdpa_backward in backends/rocm/ops/attention.py.
 #define MMA_BWD_STAGES 2
 template <typename T, int DP, int NW> struct MmaBwdTile {
     static const int BN = 16 * NW;            // keys per block
     static const int BM = DP > 64 || sizeof(T) == 4 ? 32 : 64;  // query rows per step
     // padded rows (fragment loads stay aligned; rows fall on different banks): 8 elements,
-    // dS^T's 16 bytes (f32 at DP 64 then fits AMD's 64 KiB of LDS: 63.5 KiB)
+    // dS^T's 16 bytes (f32 at DP 64 with 4 warps then fits 64 KiB of LDS: 63.5 KiB)
     static const int LD = DP + 8, LDS = BM + 16 / (int)sizeof(T), ST = MMA_BWD_STAGES;
     // dQ (BM x DP) as 16x16 tiles: warp w takes row tile w % RT and every QW-th dim tile
     static const int RT = BM / 16, QW = NW / RT, CPW = DP / 16 / QW;
@@ -1115,6 +1109,11 @@ template <typename T, int DP, int NW> struct MmaBwdTile {
     };
     static const int SMEM = (BN * LD + ST * 2 * BM * LD + BN * LDS) * (int)sizeof(T) + ST * 2 * BM * (int)sizeof(float);
 };
+// Backward warps, 16 keys each: 8 (128 keys; each staged Q / dO tile then serves twice the keys:
+// fwd+bwd 149 -> 159 TFLOP/s on the H100) where their tiles fit the LDS (78.5 KiB at DP 128,
+// 90.5 KiB f32 at DP 64: NVIDIA, gfx950), else 4 (64 KiB of LDS). Mirrored by sdpa_backward.
+template <typename T, int DP>
+constexpr int mma_bwd_warps = MmaBwdTile<T, DP, 8>::SMEM <= TL_MMA_LDS_KIB * 1024 ? 8 : 4;
 
 // The Q or dO tile of a step: thread tid copies the 16-byte chunks of row tid / CPR + k*RS,
 // k < NC, at element column (tid % CPR) * CH, so that per step a thread issues NC copies at
@@ -1584,13 +1583,14 @@ TL_DEV void flash_bwd_wg(const AttnShape& p, const View4& qv, const View4& kv, c
         if constexpr (tl_mma_takes<T>)  /* else (f32 on WMMA) empty: the host takes flash_fwd */   \
             flash_fwd_mma<T, DP, MMA_FWD_WARPS>(p, qv, kv, vv, ov, mv, mask, q, k, v, out, lse);   \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(TL_MMA_LANES * MMA_WARPS) flash_bwd_mma##DP##_##sfx(       \
+    extern "C" __global__ void __launch_bounds__((TL_MMA_LANES * mma_bwd_warps<T, DP>))          \
+        flash_bwd_mma##DP##_##sfx(                                                                 \
         AttnShape p, View4 qv, View4 kv, View4 vv, View4 gv, View4 dqv, View4 dkv, View4 dvv,      \
         View4 mv, const void* mask, const T* q, const T* k, const T* v, const T* g,                \
         const float* lse, const float* Dr, float* dq, T* dk, T* dv) {                              \
         if constexpr (tl_mma_takes<T>)                                                             \
-            flash_bwd_mma<T, DP, MMA_WARPS>(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, g, lse, Dr, \
-                                            dq, dk, dv);                                           \
+            flash_bwd_mma<T, DP, mma_bwd_warps<T, DP> >(p, qv, kv, vv, gv, dqv, dkv, dvv, mv, mask, q, k, v, \
+                                                       g, lse, Dr, dq, dk, dv);                    \
     }
 #define ATT_WG_ENTRIES(T, sfx, DP)                                                                  \
     extern "C" __global__ void __launch_bounds__(128 * WG_FWD_GROUPS) flash_fwd_wg##DP##_##sfx(              \

@@ -637,6 +637,7 @@ TL_DEV void tl_atomic_add(tlbool* p, u32 v) { tl_atomic_add_byte<tlbool>(p, v); 
 #ifndef TL_MMA_LANES
 #define TL_MMA_LANES 64  // no MMA here: the kernels are empty, any bound compiles
 #define TL_MMA_STAGES 1
+#define TL_MMA_LDS_KIB 64
 #endif
 #if defined(TL_HAS_MMA) && defined(TL_MMA_NO_F32)
 template <typename T> constexpr bool tl_mma_takes = sizeof(T) == 2;

@@ -8,7 +8,14 @@
 #pragma once
 
 #define TL_HAS_MMA 1
-#define TL_MMA_STAGES 1  // 64 KiB of LDS per workgroup: one K and one V buffer
+#define TL_MMA_STAGES 1  // one K and one V buffer (the copies are synchronous: no second stage in flight)
+// LDS a workgroup may allocate (AMDGPUUsage "Memory Spaces"): attention.hip sizes the matrix-core
+// tiles from it (MmaFwdTile's BN, mma_bwd_warps); mirrored by hip.py's AmdArchitectures.mma_lds_bytes
+#if defined(__gfx950__)
+#define TL_MMA_LDS_KIB 160
+#else
+#define TL_MMA_LDS_KIB 64
+#endif
 #if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
 #define TL_MMA_ACC_N 4
 #define TL_MMA_ROW_SLOTS 4

@@ -11,7 +11,10 @@
 #define TL_MMA_ROW_SLOTS 2  // distinct tile rows per lane
 #define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
 #define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
-#define TL_MMA_STAGES 2     // K/V buffers of the MMA forward (shared memory: up to 227 KiB per block)
+#define TL_MMA_STAGES 2     // K/V buffers of the MMA forward
+// shared memory a block may opt into on sm_90 (attention.hip sizes its matrix-core tiles from
+// it; sm_86/89's 99 KiB are not modelled); mirrored by cuda.py's CudaPlatform.mma_lds_bytes
+#define TL_MMA_LDS_KIB 227
 struct TlFragA { u32 x[4]; };
 struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
 struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2

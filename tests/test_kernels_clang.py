@@ -121,6 +121,25 @@ def test_gfx950_attention_runs_on_mfma(code_objects):
     assert not wrong, f"gfx950 MMA kernels on other MFMA shapes than their dtype's: {wrong}"
 
 
+def test_gfx950_attention_backward_takes_eight_warps():
+    """The backward's warps follow the LDS (attention.hip mma_bwd_warps; matrix_cores_amd.h
+    TL_MMA_LDS_KIB): gfx950's 160 KiB hold 8 warps' tiles, so its flash_bwd_mma* kernels are built
+    for workgroups of 512 lanes (8 waves); gfx942's 64 KiB hold 4 (256 lanes). The forward has 4
+    waves on both. Read from the code objects' metadata (.max_flat_workgroup_size)."""
+    clang = _clang_or_skip()
+    sizes = {}
+    for arch in ("gfx950", "gfx942"):
+        try:
+            co = CodeObject.parse(compiler.compile_source(clang, "attention.hip", arch))
+        except BackendUnavailable as e:  # gfx950 without triton's LLVM
+            pytest.skip(str(e))
+        sizes[arch] = {k.split("_")[1]: set() for k in co.kernels if re.match(r"flash_(fwd|bwd)_mma", k)}
+        for name, k in co.kernels.items():
+            if re.match(r"flash_(fwd|bwd)_mma", name):
+                sizes[arch][name.split("_")[1]].add(k.max_flat_workgroup_size)
+    assert sizes == {"gfx950": {"fwd": {256}, "bwd": {512}}, "gfx942": {"fwd": {256}, "bwd": {256}}}
+
+
 def test_compile_error_names_family_target_and_compiler():
     clang = _clang_or_skip()
     with pytest.raises(CompileError, match=r"clang-19 failed to compile broken\.hip for gfx1201[\s\S]*"

@@ -25,7 +25,8 @@ the storage's ops use without knowing the vendor:
     blas_create(stream) -> handle; blas_gemm(handle, dtype_short, ...)
     capture_begin(s) / capture_end(s) -> graph / graph_instantiate(g) -> exec / graph_launch(exec, s) /
     graph_exec_update(exec, g) -> bool / graph_exec_destroy(exec) / graph_destroy(g)   (graph.py)
-    matrix_cores(arch) -> "wgmma" | "mma" | "wmma" | None; MMA_STAGES   what the attention kernels may use
+    matrix_cores(arch) -> "wgmma" | "mma" | "wmma" | None; MMA_STAGES; mma_lds_bytes(arch)
+                                           what the attention kernels may use
 
 Nothing here loads a library at import time: a missing library or device surfaces as
 `BackendUnavailable` when a device is first opened.
@@ -189,6 +190,12 @@ class PlatformBase:
         mma.sync or AMD MFMA), "wmma" (AMD RDNA's WMMA: 16-bit operands only), or None. Vendor
         knowledge: each platform answers for its archs."""
         return None
+
+    def mma_lds_bytes(self, arch: str) -> int:
+        """Shared memory (LDS) a block may use in code built for `arch`, as the vendor's tile
+        header says (TL_MMA_LDS_KIB; compat.h's 64 without matrix cores): the matrix-core
+        attention's tile sizes follow from it (ops/attention.py mirrors them)."""
+        return 64 * 1024
 
     # ---- checked calls --------------------------------------------------------------
     def check(self, call: str, code):

@@ -232,7 +232,7 @@ class CudaPlatform(PlatformBase):
     BLAS_WORKSPACE = 32 << 20  # cuBLAS's recommendation for Hopper; PyTorch also gives 32 MiB there
     OOM_CODE = 2         # CUDA_ERROR_OUT_OF_MEMORY
     RTC_PREFIX, RTC_CODE = "nvrtc", "CUBIN"
-    MMA_STAGES = 2       # tensor_cores_nvidia.h TL_MMA_STAGES: 227 KiB of shared memory per block hold two K/V stages
+    MMA_STAGES = 2       # tensor_cores_nvidia.h TL_MMA_STAGES: two K/V stages
 
     def __init__(self):
         super().__init__(DRIVER_CDEFS, NVRTC_CDEFS, CUBLAS_CDEFS, CUBLASLT_CDEFS)
@@ -248,6 +248,10 @@ class CudaPlatform(PlatformBase):
         if arch == "sm_90a":
             return "wgmma"
         return "mma" if _sm_number(arch) >= 80 else None
+
+    def mma_lds_bytes(self, arch: str) -> int:
+        # tensor_cores_nvidia.h TL_MMA_LDS_KIB: sm_90's opt-in maximum, on every target with mma
+        return 227 * 1024 if self.matrix_cores(arch) else super().mma_lds_bytes(arch)
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):

@@ -261,11 +261,17 @@ class AmdArchitectures:
     # 16-bit operands only (matrix_cores_amd.h; gfx12's operand layout is not gfx11's).
     MFMA_ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
     WMMA_ARCHS = ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1200", "gfx1201")
-    MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: 64 KiB of LDS per workgroup hold one K and one V buffer
+    MMA_STAGES = 1   # matrix_cores_amd.h TL_MMA_STAGES: one K and one V buffer
     CODE_SUFFIX = ".hsaco"  # the disk cache's name for an AMD code object (shared by the emulated platform)
 
     def matrix_cores(self, arch: str):
         return "mma" if arch in self.MFMA_ARCHS else "wmma" if arch in self.WMMA_ARCHS else None
+
+    @staticmethod
+    def mma_lds_bytes(arch: str) -> int:
+        """LDS a workgroup may allocate, which the matrix-core attention's tiles are sized from
+        (matrix_cores_amd.h TL_MMA_LDS_KIB): 160 KiB on gfx950 (CDNA4), 64 KiB elsewhere."""
+        return (160 if strip_arch_features(arch) == "gfx950" else 64) * 1024
 
     @staticmethod
     def wavefront_size(arch: str) -> int:

@@ -133,9 +133,7 @@ class AttentionOps:
         elif mma:  # matrix cores: blocks of MMA_FWD_WARPS warps, 32 rows each (f32: 16)
             kernel = kernel_for(dev, f"flash_fwd_mma{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm, block = (16 if self.dtype.itemsize == 4 else 32) * _MMA_FWD_WARPS, (dev.warp_size, _MMA_FWD_WARPS)
-            stages = _mma_stages(dev)
-            bn = 32 if dp > 64 and stages == 1 else 64
-            smem = (bm + 2 * stages * bn) * (dp + 8) * self.dtype.itemsize  # MmaFwdTile::SMEM
+            smem = mma_fwd_tile(dev, self.dtype, dp)[1]
         else:
             kernel = kernel_for(dev, f"flash_fwd{dp}_{self.dtype.short}", "sdpa", q=(self, layout))
             bm = 32 if self.dtype.itemsize == 4 and dp > 64 else 64   # FwdCfg::BM, BN in attention.hip
@@ -192,13 +190,10 @@ class AttentionOps:
                 bn, block, bm, st = _WG_BWD_BN, (dev.warp_size, 8), 8192 // dp, _WG_BWD_STAGES
                 # WgBwdTile::SMEM: K, V, the Q/dO stages, dS^T, lse/Dr stages, 1 KiB alignment slack
                 smem = (2 * bn * dp + st * 2 * bm * dp + bn * bm) * self.dtype.itemsize + 2 * st * bm * 4 + 1024
-            elif mma:  # matrix cores: MMA_WARPS warps, 16 keys each
+            elif mma:  # matrix cores: mma_bwd_tile's warps, 16 keys each
                 kernel = kernel_for(dev, f"flash_bwd_mma{dp}_{t}", "sdpa_backward", q=(self, layout))
-                warps = _mma_bwd_warps(dev)
+                warps, smem = mma_bwd_tile(dev, self.dtype, dp)
                 bn, block = 16 * warps, (dev.warp_size, warps)
-                bm, st = (32 if dp > 64 or self.dtype.itemsize == 4 else 64), _MMA_BWD_STAGES
-                lds = bm + 16 // self.dtype.itemsize  # MmaBwdTile::SMEM: K, Q/dO stages, dS^T, lse/Dr
-                smem = (bn * (dp + 8) + st * 2 * bm * (dp + 8) + bn * lds) * self.dtype.itemsize + st * 2 * bm * 4
             else:
                 kernel = kernel_for(dev, f"flash_bwd{dp}_{t}", "sdpa_backward", q=(self, layout))
                 bn = (16 if dp > 64 else 32) if self.dtype.itemsize == 4 else (32 if dp > 64 else 64)  # BwdCfg::BN
@@ -289,15 +284,27 @@ _WG_FWD_GROUPS, _WG_FWD_BN, _WG_FWD_STAGES = 2, 128, 3  # WG_FWD_GROUPS, _BN, _S
 _WG_BWD_BN, _WG_BWD_STAGES = 128, 3              # WG_BWD_BN, WG_BWD_STAGES in attention.hip
 
 
-def _mma_stages(dev) -> int:
-    """K/V buffers of the tensor-core forward (TL_MMA_STAGES of the vendor's tile header, the platform's
-    MMA_STAGES)."""
-    return dev.platform.MMA_STAGES
+def mma_fwd_tile(dev, dtype, dp: int) -> Tuple[int, int]:
+    """(keys per tile, bytes of dynamic shared memory) of flash_fwd_mma<dp> on dev (MmaFwdTile in
+    attention.hip): Q and the platform's MMA_STAGES K/V tiles, of 64 keys where they fit the
+    shared memory the vendor's tile header says a block has (mma_lds_bytes), else 32."""
+    bm, ld, stages = (16 if dtype.itemsize == 4 else 32) * _MMA_FWD_WARPS, dp + 8, dev.platform.MMA_STAGES
+    bn = 64 if (bm + 2 * stages * 64) * ld * dtype.itemsize <= dev.platform.mma_lds_bytes(dev.arch) else 32
+    return bn, (bm + 2 * stages * bn) * ld * dtype.itemsize
 
 
-def _mma_bwd_warps(dev) -> int:
-    """Warps of the matrix-core backward (MMA_WARPS in attention.hip: 8 where TL_MMA_STAGES > 1)."""
-    return 8 if _mma_stages(dev) > 1 else 4
+def _mma_bwd_smem(dtype, dp: int, warps: int) -> int:
+    """MmaBwdTile::SMEM of attention.hip: K, the Q/dO stages, dS^T, the lse/Dr stages."""
+    bn, bm, ld, st = 16 * warps, (32 if dp > 64 or dtype.itemsize == 4 else 64), dp + 8, _MMA_BWD_STAGES
+    lds = bm + 16 // dtype.itemsize  # dS^T's padded rows
+    return (bn * ld + st * 2 * bm * ld + bn * lds) * dtype.itemsize + st * 2 * bm * 4
+
+
+def mma_bwd_tile(dev, dtype, dp: int) -> Tuple[int, int]:
+    """(warps, bytes of dynamic shared memory) of flash_bwd_mma<dp> on dev (mma_bwd_warps in
+    attention.hip): 8 warps of 16 keys where their tiles fit mma_lds_bytes, else 4."""
+    warps = 8 if _mma_bwd_smem(dtype, dp, 8) <= dev.platform.mma_lds_bytes(dev.arch) else 4
+    return warps, _mma_bwd_smem(dtype, dp, warps)
 
 
 def flash_wgmma(dev, dtype) -> bool:
