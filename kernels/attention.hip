@@ -567,6 +567,7 @@ template <typename T, int DP, int NW> struct MmaFwdTile {
     // Mirrored by sdpa in backends/rocm/ops/attention.py (the platform's mma_lds_bytes).
     static const int BN = (BM + 2 * STAGES * 64) * LD * (int)sizeof(T) <= TL_MMA_LDS_KIB * 1024 ? 64 : 32;
     static const int SMEM = (BM + 2 * STAGES * BN) * LD * (int)sizeof(T);
+    static_assert(SMEM <= TL_MMA_LDS_KIB * 1024, "the forward's tiles exceed the LDS of a block");
 };
 // Shared-memory layouts of the tensor-core kernels' tiles: element (r, c) at at(r, c).
 // PaddedRows: rows of LD elements (ldmatrix operands; the padding puts rows on different
@@ -1253,6 +1254,7 @@ TL_DEV void flash_bwd_mma(const AttnShape& p, const View4& qv, const View4& kv, 
     const int BN = B::BN, BM = B::BM, LD = B::LD, LDS = B::LDS, KD = DP / 16, MT = BM / 16, ST = B::ST;
     const int RT = B::RT, QW = B::QW, CPW = B::CPW;
     static_assert(NW % (BM / 16) == 0 && (DP / 16) % (NW / (BM / 16)) == 0 && BN <= ST * 2 * BM, "tile split");
+    static_assert(B::SMEM <= TL_MMA_LDS_KIB * 1024, "the backward's tiles exceed the LDS of a block");
     const int KP = tl_mma_kp<T>;  // K chunks of 16 per product (compat.h)
     static_assert(KD % KP == 0 && MT % KP == 0 && BN / 16 % KP == 0, "whole products along K");
     static_assert(sizeof(typename B::Smem) == B::SMEM, "MmaBwdTile::SMEM (mirrored by the host)");

@@ -12,9 +12,16 @@
 #define TL_MMA_ROW_LANES 4  // lanes that share a row (consecutive lanes)
 #define TL_MMA_LANES 32     // lanes per warp (launch bounds of MMA kernels)
 #define TL_MMA_STAGES 2     // K/V buffers of the MMA forward
-// shared memory a block may opt into on sm_90 (attention.hip sizes its matrix-core tiles from
-// it; sm_86/89's 99 KiB are not modelled); mirrored by cuda.py's CudaPlatform.mma_lds_bytes
+// shared memory a block may opt into (CUDA's table of compute capabilities): 99 KiB on sm_86,
+// sm_89 and sm_12x (RTX 30 / 40 / 50), 163 KiB on sm_80 and sm_87, 227 KiB on sm_90 and sm_10x;
+// attention.hip sizes its matrix-core tiles from it; mirrored by cuda.py's CudaPlatform.mma_lds_bytes
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1200
+#define TL_MMA_LDS_KIB 99
+#elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
+#define TL_MMA_LDS_KIB 163
+#else
 #define TL_MMA_LDS_KIB 227
+#endif
 struct TlFragA { u32 x[4]; };
 struct TlFragB { u32 x[4]; };  // two k16 x n8 halves
 struct TlAcc { float x[8]; };  // x[4*half + i]: row lane/4 + 8*(i/2), col 8*half + 2*(lane%4) + i%2

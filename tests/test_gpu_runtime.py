@@ -615,3 +615,25 @@ def test_cublaslt_plan_is_built_once_per_shape_and_misalignment_falls_back():
     assert not run(epilogue="bgradb") and "cublasLtMatmul" not in calls  # no algorithm for the case
     platform.ltlib = False
     assert not run(m=256)
+
+
+# CUDA's "maximum amount of shared memory per thread block" a kernel may opt into, KiB, by arch
+# (the CUDA C++ Programming Guide's table of compute capabilities)
+NVIDIA_OPT_IN_KIB = {"sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90a": 227, "sm_100": 227,
+                     "sm_120": 99}
+
+
+@pytest.mark.parametrize("arch", NVIDIA_OPT_IN_KIB)
+def test_matrix_core_attention_tiles_fit_each_nvidia_arch(arch):
+    """The tensor-core attention's tiles (ops/attention.py's mirror of attention.hip, sized from
+    tensor_cores_nvidia.h's TL_MMA_LDS_KIB) fit the shared memory a block may have on the arch:
+    at 227 KiB for every arch, the two-stage 64-key forward at head dim 128 (102 KiB) could not
+    launch on an RTX 3090 / 4090 / 5090 (99 KiB)."""
+    from types import SimpleNamespace
+    import tensorlite as tl
+    from tensorlite.backends.rocm.ops.attention import mma_bwd_tile, mma_fwd_tile
+    dev = SimpleNamespace(platform=get_platform("cuda"), arch=arch)
+    for dtype, dp in ((tl.float16, 64), (tl.float16, 128), (tl.bfloat16, 64), (tl.bfloat16, 128), (tl.float32, 64)):
+        (bn, fwd), (warps, bwd) = mma_fwd_tile(dev, dtype, dp), mma_bwd_tile(dev, dtype, dp)
+        assert max(fwd, bwd) <= NVIDIA_OPT_IN_KIB[arch] * 1024, (arch, dtype, dp, fwd, bwd)
+        assert warps == 8 and (bn == 64 or dp == 128 and NVIDIA_OPT_IN_KIB[arch] < 102), (arch, dtype, dp, bn, warps)

@@ -250,8 +250,11 @@ class CudaPlatform(PlatformBase):
         return "mma" if _sm_number(arch) >= 80 else None
 
     def mma_lds_bytes(self, arch: str) -> int:
-        # tensor_cores_nvidia.h TL_MMA_LDS_KIB: sm_90's opt-in maximum, on every target with mma
-        return 227 * 1024 if self.matrix_cores(arch) else super().mma_lds_bytes(arch)
+        # tensor_cores_nvidia.h TL_MMA_LDS_KIB: the shared memory a block may opt into on the arch
+        if not self.matrix_cores(arch):
+            return super().mma_lds_bytes(arch)
+        sm = _sm_number(arch)
+        return (99 if sm in (86, 89) or sm >= 120 else 163 if sm in (80, 87) else 227) * 1024
 
     # ---- library loading ------------------------------------------------------------
     def _dirs(self):
